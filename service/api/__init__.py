@@ -1,0 +1,1 @@
+"""The web layer: FastAPI routers over the pipeline."""

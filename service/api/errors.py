@@ -1,0 +1,77 @@
+"""The one place where failures become Datafari's error envelope.
+
+{"status": "ERROR", "content": {"code": "428", "label": "ragNoFileFound",
+                                "message": "<for the user>", "reason": "<technical>"}}
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from service.errors import BadRequest, ServiceError, TechnicalError
+
+log = logging.getLogger(__name__)
+
+
+def feature_of(request: Request) -> str:
+    """Datafari's label prefix: summarization errors are `summarization...`, the rest `rag...`."""
+    return "summarization" if request.url.path.startswith("/ai/summarize") else "rag"
+
+
+def error_response(request: Request, error: ServiceError) -> JSONResponse:
+    feature = feature_of(request)
+    body = {
+        "status": "ERROR",
+        "content": {
+            "code": str(error.status),
+            "label": feature + error.kind,
+            "message": error.message,
+            "reason": error.reason,
+        },
+    }
+    return JSONResponse(body, status_code=error.status)
+
+
+def describe_validation_errors(error: RequestValidationError) -> str:
+    problems = []
+    for item in error.errors():
+        location = ".".join(str(part) for part in item.get("loc", ()) if part != "body")
+        if item.get("type") == "json_invalid":
+            problems.append("the body is not valid JSON")
+        else:
+            problems.append(f"{location or 'body'}: {item.get('msg', 'invalid')}")
+    return "; ".join(problems) or "invalid request"
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ServiceError)
+    async def _service_error(request: Request, error: ServiceError) -> JSONResponse:
+        if isinstance(error, TechnicalError):
+            log.warning("request failed: %s", error.reason)
+        return error_response(request, error)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid_request(request: Request, error: RequestValidationError) -> JSONResponse:
+        return error_response(request, BadRequest(describe_validation_errors(error)))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
+        if request.url.path.startswith("/ai/"):
+            return error_response(request, BadRequest(str(error.detail), status=error.status_code))
+        return JSONResponse({"detail": error.detail}, status_code=error.status_code)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, error: Exception) -> JSONResponse:
+        request_id = getattr(request.state, "request_id", "-")
+        log.exception("unexpected error in request %s", request_id)
+        return error_response(
+            request,
+            TechnicalError(
+                f"unexpected {type(error).__name__}; see the service log for request {request_id}"
+            ),
+        )

@@ -1,0 +1,49 @@
+"""GET /health: can this service answer? (Solr collections, the LLM, the configuration.)"""
+
+from __future__ import annotations
+
+import asyncio
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+from service.api.runtime import Runtime
+from service.errors import ServiceError
+
+router = APIRouter(tags=["operations"])
+
+CHECK_TIMEOUT_SECONDS = 5.0
+
+
+async def _check(coroutine: object) -> dict[str, str]:
+    try:
+        await asyncio.wait_for(coroutine, CHECK_TIMEOUT_SECONDS)  # type: ignore[arg-type]
+    except ServiceError as error:
+        return {"status": "down", "reason": error.reason}
+    except TimeoutError:
+        return {"status": "down", "reason": f"no answer within {CHECK_TIMEOUT_SECONDS:g}s"}
+    return {"status": "up"}
+
+
+@router.get("/health")
+async def health(request: Request) -> JSONResponse:
+    runtime: Runtime = request.app.state.runtime
+    settings = runtime.settings()
+    solr = runtime.solr(settings)
+    llm = runtime.llm(settings)
+    documents, passages, model = await asyncio.gather(
+        _check(solr.ping(settings.documents_collection)),
+        _check(solr.ping(settings.passages_collection)),
+        _check(llm.list_models()),
+    )
+    checks = {
+        "config": {"status": "up", "path": str(runtime.config.path)},
+        f"solr:{settings.documents_collection}": documents,
+        f"solr:{settings.passages_collection}": passages,
+        "llm": model,
+    }
+    healthy = all(check["status"] == "up" for check in checks.values())
+    return JSONResponse(
+        {"status": "up" if healthy else "down", "checks": checks},
+        status_code=200 if healthy else 503,
+    )

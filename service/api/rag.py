@@ -1,0 +1,112 @@
+"""POST /ai/rag: Datafari's RAG endpoint."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from service.api.runtime import Runtime
+from service.chains.instructions import LANGUAGE_CODE
+from service.llm import ChatMessage
+from service.pipeline import RagAnswer, RagQuery
+
+router = APIRouter(tags=["rag"])
+
+MAX_QUERY_CHARS = 20_000
+MAX_HISTORY_MESSAGES = 100
+MAX_MESSAGE_CHARS = 20_000
+
+
+class HistoryMessage(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    role: Literal["user", "assistant"]
+    content: str = Field(max_length=MAX_MESSAGE_CHARS)
+
+
+class RagRequest(BaseModel):
+    """The body of POST /ai/rag; fields Datafari clients send that we do not know are ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="The question.")
+    id: str | None = Field(
+        None,
+        min_length=1,
+        max_length=512,
+        pattern=r"^[^\x00-\x1f\x7f]+$",
+        description="Answer from this one FileShare document only.",
+    )
+    lang: str | None = Field(
+        None, pattern=LANGUAGE_CODE.pattern, description="ISO code of the answer's language."
+    )
+    history: list[HistoryMessage] | None = Field(
+        None,
+        max_length=MAX_HISTORY_MESSAGES,
+        description="Earlier messages; used when chat.memory.enabled is true.",
+    )
+    format: Literal["bulletpoint", "stepbystep", "text", "default"] | None = Field(
+        None, description="The answer's form."
+    )
+
+    def to_query(self) -> RagQuery:
+        return RagQuery(
+            query=self.query,
+            document_id=self.id,
+            lang=self.lang,
+            history=tuple(ChatMessage(m.role, m.content) for m in self.history or ()),
+            format=self.format or "default",
+        )
+
+
+class DocumentOut(BaseModel):
+    id: str
+    title: str
+    url: str
+    content: str = Field(description="The text of this document that the LLM was given.")
+
+
+class RagContent(BaseModel):
+    message: str
+    documents: list[DocumentOut]
+
+
+class UsageOut(BaseModel):
+    llm_calls: int
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class RagResponse(BaseModel):
+    status: Literal["OK"] = "OK"
+    content: RagContent
+    timings: dict[str, float] = Field(description="Milliseconds per stage.")
+    usage: UsageOut
+
+    @classmethod
+    def of(cls, answer: RagAnswer) -> RagResponse:
+        return cls(
+            content=RagContent(
+                message=answer.message,
+                documents=[
+                    DocumentOut(id=d.id, title=d.title, url=d.url, content=d.content)
+                    for d in answer.documents
+                ],
+            ),
+            timings=answer.timings,
+            usage=UsageOut(
+                llm_calls=answer.llm_calls,
+                prompt_tokens=answer.prompt_tokens,
+                completion_tokens=answer.completion_tokens,
+            ),
+        )
+
+
+@router.post("/ai/rag", response_model=RagResponse)
+async def rag(body: RagRequest, request: Request) -> RagResponse:
+    """Answer `query` from the documents Solr finds, with those documents as sources."""
+    runtime: Runtime = request.app.state.runtime
+    answer = await runtime.rag_pipeline().run(body.to_query())
+    return RagResponse.of(answer)

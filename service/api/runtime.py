@@ -1,0 +1,78 @@
+"""What the web layer keeps between requests: config, pooled HTTP client, prompt templates."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+
+from service.chains import PromptLibrary, PromptStore
+from service.config import ConfigStore, Settings
+from service.llm import ChatClient, LLMOptions
+from service.pipeline import RagPipeline
+from service.retrieval import SolrClient
+
+
+class Runtime:
+    """Builds each request's pipeline from the settings in force at that moment."""
+
+    def __init__(self, config_path: Path) -> None:
+        self.config = ConfigStore(config_path)
+        self.prompts = PromptStore(self._prompts_folder(self.config.current()))
+        self.http: httpx.AsyncClient | None = None
+
+    async def start(self) -> None:
+        self.http = httpx.AsyncClient(
+            limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
+            follow_redirects=False,
+        )
+
+    async def stop(self) -> None:
+        if self.http is not None:
+            await self.http.aclose()
+            self.http = None
+
+    def settings(self) -> Settings:
+        return self.config.current()
+
+    def solr(self, settings: Settings) -> SolrClient:
+        return SolrClient(
+            self._client(),
+            settings.solr_url,
+            connect_timeout=settings.solr_timeout_connect,
+            read_timeout=settings.solr_timeout_read,
+        )
+
+    def llm(self, settings: Settings) -> ChatClient:
+        return ChatClient(
+            self._client(),
+            LLMOptions(
+                endpoint=settings.api_endpoint,
+                model=settings.llm_model,
+                token=settings.api_token.get_secret_value(),
+                temperature=settings.llm_temperature,
+                max_tokens=settings.llm_max_tokens,
+                connect_timeout=settings.llm_timeout_connect,
+                read_timeout=settings.llm_timeout_read,
+                retries=settings.llm_retries,
+            ),
+        )
+
+    def prompt_library(self, settings: Settings) -> PromptLibrary:
+        return self.prompts.current(self._prompts_folder(settings))
+
+    def rag_pipeline(self) -> RagPipeline:
+        settings = self.settings()
+        return RagPipeline(
+            settings, self.solr(settings), self.llm(settings), self.prompt_library(settings)
+        )
+
+    def _prompts_folder(self, settings: Settings) -> Path:
+        """Relative folders are read from where rag.properties lives."""
+        folder = Path(settings.prompts_dir)
+        return folder if folder.is_absolute() else self.config.path.parent / folder
+
+    def _client(self) -> httpx.AsyncClient:
+        if self.http is None:
+            raise RuntimeError("Runtime.start() must run before requests are served")
+        return self.http

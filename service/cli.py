@@ -1,0 +1,191 @@
+"""The `solr-rag` command: serve | ingest | samples | model-server | solr start|stop|status."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SOLR_SCRIPT = REPO_ROOT / "solr" / "local" / "solr.sh"
+DEFAULT_CONFIG = Path(os.environ.get("SOLR_RAG_CONFIG", "rag.properties"))
+SAMPLES_FOLDER = REPO_ROOT / ".cache" / "samples" / "python-reference"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=os.environ.get("LOG_LEVEL", "INFO").upper(),
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )
+    try:
+        return int(args.run(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="solr-rag", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    serve = commands.add_parser("serve", help="run the RAG service")
+    serve.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
+    serve.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
+    serve.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
+    serve.add_argument(
+        "--with-model-server",
+        action="store_true",
+        help="also run the local model server (for the embedded default)",
+    )
+    serve.add_argument("--model-port", type=int, default=8001)
+    serve.set_defaults(run=_serve)
+
+    ingest = commands.add_parser("ingest", help="index text, Markdown and HTML files")
+    ingest.add_argument("paths", nargs="*", type=Path, help="files or folders")
+    ingest.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
+    ingest.add_argument("--language", default="en", help="ISO code of the documents' language")
+    ingest.add_argument("--samples", action="store_true", help="ingest the sample corpus")
+    ingest.add_argument(
+        "--if-empty", action="store_true", help="do nothing when the collection has documents"
+    )
+    ingest.set_defaults(run=_ingest)
+
+    samples = commands.add_parser("samples", help="write the sample corpus into a folder")
+    samples.add_argument("folder", type=Path)
+    samples.set_defaults(run=_samples)
+
+    model = commands.add_parser("model-server", help="run the local model server")
+    model.add_argument("--host", default="127.0.0.1")
+    model.add_argument("--port", type=int, default=8001)
+    model.set_defaults(run=_model_server)
+
+    solr = commands.add_parser("solr", help="the local Solr 9.8 (from Maven Central jars)")
+    solr.add_argument("action", choices=["start", "stop", "status", "fetch"])
+    solr.add_argument("--port", type=int, default=int(os.environ.get("SOLR_PORT", "8983")))
+    solr.add_argument("--dir", type=Path, default=REPO_ROOT / ".solr-data")
+    solr.set_defaults(run=_solr)
+    return parser
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from service.api.app import create_app
+
+    app = create_app(args.config.resolve())
+    model_server = _start_model_server(args.model_port) if args.with_model_server else None
+    base = f"http://{args.host}:{args.port}"
+    print(
+        f"\nsolr-rag is starting on {base} (API docs: {base}/docs)\nTry:\n"
+        f"  curl -s {base}/ai/rag -H 'Content-Type: application/json' \\\n"
+        '       -d \'{"query": "What does the assert statement do?"}\'\n',
+        flush=True,
+    )
+    try:
+        uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    finally:
+        if model_server is not None:
+            model_server.terminate()
+            model_server.wait(timeout=10)
+    return 0
+
+
+def _start_model_server(port: int) -> subprocess.Popen[bytes]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "service.models", "--port", str(port)], cwd=REPO_ROOT
+    )
+    url = f"http://127.0.0.1:{port}/health"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url, timeout=1).status_code == 200:
+                return process
+        except httpx.TransportError:
+            time.sleep(0.2)
+        if process.poll() is not None:
+            break
+    process.terminate()
+    raise SystemExit(f"the local model server did not start on port {port}")
+
+
+def _ingest(args: argparse.Namespace) -> int:
+    from service.config import load_settings
+    from service.ingest import Indexer, extract, find_files
+    from service.ingest.samples import export_samples
+    from service.retrieval import SolrClient
+
+    settings = load_settings(args.config, os.environ)
+    paths = list(args.paths)
+    if args.samples:
+        export_samples(SAMPLES_FOLDER)
+        paths.append(SAMPLES_FOLDER)
+    if not paths:
+        print("solr-rag ingest: name files or folders, or use --samples", file=sys.stderr)
+        return 2
+
+    async def run() -> int:
+        async with httpx.AsyncClient() as http:
+            solr = SolrClient(http, settings.solr_url, read_timeout=settings.solr_timeout_read)
+            collection = settings.documents_collection
+            if args.if_empty:
+                found = await solr.select(collection, {"q": "*:*", "defType": "lucene", "rows": 0})
+                if found["response"]["numFound"] > 0:
+                    print(f"{collection} already holds documents: nothing to ingest")
+                    return 0
+            files = list(find_files(paths))
+            documents = [extract(file, root, language=args.language) for file, root in files]
+            summary = await Indexer(solr, collection).run(documents, _progress_bar("documents"))
+            print(f"\nIngested {summary} into {collection}")
+            return 0
+
+    return asyncio.run(run())
+
+
+def _progress_bar(unit: str):
+    def show(done: int, total: int) -> None:
+        width = 30
+        filled = width * done // max(total, 1)
+        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {unit}")
+        sys.stderr.flush()
+
+    return show
+
+
+def _samples(args: argparse.Namespace) -> int:
+    from service.ingest.samples import export_samples
+
+    count = export_samples(args.folder)
+    print(f"wrote {count} sample documents into {args.folder}")
+    return 0
+
+
+def _model_server(args: argparse.Namespace) -> int:
+    from service.models.__main__ import main as model_main
+
+    model_main(["--host", args.host, "--port", str(args.port)])
+    return 0
+
+
+def _solr(args: argparse.Namespace) -> int:
+    command = [
+        "bash",
+        str(SOLR_SCRIPT),
+        args.action,
+        "--port",
+        str(args.port),
+        "--dir",
+        str(args.dir),
+    ]
+    return subprocess.call(command)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,166 @@
+"""The typed configuration: one field per rag.properties key, validated at load.
+
+Field names are Python names; each field's alias is its rag.properties key. Defaults are
+Datafari's (seed 003) for its keys; the other keys are ours.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+
+def _key(alias: str, default: object, description: str, **constraints: object) -> object:
+    return Field(default, alias=alias, description=description, **constraints)  # type: ignore[call-overload]
+
+
+class Settings(BaseModel):
+    """Everything rag.properties can set; immutable, so a reload swaps the whole object."""
+
+    model_config = ConfigDict(populate_by_name=True, frozen=True, extra="forbid")
+
+    # -- features ------------------------------------------------------------------------
+    enable_rag: bool = _key("ai.enable.rag", False, "Enable the /ai/rag endpoint.")
+    enable_summarization: bool = _key(
+        "ai.enable.summarization", False, "Enable the /ai/summarize endpoint."
+    )
+
+    # -- LLM service ---------------------------------------------------------------------
+    llm_service: Literal["openai"] = _key(
+        "ai.llm.service", "openai", "Type of LLM API: openai (any OpenAI-compatible server)."
+    )
+    api_endpoint: str = _key(
+        "ai.api.endpoint",
+        "https://api.openai.com/v1/",
+        "Base URL of the OpenAI-compatible API (the part before /chat/completions).",
+        min_length=1,
+    )
+    api_token: SecretStr = _key(
+        "ai.api.token", SecretStr(""), "API token sent as a bearer token; never shown."
+    )
+    llm_model: str = _key(
+        "llm.model", "gpt-3.5-turbo", "Model name sent to the LLM API (blank: the API's default)."
+    )
+    llm_temperature: float = _key(
+        "llm.temperature", 0.0, "Randomness of the answers, 0 to 2 (0 recommended).", ge=0, le=2
+    )
+    llm_max_tokens: int = _key(
+        "llm.maxTokens", 200, "Maximum number of tokens in an LLM answer.", ge=1, le=1_000_000
+    )
+    llm_timeout_connect: float = _key(
+        "llm.timeout.connect", 5.0, "Seconds to connect to the LLM API.", gt=0, le=600
+    )
+    llm_timeout_read: float = _key(
+        "llm.timeout.read", 120.0, "Seconds to wait for an LLM answer.", gt=0, le=3600
+    )
+    llm_retries: int = _key(
+        "llm.retries",
+        2,
+        "Retries of an LLM call on connect errors, 429 and 502/503/504.",
+        ge=0,
+        le=10,
+    )
+
+    # -- retrieval and chunking ----------------------------------------------------------
+    chunking_enable: bool = _key(
+        "chunking.enable", True, "Split retrieved documents into chunks before prompting."
+    )
+    chunk_size: int = _key(
+        "chunking.chunk.size",
+        3000,
+        "Maximum size of a chunk, in characters.",
+        ge=50,
+        le=1_000_000,
+    )
+    max_files: int = _key(
+        "chunking.maxFiles", 3, "Documents retrieved by the BM25 search.", ge=1, le=100
+    )
+    rag_operator: Literal["AND", "OR"] = _key(
+        "rag.operator", "OR", "Operator between query terms in the BM25 search (q.op)."
+    )
+    solr_bm25_fields: str = _key(
+        "solr.bm25.qf",
+        "title^2 content",
+        "Fields and boosts of the BM25 search (edismax qf).",
+        min_length=1,
+    )
+
+    # -- prompting -----------------------------------------------------------------------
+    chunking_strategy: Literal["stuff", "mapreduce", "refine"] = _key(
+        "prompt.chunking.strategy",
+        "refine",
+        "How chunks that do not fit in one request are handled: stuff, mapreduce or refine.",
+    )
+    max_request_size: int = _key(
+        "prompt.max.request.size",
+        40000,
+        "Maximum size of one LLM request in characters (instructions, sources, query, history).",
+        ge=500,
+        le=10_000_000,
+    )
+    prompts_dir: str = _key(
+        "prompt.templates.dir", "prompts", "Folder of the jinja2 prompt templates."
+    )
+
+    # -- conversation --------------------------------------------------------------------
+    chat_memory_enabled: bool = _key(
+        "chat.memory.enabled", False, "Send the chat history to the LLM with each request."
+    )
+    query_rewriting_enabled: bool = _key(
+        "chat.query.rewriting.enabled", False, "Let the LLM rewrite the search query first."
+    )
+    history_size: int = _key(
+        "chat.memory.history.size", 6, "Messages of history sent to the LLM.", ge=0, le=100
+    )
+
+    # -- vector search -------------------------------------------------------------------
+    vector_search_enabled: bool = _key(
+        "solr.enable.vector.search", False, "Retrieve passages by kNN from VectorMain."
+    )
+    embeddings_model: str = _key(
+        "solr.embeddings.model", "default_model", "Name of the embedding model in Solr's store."
+    )
+    vector_field: str = _key(
+        "solr.vector.field", "vector_384", "DenseVectorField of VectorMain holding the vectors."
+    )
+    top_k: int = _key("solr.topK", 10, "Passages retrieved by vector search.", ge=1, le=1000)
+
+    # -- Solr ----------------------------------------------------------------------------
+    solr_url: str = _key(
+        "solr.url", "http://127.0.0.1:8983/solr", "Base URL of Solr (up to /solr).", min_length=1
+    )
+    documents_collection: str = _key(
+        "solr.collection.documents", "FileShare", "Collection of whole documents."
+    )
+    passages_collection: str = _key(
+        "solr.collection.passages", "VectorMain", "Collection of passages (vector search)."
+    )
+    solr_timeout_connect: float = _key(
+        "solr.timeout.connect", 5.0, "Seconds to connect to Solr.", gt=0, le=600
+    )
+    solr_timeout_read: float = _key(
+        "solr.timeout.read", 30.0, "Seconds to wait for a Solr answer.", gt=0, le=3600
+    )
+
+    # -- administration ------------------------------------------------------------------
+    admin_token: SecretStr = _key(
+        "admin.token", SecretStr(""), "Bearer token of the admin API (ADMIN_TOKEN env wins)."
+    )
+
+    @field_validator("api_endpoint", "solr_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return value
+
+    @field_validator("llm_model", "embeddings_model", "vector_field", "prompts_dir")
+    @classmethod
+    def _strip(cls, value: str) -> str:
+        return value.strip()
+
+
+def known_keys() -> dict[str, str]:
+    """rag.properties key -> field name."""
+    return {field.alias or name: name for name, field in Settings.model_fields.items()}

@@ -1,0 +1,94 @@
+"""The failures a request can end in, each with its HTTP status and user-facing message.
+
+Stages raise these; the web layer turns them into Datafari's error envelope once, at the edge
+(`service.api.errors`). The `kind` is the part of Datafari's label after the feature name:
+`rag` + `NoFileFound` is `ragNoFileFound`, `summarization` + `NoFileFound` is
+`summarizationNoFileFound`.
+"""
+
+from __future__ import annotations
+
+TECHNICAL_MESSAGE = (
+    "Sorry, I met a technical issue. Please try again later, and if the problem remains, "
+    "contact an administrator."
+)
+
+
+class ServiceError(Exception):
+    """A failure with a documented label; `reason` is technical detail and never holds secrets."""
+
+    kind = "TechnicalError"
+    status = 500
+    message = TECHNICAL_MESSAGE
+
+    def __init__(self, reason: str, *, status: int | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        if status is not None:
+            self.status = status
+
+
+class FeatureDisabled(ServiceError):
+    kind = "ErrorNotEnabled"
+    status = 403
+    message = "Sorry, it seems the feature is not enabled."
+
+
+class BadRequest(ServiceError):
+    kind = "BadRequest"
+    status = 400
+    message = (
+        "Sorry, It appears there is an issue with the request. "
+        "Please check your question and try again."
+    )
+
+
+class NoDocumentFound(ServiceError):
+    """The search found nothing to answer from (Datafari answers 428; kept for compatibility)."""
+
+    kind = "NoFileFound"
+    status = 428
+    message = "Sorry, I couldn't find any relevant document to answer your request."
+
+
+class DocumentNotFound(ServiceError):
+    """The `id` named in the request is not in FileShare, or not visible to the caller.
+
+    Datafari answers 428; we answer 404, since the client named a resource that is not there.
+    """
+
+    kind = "FileNotFound"
+    status = 404
+    message = "Sorry, the requested file does not exist, or is not available."
+
+
+class EmptyDocument(ServiceError):
+    kind = "EmptyFile"
+    status = 428
+    message = "Sorry, the requested file is empty: there is nothing to summarize."
+
+
+class NoValidAnswer(ServiceError):
+    kind = "NoValidAnswer"
+    status = 428
+    message = "Sorry, I could not find an answer to your question."
+
+
+class TechnicalError(ServiceError):
+    """Something outside the request failed: Solr, the LLM, or our own code."""
+
+
+class UpstreamUnavailable(TechnicalError):
+    """Solr or the LLM could not be reached (connection refused, DNS, reset)."""
+
+    status = 503
+
+
+class UpstreamTimeout(TechnicalError):
+    status = 504
+
+
+class UpstreamBadResponse(TechnicalError):
+    """Solr or the LLM answered with an error or with something we cannot read."""
+
+    status = 502

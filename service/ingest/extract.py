@@ -1,0 +1,149 @@
+"""Files -> SourceDocuments: text, Markdown and HTML, with a title and a stable id."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from html.parser import HTMLParser
+from pathlib import Path
+
+TEXT_SUFFIXES = frozenset({".txt", ".text", ".md", ".markdown", ".rst"})
+HTML_SUFFIXES = frozenset({".html", ".htm"})
+SUPPORTED_SUFFIXES = TEXT_SUFFIXES | HTML_SUFFIXES
+MAX_TITLE_CHARS = 200
+
+
+@dataclass(frozen=True)
+class SourceDocument:
+    """One document as FileShare stores it."""
+
+    id: str
+    title: str
+    url: str
+    content: str
+    language: str = "en"
+    last_modified: datetime = field(default_factory=lambda: datetime.now(UTC))
+    allowed_groups: tuple[str, ...] = ()
+
+    def to_solr(self) -> dict[str, object]:
+        document: dict[str, object] = {
+            "id": self.id,
+            "title": self.title,
+            "url": self.url,
+            "content": self.content,
+            "language": self.language,
+            "last_modified": self.last_modified.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "content_hash": hashlib.sha256(self.content.encode("utf-8")).hexdigest(),
+        }
+        if self.allowed_groups:
+            document["allowed_groups"] = list(self.allowed_groups)
+        return document
+
+
+class UnsupportedFile(Exception):
+    """A file this version cannot extract text from."""
+
+
+def find_files(paths: list[Path]) -> Iterator[tuple[Path, Path]]:
+    """(file, root) for every supported file under `paths`; the root makes the id relative."""
+    for path in paths:
+        if path.is_dir():
+            for file in sorted(path.rglob("*")):
+                if file.is_file() and file.suffix.lower() in SUPPORTED_SUFFIXES:
+                    yield file, path
+        elif path.is_file():
+            yield path, path.parent
+        else:
+            raise FileNotFoundError(f"no such file or folder: {path}")
+
+
+def extract(file: Path, root: Path, *, language: str = "en") -> SourceDocument:
+    suffix = file.suffix.lower()
+    raw = file.read_bytes().decode("utf-8", errors="replace")
+    if suffix in HTML_SUFFIXES:
+        title, content = _html_text(raw)
+    elif suffix in TEXT_SUFFIXES:
+        title, content = _first_line_title(raw, markdown=suffix in {".md", ".markdown"}), raw
+    else:
+        raise UnsupportedFile(f"{file}: {suffix or 'no suffix'} files are not supported")
+    modified = datetime.fromtimestamp(file.stat().st_mtime, UTC)
+    return SourceDocument(
+        id=document_id(file, root),
+        title=title or file.stem,
+        url=file.resolve().as_uri(),
+        content=content.strip(),
+        language=language,
+        last_modified=modified,
+    )
+
+
+def document_id(file: Path, root: Path) -> str:
+    """The file's path below the ingested folder, e.g. `python-reference/assert.txt`."""
+    try:
+        relative = file.resolve().relative_to(root.resolve())
+    except ValueError:
+        relative = Path(file.name)
+    return relative.as_posix()
+
+
+_MARKDOWN_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$")
+
+
+def _first_line_title(text: str, *, markdown: bool) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if markdown:
+        for line in lines:
+            heading = _MARKDOWN_HEADING.match(line)
+            if heading:
+                return heading.group(1)[:MAX_TITLE_CHARS]
+    return lines[0][:MAX_TITLE_CHARS] if lines else ""
+
+
+class _HtmlText(HTMLParser):
+    _SKIPPED = frozenset({"script", "style", "noscript", "template", "head"})
+    _BLOCKS = frozenset(
+        {"p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "section", "article",
+         "pre", "table", "ul", "ol", "dd", "dt", "blockquote", "hr"}
+    )  # fmt: skip
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self.title = ""
+        self.first_heading = ""
+        self._stack: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self._stack.append(tag)
+        if tag in self._BLOCKS:
+            self.parts.append("\n\n")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in self._stack:
+            while self._stack and self._stack.pop() != tag:
+                pass
+        if tag in self._BLOCKS:
+            self.parts.append("\n\n")
+
+    def handle_data(self, data: str) -> None:
+        if "title" in self._stack:
+            self.title += data
+            return
+        if any(tag in self._SKIPPED for tag in self._stack):
+            return
+        if not self.first_heading and "h1" in self._stack:
+            self.first_heading = data.strip()
+        self.parts.append(data)
+
+
+def _html_text(html: str) -> tuple[str, str]:
+    parser = _HtmlText()
+    parser.feed(html)
+    parser.close()
+    text = re.sub(r"[ \t\r\f\v]+", " ", "".join(parser.parts))
+    text = re.sub(r"\s*\n\s*\n\s*", "\n\n", text)
+    title = (parser.title.strip() or parser.first_heading)[:MAX_TITLE_CHARS]
+    return title, text.strip()

@@ -1,0 +1,6 @@
+"""The LLM: an OpenAI-compatible chat client and its value objects."""
+
+from service.llm.client import ChatClient, LLMOptions
+from service.llm.types import ChatMessage, Completion, Usage
+
+__all__ = ["ChatClient", "ChatMessage", "Completion", "LLMOptions", "Usage"]

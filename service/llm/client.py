@@ -1,0 +1,174 @@
+"""A client for any OpenAI-compatible `/chat/completions` API (OpenAI, vLLM, Ollama, llama.cpp).
+
+Pooled (one shared httpx client), with connect/read timeouts and bounded retries with
+exponential backoff and jitter on what is worth retrying: connection failures, 429 and
+502/503/504 (honouring `Retry-After`). The API token never appears in an error or a log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from service.errors import UpstreamBadResponse, UpstreamTimeout, UpstreamUnavailable
+from service.llm.types import ChatMessage, Completion, Usage
+
+log = logging.getLogger(__name__)
+
+RETRYABLE_STATUSES = frozenset({429, 502, 503, 504})
+MAX_RETRY_AFTER_SECONDS = 10.0
+
+
+@dataclass(frozen=True)
+class LLMOptions:
+    """Where the LLM is and how to call it."""
+
+    endpoint: str
+    model: str = ""
+    token: str = ""
+    temperature: float = 0.0
+    max_tokens: int = 200
+    connect_timeout: float = 5.0
+    read_timeout: float = 120.0
+    retries: int = 2
+    backoff_seconds: float = 0.5
+
+
+class ChatClient:
+    """Sends chat prompts; `complete` returns the answer text and usage."""
+
+    def __init__(self, http: httpx.AsyncClient, options: LLMOptions) -> None:
+        self._http = http
+        self.options = options
+        self._url = options.endpoint.rstrip("/") + "/chat/completions"
+        self._timeout = httpx.Timeout(options.read_timeout, connect=options.connect_timeout)
+
+    async def complete(self, messages: Sequence[ChatMessage]) -> Completion:
+        payload: dict[str, Any] = {
+            "messages": [message.as_dict() for message in messages],
+            "temperature": self.options.temperature,
+            "max_tokens": self.options.max_tokens,
+            "stream": False,
+        }
+        if self.options.model:
+            payload["model"] = self.options.model
+        body = await self._post_with_retries(payload)
+        return _completion_from(body, self._where)
+
+    async def list_models(self) -> list[str]:
+        """The model ids the server offers (GET /models): a cheap reachability check."""
+        url = self.options.endpoint.rstrip("/") + "/models"
+        try:
+            response = await self._http.get(url, headers=self._headers(), timeout=self._timeout)
+        except httpx.TimeoutException:
+            raise UpstreamTimeout(f"{self._where} did not list its models in time") from None
+        except httpx.TransportError as error:
+            raise UpstreamUnavailable(
+                f"{self._where} is unreachable ({type(error).__name__})"
+            ) from None
+        if response.status_code >= 400:
+            raise UpstreamBadResponse(
+                f"{self._where} answered HTTP {response.status_code} to GET /models"
+            )
+        try:
+            return [str(model["id"]) for model in response.json().get("data", [])]
+        except (ValueError, AttributeError, KeyError, TypeError):
+            raise UpstreamBadResponse(f"{self._where} listed its models unreadably") from None
+
+    @property
+    def _where(self) -> str:
+        return f"the LLM at {self.options.endpoint}"
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json"}
+        if self.options.token:
+            headers["Authorization"] = f"Bearer {self.options.token}"
+        return headers
+
+    async def _post_with_retries(self, payload: dict[str, Any]) -> dict[str, Any]:
+        attempt = 0
+        while True:
+            try:
+                response = await self._http.post(
+                    self._url, json=payload, headers=self._headers(), timeout=self._timeout
+                )
+            except httpx.TimeoutException:
+                # A read timeout is not retried: the model may still be working, and a second
+                # wait of the same length would double the user's.
+                raise UpstreamTimeout(
+                    f"{self._where} did not answer within {self.options.read_timeout:g}s; "
+                    "raise llm.timeout.read or use a faster model"
+                ) from None
+            except httpx.TransportError as error:
+                if attempt < self.options.retries:
+                    attempt += 1
+                    await self._sleep(attempt, None)
+                    continue
+                raise UpstreamUnavailable(
+                    f"{self._where} is unreachable ({type(error).__name__}); check "
+                    "ai.api.endpoint and that the server runs"
+                ) from None
+            if response.status_code in RETRYABLE_STATUSES and attempt < self.options.retries:
+                attempt += 1
+                await self._sleep(attempt, response.headers.get("Retry-After"))
+                continue
+            if response.status_code >= 400:
+                raise UpstreamBadResponse(
+                    f"{self._where} answered HTTP {response.status_code}: "
+                    f"{self._scrub(_error_message(response))}"
+                )
+            try:
+                return response.json()
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                raise UpstreamBadResponse(f"{self._where} answered with invalid JSON") from None
+
+    async def _sleep(self, attempt: int, retry_after: str | None) -> None:
+        delay = self.options.backoff_seconds * 2 ** (attempt - 1)
+        delay += random.uniform(0, delay / 2)
+        if retry_after:
+            with contextlib.suppress(ValueError):
+                delay = max(delay, min(float(retry_after), MAX_RETRY_AFTER_SECONDS))
+        log.warning("LLM call failed, retry %d in %.2fs", attempt, delay)
+        await asyncio.sleep(delay)
+
+    def _scrub(self, text: str) -> str:
+        token = self.options.token
+        return text.replace(token, "***") if token else text
+
+
+def _error_message(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return response.reason_phrase or "no details"
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict):
+        return str(error.get("message", ""))[:300]
+    if isinstance(error, str):
+        return error[:300]
+    return response.reason_phrase or "no details"
+
+
+def _completion_from(body: Any, where: str) -> Completion:
+    try:
+        choice = body["choices"][0]
+        text = choice["message"]["content"]
+    except (KeyError, IndexError, TypeError):
+        raise UpstreamBadResponse(f"{where} answered without choices[0].message.content") from None
+    usage = body.get("usage") or {}
+    return Completion(
+        text=text if isinstance(text, str) else "",
+        usage=Usage(
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            completion_tokens=int(usage.get("completion_tokens") or 0),
+        ),
+        model=str(body.get("model", "")),
+    )

@@ -1,0 +1,36 @@
+"""Value objects exchanged with an OpenAI-compatible chat API."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Role = Literal["system", "user", "assistant"]
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    """One message of a chat prompt."""
+
+    role: Role
+    content: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"role": self.role, "content": self.content}
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token usage information from a model response (zeros when the server sends none)."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class Completion:
+    """The text a model answered, with its usage."""
+
+    text: str
+    usage: Usage = field(default_factory=Usage)
+    model: str = ""

@@ -1,0 +1,1 @@
+"""The local OpenAI-compatible model server (own entry point, own process)."""

@@ -1,0 +1,113 @@
+"""The local model server: an OpenAI-compatible API that runs offline, in its own process.
+
+    GET  /v1/models             the models served
+    POST /v1/chat/completions   model "extractive" (see service.models.extractive)
+
+It shares no code with the service: the service talks to it over HTTP, exactly as it would
+talk to OpenAI, vLLM, Ollama or llama.cpp.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
+from fastapi.requests import Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from service.models import extractive
+
+EXTRACTIVE_MODEL = "extractive"
+CREATED = int(time.time())
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    role: str
+    content: str | list[dict[str, Any]] | None = None
+
+    def text(self) -> str:
+        if isinstance(self.content, list):
+            return "\n".join(str(part.get("text", "")) for part in self.content)
+        return self.content or ""
+
+
+class ChatRequest(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    model: str | None = None
+    messages: list[Message] = Field(min_length=1)
+    max_tokens: int | None = Field(None, ge=1)
+    stream: bool = False
+
+
+def _openai_error(status: int, message: str, kind: str) -> JSONResponse:
+    return JSONResponse(
+        {"error": {"message": message, "type": kind, "code": None}}, status_code=status
+    )
+
+
+def create_model_app() -> FastAPI:
+    app = FastAPI(title="solr-rag local model server", version="1")
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, error: RequestValidationError) -> JSONResponse:
+        return _openai_error(400, f"invalid request: {error.errors()[:3]}", "invalid_request_error")
+
+    @app.get("/health")
+    async def health() -> dict[str, str]:
+        return {"status": "up"}
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        return {
+            "object": "list",
+            "data": [
+                {
+                    "id": EXTRACTIVE_MODEL,
+                    "object": "model",
+                    "created": CREATED,
+                    "owned_by": "solr-rag",
+                }
+            ],
+        }
+
+    @app.post("/v1/chat/completions", response_model=None)
+    async def chat(request: ChatRequest) -> dict[str, Any] | JSONResponse:
+        model = request.model or EXTRACTIVE_MODEL
+        if model != EXTRACTIVE_MODEL:
+            return _openai_error(
+                404, f"model {model!r} is not served here; use {EXTRACTIVE_MODEL!r}", "not_found"
+            )
+        if request.stream:
+            return _openai_error(400, "streaming is not supported yet", "invalid_request_error")
+        users = [m for m in request.messages if m.role == "user"]
+        prompt = users[-1].text() if users else request.messages[-1].text()
+        text = extractive.answer(prompt, max_words=request.max_tokens or 200)
+        prompt_words = sum(len(m.text().split()) for m in request.messages)
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": "stop",
+                }
+            ],
+            # Whitespace-separated words, not model tokens: this answerer has no tokenizer.
+            "usage": {
+                "prompt_tokens": prompt_words,
+                "completion_tokens": len(text.split()),
+                "total_tokens": prompt_words + len(text.split()),
+            },
+        }
+
+    return app

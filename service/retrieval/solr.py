@@ -1,0 +1,96 @@
+"""An async client for the parts of Solr's HTTP API we use: select, update, ping.
+
+httpx rather than pysolr: the service is async end to end (pysolr would block the event loop),
+and one pooled httpx client serves Solr and the LLM alike. Every failure becomes one of the
+service's upstream errors, with a reason that names Solr and what to check.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import httpx
+
+from service.errors import UpstreamBadResponse, UpstreamTimeout, UpstreamUnavailable
+
+Params = Mapping[str, str | int | float | Sequence[str]]
+
+
+class SolrClient:
+    """Talks to one Solr base URL (`http://host:8983/solr`) over a shared httpx client."""
+
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        base_url: str,
+        *,
+        connect_timeout: float = 5.0,
+        read_timeout: float = 30.0,
+    ) -> None:
+        self._http = http
+        self.base_url = base_url.rstrip("/")
+        self._timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
+
+    async def select(self, collection: str, params: Params) -> dict[str, Any]:
+        """Run a search; `params` go in a POST form so long queries never hit URL limits."""
+        form = {key: value for key, value in params.items()}
+        form.setdefault("wt", "json")
+        return await self._request("POST", f"/{collection}/select", data=form)
+
+    async def add(
+        self, collection: str, documents: Sequence[Mapping[str, Any]], *, commit: bool = False
+    ) -> None:
+        await self._request(
+            "POST",
+            f"/{collection}/update",
+            params={"commit": "true"} if commit else {"commitWithin": "1000"},
+            json=list(documents),
+        )
+
+    async def delete_by_query(self, collection: str, query: str, *, commit: bool = True) -> None:
+        await self._request(
+            "POST",
+            f"/{collection}/update",
+            params={"commit": str(commit).lower()},
+            json={"delete": {"query": query}},
+        )
+
+    async def commit(self, collection: str) -> None:
+        await self._request("POST", f"/{collection}/update", params={"commit": "true"}, json={})
+
+    async def ping(self, collection: str) -> None:
+        await self._request("GET", f"/{collection}/admin/ping", params={"wt": "json"})
+
+    async def _request(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        url = self.base_url + path
+        where = f"Solr at {self.base_url}"
+        try:
+            response = await self._http.request(method, url, timeout=self._timeout, **kwargs)
+        except httpx.TimeoutException:
+            raise UpstreamTimeout(
+                f"{where} did not answer {path} in time; check Solr's load or raise "
+                "solr.timeout.read"
+            ) from None
+        except httpx.TransportError as error:
+            raise UpstreamUnavailable(
+                f"{where} is unreachable ({type(error).__name__}); check that Solr runs and "
+                "solr.url is right"
+            ) from None
+        if response.status_code >= 400:
+            raise UpstreamBadResponse(
+                f"{where} answered {response.status_code} to {path}: {_solr_message(response)}"
+            )
+        try:
+            return response.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise UpstreamBadResponse(f"{where} answered {path} with something not JSON") from None
+
+
+def _solr_message(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+        return str(body.get("error", {}).get("msg", ""))[:300] or response.reason_phrase
+    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+        return response.reason_phrase

@@ -1,0 +1,151 @@
+"""Fixtures: a real Solr 9.8 (once per run), a recording LLM server, and the service on both.
+
+Set SOLR_RAG_TEST_SOLR_URL to run against a Solr you started yourself (with this project's
+configsets) instead of starting one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from service.api.app import create_app
+from service.ingest import Indexer, SourceDocument
+from service.retrieval import SolrClient
+from tests.support.llm_server import LLMScript, create_llm_app
+from tests.support.servers import free_port, serve_in_thread
+
+ROOT = Path(__file__).resolve().parent.parent
+SOLR_SCRIPT = ROOT / "solr" / "local" / "solr.sh"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+@pytest.fixture(scope="session")
+def solr_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    existing = os.environ.get("SOLR_RAG_TEST_SOLR_URL")
+    if existing:
+        yield existing.rstrip("/")
+        return
+    port = free_port()
+    data = tmp_path_factory.mktemp("solr")
+    command = ["bash", str(SOLR_SCRIPT), "--port", str(port), "--dir", str(data)]
+    started = subprocess.run(
+        [*command[:2], "start", *command[2:]], capture_output=True, text=True, timeout=600
+    )
+    if started.returncode != 0:
+        pytest.fail(f"the local Solr did not start:\n{started.stdout}\n{started.stderr}")
+    try:
+        yield f"http://127.0.0.1:{port}/solr"
+    finally:
+        subprocess.run([*command[:2], "stop", *command[2:]], capture_output=True, timeout=60)
+
+
+def load_corpus() -> list[SourceDocument]:
+    records = json.loads((FIXTURES / "corpus.json").read_text(encoding="utf-8"))
+    return [
+        SourceDocument(
+            id=r["id"],
+            title=r["title"],
+            url=r.get("url", f"https://example.org/{r['id']}"),
+            content=r["content"],
+            language=r.get("language", "en"),
+        )
+        for r in records
+    ]
+
+
+@pytest.fixture(scope="session")
+def corpus(solr_url: str) -> list[SourceDocument]:
+    """The test documents, indexed into FileShare through the real ingestion path."""
+    documents = load_corpus()
+
+    async def index() -> None:
+        async with httpx.AsyncClient() as http:
+            solr = SolrClient(http, solr_url)
+            await solr.delete_by_query("FileShare", "*:*")
+            await Indexer(solr, "FileShare").run(documents)
+
+    asyncio.run(index())
+    return documents
+
+
+@pytest.fixture(scope="session")
+def llm_script() -> LLMScript:
+    return LLMScript()
+
+
+@pytest.fixture(scope="session")
+def llm_base_url(llm_script: LLMScript) -> Iterator[str]:
+    with serve_in_thread(create_llm_app(llm_script)) as base:
+        yield base
+
+
+@pytest.fixture
+def llm(llm_script: LLMScript, llm_base_url: str) -> Iterator[LLMScript]:
+    """The recording LLM, emptied before each test."""
+    llm_script.reset()
+    yield llm_script
+    llm_script.reset()
+
+
+def write_properties(path: Path, values: Mapping[str, object]) -> Path:
+    lines = ["# written by the test suite"]
+    lines += [f"{key}={_property_text(value)}" for key, value in values.items()]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def _property_text(value: object) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
+
+
+@pytest.fixture
+def base_properties(solr_url: str, llm_base_url: str) -> dict[str, object]:
+    return {
+        "ai.enable.rag": True,
+        "ai.api.endpoint": f"{llm_base_url}/v1/",
+        "llm.model": "test-model",
+        "llm.retries": 0,
+        "solr.url": solr_url,
+        "prompt.templates.dir": ROOT / "prompts",
+        "prompt.chunking.strategy": "stuff",
+    }
+
+
+ClientFactory = Callable[..., TestClient]
+
+
+@pytest.fixture
+def make_client(
+    tmp_path: Path, base_properties: dict[str, object], corpus: list[SourceDocument], llm: LLMScript
+) -> Iterator[ClientFactory]:
+    """make_client({"rag.operator": "AND"}) -> the service on that configuration."""
+    clients: list[TestClient] = []
+
+    def make(overrides: Mapping[str, object] | None = None) -> TestClient:
+        path = write_properties(
+            tmp_path / "rag.properties", {**base_properties, **(overrides or {})}
+        )
+        client = TestClient(create_app(path), raise_server_exceptions=False)
+        client.__enter__()
+        clients.append(client)
+        return client
+
+    yield make
+    for client in clients:
+        client.__exit__(None, None, None)
+
+
+@pytest.fixture
+def client(make_client: ClientFactory) -> TestClient:
+    return make_client()

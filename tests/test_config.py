@@ -1,0 +1,158 @@
+"""rag.properties: parsing, validation, environment overrides, hot reload."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from service.api.app import create_app
+from service.config import ConfigError, ConfigStore, load_settings
+from service.config.properties import parse_properties
+from service.config.settings import known_keys
+
+ROOT = Path(__file__).resolve().parent.parent
+
+DATAFARI_KEYS = {
+    "ai.enable.rag": "false",
+    "ai.enable.summarization": "false",
+    "ai.llm.service": "openai",
+    "ai.api.endpoint": "https://api.openai.com/v1/",
+    "ai.api.token": "",
+    "llm.model": "gpt-3.5-turbo",
+    "llm.temperature": "0",
+    "llm.maxTokens": "200",
+    "chunking.enable": "true",
+    "chunking.chunk.size": "3000",
+    "chunking.maxFiles": "3",
+    "rag.operator": "OR",
+    "prompt.chunking.strategy": "refine",
+    "prompt.max.request.size": "40000",
+    "chat.memory.enabled": "false",
+    "chat.query.rewriting.enabled": "false",
+    "chat.memory.history.size": "6",
+    "solr.enable.vector.search": "false",
+    "solr.embeddings.model": "default_model",
+    "solr.topK": "10",
+}
+
+
+def test_parse_properties_follows_java_rules() -> None:
+    text = (
+        "# comment\n! also a comment\n"
+        "a=1\nb : two\nc three\n"
+        "d=first \\\n    second\n"
+        "e=tab\\there\\u00e9\n"
+        "  f = spaced  \n"
+        "g=\n"
+        "a=later wins\n"
+    )
+    assert parse_properties(text) == {
+        "a": "later wins",
+        "b": "two",
+        "c": "three",
+        "d": "first second",
+        "e": "tab\there\u00e9",
+        "f": "spaced  ",
+        "g": "",
+    }
+
+
+def test_defaults_are_datafaris(tmp_path: Path) -> None:
+    empty = tmp_path / "rag.properties"
+    empty.write_text("")
+    settings = load_settings(empty, {})
+    by_alias = settings.model_dump(by_alias=True)
+    for key, expected in DATAFARI_KEYS.items():
+        value = by_alias[key]
+        shown = value.get_secret_value() if hasattr(value, "get_secret_value") else value
+        assert str(shown).lower() == expected.lower() or float(shown) == float(expected), key
+
+
+def test_shipped_rag_properties_lists_every_key_and_is_valid() -> None:
+    path = ROOT / "rag.properties"
+    values = parse_properties(path.read_text())
+    assert set(known_keys()) <= set(values)
+    settings = load_settings(path, {})
+    assert settings.enable_rag is True
+
+
+def test_invalid_value_names_the_key(tmp_path: Path) -> None:
+    path = tmp_path / "rag.properties"
+    path.write_text("chunking.chunk.size=big\nrag.operator=XOR\n")
+    with pytest.raises(ConfigError) as raised:
+        load_settings(path, {})
+    assert "chunking.chunk.size" in str(raised.value)
+    assert "rag.operator" in str(raised.value)
+
+
+def test_invalid_token_value_is_not_echoed(tmp_path: Path) -> None:
+    path = tmp_path / "rag.properties"
+    path.write_text("llm.maxTokens=-5\n")
+    with pytest.raises(ConfigError, match=r"llm\.maxTokens"):
+        load_settings(path, {})
+
+
+def test_service_refuses_to_start_on_invalid_config(tmp_path: Path) -> None:
+    path = tmp_path / "rag.properties"
+    path.write_text("llm.temperature=7\n")
+    with pytest.raises(ConfigError, match=r"llm\.temperature"):
+        create_app(path)
+
+
+def test_unknown_key_is_a_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "rag.properties"
+    path.write_text("ai.enable.rag=true\nmystery.key=1\n")
+    with caplog.at_level(logging.WARNING):
+        settings = load_settings(path, {})
+    assert settings.enable_rag is True
+    assert "mystery.key" in caplog.text
+
+
+def test_environment_overrides_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "rag.properties"
+    path.write_text("chunking.maxFiles=3\nllm.maxTokens=100\n")
+    env = {"SOLR_RAG_CHUNKING_MAXFILES": "7", "SOLR_RAG_LLM_MAXTOKENS": "50", "ADMIN_TOKEN": "t"}
+    settings = load_settings(path, env)
+    assert (settings.max_files, settings.llm_max_tokens) == (7, 50)
+    assert settings.admin_token.get_secret_value() == "t"
+
+
+def test_blank_model_means_the_apis_default(tmp_path: Path) -> None:
+    path = tmp_path / "rag.properties"
+    path.write_text("llm.model=\nchunking.maxFiles=\n")
+    settings = load_settings(path, {})
+    assert settings.llm_model == ""
+    assert settings.max_files == 3
+
+
+def _rewrite(path: Path, text: str) -> None:
+    before = path.stat().st_mtime_ns
+    path.write_text(text)
+    if path.stat().st_mtime_ns == before:  # coarse clocks: make the change visible
+        os.utime(path, ns=(before + 1_000_000, before + 1_000_000))
+
+
+def test_store_reloads_a_changed_file(tmp_path: Path) -> None:
+    path = tmp_path / "rag.properties"
+    path.write_text("chunking.maxFiles=3\n")
+    store = ConfigStore(path, env={})
+    assert store.current().max_files == 3
+    _rewrite(path, "chunking.maxFiles=5\n")
+    assert store.current().max_files == 5
+
+
+def test_store_keeps_the_last_good_config_when_the_file_breaks(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "rag.properties"
+    path.write_text("chunking.maxFiles=4\n")
+    store = ConfigStore(path, env={})
+    time.sleep(0.01)
+    _rewrite(path, "chunking.maxFiles=lots\n")
+    with caplog.at_level(logging.ERROR):
+        assert store.current().max_files == 4
+    assert "chunking.maxFiles" in caplog.text
