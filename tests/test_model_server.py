@@ -1,0 +1,96 @@
+"""The local model server: OpenAI-compatible, offline, and honest about being extractive."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from service.models import extractive
+from service.models.server import create_model_app
+from tests.conftest import ClientFactory
+from tests.support.servers import serve_in_thread
+
+PROMPT = """Documents:
+######
+[1] The lighthouse keeper
+The keeper lit the lamp at dusk.\\n\\nIn fog, the keeper sounded the horn every minute.
+######
+[2] Pruning an apple orchard
+Apple trees are pruned in late winter, while they are dormant.
+######
+Question: When are apple trees pruned?"""
+
+
+def test_extractive_quotes_the_best_sentence_and_cites_its_source() -> None:
+    assert extractive.answer(PROMPT, max_sentences=1) == (
+        "Apple trees are pruned in late winter, while they are dormant. [2]"
+    )
+
+
+def test_extractive_says_when_nothing_matches() -> None:
+    prompt = PROMPT.replace("When are apple trees pruned?", "Who painted the Mona Lisa?")
+    assert extractive.answer(prompt) == extractive.NOT_FOUND
+
+
+def test_extractive_without_sources_says_what_it_is() -> None:
+    assert extractive.answer("Hello, how are you?") == extractive.NO_SOURCES
+
+
+def test_split_prompt_reads_numbered_sources() -> None:
+    question, sources = extractive.split_prompt(PROMPT)
+    assert question == "When are apple trees pruned?"
+    assert [(number, title) for number, title, _ in sources] == [
+        (1, "The lighthouse keeper"),
+        (2, "Pruning an apple orchard"),
+    ]
+    assert "\n\nIn fog" in sources[0][2]  # cleanContext's literal \n read back as newlines
+
+
+@pytest.fixture(scope="module")
+def model_server() -> Iterator[str]:
+    with serve_in_thread(create_model_app()) as base:
+        yield base
+
+
+def test_models_lists_extractive(model_server: str) -> None:
+    body = httpx.get(f"{model_server}/v1/models").json()
+    assert [model["id"] for model in body["data"]] == ["extractive"]
+
+
+def test_chat_completion_has_the_openai_shape(model_server: str) -> None:
+    response = httpx.post(
+        f"{model_server}/v1/chat/completions",
+        json={"model": "extractive", "messages": [{"role": "user", "content": PROMPT}]},
+    )
+    body = response.json()
+    assert response.status_code == 200
+    assert body["object"] == "chat.completion"
+    assert body["choices"][0]["message"]["role"] == "assistant"
+    assert "[2]" in body["choices"][0]["message"]["content"]
+    assert body["usage"]["completion_tokens"] > 0
+
+
+def test_unknown_model_is_an_openai_error(model_server: str) -> None:
+    response = httpx.post(
+        f"{model_server}/v1/chat/completions",
+        json={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]},
+    )
+    assert response.status_code == 404
+    assert "extractive" in response.json()["error"]["message"]
+
+
+def test_service_answers_through_the_model_server(
+    make_client: ClientFactory, model_server: str
+) -> None:
+    client: TestClient = make_client(
+        {"ai.api.endpoint": f"{model_server}/v1/", "llm.model": "extractive"}
+    )
+    response = client.post("/ai/rag", json={"query": "When are apple trees pruned?"})
+    assert response.status_code == 200, response.text
+    content = response.json()["content"]
+    assert content["documents"][0]["id"] == "orchard"
+    assert "pruned in late winter" in content["message"]
+    assert "[1]" in content["message"]

@@ -1,0 +1,72 @@
+"""The local Solr and our configsets: analysis chains, collections, restart with data kept."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import SOLR_SCRIPT
+from tests.support.servers import free_port
+
+
+def analyzed(solr_url: str, field_type: str, text: str) -> list[str]:
+    body = httpx.get(
+        f"{solr_url}/FileShare/analysis/field",
+        params={"analysis.fieldtype": field_type, "analysis.fieldvalue": text, "wt": "json"},
+    ).json()
+    stages = body["analysis"]["field_types"][field_type]["index"]
+    return [token["text"] for token in stages[-1]]
+
+
+def test_english_chain_stems_folds_and_drops_stop_words(solr_url: str) -> None:
+    assert analyzed(solr_url, "text_en", "The Runners' cafés are running") == [
+        "runner",
+        "cafe",
+        "run",
+    ]
+
+
+def test_general_chain_folds_accents_without_stemming(solr_url: str) -> None:
+    assert analyzed(solr_url, "text_general", "L'été Défilés") == ["l'ete", "defiles"]
+
+
+def test_both_collections_exist_with_their_fields(solr_url: str) -> None:
+    for collection, field in (("FileShare", "allowed_groups"), ("VectorMain", "vector_384")):
+        fields = httpx.get(f"{solr_url}/{collection}/schema/fields").json()["fields"]
+        assert field in {f["name"] for f in fields}, collection
+    vector = httpx.get(f"{solr_url}/VectorMain/schema/fieldtypes/knn_vector_384").json()
+    assert int(vector["fieldType"]["vectorDimension"]) == 384
+    assert vector["fieldType"]["similarityFunction"] == "cosine"
+
+
+def _solr(action: str, port: int, folder: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", str(SOLR_SCRIPT), action, "--port", str(port), "--dir", str(folder)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.mark.usefixtures("solr_url")  # the jars are fetched by then
+def test_restart_keeps_the_index(tmp_path: Path) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/solr"
+    try:
+        assert _solr("start", port, tmp_path).returncode == 0
+        httpx.post(
+            f"{url}/FileShare/update?commit=true",
+            json=[{"id": "kept", "title": "Kept", "content": "survives a restart"}],
+        ).raise_for_status()
+        assert _solr("stop", port, tmp_path).returncode == 0
+        assert _solr("status", port, tmp_path).stdout.strip() == "stopped"
+        restarted = _solr("start", port, tmp_path)
+        assert restarted.returncode == 0, restarted.stderr
+        assert "SOLR READY" in restarted.stdout
+        found = httpx.get(f"{url}/FileShare/select", params={"q": "survives"}).json()
+        assert [doc["id"] for doc in found["response"]["docs"]] == ["kept"]
+    finally:
+        _solr("stop", port, tmp_path)
