@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# One-shot init for docker-compose: uploads our configsets to the SolrCloud node's embedded
+# ZooKeeper and creates FileShare and VectorMain (the same configsets the local launcher uses).
+# Idempotent: a collection that exists is reloaded with the uploaded configset.
+set -euo pipefail
+SOLR_URL=${SOLR_URL:-http://solr:8983/solr}
+ZK_HOST=${ZK_HOST:-solr:9983}
+CONFIGSETS=${CONFIGSETS:-/configsets}
+
+http_get() {
+  if command -v curl >/dev/null; then curl -fsS "$1"; else wget -qO- "$1"; fi
+}
+
+for dir in "$CONFIGSETS"/*/; do
+  name=$(basename "$dir")
+  [ -f "$dir/conf/solrconfig.xml" ] || continue
+  echo "uploading configset $name"
+  solr zk upconfig -z "$ZK_HOST" -n "$name" -d "$dir/conf"
+  if http_get "$SOLR_URL/admin/collections?action=LIST&wt=json" | grep -q "\"$name\""; then
+    echo "reloading collection $name"
+    http_get "$SOLR_URL/admin/collections?action=RELOAD&name=$name&wt=json" >/dev/null
+  else
+    echo "creating collection $name"
+    http_get "$SOLR_URL/admin/collections?action=CREATE&name=$name&collection.configName=$name&numShards=1&replicationFactor=1&wt=json" >/dev/null
+  fi
+done
+echo "collections ready"
