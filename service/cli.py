@@ -26,6 +26,7 @@ def main(argv: list[str] | None = None) -> int:
         level=os.environ.get("LOG_LEVEL", "INFO").upper(),
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
     )
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per Solr/LLM call is noise
     try:
         return int(args.run(args) or 0)
     except KeyboardInterrupt:

@@ -12,7 +12,7 @@ from pathlib import Path
 from fastapi import FastAPI, Request, Response
 
 from service import __version__
-from service.api import health, rag
+from service.api import health, rag, summarize
 from service.api.errors import install_error_handlers
 from service.api.runtime import Runtime
 
@@ -43,6 +43,7 @@ def create_app(config_path: Path) -> FastAPI:
     app.state.runtime = runtime
     install_error_handlers(app)
     app.include_router(rag.router)
+    app.include_router(summarize.router)
     app.include_router(health.router)
 
     @app.middleware("http")

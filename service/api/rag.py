@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from service.api.runtime import Runtime
 from service.chains.instructions import LANGUAGE_CODE
 from service.llm import ChatMessage
-from service.pipeline import RagAnswer, RagQuery
+from service.pipeline import Answer, RagQuery
 
 router = APIRouter(tags=["rag"])
 
@@ -66,6 +66,7 @@ class DocumentOut(BaseModel):
     title: str
     url: str
     content: str = Field(description="The text of this document that the LLM was given.")
+    cited: bool = Field(description="Whether the answer cites this document ([n], n = rank).")
 
 
 class RagContent(BaseModel):
@@ -86,12 +87,12 @@ class RagResponse(BaseModel):
     usage: UsageOut
 
     @classmethod
-    def of(cls, answer: RagAnswer) -> RagResponse:
+    def of(cls, answer: Answer) -> RagResponse:
         return cls(
             content=RagContent(
                 message=answer.message,
                 documents=[
-                    DocumentOut(id=d.id, title=d.title, url=d.url, content=d.content)
+                    DocumentOut(id=d.id, title=d.title, url=d.url, content=d.content, cited=d.cited)
                     for d in answer.documents
                 ],
             ),

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TypeVar
 
 import httpx
 
 from service.chains import PromptLibrary, PromptStore
 from service.config import ConfigStore, Settings
 from service.llm import ChatClient, LLMOptions
-from service.pipeline import RagPipeline
+from service.pipeline import RagPipeline, SummarizePipeline
 from service.retrieval import SolrClient
+
+P = TypeVar("P", RagPipeline, SummarizePipeline)
 
 
 class Runtime:
@@ -62,8 +65,14 @@ class Runtime:
         return self.prompts.current(self._prompts_folder(settings))
 
     def rag_pipeline(self) -> RagPipeline:
+        return self._pipeline(RagPipeline)
+
+    def summarize_pipeline(self) -> SummarizePipeline:
+        return self._pipeline(SummarizePipeline)
+
+    def _pipeline(self, kind: type[P]) -> P:
         settings = self.settings()
-        return RagPipeline(
+        return kind(
             settings, self.solr(settings), self.llm(settings), self.prompt_library(settings)
         )
 

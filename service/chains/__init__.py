@@ -1,18 +1,33 @@
-"""Prompt chains: how chunks become LLM requests and an answer."""
+"""Prompt chains: how chunks become LLM requests and an answer.
+
+stuff (one request), map-reduce (concurrent maps, tree reduce), refine (sequential), plus
+query rewriting and summarization; templates come from prompts/.
+"""
 
 from service.chains.builder import PromptBuilder, Question
-from service.chains.context import ChainResult, Chunk, Source
+from service.chains.context import ChainResult, Chunk, NumberedChunk, Source, number_chunks
+from service.chains.mapreduce import MapReduceChain
 from service.chains.prompts import PromptLibrary, PromptStore, PromptTemplateError
+from service.chains.refine import RefineChain
+from service.chains.rewrite import QueryRewriter, Rewrite
 from service.chains.stuff import StuffChain
+from service.chains.summarize import Summarizer
 
 __all__ = [
     "ChainResult",
     "Chunk",
+    "MapReduceChain",
+    "NumberedChunk",
     "PromptBuilder",
     "PromptLibrary",
     "PromptStore",
     "PromptTemplateError",
+    "QueryRewriter",
     "Question",
+    "RefineChain",
+    "Rewrite",
     "Source",
     "StuffChain",
+    "Summarizer",
+    "number_chunks",
 ]

@@ -10,10 +10,12 @@ from service.chains.prompts import PromptLibrary
 from service.llm.types import ChatMessage
 from service.text.clean import clean_context
 
+FENCE = "######"
+
 
 @dataclass(frozen=True)
 class Question:
-    """What every request of a chain carries besides sources."""
+    """What every request of a chain carries besides its sources."""
 
     text: str
     history: tuple[ChatMessage, ...] = ()
@@ -22,44 +24,49 @@ class Question:
 
 
 class PromptBuilder:
-    """Builds [system, *history, user] for a set of chunks; sizes are in characters.
+    """Builds [system, *history, user] for any user template; sizes are in characters.
 
-    The size of a request is the sum of its message contents (Datafari's measure), and it is
-    exact: a request's size is `overhead` plus the size of each source block it holds.
+    The size of a request is the sum of its message contents (Datafari's measure). Sources and
+    partial answers reach templates already rendered, each as one block, so a request's size is
+    exactly its size without them plus the size of each block it holds.
+
+    >>> builder = PromptBuilder(prompts, Question("When are apple trees pruned?"))
+    >>> builder.messages("stuff", sources=builder.block(chunk))
     """
 
-    def __init__(self, prompts: PromptLibrary, question: Question) -> None:
+    def __init__(
+        self, prompts: PromptLibrary, question: Question, *, system_template: str = "system"
+    ) -> None:
         self._prompts = prompts
         self.question = question
-        common = {
+        self._common = {
             "language": question.language,
             "history": [message.as_dict() for message in question.history],
         }
-        self._common = common
         self._system = prompts.render(
-            "system", format_instruction=question.format_instruction, **common
+            system_template, format_instruction=question.format_instruction, **self._common
         )
-        self.overhead = self.size_of(self.messages([]))
 
     def block(self, item: NumberedChunk) -> str:
         document = item.chunk.document
-        return (
-            self._prompts.render(
-                "source",
-                number=item.number,
-                title=clean_context(document.title),
-                url=document.url,
-                content=clean_context(item.chunk.text),
-            )
-            + "\n"
-        )
-
-    def messages(self, blocks: Sequence[str]) -> list[ChatMessage]:
-        user = self._prompts.render(
-            "stuff",
-            sources="".join(blocks),
-            question=self.question.text,
+        rendered = self._prompts.render(
+            "source",
+            number=item.number,
+            title=clean_context(document.title),
+            url=document.url,
+            content=clean_context(item.chunk.text),
             **self._common,
+        )
+        return rendered + "\n"
+
+    @staticmethod
+    def answer_block(text: str) -> str:
+        """A partial answer, fenced like a source (and unable to forge a fence)."""
+        return f"{FENCE}\n{text.replace(FENCE, '').strip()}\n"
+
+    def messages(self, template: str, **variables: object) -> list[ChatMessage]:
+        user = self._prompts.render(
+            template, question=self.question.text, **self._common, **variables
         )
         return [
             ChatMessage("system", self._system),
@@ -67,6 +74,9 @@ class PromptBuilder:
             ChatMessage("user", user),
         ]
 
-    @staticmethod
-    def size_of(messages: Sequence[ChatMessage]) -> int:
-        return sum(len(message.content) for message in messages)
+    def size(self, template: str, **variables: object) -> int:
+        return size_of(self.messages(template, **variables))
+
+
+def size_of(messages: Sequence[ChatMessage]) -> int:
+    return sum(len(message.content) for message in messages)

@@ -25,12 +25,23 @@ class TemplateSpec:
 
 _COMMON = frozenset({"language", "history"})
 
+
+def _spec(*provided: str, required: tuple[str, ...] = ()) -> TemplateSpec:
+    return TemplateSpec(_COMMON | set(provided) | set(required), frozenset(required))
+
+
 SPECS: dict[str, TemplateSpec] = {
-    "system": TemplateSpec(_COMMON | {"format_instruction"}),
-    "source": TemplateSpec(
-        frozenset({"number", "title", "url", "content"}), frozenset({"content"})
-    ),
-    "stuff": TemplateSpec(_COMMON | {"sources", "question"}, frozenset({"sources", "question"})),
+    "system": _spec("format_instruction"),
+    "source": _spec("number", "title", "url", required=("content",)),
+    "stuff": _spec(required=("sources", "question")),
+    "map": _spec(required=("sources", "question", "no_answer")),
+    "reduce": _spec(required=("answers", "question")),
+    "refine_initial": _spec(required=("sources", "question")),
+    "refine_step": _spec(required=("sources", "question", "previous_answer")),
+    "rewrite": _spec(required=("question",)),
+    "summarize_system": _spec(),
+    "summarize": _spec("part", required=("sources",)),
+    "summarize_reduce": _spec(required=("answers",)),
 }
 
 

@@ -99,6 +99,21 @@ class Settings(BaseModel):
         ge=500,
         le=10_000_000,
     )
+    max_request_tokens: int = _key(
+        "prompt.max.request.tokens",
+        0,
+        "Optional token budget of one request (0: off), counted as 4 characters per token; "
+        "the smaller of the two budgets applies.",
+        ge=0,
+        le=10_000_000,
+    )
+    map_concurrency: int = _key(
+        "prompt.map.concurrency",
+        4,
+        "Map requests of map-reduce sent at the same time.",
+        ge=1,
+        le=64,
+    )
     prompts_dir: str = _key(
         "prompt.templates.dir", "prompts", "Folder of the jinja2 prompt templates."
     )
@@ -159,6 +174,21 @@ class Settings(BaseModel):
     @classmethod
     def _strip(cls, value: str) -> str:
         return value.strip()
+
+
+CHARS_PER_TOKEN = 4  # a documented estimate: English text averages about 4 characters a token
+
+
+def request_budget(settings: Settings) -> int:
+    """Characters one LLM request may hold: prompt.max.request.size, or less with a token cap."""
+    if settings.max_request_tokens:
+        return min(settings.max_request_size, settings.max_request_tokens * CHARS_PER_TOKEN)
+    return settings.max_request_size
+
+
+def answer_reserve(settings: Settings) -> int:
+    """Characters to keep free for an earlier answer carried into a request (refine)."""
+    return settings.llm_max_tokens * CHARS_PER_TOKEN
 
 
 def known_keys() -> dict[str, str]:

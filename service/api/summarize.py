@@ -1,0 +1,71 @@
+"""POST /ai/summarize: a summary of one FileShare document, or of posted text."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from service.api.rag import DocumentOut, RagContent, UsageOut
+from service.api.runtime import Runtime
+from service.chains.instructions import LANGUAGE_CODE
+from service.pipeline import SummarizeQuery
+
+router = APIRouter(tags=["summarize"])
+
+MAX_TEXT_CHARS = 2_000_000
+
+
+class SummarizeRequest(BaseModel):
+    """Exactly one of `id` and `text`."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str | None = Field(
+        None,
+        min_length=1,
+        max_length=512,
+        pattern=r"^[^\x00-\x1f\x7f]+$",
+        description="The FileShare document to summarize.",
+    )
+    text: str | None = Field(
+        None, min_length=1, max_length=MAX_TEXT_CHARS, description="Text to summarize."
+    )
+    lang: str | None = Field(
+        None, pattern=LANGUAGE_CODE.pattern, description="ISO code of the summary's language."
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> SummarizeRequest:
+        if (self.id is None) == (self.text is None):
+            raise ValueError("give either id or text, not both and not neither")
+        return self
+
+
+class SummarizeResponse(BaseModel):
+    status: str = "OK"
+    content: RagContent
+    timings: dict[str, float]
+    usage: UsageOut
+
+
+@router.post("/ai/summarize", response_model=SummarizeResponse)
+async def summarize(body: SummarizeRequest, request: Request) -> SummarizeResponse:
+    """Summarize a document; map-reduce over its parts when it exceeds one request."""
+    runtime: Runtime = request.app.state.runtime
+    answer = await runtime.summarize_pipeline().run(
+        SummarizeQuery(document_id=body.id, text=body.text, lang=body.lang)
+    )
+    documents = [
+        DocumentOut(id=d.id, title=d.title, url=d.url, content="", cited=d.cited)
+        for d in answer.documents
+        if d.id
+    ]
+    return SummarizeResponse(
+        content=RagContent(message=answer.message, documents=documents),
+        timings=answer.timings,
+        usage=UsageOut(
+            llm_calls=answer.llm_calls,
+            prompt_tokens=answer.prompt_tokens,
+            completion_tokens=answer.completion_tokens,
+        ),
+    )

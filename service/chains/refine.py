@@ -1,0 +1,59 @@
+"""Refine: an answer from the first pack, then one request per further pack to improve it.
+
+The requests are strictly sequential: each carries the answer so far. Packs after the first
+keep room for that answer (`answer_reserve` characters, from llm.maxTokens); an answer that
+still comes back longer is cut to the reserve, so no request exceeds the budget.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from service.chains.answer import clean_answer
+from service.chains.builder import PromptBuilder
+from service.chains.context import ChainResult, NumberedChunk, sources_of
+from service.chains.packing import Packer
+from service.llm.client import ChatClient
+from service.llm.types import ChatMessage
+
+log = logging.getLogger(__name__)
+
+
+class RefineChain:
+    """>>> result = await RefineChain(llm, builder, budget=40000, answer_reserve=800).run(chunks)"""
+
+    def __init__(
+        self, llm: ChatClient, builder: PromptBuilder, budget: int, *, answer_reserve: int
+    ) -> None:
+        self._llm = llm
+        self._builder = builder
+        self._packer = Packer(builder, budget)
+        self._reserve = answer_reserve
+
+    async def run(self, numbered: list[NumberedChunk]) -> ChainResult:
+        first_room = self._packer.room("refine_initial")
+        step_room = self._packer.room("refine_step", reserve=self._reserve, previous_answer="")
+        packs = self._packer.pack(numbered, step_room, first=first_room)
+        result = ChainResult("", sources_of([item for pack in packs for item in pack.items]))
+
+        answer = await self._ask(
+            self._builder.messages("refine_initial", sources=packs[0].sources), result
+        )
+        for pack in packs[1:]:
+            previous = answer
+            if len(previous) > self._reserve:
+                log.warning("refine: answer so far cut from %d to %d", len(previous), self._reserve)
+                previous = previous[: self._reserve]
+            answer = await self._ask(
+                self._builder.messages(
+                    "refine_step", sources=pack.sources, previous_answer=previous
+                ),
+                result,
+            )
+        result.answer = answer
+        return result
+
+    async def _ask(self, messages: list[ChatMessage], result: ChainResult) -> str:
+        completion = await self._llm.complete(messages)
+        result.add_usage(completion.usage)
+        return clean_answer(completion.text)

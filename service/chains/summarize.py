@@ -1,0 +1,45 @@
+"""Summarization: one request when the document fits, map-reduce over its parts when not."""
+
+from __future__ import annotations
+
+from service.chains.answer import clean_answer
+from service.chains.builder import PromptBuilder
+from service.chains.context import ChainResult, NumberedChunk, sources_of
+from service.chains.mapreduce import MapReduceChain
+from service.chains.packing import Packer
+from service.llm.client import ChatClient
+
+
+class Summarizer:
+    """>>> result = await Summarizer(llm, builder, budget=40000, concurrency=4).run(chunks)
+
+    `builder` should be built with `system_template="summarize_system"`.
+    """
+
+    def __init__(
+        self, llm: ChatClient, builder: PromptBuilder, budget: int, *, concurrency: int = 4
+    ) -> None:
+        self._llm = llm
+        self._builder = builder
+        self._budget = budget
+        self._packer = Packer(builder, budget)
+        self._concurrency = concurrency
+
+    async def run(self, numbered: list[NumberedChunk]) -> ChainResult:
+        packs = self._packer.pack(numbered, self._packer.room("summarize", part=""))
+        if len(packs) > 1:
+            return await MapReduceChain(
+                self._llm,
+                self._builder,
+                self._budget,
+                concurrency=self._concurrency,
+                map_template="summarize",
+                reduce_template="summarize_reduce",
+                drop_irrelevant=False,
+            ).run(numbered)
+        completion = await self._llm.complete(
+            self._builder.messages("summarize", sources=packs[0].sources, part="")
+        )
+        result = ChainResult(clean_answer(completion.text), sources_of(list(packs[0].items)))
+        result.add_usage(completion.usage)
+        return result
