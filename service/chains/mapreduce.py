@@ -22,6 +22,8 @@ from service.text.pack import pack_greedy
 
 log = logging.getLogger(__name__)
 
+WIDEST_PART = 999_999
+
 
 class MapReduceChain:
     """>>> result = await MapReduceChain(llm, builder, budget=40000, concurrency=4).run(chunks)"""
@@ -47,7 +49,8 @@ class MapReduceChain:
         self._drop_irrelevant = drop_irrelevant
 
     async def run(self, numbered: list[NumberedChunk]) -> ChainResult:
-        room = self._packer.room(self._map_template, no_answer=NO_ANSWER)
+        # sized with the widest part number a request can show, so no map request outgrows it
+        room = self._packer.room(self._map_template, no_answer=NO_ANSWER, part=WIDEST_PART)
         packs = self._packer.pack(numbered, room)
         result = ChainResult("", sources_of([item for pack in packs for item in pack.items]))
         partials = await self._all(

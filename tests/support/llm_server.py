@@ -53,7 +53,7 @@ class Step:
 
 
 def default_answer(request: RecordedRequest) -> str:
-    question = request.prompt.rsplit("Question:", 1)[-1].strip()
+    question = request.prompt.rsplit("Question:", 1)[-1].strip().split("\n", 1)[0]
     return f"Test answer to: {question} [1]"
 
 
@@ -64,6 +64,7 @@ class LLMScript:
         self._lock = threading.Lock()
         self._steps: list[Step] = []
         self.answer: Callable[[RecordedRequest], str] = default_answer
+        self.delay = 0.0
         self.requests: list[RecordedRequest] = []
 
     def reset(self) -> None:
@@ -71,6 +72,7 @@ class LLMScript:
             self._steps.clear()
             self.requests.clear()
             self.answer = default_answer
+            self.delay = 0.0
 
     def then(self, *steps: Step) -> None:
         with self._lock:
@@ -80,7 +82,7 @@ class LLMScript:
         with self._lock:
             if self._steps:
                 return self._steps.pop(0)
-        return Step(content=self.answer(request))
+        return Step(content=self.answer(request), delay=self.delay)
 
 
 def create_llm_app(script: LLMScript) -> FastAPI:

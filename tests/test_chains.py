@@ -1,0 +1,276 @@
+"""Prompt chains through /ai/rag: how many requests, how big, in what order, with what."""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+import pytest
+from fastapi.testclient import TestClient
+
+from service.chains.answer import NO_ANSWER
+from tests.conftest import ClientFactory
+from tests.support.llm_server import LLMScript, RecordedRequest, Step
+
+BLOCK = re.compile(r"^######\n\[(\d+)\] [^\n]*\n[^\n]*\n", re.M)
+BUDGET = 2500
+MANUAL = {"query": "turbine maintenance", "id": "turbine-manual"}
+
+
+def chain_client(make_client: ClientFactory, strategy: str, **extra: object) -> TestClient:
+    return make_client(
+        {
+            "prompt.chunking.strategy": strategy,
+            "prompt.max.request.size": BUDGET,
+            "chunking.chunk.size": 500,
+            **extra,
+        }
+    )
+
+
+def post_ok(client: TestClient, body: dict) -> dict:
+    response = client.post("/ai/rag", json=body)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def blocks_of(request: RecordedRequest) -> list[str]:
+    return [match.group(0) for match in BLOCK.finditer(request.prompt)]
+
+
+def is_map(request: RecordedRequest) -> bool:
+    return NO_ANSWER in request.prompt
+
+
+def assert_packs_are_greedy(requests: list[RecordedRequest], budget: int) -> None:
+    """Every request fits, and none could have taken the next request's first source: for
+    sources kept in order, that is the fewest requests possible."""
+    for request in requests:
+        assert request.size <= budget
+    for current, following in itertools.pairwise(requests):
+        assert current.size + len(blocks_of(following)[0]) > budget
+
+
+@pytest.mark.parametrize("strategy", ["stuff", "mapreduce", "refine"])
+def test_what_fits_in_one_request_is_one_stuff_request(
+    make_client: ClientFactory, llm: LLMScript, strategy: str
+) -> None:
+    post_ok(make_client({"prompt.chunking.strategy": strategy}), {"query": "lighthouse"})
+    assert len(llm.requests) == 1
+    assert not is_map(llm.requests[0])
+
+
+def test_explicit_stuff_keeps_only_what_fits(make_client: ClientFactory, llm: LLMScript) -> None:
+    payload = post_ok(chain_client(make_client, "stuff"), MANUAL)
+    assert len(llm.requests) == 1
+    assert llm.requests[0].size <= BUDGET
+    sent = blocks_of(llm.requests[0])
+    assert sent and "Step 1 of the wind turbine" in sent[0]  # the first chunks, in order
+    assert payload["usage"]["llm_calls"] == 1
+
+
+def test_mapreduce_makes_one_request_per_greedy_pack_then_reduces(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    payload = post_ok(chain_client(make_client, "mapreduce"), MANUAL)
+    maps = [r for r in llm.requests if is_map(r)]
+    reduces = [r for r in llm.requests if not is_map(r)]
+    assert len(maps) >= 4
+    assert len(reduces) == 1
+    assert_packs_are_greedy(maps, BUDGET)
+    assert reduces[0].size <= BUDGET
+    assert payload["usage"]["llm_calls"] == len(maps) + 1
+    assert payload["content"]["message"].startswith("Test answer to:")
+
+
+def test_mapreduce_runs_map_requests_concurrently(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    llm.delay = 0.4
+    post_ok(chain_client(make_client, "mapreduce", **{"prompt.map.concurrency": 16}), MANUAL)
+    maps = [r for r in llm.requests if is_map(r)]
+    reduce = next(r for r in llm.requests if not is_map(r))
+    assert len(maps) >= 4
+    assert max(r.started for r in maps) < min(r.finished for r in maps)  # all in flight at once
+    assert reduce.started >= max(r.finished for r in maps)
+
+
+def test_mapreduce_concurrency_is_bounded(make_client: ClientFactory, llm: LLMScript) -> None:
+    llm.delay = 0.2
+    post_ok(chain_client(make_client, "mapreduce", **{"prompt.map.concurrency": 2}), MANUAL)
+    maps = [r for r in llm.requests if is_map(r)]
+    for request in maps:
+        overlapping = [
+            o for o in maps if o.started < request.finished and o.finished > request.started
+        ]
+        assert len(overlapping) <= 2
+
+
+def test_reduce_sees_every_relevant_partial_answer(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    counter = iter(range(100))
+
+    def answer(request: RecordedRequest) -> str:
+        if not is_map(request):
+            return "Merged answer [1]"
+        number = next(counter)
+        return NO_ANSWER if number % 2 else f"Partial answer number {number} [1]"
+
+    llm.answer = answer
+    payload = post_ok(chain_client(make_client, "mapreduce"), MANUAL)
+    maps = [r for r in llm.requests if is_map(r)]
+    reduce_prompt = next(r for r in llm.requests if not is_map(r)).prompt
+    kept = [f"Partial answer number {n} [1]" for n in range(0, len(maps), 2)]
+    assert all(partial in reduce_prompt for partial in kept)
+    assert NO_ANSWER not in reduce_prompt.split("######", 1)[1].rsplit("Question:", 1)[0]
+    assert payload["content"]["message"] == "Merged answer [1]"
+
+
+def test_mapreduce_with_nothing_relevant_gives_ragNoValidAnswer(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    llm.answer = lambda request: NO_ANSWER
+    response = chain_client(make_client, "mapreduce").post("/ai/rag", json=MANUAL)
+    assert response.status_code == 428
+    assert response.json()["content"]["label"] == "ragNoValidAnswer"
+
+
+def test_reduce_runs_in_levels_when_partials_do_not_fit(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    long_partial = "This partial answer is long. " * 30  # ~870 characters: two fit a reduce
+
+    llm.answer = lambda request: long_partial + "[1]" if is_map(request) else "Level answer [1]"
+    payload = post_ok(chain_client(make_client, "mapreduce"), MANUAL)
+    maps = [r for r in llm.requests if is_map(r)]
+    reduces = [r for r in llm.requests if not is_map(r)]
+    assert len(reduces) >= 2  # more than one level
+    assert all(r.size <= BUDGET for r in llm.requests)
+    assert payload["usage"]["llm_calls"] == len(maps) + len(reduces)
+    assert payload["content"]["message"] == "Level answer [1]"
+
+
+def test_refine_requests_are_sequential_and_carry_the_answer_so_far(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    llm.delay = 0.05
+    counter = iter(range(100))
+    llm.answer = lambda request: f"Answer version {next(counter)} [1]"
+    payload = post_ok(chain_client(make_client, "refine"), MANUAL)
+    requests = llm.requests
+    assert len(requests) >= 4
+    for earlier, later in itertools.pairwise(requests):
+        assert later.started >= earlier.finished
+    for number, request in enumerate(requests[1:]):
+        assert f"Answer version {number} [1]" in request.prompt
+    assert payload["content"]["message"] == f"Answer version {len(requests) - 1} [1]"
+    assert all(r.size <= BUDGET for r in requests)
+    assert_packs_are_greedy(requests[1:], BUDGET - 200 * 4)  # later packs keep room for it
+
+
+def test_refine_cuts_an_answer_so_far_longer_than_its_reserve(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    llm.answer = lambda request: "A very long answer. " * 100  # 2,000 characters
+    post_ok(chain_client(make_client, "refine", **{"llm.maxTokens": 50}), MANUAL)
+    assert len(llm.requests) >= 2
+    assert all(r.size <= BUDGET for r in llm.requests)
+
+
+def test_a_chunk_larger_than_a_request_is_split_not_dropped(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    client = chain_client(make_client, "mapreduce", **{"chunking.enable": False})
+    post_ok(client, MANUAL)
+    maps = [r for r in llm.requests if is_map(r)]
+    assert len(maps) >= 4
+    assert all(r.size <= BUDGET for r in maps)
+    sent = " ".join(
+        block.split("\n", 2)[2].replace("\\n", " ") for r in maps for block in blocks_of(r)
+    )
+    for step in range(1, 25):
+        assert f"Step {step} of the wind turbine maintenance manual" in sent
+
+
+def test_token_budget_caps_the_request_size(make_client: ClientFactory, llm: LLMScript) -> None:
+    client = chain_client(
+        make_client,
+        "mapreduce",
+        **{"prompt.max.request.size": 40000, "prompt.max.request.tokens": 600},
+    )
+    post_ok(client, MANUAL)
+    assert len(llm.requests) > 2
+    assert all(r.size <= 2400 for r in llm.requests)
+
+
+def test_history_goes_into_every_request_trimmed(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    client = chain_client(
+        make_client,
+        "mapreduce",
+        **{"chat.memory.enabled": True, "chat.memory.history.size": 2},
+    )
+    history = [
+        {"role": "user", "content": "first question"},
+        {"role": "assistant", "content": "first answer"},
+        {"role": "user", "content": "second question"},
+        {"role": "assistant", "content": "second answer"},
+    ]
+    post_ok(client, {**MANUAL, "history": history})
+    assert len(llm.requests) >= 3
+    for request in llm.requests:
+        contents = [m["content"] for m in request.messages]
+        assert contents[1:3] == ["second question", "second answer"]
+        assert "first question" not in contents
+
+
+def test_rewriting_changes_the_search_but_not_the_question(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    client = make_client({"chat.query.rewriting.enabled": True, "chunking.maxFiles": 5})
+    llm.then(Step(content="zebra quokka"))
+    payload = post_ok(client, {"query": "Which animals graze together at Ravensholt park?"})
+    rewrite, answer = llm.requests
+    assert "If you cannot generate a search query, return just the number 0." in rewrite.prompt
+    assert "- user: Which animals graze together at Ravensholt park?" in rewrite.prompt
+    found = {d["id"] for d in payload["content"]["documents"]}
+    assert {"zebra-only", "quokka-only"} <= found  # only the rewritten query finds these
+    assert answer.prompt.rsplit("Question:", 1)[1].strip() == (
+        "Which animals graze together at Ravensholt park?"
+    )
+    assert payload["usage"]["llm_calls"] == 2
+
+
+@pytest.mark.parametrize("step", [Step(content="0"), Step(content="  "), Step(status=500)])
+def test_rewriting_that_fails_keeps_the_original_query(
+    make_client: ClientFactory, llm: LLMScript, step: Step
+) -> None:
+    client = make_client({"chat.query.rewriting.enabled": True})
+    llm.then(step)
+    payload = post_ok(client, {"query": "lighthouse keeper"})
+    assert payload["content"]["documents"][0]["id"] == "lighthouse"
+
+
+def test_rewriting_uses_the_history_only_with_chat_memory(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    history = [{"role": "user", "content": "Tell me about the Brannoch lighthouse."}]
+    for memory, expected in ((False, False), (True, True)):
+        llm.reset()
+        client = make_client({"chat.query.rewriting.enabled": True, "chat.memory.enabled": memory})
+        llm.then(Step(content="lighthouse"))
+        post_ok(client, {"query": "When was it electrified?", "history": history})
+        assert ("Brannoch lighthouse" in llm.requests[0].prompt) is expected
+
+
+def test_citations_mark_the_documents_cited(client: TestClient, llm: LLMScript) -> None:
+    llm.then(Step(content="Both graze together [1], and the herd migrates [3]."))
+    payload = post_ok(client, {"query": "zebra quokka"})
+    documents = payload["content"]["documents"]
+    assert len(documents) == 3
+    assert [d["cited"] for d in documents] == [True, False, True]
+    prompt = llm.requests[0].prompt
+    for number, document in enumerate(documents, start=1):
+        assert f"[{number}] {document['title']}" in prompt
