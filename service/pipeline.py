@@ -41,8 +41,9 @@ from service.errors import (
     FeatureDisabled,
     NoDocumentFound,
 )
-from service.llm import ChatClient, ChatMessage, Usage
-from service.retrieval import Bm25Retriever, DocumentById, RetrievedDocument, SolrClient
+from service.llm import ChatClient, ChatMessage, EmbeddingsClient, Usage
+from service.retrieval import DocumentById, RetrievedDocument, SolrClient
+from service.retrieval.factory import build_retriever
 from service.text import Chunker, normalize_question, sanitize_query
 
 _CITATION = re.compile(r"\[(\d{1,3})\]")
@@ -110,11 +111,17 @@ class Timings(dict[str, float]):
 
 class _Pipeline:
     def __init__(
-        self, settings: Settings, solr: SolrClient, llm: ChatClient, prompts: PromptLibrary
+        self,
+        settings: Settings,
+        solr: SolrClient,
+        llm: ChatClient,
+        embeddings: EmbeddingsClient,
+        prompts: PromptLibrary,
     ) -> None:
         self.settings = settings
         self._solr = solr
         self._llm = llm
+        self._embeddings = embeddings
         self._prompts = prompts
 
     async def _document(self, document_id: str) -> RetrievedDocument | None:
@@ -180,21 +187,22 @@ class RagPipeline(_Pipeline):
         return RefineChain(self._llm, builder, budget, answer_reserve=answer_reserve(settings))
 
     async def _retrieve(self, query: str, document_id: str | None) -> list[RetrievedDocument]:
+        """BM25 documents, or passages (vector, hybrid); with `id`, that document only: whole
+        with BM25, its best passages otherwise (whole when it has none)."""
         settings = self.settings
         if document_id is not None:
             document = await self._document(document_id)
             if document is None:
                 raise DocumentNotFound(f"no document with id {document_id!r} in FileShare")
-            return [document]
-        documents = await Bm25Retriever(
-            self._solr,
-            settings.documents_collection,
-            fields=settings.solr_bm25_fields,
-            operator=settings.rag_operator,
-            rows=settings.max_files,
-        ).run(query)
+            if settings.retrieval == "bm25":
+                return [document]
+            retriever = build_retriever(
+                settings, self._solr, self._embeddings, parent_id=document_id
+            )
+            return await retriever.run(query) or [document]
+        documents = await build_retriever(settings, self._solr, self._embeddings).run(query)
         if not documents:
-            raise NoDocumentFound(f"the BM25 search found no document for {query!r}")
+            raise NoDocumentFound(f"the {settings.retrieval} search found nothing for {query!r}")
         return documents
 
     def _history(self, history: tuple[ChatMessage, ...]) -> tuple[ChatMessage, ...]:

@@ -18,7 +18,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.api.app import create_app
-from service.ingest import Indexer, SourceDocument
+from service.config import Settings, settings_from_mapping
+from service.ingest import SourceDocument
+from service.ingest.indexer import indexer_for
+from service.llm import EmbeddingsClient, LLMOptions
+from service.models.server import create_model_app
 from service.retrieval import SolrClient
 from tests.support.llm_server import LLMScript, create_llm_app
 from tests.support.servers import free_port, serve_in_thread
@@ -63,15 +67,37 @@ def load_corpus() -> list[SourceDocument]:
 
 
 @pytest.fixture(scope="session")
-def corpus(solr_url: str) -> list[SourceDocument]:
-    """The test documents, indexed into FileShare through the real ingestion path."""
+def model_server_url() -> Iterator[str]:
+    """The project's own local model server (extractive chat + all-MiniLM-L6-v2 embeddings)."""
+    with serve_in_thread(create_model_app()) as base:
+        yield base
+
+
+def test_settings(solr_url: str, model_server_url: str, **overrides: object) -> Settings:
+    values = {
+        "solr.url": solr_url,
+        "ai.embeddings.endpoint": f"{model_server_url}/v1/",
+        **{key: str(value) for key, value in overrides.items()},
+    }
+    return settings_from_mapping(values, source="tests", env={})
+
+
+@pytest.fixture(scope="session")
+def corpus(solr_url: str, model_server_url: str) -> list[SourceDocument]:
+    """The test documents in FileShare, and their embedded passages in VectorMain, through the
+    real ingestion path."""
     documents = load_corpus()
+    settings = test_settings(solr_url, model_server_url)
 
     async def index() -> None:
         async with httpx.AsyncClient() as http:
             solr = SolrClient(http, solr_url)
-            await solr.delete_by_query("FileShare", "*:*")
-            await Indexer(solr, "FileShare").run(documents)
+            for collection in ("FileShare", "VectorMain"):
+                await solr.delete_by_query(collection, "*:*")
+            embeddings = EmbeddingsClient(
+                http, LLMOptions(endpoint=settings.embeddings_endpoint, model="all-MiniLM-L6-v2")
+            )
+            await indexer_for(settings, solr, embeddings).run(documents)
 
     asyncio.run(index())
     return documents
@@ -109,11 +135,16 @@ def _property_text(value: object) -> str:
     return str(value)
 
 
+ADMIN_TOKEN = "test-admin-token"
+
+
 @pytest.fixture
-def base_properties(solr_url: str, llm_base_url: str) -> dict[str, object]:
+def base_properties(solr_url: str, llm_base_url: str, model_server_url: str) -> dict[str, object]:
     return {
         "ai.enable.rag": True,
         "ai.api.endpoint": f"{llm_base_url}/v1/",
+        "ai.embeddings.endpoint": f"{model_server_url}/v1/",
+        "admin.token": ADMIN_TOKEN,
         "llm.model": "test-model",
         "llm.retries": 0,
         "solr.url": solr_url,

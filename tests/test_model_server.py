@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import httpx
 import pytest
 from fastapi.testclient import TestClient
 
 from service.models import extractive
-from service.models.server import create_model_app
 from tests.conftest import ClientFactory
-from tests.support.servers import serve_in_thread
 
 PROMPT = """Documents:
 ######
@@ -49,15 +45,14 @@ def test_split_prompt_reads_numbered_sources() -> None:
     assert "\n\nIn fog" in sources[0][2]  # cleanContext's literal \n read back as newlines
 
 
-@pytest.fixture(scope="module")
-def model_server() -> Iterator[str]:
-    with serve_in_thread(create_model_app()) as base:
-        yield base
+@pytest.fixture
+def model_server(model_server_url: str) -> str:
+    return model_server_url
 
 
 def test_models_lists_extractive(model_server: str) -> None:
     body = httpx.get(f"{model_server}/v1/models").json()
-    assert [model["id"] for model in body["data"]] == ["extractive"]
+    assert [model["id"] for model in body["data"]] == ["extractive", "all-MiniLM-L6-v2"]
 
 
 def test_chat_completion_has_the_openai_shape(model_server: str) -> None:

@@ -18,9 +18,14 @@ from service.errors import BadRequest, ServiceError, TechnicalError
 log = logging.getLogger(__name__)
 
 
+_FEATURES = (("/ai/summarize", "summarization"), ("/documents", "ingestion"), ("/search", "search"))
+
+
 def feature_of(request: Request) -> str:
-    """Datafari's label prefix: summarization errors are `summarization...`, the rest `rag...`."""
-    return "summarization" if request.url.path.startswith("/ai/summarize") else "rag"
+    """Datafari's label prefix: `summarization...` for /ai/summarize, `rag...` for /ai/rag;
+    ours (`ingestion...`, `search...`) for the other endpoints."""
+    path = request.url.path
+    return next((name for prefix, name in _FEATURES if path.startswith(prefix)), "rag")
 
 
 def error_response(request: Request, error: ServiceError) -> JSONResponse:

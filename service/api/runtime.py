@@ -9,7 +9,8 @@ import httpx
 
 from service.chains import PromptLibrary, PromptStore
 from service.config import ConfigStore, Settings
-from service.llm import ChatClient, LLMOptions
+from service.ingest.indexer import Indexer, indexer_for
+from service.llm import ChatClient, EmbeddingsClient, LLMOptions
 from service.pipeline import RagPipeline, SummarizePipeline
 from service.retrieval import SolrClient
 
@@ -61,6 +62,22 @@ class Runtime:
             ),
         )
 
+    def embeddings(self, settings: Settings, *, model: str | None = None) -> EmbeddingsClient:
+        return EmbeddingsClient(
+            self._client(),
+            LLMOptions(
+                endpoint=settings.embeddings_endpoint,
+                model=model or settings.embeddings_api_model,
+                token=settings.embeddings_token.get_secret_value(),
+                connect_timeout=settings.llm_timeout_connect,
+                read_timeout=settings.llm_timeout_read,
+                retries=settings.llm_retries,
+            ),
+        )
+
+    def indexer(self, settings: Settings) -> Indexer:
+        return indexer_for(settings, self.solr(settings), self.embeddings(settings))
+
     def prompt_library(self, settings: Settings) -> PromptLibrary:
         return self.prompts.current(self._prompts_folder(settings))
 
@@ -73,7 +90,11 @@ class Runtime:
     def _pipeline(self, kind: type[P]) -> P:
         settings = self.settings()
         return kind(
-            settings, self.solr(settings), self.llm(settings), self.prompt_library(settings)
+            settings,
+            self.solr(settings),
+            self.llm(settings),
+            self.embeddings(settings),
+            self.prompt_library(settings),
         )
 
     def _prompts_folder(self, settings: Settings) -> Path:

@@ -140,6 +140,46 @@ class Settings(BaseModel):
         "solr.vector.field", "vector_384", "DenseVectorField of VectorMain holding the vectors."
     )
     top_k: int = _key("solr.topK", 10, "Passages retrieved by vector search.", ge=1, le=1000)
+    retrieval_method: Literal["bm25", "vector", "hybrid"] = _key(
+        "retrieval.method",
+        "bm25",
+        "bm25 (FileShare documents), vector (VectorMain passages by kNN) or hybrid (BM25 and "
+        "kNN over VectorMain, fused by reciprocal rank); solr.enable.vector.search=true means "
+        "vector unless this says hybrid.",
+    )
+    rrf_k: int = _key("hybrid.rrf.k", 60, "k of reciprocal rank fusion: 1/(k + rank).", ge=1)
+    hybrid_bm25_weight: float = _key(
+        "hybrid.weight.bm25", 1.0, "Weight of the BM25 ranking in the fusion.", ge=0, le=100
+    )
+    hybrid_vector_weight: float = _key(
+        "hybrid.weight.vector", 1.0, "Weight of the kNN ranking in the fusion.", ge=0, le=100
+    )
+    embeddings_endpoint: str = _key(
+        "ai.embeddings.endpoint",
+        "http://127.0.0.1:8001/v1/",
+        "Base URL of the OpenAI-compatible embeddings API (before /embeddings).",
+        min_length=1,
+    )
+    embeddings_token: SecretStr = _key(
+        "ai.embeddings.token", SecretStr(""), "Bearer token of the embeddings API; never shown."
+    )
+    embeddings_api_model: str = _key(
+        "ai.embeddings.model", "all-MiniLM-L6-v2", "Model name sent to the embeddings API."
+    )
+    passage_size: int = _key(
+        "vector.chunk.size",
+        1000,
+        "Maximum size of a VectorMain passage, in characters.",
+        ge=50,
+        le=100_000,
+    )
+    passage_overlap: int = _key(
+        "vector.chunk.overlap",
+        100,
+        "Characters shared by consecutive passages.",
+        ge=0,
+        le=10_000,
+    )
 
     # -- Solr ----------------------------------------------------------------------------
     solr_url: str = _key(
@@ -163,7 +203,16 @@ class Settings(BaseModel):
         "admin.token", SecretStr(""), "Bearer token of the admin API (ADMIN_TOKEN env wins)."
     )
 
-    @field_validator("api_endpoint", "solr_url")
+    @property
+    def retrieval(self) -> Literal["bm25", "vector", "hybrid"]:
+        """The retrieval in force (Datafari's switch and ours agree on this)."""
+        if self.retrieval_method == "hybrid":
+            return "hybrid"
+        if self.vector_search_enabled or self.retrieval_method == "vector":
+            return "vector"
+        return "bm25"
+
+    @field_validator("api_endpoint", "solr_url", "embeddings_endpoint")
     @classmethod
     def _http_url(cls, value: str) -> str:
         if not value.startswith(("http://", "https://")):

@@ -1,6 +1,7 @@
 """The LLM: an OpenAI-compatible chat client and its value objects."""
 
 from service.llm.client import ChatClient, LLMOptions
+from service.llm.embeddings import EmbeddingsClient
 from service.llm.types import ChatMessage, Completion, Usage
 
-__all__ = ["ChatClient", "ChatMessage", "Completion", "LLMOptions", "Usage"]
+__all__ = ["ChatClient", "ChatMessage", "Completion", "EmbeddingsClient", "LLMOptions", "Usage"]

@@ -29,7 +29,7 @@ MAX_RETRY_AFTER_SECONDS = 10.0
 
 @dataclass(frozen=True)
 class LLMOptions:
-    """Where the LLM is and how to call it."""
+    """Where an OpenAI-compatible API is and how to call it."""
 
     endpoint: str
     model: str = ""
@@ -42,32 +42,22 @@ class LLMOptions:
     backoff_seconds: float = 0.5
 
 
-class ChatClient:
-    """Sends chat prompts; `complete` returns the answer text and usage."""
+class OpenAICompatibleClient:
+    """HTTP plumbing shared by the chat and embeddings clients: URLs, auth, retries, errors."""
+
+    what = "the LLM"
 
     def __init__(self, http: httpx.AsyncClient, options: LLMOptions) -> None:
         self._http = http
         self.options = options
-        self._url = options.endpoint.rstrip("/") + "/chat/completions"
         self._timeout = httpx.Timeout(options.read_timeout, connect=options.connect_timeout)
-
-    async def complete(self, messages: Sequence[ChatMessage]) -> Completion:
-        payload: dict[str, Any] = {
-            "messages": [message.as_dict() for message in messages],
-            "temperature": self.options.temperature,
-            "max_tokens": self.options.max_tokens,
-            "stream": False,
-        }
-        if self.options.model:
-            payload["model"] = self.options.model
-        body = await self._post_with_retries(payload)
-        return _completion_from(body, self._where)
 
     async def list_models(self) -> list[str]:
         """The model ids the server offers (GET /models): a cheap reachability check."""
-        url = self.options.endpoint.rstrip("/") + "/models"
         try:
-            response = await self._http.get(url, headers=self._headers(), timeout=self._timeout)
+            response = await self._http.get(
+                self._url("models"), headers=self._headers(), timeout=self._timeout
+            )
         except httpx.TimeoutException:
             raise UpstreamTimeout(f"{self._where} did not list its models in time") from None
         except httpx.TransportError as error:
@@ -85,7 +75,10 @@ class ChatClient:
 
     @property
     def _where(self) -> str:
-        return f"the LLM at {self.options.endpoint}"
+        return f"{self.what} at {self.options.endpoint}"
+
+    def _url(self, path: str) -> str:
+        return self.options.endpoint.rstrip("/") + "/" + path
 
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json"}
@@ -93,19 +86,20 @@ class ChatClient:
             headers["Authorization"] = f"Bearer {self.options.token}"
         return headers
 
-    async def _post_with_retries(self, payload: dict[str, Any]) -> dict[str, Any]:
+    async def _post(self, path: str, payload: dict[str, Any]) -> Any:
         attempt = 0
         while True:
             try:
                 response = await self._http.post(
-                    self._url, json=payload, headers=self._headers(), timeout=self._timeout
+                    self._url(path), json=payload, headers=self._headers(), timeout=self._timeout
                 )
             except httpx.TimeoutException:
                 # A read timeout is not retried: the model may still be working, and a second
                 # wait of the same length would double the user's.
                 raise UpstreamTimeout(
                     f"{self._where} did not answer within {self.options.read_timeout:g}s; "
-                    "raise llm.timeout.read or use a faster model"
+                    "raise its read timeout or use a faster model"
+                    f" (llm.timeout.read for the LLM)"
                 ) from None
             except httpx.TransportError as error:
                 if attempt < self.options.retries:
@@ -113,8 +107,8 @@ class ChatClient:
                     await self._sleep(attempt, None)
                     continue
                 raise UpstreamUnavailable(
-                    f"{self._where} is unreachable ({type(error).__name__}); check "
-                    "ai.api.endpoint and that the server runs"
+                    f"{self._where} is unreachable ({type(error).__name__}); check its "
+                    "endpoint in rag.properties and that the server runs"
                 ) from None
             if response.status_code in RETRYABLE_STATUSES and attempt < self.options.retries:
                 attempt += 1
@@ -136,12 +130,28 @@ class ChatClient:
         if retry_after:
             with contextlib.suppress(ValueError):
                 delay = max(delay, min(float(retry_after), MAX_RETRY_AFTER_SECONDS))
-        log.warning("LLM call failed, retry %d in %.2fs", attempt, delay)
+        log.warning("%s call failed, retry %d in %.2fs", self.what, attempt, delay)
         await asyncio.sleep(delay)
 
     def _scrub(self, text: str) -> str:
         token = self.options.token
         return text.replace(token, "***") if token else text
+
+
+class ChatClient(OpenAICompatibleClient):
+    """Sends chat prompts to `/chat/completions`; `complete` returns the text and usage."""
+
+    async def complete(self, messages: Sequence[ChatMessage]) -> Completion:
+        payload: dict[str, Any] = {
+            "messages": [message.as_dict() for message in messages],
+            "temperature": self.options.temperature,
+            "max_tokens": self.options.max_tokens,
+            "stream": False,
+        }
+        if self.options.model:
+            payload["model"] = self.options.model
+        body = await self._post("chat/completions", payload)
+        return _completion_from(body, self._where)
 
 
 def _error_message(response: httpx.Response) -> str:

@@ -2,6 +2,7 @@
 
     GET  /v1/models             the models served
     POST /v1/chat/completions   model "extractive" (see service.models.extractive)
+    POST /v1/embeddings         model "all-MiniLM-L6-v2" (see service.models.minilm)
 
 It shares no code with the service: the service talks to it over HTTP, exactly as it would
 talk to OpenAI, vLLM, Ollama or llama.cpp.
@@ -9,6 +10,8 @@ talk to OpenAI, vLLM, Ollama or llama.cpp.
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
 import uuid
 from typing import Any
@@ -20,8 +23,12 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.models import extractive
+from service.models.minilm import MODEL_NAME, SentenceEncoder
 
 EXTRACTIVE_MODEL = "extractive"
+EMBEDDING_MODEL = MODEL_NAME
+EMBEDDING_ALIASES = frozenset({MODEL_NAME, f"sentence-transformers/{MODEL_NAME}", "default_model"})
+MAX_EMBEDDING_BATCH = 2048
 CREATED = int(time.time())
 
 
@@ -35,6 +42,14 @@ class Message(BaseModel):
         if isinstance(self.content, list):
             return "\n".join(str(part.get("text", "")) for part in self.content)
         return self.content or ""
+
+
+class EmbeddingsRequest(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    model: str | None = None
+    input: str | list[str] = Field(description="One text or a batch of texts.")
+    encoding_format: str | None = None
 
 
 class ChatRequest(BaseModel):
@@ -52,8 +67,11 @@ def _openai_error(status: int, message: str, kind: str) -> JSONResponse:
     )
 
 
-def create_model_app() -> FastAPI:
+def create_model_app(*, embeddings: bool = True) -> FastAPI:
+    """The app; `embeddings=False` serves chat only (no model weights loaded)."""
     app = FastAPI(title="solr-rag local model server", version="1")
+    encoder = SentenceEncoder() if embeddings else None
+    lock = threading.Lock()  # numpy already uses both cores: one batch at a time
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, error: RequestValidationError) -> JSONResponse:
@@ -65,16 +83,43 @@ def create_model_app() -> FastAPI:
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
+        served = [EXTRACTIVE_MODEL] + ([EMBEDDING_MODEL] if encoder else [])
         return {
             "object": "list",
             "data": [
-                {
-                    "id": EXTRACTIVE_MODEL,
-                    "object": "model",
-                    "created": CREATED,
-                    "owned_by": "solr-rag",
-                }
+                {"id": name, "object": "model", "created": CREATED, "owned_by": "solr-rag"}
+                for name in served
             ],
+        }
+
+    @app.post("/v1/embeddings", response_model=None)
+    async def embed(request: EmbeddingsRequest) -> dict[str, Any] | JSONResponse:
+        model = request.model or EMBEDDING_MODEL
+        if encoder is None or model not in EMBEDDING_ALIASES:
+            return _openai_error(
+                404, f"model {model!r} is not served here; use {EMBEDDING_MODEL!r}", "not_found"
+            )
+        texts = [request.input] if isinstance(request.input, str) else request.input
+        if len(texts) > MAX_EMBEDDING_BATCH:
+            return _openai_error(
+                400, f"at most {MAX_EMBEDDING_BATCH} texts per request", "invalid_request_error"
+            )
+
+        def run() -> tuple[list[list[float]], int]:
+            with lock:
+                vectors = encoder.encode(texts)
+                tokens = sum(encoder.token_count(text) for text in texts)
+            return vectors.tolist(), tokens
+
+        vectors, tokens = await asyncio.to_thread(run)
+        return {
+            "object": "list",
+            "model": EMBEDDING_MODEL,
+            "data": [
+                {"object": "embedding", "index": i, "embedding": vector}
+                for i, vector in enumerate(vectors)
+            ],
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
         }
 
     @app.post("/v1/chat/completions", response_model=None)

@@ -1,7 +1,18 @@
-"""Retrieval: the Solr client and the retrievers (BM25 on FileShare; more to come)."""
+"""Retrieval: the Solr client and the retrievers (BM25, kNN, hybrid) sharing one interface."""
 
 from service.retrieval.base import RetrievedDocument, Retriever
 from service.retrieval.bm25 import Bm25Retriever, DocumentById
+from service.retrieval.hybrid import HybridRetriever, reciprocal_rank_fusion
 from service.retrieval.solr import SolrClient
+from service.retrieval.vector import VectorRetriever
 
-__all__ = ["Bm25Retriever", "DocumentById", "RetrievedDocument", "Retriever", "SolrClient"]
+__all__ = [
+    "Bm25Retriever",
+    "DocumentById",
+    "HybridRetriever",
+    "RetrievedDocument",
+    "Retriever",
+    "SolrClient",
+    "VectorRetriever",
+    "reciprocal_rank_fusion",
+]

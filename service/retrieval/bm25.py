@@ -7,7 +7,7 @@ from typing import Any
 from service.retrieval.base import RetrievedDocument
 from service.retrieval.solr import SolrClient
 
-DOCUMENT_FIELDS = "id,title,url,content,score"
+DOCUMENT_FIELDS = "id,parent_id,title,url,content,score"
 
 
 class Bm25Retriever:
@@ -18,29 +18,35 @@ class Bm25Retriever:
     """
 
     def __init__(
-        self, solr: SolrClient, collection: str, *, fields: str, operator: str, rows: int
+        self,
+        solr: SolrClient,
+        collection: str,
+        *,
+        fields: str,
+        operator: str,
+        rows: int,
+        parent_id: str | None = None,
     ) -> None:
         self._solr = solr
         self._collection = collection
         self._fields = fields
         self._operator = operator
         self._rows = rows
+        self._parent_id = parent_id
 
     async def run(self, query: str) -> list[RetrievedDocument]:
-        body = await self._solr.select(
-            self._collection,
-            {
-                "q": query,
-                "defType": "edismax",
-                "qf": self._fields,
-                "q.op": self._operator,
-                "uf": "-*",
-                "lowercaseOperators": "false",
-                "rows": self._rows,
-                "fl": DOCUMENT_FIELDS,
-            },
-        )
-        return documents_from_response(body)
+        params: dict[str, str | int] = {
+            "q": query,
+            "defType": "edismax",
+            "qf": self._fields,
+            "q.op": self._operator,
+            "uf": "-*",
+            "lowercaseOperators": "false",
+            "rows": self._rows,
+            "fl": DOCUMENT_FIELDS,
+        }
+        params.update(parent_filter(self._parent_id))
+        return documents_from_response(await self._solr.select(self._collection, params))
 
 
 class DocumentById:
@@ -64,6 +70,14 @@ class DocumentById:
         )
         documents = documents_from_response(body)
         return documents[0] if documents else None
+
+
+def parent_filter(parent_id: str | None) -> dict[str, str]:
+    """Solr params restricting passages to one parent document (none when `parent_id` is None).
+    The id travels in its own parameter, never parsed as syntax."""
+    if parent_id is None:
+        return {}
+    return {"fq": "{!term f=parent_id v=$rag.parent}", "rag.parent": parent_id}
 
 
 def documents_from_response(body: dict[str, Any]) -> list[RetrievedDocument]:

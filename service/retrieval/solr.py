@@ -45,8 +45,24 @@ class SolrClient:
         await self._request(
             "POST",
             f"/{collection}/update",
-            params={"commit": "true"} if commit else {"commitWithin": "1000"},
+            params={"commit": str(commit).lower()},
             json=list(documents),
+        )
+
+    async def update(
+        self, collection: str, commands: Sequence[tuple[str, object]], *, commit: bool = False
+    ) -> None:
+        """Several update commands in one request, in order: `("delete", {"query": q})`,
+        `("add", {"doc": d})`... Solr's JSON update format repeats keys, so the body is
+        written by hand rather than from a dict."""
+        body = "{" + ",".join(f"{json.dumps(name)}:{json.dumps(value)}" for name, value in commands)
+        body += "}"
+        await self._request(
+            "POST",
+            f"/{collection}/update",
+            params={"commit": str(commit).lower()},
+            content=body.encode("utf-8"),
+            headers={"Content-Type": "application/json"},
         )
 
     async def delete_by_query(self, collection: str, query: str, *, commit: bool = True) -> None:

@@ -1,0 +1,69 @@
+"""GET /search/vector: Datafari's vector search API, the passages nearest to a question."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Query, Request
+from pydantic import BaseModel
+
+from service.api.runtime import Runtime
+from service.errors import BadRequest
+from service.retrieval import VectorRetriever
+from service.text import sanitize_query
+
+router = APIRouter(tags=["search"])
+
+
+class PassageOut(BaseModel):
+    id: str
+    parent_id: str | None
+    title: str
+    url: str
+    content: str
+    score: float
+
+
+class PassagesContent(BaseModel):
+    documents: list[PassageOut]
+
+
+class VectorSearchResponse(BaseModel):
+    status: str = "OK"
+    content: PassagesContent
+
+
+@router.get("/search/vector", response_model=VectorSearchResponse)
+async def vector_search(
+    request: Request,
+    queryrag: str | None = Query(None, max_length=20_000, description="The question."),
+    q: str | None = Query(None, max_length=20_000, description="Alias of queryrag."),
+    topK: int | None = Query(None, ge=1, le=1000, description="Passages to return."),
+    model: str | None = Query(None, max_length=200, description="Embedding model name."),
+) -> VectorSearchResponse:
+    runtime: Runtime = request.app.state.runtime
+    settings = runtime.settings()
+    text = sanitize_query(queryrag or q)
+    if not text:
+        raise BadRequest("queryrag (or q) is required")
+    embeddings = runtime.embeddings(settings, model=model)
+    passages = await VectorRetriever(
+        runtime.solr(settings),
+        settings.passages_collection,
+        embeddings,
+        field=settings.vector_field,
+        top_k=topK or settings.top_k,
+    ).run(text)
+    return VectorSearchResponse(
+        content=PassagesContent(
+            documents=[
+                PassageOut(
+                    id=p.id,
+                    parent_id=p.parent_id,
+                    title=p.title,
+                    url=p.url,
+                    content=p.content,
+                    score=p.score,
+                )
+                for p in passages
+            ]
+        )
+    )

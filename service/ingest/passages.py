@@ -1,0 +1,58 @@
+"""FileShare documents -> VectorMain passages ("children"), Datafari's VectorUpdateProcessor.
+
+Passages are cut by paragraph, then recursively (lines, sentences, words), at most
+`vector.chunk.size` characters with `vector.chunk.overlap` shared between neighbours. Each
+inherits its parent's metadata; its id is `<parent id>_<n>`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from service.ingest.extract import SourceDocument
+from service.text.chunk import Chunker
+
+
+@dataclass(frozen=True)
+class Passage:
+    """One VectorMain document."""
+
+    parent: SourceDocument
+    index: int
+    text: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.parent.id}_{self.index}"
+
+    @property
+    def embedding_text(self) -> str:
+        """What is embedded: the title gives a passage the context its text may lack."""
+        return f"{self.parent.title}\n{self.text}" if self.parent.title else self.text
+
+    def to_solr(self, vector_field: str, vector: list[float] | None) -> dict[str, object]:
+        parent = self.parent.to_solr()
+        document: dict[str, object] = {
+            "id": self.id,
+            "parent_id": self.parent.id,
+            "chunk_index": self.index,
+            "content": self.text,
+            **{key: parent[key] for key in ("title", "url", "language", "last_modified")},
+        }
+        for key in ("allowed_groups", "denied_groups"):
+            if key in parent:
+                document[key] = parent[key]
+        if vector is not None:
+            document[vector_field] = vector
+        return document
+
+
+class PassageSplitter:
+    def __init__(self, size: int, overlap: int) -> None:
+        self._chunker = Chunker(size, overlap)
+
+    def run(self, document: SourceDocument) -> list[Passage]:
+        return [
+            Passage(document, index, text)
+            for index, text in enumerate(self._chunker.run(document.content))
+        ]

@@ -1,0 +1,37 @@
+"""A client for any OpenAI-compatible `/embeddings` API (our model server, OpenAI, vLLM...)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from service.errors import UpstreamBadResponse
+from service.llm.client import OpenAICompatibleClient
+
+BATCH = 64
+
+
+class EmbeddingsClient(OpenAICompatibleClient):
+    """`embed(texts)` -> one vector per text, in order; sent in batches of 64."""
+
+    what = "the embeddings API"
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), BATCH):
+            batch = list(texts[start : start + BATCH])
+            payload = {"input": batch, "model": self.options.model, "encoding_format": "float"}
+            body = await self._post("embeddings", payload)
+            vectors.extend(self._vectors(body, len(batch)))
+        return vectors
+
+    def _vectors(self, body: object, expected: int) -> list[list[float]]:
+        try:
+            data = sorted(body["data"], key=lambda item: item["index"])  # type: ignore[index]
+            vectors = [[float(x) for x in item["embedding"]] for item in data]
+        except (KeyError, TypeError, ValueError):
+            raise UpstreamBadResponse(f"{self._where} answered without data[].embedding") from None
+        if len(vectors) != expected:
+            raise UpstreamBadResponse(
+                f"{self._where} returned {len(vectors)} vectors for {expected} texts"
+            )
+        return vectors

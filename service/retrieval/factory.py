@@ -1,0 +1,57 @@
+"""The retriever the settings ask for: BM25 on FileShare, kNN or hybrid on VectorMain."""
+
+from __future__ import annotations
+
+from service.config import Settings
+from service.llm.embeddings import EmbeddingsClient
+from service.retrieval.base import Retriever
+from service.retrieval.bm25 import Bm25Retriever
+from service.retrieval.hybrid import HybridRetriever
+from service.retrieval.solr import SolrClient
+from service.retrieval.vector import VectorRetriever
+
+
+def build_retriever(
+    settings: Settings,
+    solr: SolrClient,
+    embeddings: EmbeddingsClient,
+    *,
+    parent_id: str | None = None,
+    top_k: int | None = None,
+) -> Retriever:
+    """`parent_id` keeps passages of one document only (vector and hybrid)."""
+    rows = top_k or settings.top_k
+    if settings.retrieval == "bm25":
+        return Bm25Retriever(
+            solr,
+            settings.documents_collection,
+            fields=settings.solr_bm25_fields,
+            operator=settings.rag_operator,
+            rows=settings.max_files,
+        )
+    semantic = VectorRetriever(
+        solr,
+        settings.passages_collection,
+        embeddings,
+        field=settings.vector_field,
+        top_k=rows,
+        parent_id=parent_id,
+    )
+    if settings.retrieval == "vector":
+        return semantic
+    lexical = Bm25Retriever(
+        solr,
+        settings.passages_collection,
+        fields=settings.solr_bm25_fields,
+        operator=settings.rag_operator,
+        rows=rows,
+        parent_id=parent_id,
+    )
+    return HybridRetriever(
+        lexical,
+        semantic,
+        k=settings.rrf_k,
+        lexical_weight=settings.hybrid_bm25_weight,
+        semantic_weight=settings.hybrid_vector_weight,
+        limit=rows,
+    )

@@ -1,0 +1,48 @@
+"""kNN retrieval of passages from VectorMain: the question embedded, then Solr's `{!knn}`."""
+
+from __future__ import annotations
+
+from service.errors import UpstreamBadResponse
+from service.llm.embeddings import EmbeddingsClient
+from service.retrieval.base import RetrievedDocument
+from service.retrieval.bm25 import DOCUMENT_FIELDS, documents_from_response, parent_filter
+from service.retrieval.solr import SolrClient
+
+
+class VectorRetriever:
+    """The `top_k` passages nearest to the question (cosine), optionally of one parent only.
+
+    The question is embedded by the same OpenAI-compatible embeddings API that embedded the
+    passages at ingestion; Solr filters (`fq`) apply before the nearest neighbours are taken.
+    """
+
+    def __init__(
+        self,
+        solr: SolrClient,
+        collection: str,
+        embeddings: EmbeddingsClient,
+        *,
+        field: str,
+        top_k: int,
+        parent_id: str | None = None,
+    ) -> None:
+        self._solr = solr
+        self._collection = collection
+        self._embeddings = embeddings
+        self._field = field
+        self._top_k = top_k
+        self._parent_id = parent_id
+
+    async def run(self, query: str) -> list[RetrievedDocument]:
+        (vector,) = await self._embeddings.embed([query])
+        if not vector:
+            raise UpstreamBadResponse("the embeddings API returned an empty vector")
+        literal = "[" + ",".join(f"{x:.7g}" for x in vector) + "]"
+        params: dict[str, str | int] = {
+            "defType": "lucene",
+            "q": f"{{!knn f={self._field} topK={self._top_k}}}{literal}",
+            "rows": self._top_k,
+            "fl": DOCUMENT_FIELDS,
+        }
+        params.update(parent_filter(self._parent_id))
+        return documents_from_response(await self._solr.select(self._collection, params))

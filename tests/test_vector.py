@@ -1,0 +1,225 @@
+"""Semantic retrieval: the embedding model, VectorMain passages, kNN, hybrid, /search/vector."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+from service.llm import EmbeddingsClient, LLMOptions
+from service.models.minilm import SentenceEncoder
+from service.retrieval import (
+    Bm25Retriever,
+    HybridRetriever,
+    RetrievedDocument,
+    SolrClient,
+    VectorRetriever,
+    reciprocal_rank_fusion,
+)
+from tests.conftest import ADMIN_TOKEN, ClientFactory
+from tests.support.llm_server import LLMScript
+
+REFERENCE = json.loads(
+    (Path(__file__).parent / "fixtures" / "minilm_reference.json").read_text(encoding="utf-8")
+)
+# Shares no word with the lighthouse document (nor its stems): only meaning can find it.
+NO_SHARED_WORDS = "Who switched on the beacon at nightfall?"
+VECTOR = {"retrieval.method": "vector", "solr.topK": 3}
+HYBRID = {"retrieval.method": "hybrid", "solr.topK": 5}
+AUTH = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) or 1.0))
+
+
+def test_encoder_matches_sentence_transformers() -> None:
+    encoder = SentenceEncoder()
+    texts = [item["text"] for item in REFERENCE["items"]]
+    vectors = encoder.encode(texts)
+    for item, vector in zip(REFERENCE["items"], vectors, strict=True):
+        assert cosine(np.array(item["embedding"]), vector) >= 0.999, item["text"][:40]
+
+
+def test_embeddings_endpoint_serves_the_same_vectors(model_server_url: str) -> None:
+    items = REFERENCE["items"][:5]
+    body = httpx.post(
+        f"{model_server_url}/v1/embeddings",
+        json={"model": "all-MiniLM-L6-v2", "input": [item["text"] for item in items]},
+    ).json()
+    assert [row["index"] for row in body["data"]] == list(range(5))
+    for item, row in zip(items, body["data"], strict=True):
+        assert len(row["embedding"]) == 384
+        assert cosine(np.array(item["embedding"]), np.array(row["embedding"])) >= 0.999
+    assert body["usage"]["prompt_tokens"] > 0
+
+
+def test_passages_inherit_their_parent(solr_url: str) -> None:
+    found = httpx.get(
+        f"{solr_url}/VectorMain/select",
+        params={
+            "q": "parent_id:turbine-manual",
+            "defType": "lucene",
+            "rows": 100,
+            "fl": "*",
+            "sort": "chunk_index asc",
+        },
+    ).json()["response"]
+    assert found["numFound"] >= 9  # 9,667 characters in passages of at most 1,000
+    first = found["docs"][0]
+    assert first["id"] == "turbine-manual_0" and first["chunk_index"] == 0
+    assert first["title"] == "Wind turbine maintenance manual"
+    assert len(first["vector_384"]) == 384
+    assert all(len(doc["content"]) <= 1000 for doc in found["docs"])
+
+
+def test_knn_finds_what_bm25_cannot(make_client: ClientFactory, llm: LLMScript) -> None:
+    bm25 = make_client({"retrieval.method": "bm25"}).post(
+        "/ai/rag", json={"query": NO_SHARED_WORDS}
+    )
+    assert bm25.status_code == 428 or "lighthouse" not in [
+        d["id"] for d in bm25.json()["content"]["documents"]
+    ]
+    vector = make_client(VECTOR).post("/ai/rag", json={"query": NO_SHARED_WORDS})
+    assert vector.status_code == 200, vector.text
+    documents = vector.json()["content"]["documents"]
+    assert documents[0]["id"] == "lighthouse"  # sources are parents, not passages
+    assert "lit the lamp every evening at dusk" in documents[0]["content"]
+
+
+def test_vector_sources_are_deduplicated_per_document(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    client = make_client({"retrieval.method": "vector", "solr.topK": 8})
+    payload = client.post("/ai/rag", json={"query": "turbine gearbox oil and blade inspection"})
+    ids = [d["id"] for d in payload.json()["content"]["documents"]]
+    assert ids.count("turbine-manual") == 1
+    assert len(llm.requests[0].prompt.split("######\n[1]")) > 2  # several of its passages sent
+
+
+def test_top_k_is_respected(make_client: ClientFactory, llm: LLMScript) -> None:
+    client = make_client({"retrieval.method": "vector", "solr.topK": 2})
+    client.post("/ai/rag", json={"query": "animals in a park"})
+    assert llm.requests[0].prompt.count("\n######\n[") + 1 <= 3  # at most 2 sources + question
+    passages = client.get("/search/vector", params={"queryrag": "animals", "topK": 4}).json()
+    assert len(passages["content"]["documents"]) == 4
+
+
+def test_vector_search_api_is_datafaris(make_client: ClientFactory) -> None:
+    client = make_client()
+    by_q = client.get("/search/vector", params={"q": NO_SHARED_WORDS, "topK": 3}).json()
+    by_queryrag = client.get("/search/vector", params={"queryrag": NO_SHARED_WORDS}).json()
+    passages = by_q["content"]["documents"]
+    assert passages[0]["parent_id"] == "lighthouse"
+    assert [p["score"] for p in passages] == sorted((p["score"] for p in passages), reverse=True)
+    assert by_queryrag["content"]["documents"][0]["id"] == passages[0]["id"]
+    missing = client.get("/search/vector")
+    assert missing.status_code == 400
+    assert missing.json()["content"]["label"] == "searchBadRequest"
+
+
+def test_id_restricts_vector_retrieval_to_that_documents_passages(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    client = make_client(VECTOR)
+    payload = client.post("/ai/rag", json={"query": "yaw bearing", "id": "turbine-manual"}).json()
+    assert [d["id"] for d in payload["content"]["documents"]] == ["turbine-manual"]
+    assert "yaw bearing" in llm.requests[0].prompt
+
+
+def test_reciprocal_rank_fusion_orders_by_summed_reciprocal_ranks() -> None:
+    def docs(*ids: str) -> list[RetrievedDocument]:
+        return [RetrievedDocument(id=i, title="", url="", content="") for i in ids]
+
+    fused = reciprocal_rank_fusion(
+        [(1.0, docs("a", "b", "c")), (1.0, docs("c", "d"))], k=60, limit=10
+    )
+    assert [d.id for d in fused] == ["c", "a", "b", "d"]
+    assert fused[0].score == pytest.approx(1 / 63 + 1 / 61)
+    weighted = reciprocal_rank_fusion([(0.0, docs("a")), (2.0, docs("d"))], k=60, limit=1)
+    assert [d.id for d in weighted] == ["d"]
+
+
+def test_hybrid_is_the_rrf_union_of_bm25_and_knn(solr_url: str, model_server_url: str) -> None:
+    async def run() -> tuple[list, list, list]:
+        async with httpx.AsyncClient() as http:
+            solr = SolrClient(http, solr_url)
+            embeddings = EmbeddingsClient(
+                http, LLMOptions(endpoint=f"{model_server_url}/v1/", model="all-MiniLM-L6-v2")
+            )
+            lexical = Bm25Retriever(
+                solr, "VectorMain", fields="title^2 content", operator="OR", rows=10
+            )
+            semantic = VectorRetriever(solr, "VectorMain", embeddings, field="vector_384", top_k=10)
+            query = "zebra herd grazing"
+            lexical_hits, semantic_hits = await lexical.run(query), await semantic.run(query)
+            fused = await HybridRetriever(lexical, semantic, k=60, limit=20).run(query)
+            return lexical_hits, semantic_hits, fused
+
+    lexical_hits, semantic_hits, fused = asyncio.run(run())
+    expected: dict[str, float] = {}
+    for hits in (lexical_hits, semantic_hits):
+        for rank, hit in enumerate(hits, start=1):
+            expected[hit.id] = expected.get(hit.id, 0.0) + 1 / (60 + rank)
+    assert {d.id for d in fused} == {h.id for h in lexical_hits} | {h.id for h in semantic_hits}
+    assert [round(d.score, 9) for d in fused] == sorted(
+        (round(s, 9) for s in expected.values()), reverse=True
+    )
+    assert all(d.score == pytest.approx(expected[d.id]) for d in fused)
+
+
+def test_hybrid_rag_answers(make_client: ClientFactory, llm: LLMScript) -> None:
+    response = make_client(HYBRID).post("/ai/rag", json={"query": NO_SHARED_WORDS})
+    assert response.status_code == 200, response.text
+    assert response.json()["content"]["documents"][0]["id"] == "lighthouse"
+
+
+def _passages(solr_url: str, parent: str) -> list[dict]:
+    return httpx.get(
+        f"{solr_url}/VectorMain/select",
+        params={
+            "q": f"parent_id:{parent}",
+            "defType": "lucene",
+            "fl": "id,content",
+            "rows": 100,
+            "sort": "id asc",
+        },
+    ).json()["response"]["docs"]
+
+
+def test_reingesting_replaces_passages_and_delete_removes_them(
+    make_client: ClientFactory, solr_url: str
+) -> None:
+    client = make_client()
+    long_text = "\n\n".join(f"Paragraph {n} about the ferry timetable. " * 12 for n in range(6))
+    document = {"id": "ferry-notes", "title": "Ferry notes", "content": long_text}
+    first = client.post("/documents", json={"documents": [document]}, headers=AUTH)
+    assert first.status_code == 200, first.text
+    assert first.json()["content"]["passages"] == len(_passages(solr_url, "ferry-notes")) >= 3
+
+    document["content"] = "The ferry now sails hourly."
+    client.post("/documents", json={"documents": [document]}, headers=AUTH).raise_for_status()
+    assert [p["content"] for p in _passages(solr_url, "ferry-notes")] == [
+        "The ferry now sails hourly."
+    ]
+
+    assert client.delete("/documents/ferry-notes", headers=AUTH).status_code == 200
+    assert _passages(solr_url, "ferry-notes") == []
+    gone = httpx.get(
+        f"{solr_url}/FileShare/select", params={"q": "id:ferry-notes", "defType": "lucene"}
+    ).json()
+    assert gone["response"]["numFound"] == 0
+
+
+def test_documents_api_needs_the_admin_token(make_client: ClientFactory) -> None:
+    body = {"documents": [{"id": "x", "content": "y"}]}
+    assert make_client().post("/documents", json=body).status_code == 401
+    wrong = make_client().post("/documents", json=body, headers={"Authorization": "Bearer no"})
+    assert wrong.status_code == 401
+    assert wrong.json()["content"]["label"] == "ingestionUnauthorized"
+    disabled = make_client({"admin.token": ""}).post("/documents", json=body, headers=AUTH)
+    assert disabled.status_code == 403
