@@ -123,7 +123,9 @@ def local_solr() -> Iterator[str]:
             subprocess.run([*command[:2], "stop", *command[2:]], check=False)
 
 
-def settings_for(solr_url: str, embeddings_url: str, method: str) -> Settings:
+def settings_for(
+    solr_url: str, embeddings_url: str, method: str, overrides: dict[str, str] | None = None
+) -> Settings:
     return settings_from_mapping(
         {
             "solr.url": solr_url,
@@ -131,6 +133,7 @@ def settings_for(solr_url: str, embeddings_url: str, method: str) -> Settings:
             "retrieval.method": method,
             "chunking.maxFiles": str(CANDIDATES),
             "solr.topK": str(CANDIDATES),
+            **(overrides or {}),
         },
         source="bench",
         env={},
@@ -142,7 +145,14 @@ def progress(done: int, total: int) -> None:
     sys.stderr.flush()
 
 
-async def evaluate(solr_url: str, embeddings_url: str, limit: int | None) -> dict[str, dict]:
+async def evaluate(
+    solr_url: str,
+    embeddings_url: str,
+    limit: int | None,
+    *,
+    ingest: bool = True,
+    overrides: dict[str, str] | None = None,
+) -> dict[str, dict]:
     documents = load_documents()
     queries = load_queries()[:limit]
     judgments = load_judgments()
@@ -151,19 +161,19 @@ async def evaluate(solr_url: str, embeddings_url: str, limit: int | None) -> dic
         embeddings = EmbeddingsClient(
             http, LLMOptions(endpoint=embeddings_url, model="all-MiniLM-L6-v2", read_timeout=600)
         )
-        for collection in ("FileShare", "VectorMain"):
-            await solr.delete_by_query(collection, "*:*")
-        print(f"Ingesting {len(documents)} documents through the service's indexer ...")
-        summary = await indexer_for(
-            settings_for(solr_url, embeddings_url, "bm25"), solr, embeddings
-        ).run(documents, progress)
-        print(f"\n  {summary}")
+        summary = None
+        if ingest:
+            for collection in ("FileShare", "VectorMain"):
+                await solr.delete_by_query(collection, "*:*")
+            print(f"Ingesting {len(documents)} documents through the service's indexer ...")
+            indexer = indexer_for(settings_for(solr_url, embeddings_url, "bm25"), solr, embeddings)
+            summary = await indexer.run(documents, progress)
+            print(f"\n  {summary}")
 
         table: dict[str, dict] = {}
         for method in ("bm25", "vector", "hybrid"):
-            retriever = build_retriever(
-                settings_for(solr_url, embeddings_url, method), solr, embeddings
-            )
+            settings = settings_for(solr_url, embeddings_url, method, overrides)
+            retriever = build_retriever(settings, solr, embeddings)
             scores: dict[str, list[float]] = {"ndcg": [], "recall": [], "mrr": [], "ms": []}
             for query in queries:
                 gains = judgments.get(query.position, {})
@@ -185,11 +195,12 @@ async def evaluate(solr_url: str, embeddings_url: str, limit: int | None) -> dic
                 "p95_ms": sorted(scores["ms"])[int(0.95 * (len(scores["ms"]) - 1))],
             }
             print(f"  {method}: done")
-        table["_ingestion"] = {
-            "documents": summary.documents,
-            "passages": summary.passages,
-            "seconds": summary.seconds,
-        }
+        if summary:
+            table["_ingestion"] = {
+                "documents": summary.documents,
+                "passages": summary.passages,
+                "seconds": summary.seconds,
+            }
         return table
 
 
@@ -198,13 +209,28 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--solr-url", help="a Solr with our configsets (default: start one)")
     parser.add_argument("--embeddings-url", help="an OpenAI-compatible /v1 (default: ours)")
     parser.add_argument("--queries", type=int, help="only the first N queries")
+    parser.add_argument(
+        "--no-ingest", action="store_true", help="search what --solr-url already holds"
+    )
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="a rag.properties key"
+    )
     args = parser.parse_args(argv)
+    overrides = dict(item.split("=", 1) for item in args.set)
 
     with (
         _maybe(args.solr_url, local_solr) as solr_url,
         _maybe(args.embeddings_url, lambda: _model_server()) as embeddings_url,
     ):
-        table = asyncio.run(evaluate(solr_url, embeddings_url, args.queries))
+        table = asyncio.run(
+            evaluate(
+                solr_url,
+                embeddings_url,
+                args.queries,
+                ingest=not args.no_ingest,
+                overrides=overrides,
+            )
+        )
 
     print(
         f"\n{'method':<8} {'nDCG@10':>8} {'recall@10':>9} {'MRR@10':>7} {'p50 ms':>7} {'p95 ms':>7}"
