@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -32,6 +32,7 @@ from service.chains import (
     number_chunks,
 )
 from service.chains.instructions import FORMAT_INSTRUCTIONS, language_name
+from service.chains.prepared import Prepared, complete, stream
 from service.config import Settings
 from service.config.settings import answer_reserve, request_budget
 from service.errors import (
@@ -58,6 +59,8 @@ class RagQuery:
     lang: str | None = None
     history: tuple[ChatMessage, ...] = ()
     format: str = "default"
+    # the OpenAI-compatible endpoint's messages are the conversation itself: always used
+    always_use_history: bool = False
 
 
 @dataclass(frozen=True)
@@ -106,7 +109,44 @@ class Timings(dict[str, float]):
         try:
             yield
         finally:
-            self[name] = round((time.perf_counter() - started) * 1000, 1)
+            self.since(name, started)
+
+    def since(self, name: str, started: float) -> None:
+        self[name] = round((time.perf_counter() - started) * 1000, 1)
+
+
+@dataclass
+class Staged:
+    """A request whose chain has done everything but its final LLM request.
+
+    `complete()` sends that request and returns the Answer; or iterate `stream()` for the
+    answer's text as the LLM writes it, then call `answer()`.
+    """
+
+    llm: ChatClient
+    prepared: Prepared
+    timings: Timings
+    started: float
+    chain_started: float
+    search_query: str = ""
+    extra_usage: tuple[Usage, ...] = ()
+
+    async def complete(self) -> Answer:
+        await complete(self.llm, self.prepared)
+        return self.answer()
+
+    async def stream(self) -> AsyncIterator[str]:
+        async for text in stream(self.llm, self.prepared):
+            yield text
+
+    def answer(self) -> Answer:
+        self.timings.since("chain", self.chain_started)
+        self.timings.since("total", self.started)
+        answer = _answer(self.prepared.result, self.timings)
+        answer.search_query = self.search_query
+        for usage in self.extra_usage:
+            answer.add_usage(usage)
+        return answer
 
 
 class _Pipeline:
@@ -138,6 +178,11 @@ class _Pipeline:
 
 class RagPipeline(_Pipeline):
     async def run(self, request: RagQuery) -> Answer:
+        return await (await self.prepare(request)).complete()
+
+    async def prepare(self, request: RagQuery) -> Staged:
+        """Everything up to the final LLM request: validation, rewriting, retrieval, chunking
+        and the chain's intermediate requests. Errors found here come before any answer."""
         settings = self.settings
         if not settings.enable_rag:
             raise FeatureDisabled("ai.enable.rag is false in rag.properties")
@@ -146,33 +191,31 @@ class RagPipeline(_Pipeline):
             raise BadRequest("the query is empty once sanitized")
         question = Question(
             text=normalize_question(request.query),
-            history=self._history(request.history),
+            history=self._history(request),
             language=language_name(request.lang),
             format_instruction=FORMAT_INSTRUCTIONS[request.format],
         )
+        started = time.perf_counter()
         timings = Timings()
-        rewrite_usage: Usage | None = None
-        with timings.stage("total"):
-            if settings.query_rewriting_enabled and request.document_id is None:
-                with timings.stage("rewrite"):
-                    rewrite = await QueryRewriter(self._llm, self._prompts).run(
-                        question.text, question.history
-                    )
-                rewrite_usage = rewrite.usage
-                search_query = sanitize_query(rewrite.query) or search_query
-            with timings.stage("retrieve"):
-                documents = await self._retrieve(search_query, request.document_id)
-            numbered = self._chunk(documents)
-            if not numbered:
-                raise NoDocumentFound("the retrieved documents hold no text")
-            builder = PromptBuilder(self._prompts, question)
-            with timings.stage("chain"):
-                result = await self._chain(builder, numbered).run(numbered)
-        answer = _answer(result, timings)
-        answer.search_query = search_query
-        if rewrite_usage is not None:
-            answer.add_usage(rewrite_usage)
-        return answer
+        extra_usage: tuple[Usage, ...] = ()
+        if settings.query_rewriting_enabled and request.document_id is None:
+            with timings.stage("rewrite"):
+                rewrite = await QueryRewriter(self._llm, self._prompts).run(
+                    question.text, question.history
+                )
+            extra_usage = (rewrite.usage,) if rewrite.usage else ()
+            search_query = sanitize_query(rewrite.query) or search_query
+        with timings.stage("retrieve"):
+            documents = await self._retrieve(search_query, request.document_id)
+        numbered = self._chunk(documents)
+        if not numbered:
+            raise NoDocumentFound("the retrieved documents hold no text")
+        builder = PromptBuilder(self._prompts, question)
+        chain_started = time.perf_counter()
+        prepared = await self._chain(builder, numbered).prepare(numbered)
+        return Staged(
+            self._llm, prepared, timings, started, chain_started, search_query, extra_usage
+        )
 
     def _chain(
         self, builder: PromptBuilder, numbered: list[NumberedChunk]
@@ -205,37 +248,41 @@ class RagPipeline(_Pipeline):
             raise NoDocumentFound(f"the {settings.retrieval} search found nothing for {query!r}")
         return documents
 
-    def _history(self, history: tuple[ChatMessage, ...]) -> tuple[ChatMessage, ...]:
+    def _history(self, request: RagQuery) -> tuple[ChatMessage, ...]:
+        if request.always_use_history:
+            return request.history
         if not self.settings.chat_memory_enabled or self.settings.history_size == 0:
             return ()
-        return history[-self.settings.history_size :]
+        return request.history[-self.settings.history_size :]
 
 
 class SummarizePipeline(_Pipeline):
     async def run(self, request: SummarizeQuery) -> Answer:
+        return await (await self.prepare(request)).complete()
+
+    async def prepare(self, request: SummarizeQuery) -> Staged:
         settings = self.settings
         if not settings.enable_summarization:
             raise FeatureDisabled("ai.enable.summarization is false in rag.properties")
+        started = time.perf_counter()
         timings = Timings()
-        with timings.stage("total"):
-            with timings.stage("retrieve"):
-                document = await self._source(request)
-            numbered = self._chunk([document])
-            if not numbered:
-                raise EmptyDocument(f"document {document.id!r} has no text to summarize")
-            builder = PromptBuilder(
-                self._prompts,
-                Question(text="", language=language_name(request.lang)),
-                system_template="summarize_system",
-            )
-            with timings.stage("chain"):
-                result = await Summarizer(
-                    self._llm,
-                    builder,
-                    request_budget(settings),
-                    concurrency=settings.map_concurrency,
-                ).run(numbered)
-        return _answer(result, timings)
+        with timings.stage("retrieve"):
+            document = await self._source(request)
+        numbered = self._chunk([document])
+        if not numbered:
+            raise EmptyDocument(f"document {document.id!r} has no text to summarize")
+        builder = PromptBuilder(
+            self._prompts,
+            Question(text="", language=language_name(request.lang)),
+            system_template="summarize_system",
+        )
+        chain_started = time.perf_counter()
+        summarizer = Summarizer(
+            self._llm, builder, request_budget(settings), concurrency=settings.map_concurrency
+        )
+        return Staged(
+            self._llm, await summarizer.prepare(numbered), timings, started, chain_started
+        )
 
     async def _source(self, request: SummarizeQuery) -> RetrievedDocument:
         if request.document_id is None:

@@ -152,7 +152,7 @@ def test_hybrid_is_the_rrf_union_of_bm25_and_knn(solr_url: str, model_server_url
                 http, LLMOptions(endpoint=f"{model_server_url}/v1/", model="all-MiniLM-L6-v2")
             )
             lexical = Bm25Retriever(
-                solr, "VectorMain", fields="title^2 content", operator="OR", rows=10
+                solr, "VectorMain", fields="title content", operator="OR", rows=10
             )
             semantic = VectorRetriever(solr, "VectorMain", embeddings, field="vector_384", top_k=10)
             query = "zebra herd grazing"

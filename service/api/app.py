@@ -12,7 +12,7 @@ from pathlib import Path
 from fastapi import FastAPI, Request, Response
 
 from service import __version__
-from service.api import documents, health, rag, search, summarize
+from service.api import documents, health, openai, rag, search, summarize
 from service.api.errors import install_error_handlers
 from service.api.runtime import Runtime
 
@@ -46,6 +46,7 @@ def create_app(config_path: Path) -> FastAPI:
     app.include_router(summarize.router)
     app.include_router(search.router)
     app.include_router(documents.router)
+    app.include_router(openai.router)
     app.include_router(health.router)
 
     @app.middleware("http")

@@ -28,9 +28,8 @@ def feature_of(request: Request) -> str:
     return next((name for prefix, name in _FEATURES if path.startswith(prefix)), "rag")
 
 
-def error_response(request: Request, error: ServiceError) -> JSONResponse:
-    feature = feature_of(request)
-    body = {
+def error_body(feature: str, error: ServiceError) -> dict[str, object]:
+    return {
         "status": "ERROR",
         "content": {
             "code": str(error.status),
@@ -39,7 +38,20 @@ def error_response(request: Request, error: ServiceError) -> JSONResponse:
             "reason": error.reason,
         },
     }
-    return JSONResponse(body, status_code=error.status)
+
+
+def error_response(request: Request, error: ServiceError) -> JSONResponse:
+    return JSONResponse(error_body(feature_of(request), error), status_code=error.status)
+
+
+def as_service_error(error: Exception, request_id: str) -> ServiceError:
+    """Any exception as a ServiceError; an unexpected one is logged with its traceback."""
+    if isinstance(error, ServiceError):
+        return error
+    log.error("unexpected error in request %s", request_id, exc_info=error)
+    return TechnicalError(
+        f"unexpected {type(error).__name__}; see the service log for request {request_id}"
+    )
 
 
 def describe_validation_errors(error: RequestValidationError) -> str:
@@ -73,10 +85,4 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, error: Exception) -> JSONResponse:
         request_id = getattr(request.state, "request_id", "-")
-        log.exception("unexpected error in request %s", request_id)
-        return error_response(
-            request,
-            TechnicalError(
-                f"unexpected {type(error).__name__}; see the service log for request {request_id}"
-            ),
-        )
+        return error_response(request, as_service_error(error, request_id))

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Literal
 
 from fastapi import APIRouter, Request
+from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from service.api.errors import as_service_error, error_body
 from service.api.runtime import Runtime
+from service.api.sse import SSE_HEADERS, sse_event
 from service.chains.instructions import LANGUAGE_CODE
 from service.llm import ChatMessage
-from service.pipeline import Answer, RagQuery
+from service.pipeline import Answer, RagQuery, Staged
 
 router = APIRouter(tags=["rag"])
 
@@ -49,6 +53,12 @@ class RagRequest(BaseModel):
     )
     format: Literal["bulletpoint", "stepbystep", "text", "default"] | None = Field(
         None, description="The answer's form."
+    )
+    stream: bool = Field(
+        False,
+        description="Answer with Server-Sent Events: `token` events ({text}) as the LLM writes, "
+        "then `sources` ({documents}), then `done` ({status, message, timings, usage}); an "
+        "`error` event (the error envelope) if it fails midway.",
     )
 
     def to_query(self) -> RagQuery:
@@ -105,9 +115,41 @@ class RagResponse(BaseModel):
         )
 
 
-@router.post("/ai/rag", response_model=RagResponse)
-async def rag(body: RagRequest, request: Request) -> RagResponse:
+@router.post(
+    "/ai/rag",
+    response_model=RagResponse,
+    responses={200: {"content": {"text/event-stream": {}}}},
+)
+async def rag(body: RagRequest, request: Request) -> RagResponse | StreamingResponse:
     """Answer `query` from the documents Solr finds, with those documents as sources."""
     runtime: Runtime = request.app.state.runtime
-    answer = await runtime.rag_pipeline().run(body.to_query())
-    return RagResponse.of(answer)
+    pipeline = runtime.rag_pipeline()
+    if not body.stream:
+        return RagResponse.of(await pipeline.run(body.to_query()))
+    # everything but the final LLM request happens now, so its errors are plain JSON errors
+    staged = await pipeline.prepare(body.to_query())
+    return StreamingResponse(
+        _events(staged, request.state.request_id),
+        media_type="text/event-stream",
+        headers=SSE_HEADERS,
+    )
+
+
+async def _events(staged: Staged, request_id: str) -> AsyncIterator[str]:
+    try:
+        async for text in staged.stream():
+            yield sse_event({"text": text}, "token")
+        response = RagResponse.of(staged.answer())
+        documents = [document.model_dump() for document in response.content.documents]
+        yield sse_event({"documents": documents}, "sources")
+        yield sse_event(
+            {
+                "status": "OK",
+                "message": response.content.message,
+                "timings": response.timings,
+                "usage": response.usage.model_dump(),
+            },
+            "done",
+        )
+    except Exception as error:  # the stream has begun: the error becomes an event
+        yield sse_event(error_body("rag", as_service_error(error, request_id)), "error")

@@ -47,15 +47,23 @@ class Runtime:
             read_timeout=settings.solr_timeout_read,
         )
 
-    def llm(self, settings: Settings) -> ChatClient:
+    def llm(
+        self,
+        settings: Settings,
+        *,
+        model: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> ChatClient:
+        """The configured LLM; a request may name its own model, max_tokens, temperature."""
         return ChatClient(
             self._client(),
             LLMOptions(
                 endpoint=settings.api_endpoint,
-                model=settings.llm_model,
+                model=settings.llm_model if model is None else model,
                 token=settings.api_token.get_secret_value(),
-                temperature=settings.llm_temperature,
-                max_tokens=settings.llm_max_tokens,
+                temperature=settings.llm_temperature if temperature is None else temperature,
+                max_tokens=max_tokens or settings.llm_max_tokens,
                 connect_timeout=settings.llm_timeout_connect,
                 read_timeout=settings.llm_timeout_read,
                 retries=settings.llm_retries,
@@ -81,18 +89,22 @@ class Runtime:
     def prompt_library(self, settings: Settings) -> PromptLibrary:
         return self.prompts.current(self._prompts_folder(settings))
 
-    def rag_pipeline(self) -> RagPipeline:
-        return self._pipeline(RagPipeline)
+    def rag_pipeline(
+        self, settings: Settings | None = None, llm: ChatClient | None = None
+    ) -> RagPipeline:
+        return self._pipeline(RagPipeline, settings, llm)
 
     def summarize_pipeline(self) -> SummarizePipeline:
         return self._pipeline(SummarizePipeline)
 
-    def _pipeline(self, kind: type[P]) -> P:
-        settings = self.settings()
+    def _pipeline(
+        self, kind: type[P], settings: Settings | None = None, llm: ChatClient | None = None
+    ) -> P:
+        settings = settings or self.settings()
         return kind(
             settings,
             self.solr(settings),
-            self.llm(settings),
+            llm or self.llm(settings),
             self.embeddings(settings),
             self.prompt_library(settings),
         )

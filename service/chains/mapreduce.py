@@ -11,10 +11,11 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
-from service.chains.answer import NO_ANSWER, clean_answer, says_nothing_relevant
+from service.chains.answer import NO_ANSWER, says_nothing_relevant
 from service.chains.builder import PromptBuilder
 from service.chains.context import ChainResult, NumberedChunk, sources_of
 from service.chains.packing import Packer
+from service.chains.prepared import Prepared, complete
 from service.errors import NoValidAnswer
 from service.llm.client import ChatClient
 from service.llm.types import ChatMessage, Completion
@@ -49,6 +50,10 @@ class MapReduceChain:
         self._drop_irrelevant = drop_irrelevant
 
     async def run(self, numbered: list[NumberedChunk]) -> ChainResult:
+        return await complete(self._llm, await self.prepare(numbered))
+
+    async def prepare(self, numbered: list[NumberedChunk]) -> Prepared:
+        """The maps and every reduce level but the last; the last reduce is left to send."""
         # sized with the widest part number a request can show, so no map request outgrows it
         room = self._packer.room(self._map_template, no_answer=NO_ANSWER, part=WIDEST_PART)
         packs = self._packer.pack(numbered, room)
@@ -69,12 +74,18 @@ class MapReduceChain:
         if not answers:
             raise NoValidAnswer("every map request said its documents hold nothing relevant")
         while len(answers) > 1:
-            answers = await self._reduce_level(answers, result)
-        result.answer = clean_answer(answers[0])
-        return result
+            groups = self._reduce_groups(answers)
+            requests = [
+                self._builder.messages(self._reduce_template, answers="".join(group))
+                for group in groups
+            ]
+            if len(requests) == 1:
+                return Prepared(result, final=requests[0])
+            answers = await self._all(requests, result)
+        return Prepared(result, answer=answers[0])
 
-    async def _reduce_level(self, answers: list[str], result: ChainResult) -> list[str]:
-        """One level of the tree: groups of answers that fit one request, each reduced."""
+    def _reduce_groups(self, answers: list[str]) -> list[list[str]]:
+        """Groups of answer blocks that each fit one reduce request (one level of the tree)."""
         room = self._packer.room(self._reduce_template, answers="")
         blocks = [self._fit(PromptBuilder.answer_block(text), room) for text in answers]
         groups = [
@@ -84,10 +95,7 @@ class MapReduceChain:
             # every answer needs a request of its own: merge pairs, cut to fit, to progress
             groups = [blocks[i : i + 2] for i in range(0, len(blocks), 2)]
             groups = [[self._fit("".join(g), room)] for g in groups]
-        return await self._all(
-            [self._builder.messages(self._reduce_template, answers="".join(g)) for g in groups],
-            result,
-        )
+        return groups
 
     def _fit(self, block: str, room: int) -> str:
         if len(block) <= room:

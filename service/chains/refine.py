@@ -13,6 +13,7 @@ from service.chains.answer import clean_answer
 from service.chains.builder import PromptBuilder
 from service.chains.context import ChainResult, NumberedChunk, sources_of
 from service.chains.packing import Packer
+from service.chains.prepared import Prepared, complete
 from service.llm.client import ChatClient
 from service.llm.types import ChatMessage
 
@@ -31,27 +32,25 @@ class RefineChain:
         self._reserve = answer_reserve
 
     async def run(self, numbered: list[NumberedChunk]) -> ChainResult:
+        return await complete(self._llm, await self.prepare(numbered))
+
+    async def prepare(self, numbered: list[NumberedChunk]) -> Prepared:
+        """Every request but the last; the last (the final answer) is left to send."""
         first_room = self._packer.room("refine_initial")
         step_room = self._packer.room("refine_step", reserve=self._reserve, previous_answer="")
         packs = self._packer.pack(numbered, step_room, first=first_room)
         result = ChainResult("", sources_of([item for pack in packs for item in pack.items]))
 
-        answer = await self._ask(
-            self._builder.messages("refine_initial", sources=packs[0].sources), result
-        )
+        request = self._builder.messages("refine_initial", sources=packs[0].sources)
         for pack in packs[1:]:
-            previous = answer
+            previous = await self._ask(request, result)
             if len(previous) > self._reserve:
                 log.warning("refine: answer so far cut from %d to %d", len(previous), self._reserve)
                 previous = previous[: self._reserve]
-            answer = await self._ask(
-                self._builder.messages(
-                    "refine_step", sources=pack.sources, previous_answer=previous
-                ),
-                result,
+            request = self._builder.messages(
+                "refine_step", sources=pack.sources, previous_answer=previous
             )
-        result.answer = answer
-        return result
+        return Prepared(result, final=request)
 
     async def _ask(self, messages: list[ChatMessage], result: ChainResult) -> str:
         completion = await self._llm.complete(messages)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from service.chains.answer import clean_answer
 from service.chains.builder import PromptBuilder
 from service.chains.context import ChainResult, NumberedChunk, sources_of
 from service.chains.packing import Packer
+from service.chains.prepared import Prepared, complete
 from service.llm.client import ChatClient
 
 
@@ -27,10 +27,11 @@ class StuffChain:
         return len(self._packer.pack(numbered, self._packer.room(self.template))) == 1
 
     async def run(self, numbered: list[NumberedChunk]) -> ChainResult:
+        return await complete(self._llm, await self.prepare(numbered))
+
+    async def prepare(self, numbered: list[NumberedChunk]) -> Prepared:
         first = self._packer.pack(numbered, self._packer.room(self.template))[0]
-        completion = await self._llm.complete(
-            self._builder.messages(self.template, sources=first.sources)
+        return Prepared(
+            ChainResult("", sources_of(list(first.items))),
+            final=self._builder.messages(self.template, sources=first.sources),
         )
-        result = ChainResult(clean_answer(completion.text), sources_of(list(first.items)))
-        result.add_usage(completion.usage)
-        return result

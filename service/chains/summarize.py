@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from service.chains.answer import clean_answer
 from service.chains.builder import PromptBuilder
 from service.chains.context import ChainResult, NumberedChunk, sources_of
 from service.chains.mapreduce import MapReduceChain
 from service.chains.packing import Packer
+from service.chains.prepared import Prepared, complete
 from service.llm.client import ChatClient
 
 
@@ -26,6 +26,9 @@ class Summarizer:
         self._concurrency = concurrency
 
     async def run(self, numbered: list[NumberedChunk]) -> ChainResult:
+        return await complete(self._llm, await self.prepare(numbered))
+
+    async def prepare(self, numbered: list[NumberedChunk]) -> Prepared:
         packs = self._packer.pack(numbered, self._packer.room("summarize", part=""))
         if len(packs) > 1:
             return await MapReduceChain(
@@ -36,10 +39,8 @@ class Summarizer:
                 map_template="summarize",
                 reduce_template="summarize_reduce",
                 drop_irrelevant=False,
-            ).run(numbered)
-        completion = await self._llm.complete(
-            self._builder.messages("summarize", sources=packs[0].sources, part="")
+            ).prepare(numbered)
+        return Prepared(
+            ChainResult("", sources_of(list(packs[0].items))),
+            final=self._builder.messages("summarize", sources=packs[0].sources, part=""),
         )
-        result = ChainResult(clean_answer(completion.text), sources_of(list(packs[0].items)))
-        result.add_usage(completion.usage)
-        return result

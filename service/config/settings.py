@@ -48,6 +48,14 @@ class Settings(BaseModel):
     llm_max_tokens: int = _key(
         "llm.maxTokens", 200, "Maximum number of tokens in an LLM answer.", ge=1, le=1_000_000
     )
+    llm_context_window: int = _key(
+        "llm.context.window",
+        16385,
+        "The model's context window in tokens (counted as 4 characters a token): the OpenAI "
+        "endpoint refuses longer prompts and lowers max_tokens to what is left.",
+        ge=256,
+        le=10_000_000,
+    )
     llm_timeout_connect: float = _key(
         "llm.timeout.connect", 5.0, "Seconds to connect to the LLM API.", gt=0, le=600
     )
@@ -81,9 +89,17 @@ class Settings(BaseModel):
     )
     solr_bm25_fields: str = _key(
         "solr.bm25.qf",
-        "title^2 content",
+        "title content",
         "Fields and boosts of the BM25 search (edismax qf).",
         min_length=1,
+    )
+    solr_bm25_tie: float = _key(
+        "solr.bm25.tie",
+        1.0,
+        "How much a query word's matches in the other fields add to its best field's score "
+        "(edismax tie): 1 sums them, as if title and text were one field; 0 keeps the best.",
+        ge=0,
+        le=1,
     )
 
     # -- prompting -----------------------------------------------------------------------

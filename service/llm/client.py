@@ -12,7 +12,7 @@ import contextlib
 import json
 import logging
 import random
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,19 +87,35 @@ class OpenAICompatibleClient:
         return headers
 
     async def _post(self, path: str, payload: dict[str, Any]) -> Any:
+        response = await self._send(path, payload, stream=False)
+        try:
+            return response.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise UpstreamBadResponse(f"{self._where} answered with invalid JSON") from None
+
+    async def _send(
+        self, path: str, payload: dict[str, Any], *, stream: bool, errors: bool = True
+    ) -> httpx.Response:
+        """POST with retries on what is worth retrying; a streamed response is returned open
+        (the caller closes it). An error status raises, unless `errors` is False (the
+        response is then returned as it is, read, for a caller that relays it)."""
         attempt = 0
         while True:
+            request = self._http.build_request(
+                "POST",
+                self._url(path),
+                json=payload,
+                headers=self._headers(),
+                timeout=self._timeout,
+            )
             try:
-                response = await self._http.post(
-                    self._url(path), json=payload, headers=self._headers(), timeout=self._timeout
-                )
+                response = await self._http.send(request, stream=stream)
             except httpx.TimeoutException:
                 # A read timeout is not retried: the model may still be working, and a second
                 # wait of the same length would double the user's.
                 raise UpstreamTimeout(
                     f"{self._where} did not answer within {self.options.read_timeout:g}s; "
-                    "raise its read timeout or use a faster model"
-                    f" (llm.timeout.read for the LLM)"
+                    "raise its read timeout or use a faster model (llm.timeout.read for the LLM)"
                 ) from None
             except httpx.TransportError as error:
                 if attempt < self.options.retries:
@@ -110,19 +126,20 @@ class OpenAICompatibleClient:
                     f"{self._where} is unreachable ({type(error).__name__}); check its "
                     "endpoint in rag.properties and that the server runs"
                 ) from None
+            if response.status_code < 400:
+                return response
+            await response.aread()
+            await response.aclose()
             if response.status_code in RETRYABLE_STATUSES and attempt < self.options.retries:
                 attempt += 1
                 await self._sleep(attempt, response.headers.get("Retry-After"))
                 continue
-            if response.status_code >= 400:
-                raise UpstreamBadResponse(
-                    f"{self._where} answered HTTP {response.status_code}: "
-                    f"{self._scrub(_error_message(response))}"
-                )
-            try:
-                return response.json()
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                raise UpstreamBadResponse(f"{self._where} answered with invalid JSON") from None
+            if not errors:
+                return response
+            raise UpstreamBadResponse(
+                f"{self._where} answered HTTP {response.status_code}: "
+                f"{self._scrub(_error_message(response))}"
+            )
 
     async def _sleep(self, attempt: int, retry_after: str | None) -> None:
         delay = self.options.backoff_seconds * 2 ** (attempt - 1)
@@ -139,19 +156,94 @@ class OpenAICompatibleClient:
 
 
 class ChatClient(OpenAICompatibleClient):
-    """Sends chat prompts to `/chat/completions`; `complete` returns the text and usage."""
+    """Sends chat prompts to `/chat/completions`.
+
+    `complete` returns the whole answer; `stream` returns a CompletionStream to iterate for
+    the text as the model writes it.
+    """
 
     async def complete(self, messages: Sequence[ChatMessage]) -> Completion:
+        body = await self._post("chat/completions", self._payload(messages, stream=False))
+        return _completion_from(body, self._where)
+
+    def stream(self, messages: Sequence[ChatMessage]) -> CompletionStream:
+        return CompletionStream(self, self._payload(messages, stream=True))
+
+    async def relay(self, payload: dict[str, Any]) -> httpx.Response:
+        """Sends an OpenAI request body as it is (the bypass of the OpenAI-compatible endpoint)
+        and returns the upstream's response, errors included; streamed when the body asks."""
+        return await self._send(
+            "chat/completions", payload, stream=bool(payload.get("stream")), errors=False
+        )
+
+    def _payload(self, messages: Sequence[ChatMessage], *, stream: bool) -> dict[str, Any]:
         payload: dict[str, Any] = {
             "messages": [message.as_dict() for message in messages],
             "temperature": self.options.temperature,
             "max_tokens": self.options.max_tokens,
-            "stream": False,
+            "stream": stream,
         }
+        if stream:
+            payload["stream_options"] = {"include_usage": True}
         if self.options.model:
             payload["model"] = self.options.model
-        body = await self._post("chat/completions", payload)
-        return _completion_from(body, self._where)
+        return payload
+
+
+class CompletionStream:
+    """An answer as the model writes it: `async for delta in stream` yields text pieces the
+    moment they arrive; afterwards `text` holds the whole answer and `usage` its usage (when
+    the server reports it). Leaving the loop early closes the upstream request."""
+
+    def __init__(self, client: ChatClient, payload: dict[str, Any]) -> None:
+        self._client = client
+        self._payload = payload
+        self.text = ""
+        self.usage = Usage()
+
+    async def __aiter__(self) -> AsyncIterator[str]:
+        client = self._client
+        response = await client._send("chat/completions", self._payload, stream=True)
+        try:
+            async for line in response.aiter_lines():
+                data = line[5:].strip() if line.startswith("data:") else ""
+                if not data:
+                    continue
+                if data == "[DONE]":
+                    break
+                for delta in self._read(data):
+                    self.text += delta
+                    yield delta
+        except httpx.TimeoutException:
+            raise UpstreamTimeout(
+                f"{client._where} stopped sending for {client.options.read_timeout:g}s"
+            ) from None
+        except httpx.TransportError as error:
+            raise UpstreamUnavailable(
+                f"{client._where} broke off the stream ({type(error).__name__})"
+            ) from None
+        finally:
+            await response.aclose()
+
+    def _read(self, data: str) -> list[str]:
+        where = self._client._where
+        try:
+            chunk = json.loads(data)
+        except json.JSONDecodeError:
+            raise UpstreamBadResponse(f"{where} streamed a chunk that is not JSON") from None
+        if not isinstance(chunk, dict):
+            raise UpstreamBadResponse(f"{where} streamed a chunk that is not an object")
+        if "error" in chunk:
+            message = chunk["error"].get("message", "") if isinstance(chunk["error"], dict) else ""
+            raise UpstreamBadResponse(f"{where} streamed an error: {self._client._scrub(message)}")
+        if chunk.get("usage"):
+            self.usage = _usage_from(chunk["usage"])
+        deltas = []
+        for choice in chunk.get("choices") or []:
+            content = (choice.get("delta") or {}).get("content")
+            if isinstance(content, str) and content:
+                deltas.append(content)
+        return deltas
 
 
 def _error_message(response: httpx.Response) -> str:
@@ -173,12 +265,18 @@ def _completion_from(body: Any, where: str) -> Completion:
         text = choice["message"]["content"]
     except (KeyError, IndexError, TypeError):
         raise UpstreamBadResponse(f"{where} answered without choices[0].message.content") from None
-    usage = body.get("usage") or {}
     return Completion(
         text=text if isinstance(text, str) else "",
-        usage=Usage(
-            prompt_tokens=int(usage.get("prompt_tokens") or 0),
-            completion_tokens=int(usage.get("completion_tokens") or 0),
-        ),
+        usage=_usage_from(body.get("usage") or {}),
         model=str(body.get("model", "")),
     )
+
+
+def _usage_from(usage: dict[str, Any]) -> Usage:
+    try:
+        return Usage(
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            completion_tokens=int(usage.get("completion_tokens") or 0),
+        )
+    except (TypeError, ValueError, AttributeError):
+        return Usage()

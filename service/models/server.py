@@ -11,15 +11,18 @@ talk to OpenAI, vLLM, Ollama or llama.cpp.
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 import threading
 import time
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from fastapi.requests import Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.models import extractive
@@ -65,6 +68,34 @@ def _openai_error(status: int, message: str, kind: str) -> JSONResponse:
     return JSONResponse(
         {"error": {"message": message, "type": kind, "code": None}}, status_code=status
     )
+
+
+async def _stream(
+    completion_id: str, model: str, text: str, usage: dict[str, int]
+) -> AsyncIterator[str]:
+    """OpenAI's chunk stream: the role, the text a word at a time, the end, the usage."""
+
+    def event(choices: list[dict[str, object]], **extra: object) -> str:
+        body = {
+            "id": completion_id,
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": model,
+            "choices": choices,
+            **extra,
+        }
+        return f"data: {json.dumps(body)}\n\n"
+
+    def delta(content: dict[str, str], finish: str | None = None) -> str:
+        return event([{"index": 0, "delta": content, "finish_reason": finish}])
+
+    yield delta({"role": "assistant", "content": ""})
+    for word in re.findall(r"\S+\s*", text):
+        yield delta({"content": word})
+        await asyncio.sleep(0)
+    yield delta({}, "stop")
+    yield event([], usage=usage)
+    yield "data: [DONE]\n\n"
 
 
 def create_model_app(*, embeddings: bool = True) -> FastAPI:
@@ -129,14 +160,23 @@ def create_model_app(*, embeddings: bool = True) -> FastAPI:
             return _openai_error(
                 404, f"model {model!r} is not served here; use {EXTRACTIVE_MODEL!r}", "not_found"
             )
-        if request.stream:
-            return _openai_error(400, "streaming is not supported yet", "invalid_request_error")
         users = [m for m in request.messages if m.role == "user"]
         prompt = users[-1].text() if users else request.messages[-1].text()
         text = extractive.answer(prompt, max_words=request.max_tokens or 200)
         prompt_words = sum(len(m.text().split()) for m in request.messages)
+        # Whitespace-separated words, not model tokens: this answerer has no tokenizer.
+        usage = {
+            "prompt_tokens": prompt_words,
+            "completion_tokens": len(text.split()),
+            "total_tokens": prompt_words + len(text.split()),
+        }
+        completion_id = f"chatcmpl-{uuid.uuid4().hex}"
+        if request.stream:
+            return StreamingResponse(
+                _stream(completion_id, model, text, usage), media_type="text/event-stream"
+            )
         return {
-            "id": f"chatcmpl-{uuid.uuid4().hex}",
+            "id": completion_id,
             "object": "chat.completion",
             "created": int(time.time()),
             "model": model,
@@ -147,12 +187,7 @@ def create_model_app(*, embeddings: bool = True) -> FastAPI:
                     "finish_reason": "stop",
                 }
             ],
-            # Whitespace-separated words, not model tokens: this answerer has no tokenizer.
-            "usage": {
-                "prompt_tokens": prompt_words,
-                "completion_tokens": len(text.split()),
-                "total_tokens": prompt_words + len(text.split()),
-            },
+            "usage": usage,
         }
 
     return app

@@ -11,7 +11,8 @@ DOCUMENT_FIELDS = "id,parent_id,title,url,content,score"
 
 
 class Bm25Retriever:
-    """edismax over `fields` with `q.op=operator`, `rows` documents.
+    """edismax over `fields` with `q.op=operator`, `rows` documents; `tie` 1 sums a word's
+    scores over the fields it matches (title and text scored as one), 0 keeps the best one.
 
     The query must already be sanitized; `uf=-*` is sent as well, so even then no field name
     or magic field (`_query_`) in the user's text can steer the parse.
@@ -25,20 +26,23 @@ class Bm25Retriever:
         fields: str,
         operator: str,
         rows: int,
+        tie: float = 1.0,
         parent_id: str | None = None,
     ) -> None:
         self._solr = solr
         self._collection = collection
         self._fields = fields
+        self._tie = tie
         self._operator = operator
         self._rows = rows
         self._parent_id = parent_id
 
     async def run(self, query: str) -> list[RetrievedDocument]:
-        params: dict[str, str | int] = {
+        params: dict[str, str | int | float] = {
             "q": query,
             "defType": "edismax",
             "qf": self._fields,
+            "tie": self._tie,
             "q.op": self._operator,
             "uf": "-*",
             "lowercaseOperators": "false",

@@ -28,6 +28,7 @@ def build_retriever(
             fields=settings.solr_bm25_fields,
             operator=settings.rag_operator,
             rows=settings.max_files,
+            tie=settings.solr_bm25_tie,
         )
     semantic = VectorRetriever(
         solr,
@@ -45,6 +46,7 @@ def build_retriever(
         fields=settings.solr_bm25_fields,
         operator=settings.rag_operator,
         rows=rows,
+        tie=settings.solr_bm25_tie,
         parent_id=parent_id,
     )
     return HybridRetriever(

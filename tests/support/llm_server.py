@@ -7,14 +7,16 @@ guesses: by default it answers with a fixed sentence that names the question and
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 
 
 @dataclass
@@ -25,6 +27,9 @@ class RecordedRequest:
     headers: dict[str, str]
     started: float
     finished: float = 0.0
+    first_chunk_sent: float = 0.0
+    stream_completed: bool = False
+    stream_abandoned: bool = False
 
     @property
     def messages(self) -> list[dict[str, str]]:
@@ -34,11 +39,14 @@ class RecordedRequest:
     def prompt(self) -> str:
         """The last user message: where our chains put the sources and the question."""
         users = [m["content"] for m in self.messages if m["role"] == "user"]
-        return users[-1] if users else ""
+        last = users[-1] if users else ""
+        if isinstance(last, list):  # content parts
+            return "\n".join(part.get("text", "") for part in last if isinstance(part, dict))
+        return last
 
     @property
     def size(self) -> int:
-        return sum(len(m["content"]) for m in self.messages)
+        return sum(len(m["content"]) for m in self.messages if isinstance(m["content"], str))
 
 
 @dataclass
@@ -50,6 +58,7 @@ class Step:
     delay: float = 0.0
     body: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    pause_after_first_chunk: float = 0.0  # streaming: a slow model after its first word
 
 
 def default_answer(request: RecordedRequest) -> str:
@@ -85,6 +94,31 @@ class LLMScript:
         return Step(content=self.answer(request), delay=self.delay)
 
 
+async def _stream(recorded: RecordedRequest, step: Step) -> AsyncIterator[str]:
+    """OpenAI chunks, a word at a time; notes whether the client stayed to the end."""
+
+    def chunk(**fields: Any) -> str:
+        return "data: " + json.dumps({"object": "chat.completion.chunk", **fields}) + "\n\n"
+
+    words = re.findall(r"\S+\s*", step.content or "")
+    try:
+        yield chunk(choices=[{"index": 0, "delta": {"role": "assistant"}}])
+        for number, word in enumerate(words):
+            yield chunk(choices=[{"index": 0, "delta": {"content": word}}])
+            if number == 0:
+                recorded.first_chunk_sent = time.monotonic()
+                if step.pause_after_first_chunk:
+                    await asyncio.sleep(step.pause_after_first_chunk)
+        yield chunk(choices=[{"index": 0, "delta": {}, "finish_reason": "stop"}])
+        usage = {"prompt_tokens": 11, "completion_tokens": len(words), "total_tokens": 11}
+        yield chunk(choices=[], usage=usage)
+        yield "data: [DONE]\n\n"
+        recorded.stream_completed = True
+    finally:
+        recorded.finished = time.monotonic()
+        recorded.stream_abandoned = not recorded.stream_completed
+
+
 def create_llm_app(script: LLMScript) -> FastAPI:
     app = FastAPI()
 
@@ -108,6 +142,8 @@ def create_llm_app(script: LLMScript) -> FastAPI:
         recorded.finished = time.monotonic()
         if step.body is not None:
             return PlainTextResponse(step.body, status_code=step.status, headers=step.headers)
+        if step.status == 200 and recorded.body.get("stream"):
+            return StreamingResponse(_stream(recorded, step), media_type="text/event-stream")
         if step.status != 200:
             return JSONResponse(
                 {"error": {"message": step.content or "failure", "type": "test", "code": None}},

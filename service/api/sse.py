@@ -1,0 +1,14 @@
+"""Server-Sent Events: the framing, and a response that sends each event the moment it exists."""
+
+from __future__ import annotations
+
+import json
+
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+def sse_event(data: object, event: str | None = None) -> str:
+    """One event; `data` is sent as JSON (a string as it is)."""
+    payload = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
+    head = f"event: {event}\n" if event else ""
+    return head + "".join(f"data: {line}\n" for line in payload.split("\n")) + "\n"

@@ -1,0 +1,309 @@
+"""The OpenAI-compatible endpoint, driven by the official `openai` package over real HTTP."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+
+import httpx
+import pytest
+from openai import APIError, BadRequestError, OpenAI
+
+from service.api.app import create_app
+from service.api.openai import NO_USER_PROMPT, TOO_LONG, split_conversation
+from tests.conftest import write_properties
+from tests.support.llm_server import LLMScript, Step
+from tests.support.servers import serve_in_thread
+
+ServiceFactory = Callable[..., str]
+
+
+@pytest.fixture
+def service(
+    tmp_path: Path, base_properties: dict[str, object], corpus: object, llm: LLMScript
+) -> Iterator[ServiceFactory]:
+    """service({"key": value}) -> the base URL of the service running on a real socket."""
+    servers = []
+
+    def start(overrides: Mapping[str, object] | None = None) -> str:
+        path = write_properties(
+            tmp_path / f"rag{len(servers)}.properties", {**base_properties, **(overrides or {})}
+        )
+        server = serve_in_thread(create_app(path))
+        servers.append(server)
+        return server.__enter__()
+
+    yield start
+    for server in servers:
+        server.__exit__(None, None, None)
+
+
+def client_for(base: str) -> OpenAI:
+    return OpenAI(base_url=f"{base}/v1", api_key="unused", max_retries=0)
+
+
+def ask(question: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": question}]
+
+
+def test_rag_answer_with_sources(service: ServiceFactory, llm: LLMScript) -> None:
+    openai = client_for(service())
+    completion = openai.chat.completions.create(
+        model="test-model",
+        messages=ask("When was the lighthouse lamp electrified?"),
+        extra_body={"index_name": "FileShare"},
+    )
+    assert completion.object == "chat.completion"
+    assert completion.choices[0].message.content.startswith("Test answer to:")
+    sources = completion.model_extra["sources"]
+    assert sources[0]["id"] == "lighthouse"
+    assert completion.usage.total_tokens == 18
+    assert "the lighthouse was electrified" in llm.requests[0].prompt
+
+
+def test_vector_index_answers_by_meaning(service: ServiceFactory, llm: LLMScript) -> None:
+    openai = client_for(service())
+    completion = openai.chat.completions.create(
+        model="test-model",
+        messages=ask("Who switched on the beacon at nightfall?"),
+        extra_body={"index_name": "VectorMain"},
+    )
+    assert completion.model_extra["sources"][0]["id"] == "lighthouse"
+
+
+def test_no_index_is_a_plain_bypass(service: ServiceFactory, llm: LLMScript) -> None:
+    llm.then(Step(content="Plain LLM answer."))
+    openai = client_for(service())
+    completion = openai.chat.completions.create(model="test-model", messages=ask("Hello"))
+    assert completion.choices[0].message.content == "Plain LLM answer."
+    assert "sources" not in (completion.model_extra or {})
+    assert llm.requests[0].body["messages"] == ask("Hello")
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]},
+        {"functions": [{"name": "f", "parameters": {}}]},
+    ],
+)
+def test_tools_bypass_rag(service: ServiceFactory, llm: LLMScript, extra: dict) -> None:
+    llm.then(Step(content="tool answer"))
+    body = {"model": "m", "messages": ask("lighthouse"), "index_name": "FileShare", **extra}
+    response = httpx.post(f"{service()}/v1/chat/completions", json=body)
+    assert response.json()["choices"][0]["message"]["content"] == "tool answer"
+    forwarded = llm.requests[0].body
+    assert "index_name" not in forwarded
+    assert forwarded["messages"] == ask("lighthouse")  # no sources were added
+    assert ("tools" in forwarded) or ("functions" in forwarded)
+
+
+def test_unsupported_role_bypasses_rag(service: ServiceFactory, llm: LLMScript) -> None:
+    messages = [*ask("lighthouse"), {"role": "tool", "content": "42", "tool_call_id": "t"}]
+    body = {"model": "m", "messages": messages, "index_name": "FileShare"}
+    httpx.post(f"{service()}/v1/chat/completions", json=body).raise_for_status()
+    assert llm.requests[0].body["messages"] == messages
+
+
+def test_image_content_bypasses_rag(service: ServiceFactory, llm: LLMScript) -> None:
+    content = [
+        {"type": "text", "text": "What is this?"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+    ]
+    body = {"model": "m", "messages": [{"role": "user", "content": content}], "index_name": "x"}
+    httpx.post(f"{service()}/v1/chat/completions", json=body).raise_for_status()
+    assert llm.requests[0].body["messages"][0]["content"] == content
+
+
+def test_bypass_returns_upstream_errors_unchanged(service: ServiceFactory, llm: LLMScript) -> None:
+    llm.then(Step(content="rate limited", status=429))
+    response = httpx.post(
+        f"{service()}/v1/chat/completions", json={"model": "m", "messages": ask("hi")}
+    )
+    assert response.status_code == 429
+    assert response.json()["error"]["message"] == "rate limited"
+
+
+def test_retrieval_query_is_the_user_turn_after_the_last_assistant(
+    service: ServiceFactory, llm: LLMScript
+) -> None:
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Tell me about apple orchards."},
+        {"role": "assistant", "content": "They are pruned in winter."},
+        {"role": "user", "content": "And the zebra herd?"},
+        {"role": "user", "content": "Where does it migrate?"},
+    ]
+    openai = client_for(service())
+    completion = openai.chat.completions.create(
+        model="test-model", messages=messages, extra_body={"index_name": "FileShare"}
+    )
+    ids = [source["id"] for source in completion.model_extra["sources"]]
+    assert "zebra-only" in ids and "orchard" not in ids
+    sent = llm.requests[0]
+    assert sent.prompt.rsplit("Question:", 1)[1].strip() == (
+        "And the zebra herd? Where does it migrate?"
+    )
+    history = [m["content"] for m in sent.messages[1:-1]]
+    assert history == [
+        "Be brief.",
+        "Tell me about apple orchards.",
+        "They are pruned in winter.",
+    ]
+
+
+def test_split_conversation_rules() -> None:
+    question, history = split_conversation(
+        [
+            {"role": "developer", "content": "d"},
+            {"role": "user", "content": [{"type": "text", "text": "a"}]},
+            {"role": "user", "content": "b"},
+        ]
+    )
+    assert question == "a\n\nb"
+    assert [(m.role, m.content) for m in history] == [("system", "d")]
+
+
+def test_no_user_turn_after_the_assistant_is_400(service: ServiceFactory) -> None:
+    openai = client_for(service())
+    with pytest.raises(BadRequestError) as raised:
+        openai.chat.completions.create(
+            model="m",
+            messages=[*ask("hi"), {"role": "assistant", "content": "hello"}],
+            extra_body={"index_name": "FileShare"},
+        )
+    assert raised.value.status_code == 400
+    assert raised.value.body["message"] == NO_USER_PROMPT
+
+
+def test_prompt_longer_than_the_window_is_400(service: ServiceFactory) -> None:
+    openai = client_for(service({"llm.context.window": 300}))
+    with pytest.raises(BadRequestError) as raised:
+        openai.chat.completions.create(
+            model="m", messages=ask("lighthouse " * 200), extra_body={"index_name": "FileShare"}
+        )
+    assert raised.value.body["message"] == TOO_LONG
+
+
+def test_max_tokens_is_lowered_to_what_the_window_leaves(
+    service: ServiceFactory, llm: LLMScript
+) -> None:
+    openai = client_for(service({"llm.context.window": 2000}))
+    openai.chat.completions.create(
+        model="m",
+        messages=ask("lighthouse " * 100),  # 1,100 characters: 275 tokens
+        max_tokens=5000,
+        extra_body={"index_name": "FileShare"},
+    )
+    sent = llm.requests[0]
+    assert sent.body["max_tokens"] == 1000  # what is left (1,725), capped at half the window
+    assert sent.size <= (2000 - 1000) * 4  # prompt + answer fit in the window
+
+
+def test_unknown_index_is_400(service: ServiceFactory) -> None:
+    response = httpx.post(
+        f"{service()}/v1/chat/completions",
+        json={"model": "m", "messages": ask("x"), "index_name": "Nope"},
+    )
+    assert response.status_code == 400
+    assert "Nope" in response.json()["error"]["message"]
+
+
+def test_nothing_found_is_an_openai_error(service: ServiceFactory) -> None:
+    response = httpx.post(
+        f"{service()}/v1/chat/completions",
+        json={"model": "m", "messages": ask("xylophonist"), "index_name": "FileShare"},
+    )
+    assert response.status_code == 428
+    assert response.json()["error"]["code"] == "NoFileFound"
+
+
+def test_models_lists_the_configured_model(service: ServiceFactory) -> None:
+    models = client_for(service()).models.list()
+    assert [model.id for model in models.data] == ["test-model"]
+
+
+def test_streamed_rag_answer_with_sources_in_the_last_chunk(
+    service: ServiceFactory, llm: LLMScript
+) -> None:
+    llm.then(Step(content="Electrified in 1952 [1]."))
+    openai = client_for(service())
+    chunks = list(
+        openai.chat.completions.create(
+            model="test-model",
+            messages=ask("When was the lighthouse lamp electrified?"),
+            stream=True,
+            extra_body={"index_name": "FileShare"},
+        )
+    )
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == "Electrified in 1952 [1]."
+    last = chunks[-1]
+    assert last.choices[0].finish_reason == "stop"
+    assert last.model_extra["sources"][0]["id"] == "lighthouse"
+
+
+def test_streamed_bypass_passes_through(service: ServiceFactory, llm: LLMScript) -> None:
+    llm.then(Step(content="straight from the model"))
+    openai = client_for(service())
+    stream = openai.chat.completions.create(model="m", messages=ask("hi"), stream=True)
+    text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    assert text == "straight from the model"
+
+
+def test_first_streamed_chunk_arrives_before_the_upstream_finishes(
+    service: ServiceFactory, llm: LLMScript
+) -> None:
+    llm.then(Step(content="Slowly written answer.", pause_after_first_chunk=1.5))
+    openai = client_for(service())
+    started = time.monotonic()
+    stream = openai.chat.completions.create(
+        model="m", messages=ask("lighthouse"), stream=True, extra_body={"index_name": "FileShare"}
+    )
+    first_content_at = None
+    for chunk in stream:
+        if chunk.choices and chunk.choices[0].delta.content:
+            first_content_at = first_content_at or time.monotonic()
+    assert first_content_at is not None and first_content_at - started < 1.0
+    assert time.monotonic() - started >= 1.5
+
+
+def test_streamed_upstream_error_is_a_clear_error(service: ServiceFactory, llm: LLMScript) -> None:
+    llm.then(Step(content="model crashed", status=500))
+    openai = client_for(service())
+    with pytest.raises(APIError, match="500"):
+        list(
+            openai.chat.completions.create(
+                model="m",
+                messages=ask("lighthouse"),
+                stream=True,
+                extra_body={"index_name": "FileShare"},
+            )
+        )
+
+
+def test_non_streamed_upstream_error_is_a_clear_error(
+    service: ServiceFactory, llm: LLMScript
+) -> None:
+    llm.then(Step(content="model crashed", status=500))
+    with pytest.raises(APIError) as raised:
+        client_for(service()).chat.completions.create(
+            model="m", messages=ask("lighthouse"), extra_body={"index_name": "FileShare"}
+        )
+    assert raised.value.status_code == 502  # type: ignore[attr-defined]
+
+
+def test_a_client_that_leaves_cancels_the_upstream(service: ServiceFactory, llm: LLMScript) -> None:
+    llm.then(Step(content="word " * 50, pause_after_first_chunk=5))
+    base = service()
+    body = {"model": "m", "messages": ask("lighthouse"), "stream": True, "index_name": "FileShare"}
+    with httpx.stream("POST", f"{base}/v1/chat/completions", json=body, timeout=10) as response:
+        for line in response.iter_lines():
+            if '"content": "word' in line or '"content":"word' in line:
+                break
+    deadline = time.monotonic() + 4
+    while not llm.requests[0].stream_abandoned and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert llm.requests[0].stream_abandoned
+    assert not llm.requests[0].stream_completed

@@ -1,0 +1,94 @@
+"""Streaming: /ai/rag with "stream": true, tokens as soon as the LLM sends them."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from fastapi.testclient import TestClient
+
+from tests.conftest import ClientFactory
+from tests.support.llm_server import LLMScript, Step
+
+
+def read_events(response) -> list[tuple[str, dict]]:
+    events = []
+    name = "message"
+    for line in response.iter_lines():
+        if line.startswith("event:"):
+            name = line.split(":", 1)[1].strip()
+        elif line.startswith("data:"):
+            events.append((name, json.loads(line.split(":", 1)[1])))
+            name = "message"
+    return events
+
+
+def test_rag_streams_tokens_then_sources_then_done(client: TestClient, llm: LLMScript) -> None:
+    llm.then(Step(content="The lamp was electrified in 1952 [1]."))
+    with client.stream("POST", "/ai/rag", json={"query": "lighthouse", "stream": True}) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        events = read_events(response)
+    names = [name for name, _ in events]
+    assert names[-2:] == ["sources", "done"]
+    assert set(names[:-2]) == {"token"} and len(names) > 4
+    text = "".join(data["text"] for name, data in events if name == "token")
+    assert text == "The lamp was electrified in 1952 [1]."
+    sources = events[-2][1]["documents"]
+    assert sources[0]["id"] == "lighthouse" and sources[0]["cited"] is True
+    done = events[-1][1]
+    assert done["status"] == "OK" and done["message"] == text
+    assert done["usage"]["llm_calls"] == 1
+    assert llm.requests[0].body["stream"] is True
+
+
+def test_errors_before_the_answer_are_plain_json(client: TestClient, llm: LLMScript) -> None:
+    response = client.post("/ai/rag", json={"query": "xylophonist", "stream": True})
+    assert response.status_code == 428
+    assert response.json()["content"]["label"] == "ragNoFileFound"
+
+
+def test_an_llm_failure_becomes_an_error_event(client: TestClient, llm: LLMScript) -> None:
+    llm.then(Step(content="overloaded", status=500))
+    with client.stream("POST", "/ai/rag", json={"query": "lighthouse", "stream": True}) as response:
+        events = read_events(response)
+    assert [name for name, _ in events] == ["error"]
+    assert events[0][1]["content"]["label"] == "ragTechnicalError"
+
+
+def test_only_the_final_request_of_mapreduce_streams(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    client = make_client(
+        {
+            "prompt.chunking.strategy": "mapreduce",
+            "prompt.max.request.size": 2500,
+            "chunking.chunk.size": 500,
+        }
+    )
+    body = {"query": "turbine maintenance", "id": "turbine-manual", "stream": True}
+    with client.stream("POST", "/ai/rag", json=body) as response:
+        events = read_events(response)
+    assert events[-1][0] == "done"
+    streamed = [r.body.get("stream") for r in llm.requests]
+    assert streamed.count(True) == 1 and streamed[-1] is True
+    assert len(streamed) >= 5
+
+
+def test_first_token_arrives_before_the_llm_finishes(client: TestClient, llm: LLMScript) -> None:
+    llm.then(Step(content="First words, then a long pause.", pause_after_first_chunk=1.5))
+    started = time.monotonic()
+    with client.stream("POST", "/ai/rag", json={"query": "lighthouse", "stream": True}) as response:
+        lines = response.iter_lines()
+        first_token_at = None
+        for line in lines:
+            if line.startswith("data:") and '"text"' in line:
+                first_token_at = time.monotonic()
+                break
+        for _ in lines:
+            pass
+    ended = time.monotonic()
+    assert first_token_at is not None
+    assert first_token_at - started < 1.0
+    assert ended - started >= 1.5
+    assert llm.requests[0].first_chunk_sent <= first_token_at
