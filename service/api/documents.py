@@ -6,22 +6,21 @@ from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.api.auth import require_admin
+from service.api.fields import DocumentId, LanguageCode
 from service.api.runtime import Runtime
 from service.ingest import SourceDocument
 
 router = APIRouter(tags=["ingestion"], dependencies=[Depends(require_admin)])
 
-ID_PATTERN = r"^[^\x00-\x1f\x7f]{1,512}$"
-
 
 class DocumentIn(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    id: str = Field(pattern=ID_PATTERN)
+    id: DocumentId
     title: str = Field("", max_length=1000)
     url: str = Field("", max_length=4000)
     content: str = Field(min_length=1, max_length=5_000_000)
-    language: str = Field("en", pattern=r"^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8})?$")
+    language: LanguageCode = "en"
     allowed_groups: list[str] = Field(default_factory=list, max_length=1000)
 
     def to_source(self) -> SourceDocument:

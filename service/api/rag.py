@@ -10,9 +10,9 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.api.errors import as_service_error, error_body
+from service.api.fields import DocumentId, LanguageCode
 from service.api.runtime import Runtime
 from service.api.sse import SSE_HEADERS, sse_event
-from service.chains.instructions import LANGUAGE_CODE
 from service.llm import ChatMessage
 from service.pipeline import Answer, RagQuery, Staged
 
@@ -36,16 +36,8 @@ class RagRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="The question.")
-    id: str | None = Field(
-        None,
-        min_length=1,
-        max_length=512,
-        pattern=r"^[^\x00-\x1f\x7f]+$",
-        description="Answer from this one FileShare document only.",
-    )
-    lang: str | None = Field(
-        None, pattern=LANGUAGE_CODE.pattern, description="ISO code of the answer's language."
-    )
+    id: DocumentId | None = Field(None, description="Answer from this FileShare document only.")
+    lang: LanguageCode | None = Field(None, description="ISO code of the answer's language.")
     history: list[HistoryMessage] | None = Field(
         None,
         max_length=MAX_HISTORY_MESSAGES,

@@ -5,9 +5,9 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from service.api.fields import DocumentId, LanguageCode
 from service.api.rag import DocumentOut, RagContent, UsageOut
 from service.api.runtime import Runtime
-from service.chains.instructions import LANGUAGE_CODE
 from service.pipeline import SummarizeQuery
 
 router = APIRouter(tags=["summarize"])
@@ -20,19 +20,11 @@ class SummarizeRequest(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    id: str | None = Field(
-        None,
-        min_length=1,
-        max_length=512,
-        pattern=r"^[^\x00-\x1f\x7f]+$",
-        description="The FileShare document to summarize.",
-    )
+    id: DocumentId | None = Field(None, description="The FileShare document to summarize.")
     text: str | None = Field(
         None, min_length=1, max_length=MAX_TEXT_CHARS, description="Text to summarize."
     )
-    lang: str | None = Field(
-        None, pattern=LANGUAGE_CODE.pattern, description="ISO code of the summary's language."
-    )
+    lang: LanguageCode | None = Field(None, description="ISO code of the summary's language.")
 
     @model_validator(mode="after")
     def _one_source(self) -> SummarizeRequest:

@@ -1,0 +1,15 @@
+"""Request field types shared by the endpoints: a document id and a language code."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import StringConstraints
+
+from service.chains.instructions import LANGUAGE_CODE
+
+# Any printable text up to 512 characters: ids are paths and URLs; no control characters.
+DocumentId = Annotated[str, StringConstraints(pattern=r"^[^\x00-\x1f\x7f]{1,512}$")]
+
+# ISO 639 code, optionally with a region: "fr", "pt-BR", "zh_TW".
+LanguageCode = Annotated[str, StringConstraints(pattern=LANGUAGE_CODE.pattern)]
