@@ -147,7 +147,7 @@ async def _ingest_into_solr(
     from service.ingest import extract, find_files
     from service.ingest.indexer import indexer_for
     from service.ingest.samples import export_samples
-    from service.llm import EmbeddingsClient, LLMOptions
+    from service.llm.embeddings import embeddings_client
     from service.retrieval import SolrClient
 
     if samples:
@@ -161,15 +161,7 @@ async def _ingest_into_solr(
             if found["response"]["numFound"] > 0:
                 print(f"{collection} already holds documents: nothing to ingest")
                 return 0
-        embeddings = EmbeddingsClient(
-            http,
-            LLMOptions(
-                endpoint=settings.embeddings_endpoint,
-                model=settings.embeddings_api_model,
-                token=settings.embeddings_token.get_secret_value(),
-                read_timeout=settings.llm_timeout_read,
-            ),
-        )
+        embeddings = embeddings_client(http, settings)
         documents = [extract(file, root, language=language) for file, root in find_files(paths)]
         indexer = indexer_for(settings, solr, embeddings)
         summary = await indexer.run(documents, _progress_bar("documents"))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
 from fastapi.testclient import TestClient
@@ -89,3 +91,19 @@ def test_service_answers_through_the_model_server(
     assert content["documents"][0]["id"] == "orchard"
     assert "pruned in late winter" in content["message"]
     assert "[1]" in content["message"]
+
+
+def test_chat_completion_streams_the_same_answer(model_server: str) -> None:
+    body = {"model": "extractive", "messages": [{"role": "user", "content": PROMPT}]}
+    whole = httpx.post(f"{model_server}/v1/chat/completions", json=body).json()
+    with httpx.stream(
+        "POST", f"{model_server}/v1/chat/completions", json={**body, "stream": True}
+    ) as response:
+        assert response.headers["content-type"].startswith("text/event-stream")
+        data = [line[6:] for line in response.iter_lines() if line.startswith("data: ")]
+    assert data[-1] == "[DONE]"
+    chunks = [json.loads(item) for item in data[:-1]]
+    text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"])
+    assert text == whole["choices"][0]["message"]["content"]
+    assert len(chunks) > 4
+    assert chunks[-1]["usage"]["completion_tokens"] == whole["usage"]["completion_tokens"]

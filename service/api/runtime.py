@@ -11,6 +11,7 @@ from service.chains import PromptLibrary, PromptStore
 from service.config import ConfigStore, Settings
 from service.ingest.indexer import Indexer, indexer_for
 from service.llm import ChatClient, EmbeddingsClient, LLMOptions
+from service.llm.embeddings import embeddings_client
 from service.pipeline import RagPipeline, SummarizePipeline
 from service.retrieval import SolrClient
 
@@ -71,17 +72,7 @@ class Runtime:
         )
 
     def embeddings(self, settings: Settings, *, model: str | None = None) -> EmbeddingsClient:
-        return EmbeddingsClient(
-            self._client(),
-            LLMOptions(
-                endpoint=settings.embeddings_endpoint,
-                model=model or settings.embeddings_api_model,
-                token=settings.embeddings_token.get_secret_value(),
-                connect_timeout=settings.llm_timeout_connect,
-                read_timeout=settings.llm_timeout_read,
-                retries=settings.llm_retries,
-            ),
-        )
+        return embeddings_client(self._client(), settings, model=model)
 
     def indexer(self, settings: Settings) -> Indexer:
         return indexer_for(settings, self.solr(settings), self.embeddings(settings))

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import httpx
+
+from service.config import Settings
 from service.errors import UpstreamBadResponse
-from service.llm.client import OpenAICompatibleClient
+from service.llm.client import LLMOptions, OpenAICompatibleClient
 
 BATCH = 64
 
@@ -35,3 +38,20 @@ class EmbeddingsClient(OpenAICompatibleClient):
                 f"{self._where} returned {len(vectors)} vectors for {expected} texts"
             )
         return vectors
+
+
+def embeddings_client(
+    http: httpx.AsyncClient, settings: Settings, *, model: str | None = None
+) -> EmbeddingsClient:
+    """The embeddings API the settings name (`ai.embeddings.*`), with the LLM's timeouts."""
+    return EmbeddingsClient(
+        http,
+        LLMOptions(
+            endpoint=settings.embeddings_endpoint,
+            model=model or settings.embeddings_api_model,
+            token=settings.embeddings_token.get_secret_value(),
+            connect_timeout=settings.llm_timeout_connect,
+            read_timeout=settings.llm_timeout_read,
+            retries=settings.llm_retries,
+        ),
+    )
