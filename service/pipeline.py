@@ -45,6 +45,7 @@ from service.errors import (
 from service.llm import ChatClient, ChatMessage, EmbeddingsClient, Usage
 from service.retrieval import DocumentById, RetrievedDocument, SolrClient
 from service.retrieval.factory import build_retriever
+from service.retrieval.scope import EVERYTHING, Scope
 from service.text import Chunker, normalize_question, sanitize_query
 
 _CITATION = re.compile(r"\[(\d{1,3})\]")
@@ -61,6 +62,8 @@ class RagQuery:
     format: str = "default"
     # the OpenAI-compatible endpoint's messages are the conversation itself: always used
     always_use_history: bool = False
+    # what the caller may see (security on); the default searches everything
+    scope: Scope = EVERYTHING
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,7 @@ class SummarizeQuery:
     document_id: str | None = None
     text: str | None = None
     lang: str | None = None
+    scope: Scope = EVERYTHING
 
 
 @dataclass(frozen=True)
@@ -164,8 +168,9 @@ class _Pipeline:
         self._embeddings = embeddings
         self._prompts = prompts
 
-    async def _document(self, document_id: str) -> RetrievedDocument | None:
-        return await DocumentById(self._solr, self.settings.documents_collection).run(document_id)
+    async def _document(self, document_id: str, scope: Scope) -> RetrievedDocument | None:
+        collection = self.settings.documents_collection
+        return await DocumentById(self._solr, collection).run(document_id, scope)
 
     def _chunk(self, documents: list[RetrievedDocument]) -> list[NumberedChunk]:
         if not self.settings.chunking_enable:
@@ -206,7 +211,7 @@ class RagPipeline(_Pipeline):
             extra_usage = (rewrite.usage,) if rewrite.usage else ()
             search_query = sanitize_query(rewrite.query) or search_query
         with timings.stage("retrieve"):
-            documents = await self._retrieve(search_query, request.document_id)
+            documents = await self._retrieve(search_query, request.document_id, request.scope)
         numbered = self._chunk(documents)
         if not numbered:
             raise NoDocumentFound("the retrieved documents hold no text")
@@ -229,21 +234,26 @@ class RagPipeline(_Pipeline):
             return MapReduceChain(self._llm, builder, budget, concurrency=settings.map_concurrency)
         return RefineChain(self._llm, builder, budget, answer_reserve=answer_reserve(settings))
 
-    async def _retrieve(self, query: str, document_id: str | None) -> list[RetrievedDocument]:
+    async def _retrieve(
+        self, query: str, document_id: str | None, scope: Scope
+    ) -> list[RetrievedDocument]:
         """BM25 documents, or passages (vector, hybrid); with `id`, that document only: whole
         with BM25, its best passages otherwise (whole when it has none)."""
         settings = self.settings
         if document_id is not None:
-            document = await self._document(document_id)
+            document = await self._document(document_id, scope)
             if document is None:
-                raise DocumentNotFound(f"no document with id {document_id!r} in FileShare")
+                raise DocumentNotFound(
+                    f"no document with id {document_id!r} in FileShare, or not visible"
+                )
             if settings.retrieval == "bm25":
                 return [document]
             retriever = build_retriever(
-                settings, self._solr, self._embeddings, parent_id=document_id
+                settings, self._solr, self._embeddings, scope=scope.with_parent(document_id)
             )
             return await retriever.run(query) or [document]
-        documents = await build_retriever(settings, self._solr, self._embeddings).run(query)
+        retriever = build_retriever(settings, self._solr, self._embeddings, scope=scope)
+        documents = await retriever.run(query)
         if not documents:
             raise NoDocumentFound(f"the {settings.retrieval} search found nothing for {query!r}")
         return documents
@@ -287,7 +297,7 @@ class SummarizePipeline(_Pipeline):
     async def _source(self, request: SummarizeQuery) -> RetrievedDocument:
         if request.document_id is None:
             return RetrievedDocument(id="", title="", url="", content=request.text or "")
-        document = await self._document(request.document_id)
+        document = await self._document(request.document_id, request.scope)
         if document is None:
             raise NoDocumentFound(
                 f"no document with id {request.document_id!r} in FileShare", status=404

@@ -164,9 +164,9 @@ def make_client(
     clients: list[TestClient] = []
 
     def make(overrides: Mapping[str, object] | None = None) -> TestClient:
-        path = write_properties(
-            tmp_path / "rag.properties", {**base_properties, **(overrides or {})}
-        )
+        # one file per client: a client reloads its own file when it changes
+        values = {**base_properties, **(overrides or {})}
+        path = write_properties(tmp_path / f"rag-{len(clients)}.properties", values)
         client = TestClient(create_app(path), raise_server_exceptions=False)
         client.__enter__()
         clients.append(client)

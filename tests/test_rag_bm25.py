@@ -176,7 +176,7 @@ def test_hot_reload_applies_to_the_next_request(
 ) -> None:
     client = make_client({"chunking.maxFiles": 1})
     assert len(ids(ask(client, query="glacier"))) == 1
-    path = tmp_path / "rag.properties"
+    path = client.app.state.runtime.config.path
     text = path.read_text().replace("chunking.maxFiles=1", "chunking.maxFiles=4")
     path.write_text(text)
     assert len(ids(ask(client, query="glacier"))) == 4

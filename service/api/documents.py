@@ -21,7 +21,10 @@ class DocumentIn(BaseModel):
     url: str = Field("", max_length=4000)
     content: str = Field(min_length=1, max_length=5_000_000)
     language: LanguageCode = "en"
-    allowed_groups: list[str] = Field(default_factory=list, max_length=1000)
+    allowed_groups: list[str] = Field(
+        default_factory=list, max_length=1000, description="Who may see it; none: everyone."
+    )
+    denied_groups: list[str] = Field(default_factory=list, max_length=1000)
 
     def to_source(self) -> SourceDocument:
         return SourceDocument(
@@ -31,6 +34,7 @@ class DocumentIn(BaseModel):
             content=self.content,
             language=self.language,
             allowed_groups=tuple(self.allowed_groups),
+            denied_groups=tuple(self.denied_groups),
         )
 
 

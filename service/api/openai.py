@@ -30,6 +30,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from service.api.errors import as_service_error
+from service.api.identity import caller_scope
 from service.api.runtime import Runtime
 from service.api.sse import SSE_HEADERS, sse_event
 from service.config import Settings
@@ -37,6 +38,7 @@ from service.config.settings import CHARS_PER_TOKEN
 from service.errors import ServiceError
 from service.llm import ChatMessage
 from service.pipeline import Answer, RagQuery, Staged
+from service.retrieval import Scope
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +103,8 @@ async def chat_completions(request: Request) -> Response:
             return await _relay(
                 runtime, settings, {k: v for k, v in body.items() if k != "index_name"}
             )
-        return await _rag(runtime, settings, body, str(index), request.state.request_id)
+        scope = caller_scope(request, settings)
+        return await _rag(runtime, settings, body, str(index), request.state.request_id, scope)
     except OpenAIError as error:
         return error.response()
     except ServiceError as error:
@@ -208,7 +211,12 @@ def _retrieval_settings(settings: Settings, index: str) -> Settings:
 
 
 async def _rag(
-    runtime: Runtime, settings: Settings, body: dict[str, Any], index: str, request_id: str
+    runtime: Runtime,
+    settings: Settings,
+    body: dict[str, Any],
+    index: str,
+    request_id: str,
+    scope: Scope,
 ) -> Response:
     messages = body["messages"]
     question, history = split_conversation(messages)
@@ -237,7 +245,7 @@ async def _rag(
         max_tokens=max_tokens,
         temperature=float(temperature) if isinstance(temperature, int | float) else None,
     )
-    query = RagQuery(query=question, history=tuple(history), always_use_history=True)
+    query = RagQuery(query=question, history=tuple(history), always_use_history=True, scope=scope)
     staged = await runtime.rag_pipeline(rag_settings, llm).prepare(query)
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"
     model_name = model or settings.llm_model or "default"

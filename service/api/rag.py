@@ -11,10 +11,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from service.api.errors import as_service_error, error_body
 from service.api.fields import DocumentId, LanguageCode
+from service.api.identity import caller_scope
 from service.api.runtime import Runtime
 from service.api.sse import SSE_HEADERS, sse_event
 from service.llm import ChatMessage
 from service.pipeline import Answer, RagQuery, Staged
+from service.retrieval import Scope
 
 router = APIRouter(tags=["rag"])
 
@@ -53,13 +55,14 @@ class RagRequest(BaseModel):
         "`error` event (the error envelope) if it fails midway.",
     )
 
-    def to_query(self) -> RagQuery:
+    def to_query(self, scope: Scope) -> RagQuery:
         return RagQuery(
             query=self.query,
             document_id=self.id,
             lang=self.lang,
             history=tuple(ChatMessage(m.role, m.content) for m in self.history or ()),
             format=self.format or "default",
+            scope=scope,
         )
 
 
@@ -116,10 +119,11 @@ async def rag(body: RagRequest, request: Request) -> RagResponse | StreamingResp
     """Answer `query` from the documents Solr finds, with those documents as sources."""
     runtime: Runtime = request.app.state.runtime
     pipeline = runtime.rag_pipeline()
+    query = body.to_query(caller_scope(request, pipeline.settings))
     if not body.stream:
-        return RagResponse.of(await pipeline.run(body.to_query()))
+        return RagResponse.of(await pipeline.run(query))
     # everything but the final LLM request happens now, so its errors are plain JSON errors
-    staged = await pipeline.prepare(body.to_query())
+    staged = await pipeline.prepare(query)
     return StreamingResponse(
         _events(staged, request.state.request_id),
         media_type="text/event-stream",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel
 
+from service.api.identity import caller_scope
 from service.api.runtime import Runtime
 from service.errors import BadRequest
 from service.retrieval import VectorRetriever
@@ -51,6 +52,7 @@ async def vector_search(
         embeddings,
         field=settings.vector_field,
         top_k=topK or settings.top_k,
+        scope=caller_scope(request, settings),
     ).run(text)
     return VectorSearchResponse(
         content=PassagesContent(

@@ -6,6 +6,7 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from service.api.fields import DocumentId, LanguageCode
+from service.api.identity import caller_scope
 from service.api.rag import DocumentOut, RagContent, UsageOut
 from service.api.runtime import Runtime
 from service.pipeline import SummarizeQuery
@@ -44,8 +45,10 @@ class SummarizeResponse(BaseModel):
 async def summarize(body: SummarizeRequest, request: Request) -> SummarizeResponse:
     """Summarize a document; map-reduce over its parts when it exceeds one request."""
     runtime: Runtime = request.app.state.runtime
-    answer = await runtime.summarize_pipeline().run(
-        SummarizeQuery(document_id=body.id, text=body.text, lang=body.lang)
+    pipeline = runtime.summarize_pipeline()
+    scope = caller_scope(request, pipeline.settings)
+    answer = await pipeline.run(
+        SummarizeQuery(document_id=body.id, text=body.text, lang=body.lang, scope=scope)
     )
     documents = [
         DocumentOut(id=d.id, title=d.title, url=d.url, content="", cited=d.cited)

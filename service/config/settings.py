@@ -214,6 +214,21 @@ class Settings(BaseModel):
         "solr.timeout.read", 30.0, "Seconds to wait for a Solr answer.", gt=0, le=3600
     )
 
+    # -- security ------------------------------------------------------------------------
+    security_enabled: bool = _key(
+        "security.enabled",
+        False,
+        "Document-level security: searches return only documents whose allowed_groups meet "
+        "the caller's groups (or that have none), never those whose denied_groups do.",
+    )
+    security_groups_header: str = _key(
+        "security.groups.header",
+        "X-User-Groups",
+        "Request header with the caller's groups, comma-separated, set by the trusted proxy "
+        "in front of the service (which must remove any such header clients send).",
+        pattern=r"^[A-Za-z0-9-]{1,64}$",
+    )
+
     # -- administration ------------------------------------------------------------------
     admin_token: SecretStr = _key(
         "admin.token", SecretStr(""), "Bearer token of the admin API (ADMIN_TOKEN env wins)."

@@ -26,7 +26,8 @@ class SourceDocument:
     content: str
     language: str = "en"
     last_modified: datetime = field(default_factory=lambda: datetime.now(UTC))
-    allowed_groups: tuple[str, ...] = ()
+    allowed_groups: tuple[str, ...] = ()  # none: public
+    denied_groups: tuple[str, ...] = ()
 
     def to_solr(self) -> dict[str, object]:
         document: dict[str, object] = {
@@ -40,6 +41,8 @@ class SourceDocument:
         }
         if self.allowed_groups:
             document["allowed_groups"] = list(self.allowed_groups)
+        if self.denied_groups:
+            document["denied_groups"] = list(self.denied_groups)
         return document
 
 

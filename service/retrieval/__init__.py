@@ -3,6 +3,7 @@
 from service.retrieval.base import RetrievedDocument, Retriever
 from service.retrieval.bm25 import Bm25Retriever, DocumentById
 from service.retrieval.hybrid import HybridRetriever, reciprocal_rank_fusion
+from service.retrieval.scope import Scope
 from service.retrieval.solr import SolrClient
 from service.retrieval.vector import VectorRetriever
 
@@ -12,6 +13,7 @@ __all__ = [
     "HybridRetriever",
     "RetrievedDocument",
     "Retriever",
+    "Scope",
     "SolrClient",
     "VectorRetriever",
     "reciprocal_rank_fusion",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from service.retrieval.base import RetrievedDocument
+from service.retrieval.scope import EVERYTHING, Scope
 from service.retrieval.solr import SolrClient
 
 DOCUMENT_FIELDS = "id,parent_id,title,url,content,score"
@@ -27,7 +28,7 @@ class Bm25Retriever:
         operator: str,
         rows: int,
         tie: float = 1.0,
-        parent_id: str | None = None,
+        scope: Scope = EVERYTHING,
     ) -> None:
         self._solr = solr
         self._collection = collection
@@ -35,10 +36,10 @@ class Bm25Retriever:
         self._tie = tie
         self._operator = operator
         self._rows = rows
-        self._parent_id = parent_id
+        self._scope = scope
 
     async def run(self, query: str) -> list[RetrievedDocument]:
-        params: dict[str, str | int | float] = {
+        params: dict[str, str | int | float | list[str]] = {
             "q": query,
             "defType": "edismax",
             "qf": self._fields,
@@ -49,7 +50,7 @@ class Bm25Retriever:
             "rows": self._rows,
             "fl": DOCUMENT_FIELDS,
         }
-        params.update(parent_filter(self._parent_id))
+        params.update(self._scope.params())
         return documents_from_response(await self._solr.select(self._collection, params))
 
 
@@ -60,11 +61,13 @@ class DocumentById:
         self._solr = solr
         self._collection = collection
 
-    async def run(self, document_id: str) -> RetrievedDocument | None:
+    async def run(self, document_id: str, scope: Scope = EVERYTHING) -> RetrievedDocument | None:
+        """The document, or None when it is not there or the caller may not see it."""
         # The id travels in its own parameter: it is never parsed as query syntax.
         body = await self._solr.select(
             self._collection,
             {
+                **scope.params(),
                 "defType": "lucene",
                 "q": "{!term f=id v=$rag.id}",
                 "rag.id": document_id,
@@ -74,14 +77,6 @@ class DocumentById:
         )
         documents = documents_from_response(body)
         return documents[0] if documents else None
-
-
-def parent_filter(parent_id: str | None) -> dict[str, str]:
-    """Solr params restricting passages to one parent document (none when `parent_id` is None).
-    The id travels in its own parameter, never parsed as syntax."""
-    if parent_id is None:
-        return {}
-    return {"fq": "{!term f=parent_id v=$rag.parent}", "rag.parent": parent_id}
 
 
 def documents_from_response(body: dict[str, Any]) -> list[RetrievedDocument]:

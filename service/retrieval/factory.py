@@ -7,6 +7,7 @@ from service.llm.embeddings import EmbeddingsClient
 from service.retrieval.base import Retriever
 from service.retrieval.bm25 import Bm25Retriever
 from service.retrieval.hybrid import HybridRetriever
+from service.retrieval.scope import EVERYTHING, Scope
 from service.retrieval.solr import SolrClient
 from service.retrieval.vector import VectorRetriever
 
@@ -16,10 +17,10 @@ def build_retriever(
     solr: SolrClient,
     embeddings: EmbeddingsClient,
     *,
-    parent_id: str | None = None,
+    scope: Scope = EVERYTHING,
     top_k: int | None = None,
 ) -> Retriever:
-    """`parent_id` keeps passages of one document only (vector and hybrid)."""
+    """`scope` limits what is searched: the caller's groups, one document's passages."""
     rows = top_k or settings.top_k
     if settings.retrieval == "bm25":
         return Bm25Retriever(
@@ -29,6 +30,7 @@ def build_retriever(
             operator=settings.rag_operator,
             rows=settings.max_files,
             tie=settings.solr_bm25_tie,
+            scope=Scope(groups=scope.groups),
         )
     semantic = VectorRetriever(
         solr,
@@ -36,7 +38,7 @@ def build_retriever(
         embeddings,
         field=settings.vector_field,
         top_k=rows,
-        parent_id=parent_id,
+        scope=scope,
     )
     if settings.retrieval == "vector":
         return semantic
@@ -47,7 +49,7 @@ def build_retriever(
         operator=settings.rag_operator,
         rows=rows,
         tie=settings.solr_bm25_tie,
-        parent_id=parent_id,
+        scope=scope,
     )
     return HybridRetriever(
         lexical,

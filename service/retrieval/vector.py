@@ -5,12 +5,13 @@ from __future__ import annotations
 from service.errors import UpstreamBadResponse
 from service.llm.embeddings import EmbeddingsClient
 from service.retrieval.base import RetrievedDocument
-from service.retrieval.bm25 import DOCUMENT_FIELDS, documents_from_response, parent_filter
+from service.retrieval.bm25 import DOCUMENT_FIELDS, documents_from_response
+from service.retrieval.scope import EVERYTHING, Scope
 from service.retrieval.solr import SolrClient
 
 
 class VectorRetriever:
-    """The `top_k` passages nearest to the question (cosine), optionally of one parent only.
+    """The `top_k` passages nearest to the question (cosine), within `scope`.
 
     The question is embedded by the same OpenAI-compatible embeddings API that embedded the
     passages at ingestion; Solr filters (`fq`) apply before the nearest neighbours are taken.
@@ -24,25 +25,25 @@ class VectorRetriever:
         *,
         field: str,
         top_k: int,
-        parent_id: str | None = None,
+        scope: Scope = EVERYTHING,
     ) -> None:
         self._solr = solr
         self._collection = collection
         self._embeddings = embeddings
         self._field = field
         self._top_k = top_k
-        self._parent_id = parent_id
+        self._scope = scope
 
     async def run(self, query: str) -> list[RetrievedDocument]:
         (vector,) = await self._embeddings.embed([query])
         if not vector:
             raise UpstreamBadResponse("the embeddings API returned an empty vector")
         literal = "[" + ",".join(f"{x:.7g}" for x in vector) + "]"
-        params: dict[str, str | int] = {
+        params: dict[str, str | int | list[str]] = {
             "defType": "lucene",
             "q": f"{{!knn f={self._field} topK={self._top_k}}}{literal}",
             "rows": self._top_k,
             "fl": DOCUMENT_FIELDS,
         }
-        params.update(parent_filter(self._parent_id))
+        params.update(self._scope.params())
         return documents_from_response(await self._solr.select(self._collection, params))
