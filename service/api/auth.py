@@ -7,7 +7,7 @@ import hmac
 from fastapi import Request
 
 from service.api.runtime import Runtime
-from service.errors import ServiceError
+from service.errors import FeatureDisabled, ServiceError
 
 
 class Unauthorized(ServiceError):
@@ -16,19 +16,13 @@ class Unauthorized(ServiceError):
     message = "Sorry, this needs an administrator's token."
 
 
-class AdminDisabled(ServiceError):
-    kind = "ErrorNotEnabled"
-    status = 403
-    message = "Sorry, it seems the feature is not enabled."
-
-
 def require_admin(request: Request) -> None:
     """A FastAPI dependency: `Authorization: Bearer <admin.token>`, compared in constant time.
     With no admin token configured, admin endpoints are off (not open)."""
     runtime: Runtime = request.app.state.runtime
     expected = runtime.settings().admin_token.get_secret_value()
     if not expected:
-        raise AdminDisabled("no admin token is configured: set ADMIN_TOKEN or admin.token")
+        raise FeatureDisabled("no admin token is configured: set ADMIN_TOKEN or admin.token")
     scheme, _, given = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not hmac.compare_digest(given.encode(), expected.encode()):
         raise Unauthorized("missing or wrong bearer token")
