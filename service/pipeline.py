@@ -96,7 +96,6 @@ class Answer:
     llm_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    search_query: str = ""
 
     def add_usage(self, usage: Usage) -> None:
         self.llm_calls += 1
@@ -132,7 +131,6 @@ class Staged:
     timings: Timings
     started: float
     chain_started: float
-    search_query: str = ""
     extra_usage: tuple[Usage, ...] = ()
 
     async def complete(self) -> Answer:
@@ -147,7 +145,6 @@ class Staged:
         self.timings.since("chain", self.chain_started)
         self.timings.since("total", self.started)
         answer = _answer(self.prepared.result, self.timings)
-        answer.search_query = self.search_query
         for usage in self.extra_usage:
             answer.add_usage(usage)
         return answer
@@ -218,9 +215,7 @@ class RagPipeline(_Pipeline):
         builder = PromptBuilder(self._prompts, question)
         chain_started = time.perf_counter()
         prepared = await self._chain(builder, numbered).prepare(numbered)
-        return Staged(
-            self._llm, prepared, timings, started, chain_started, search_query, extra_usage
-        )
+        return Staged(self._llm, prepared, timings, started, chain_started, extra_usage)
 
     def _chain(
         self, builder: PromptBuilder, numbered: list[NumberedChunk]

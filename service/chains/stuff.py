@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from service.chains.builder import PromptBuilder
 from service.chains.context import ChainResult, NumberedChunk, sources_of
-from service.chains.packing import Packer
+from service.chains.packing import Pack, Packer
 from service.chains.prepared import Prepared, complete
 from service.llm.client import ChatClient
 
@@ -22,16 +22,23 @@ class StuffChain:
         self._llm = llm
         self._builder = builder
         self._packer = Packer(builder, budget)
+        self._packed: tuple[list[NumberedChunk], list[Pack]] | None = None
 
     def fits_in_one_request(self, numbered: list[NumberedChunk]) -> bool:
-        return len(self._packer.pack(numbered, self._packer.room(self.template))) == 1
+        return len(self._packs(numbered)) == 1
 
     async def run(self, numbered: list[NumberedChunk]) -> ChainResult:
         return await complete(self._llm, await self.prepare(numbered))
 
     async def prepare(self, numbered: list[NumberedChunk]) -> Prepared:
-        first = self._packer.pack(numbered, self._packer.room(self.template))[0]
+        first = self._packs(numbered)[0]
         return Prepared(
             ChainResult("", sources_of(list(first.items))),
             final=self._builder.messages(self.template, sources=first.sources),
         )
+
+    def _packs(self, numbered: list[NumberedChunk]) -> list[Pack]:
+        """Packed once per list: asking whether it fits, then sending it, renders it once."""
+        if self._packed is None or self._packed[0] is not numbered:
+            self._packed = (numbered, self._packer.pack(numbered, self._packer.room(self.template)))
+        return self._packed[1]
