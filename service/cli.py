@@ -13,7 +13,8 @@ from pathlib import Path
 
 import httpx
 
-from service.config import Settings
+from service.config import ConfigError, Settings
+from service.retrieval.layout import SolrLayoutError, verify_layout
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SOLR_SCRIPT = REPO_ROOT / "solr" / "local" / "solr.sh"
@@ -31,6 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per Solr/LLM call is noise
     try:
         return int(args.run(args) or 0)
+    except (ConfigError, SolrLayoutError) as error:
+        print(f"solr-rag: {error}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
 
@@ -89,9 +93,11 @@ def _serve(args: argparse.Namespace) -> int:
     from service.api.app import create_app
 
     app = create_app(args.config.resolve())
+    settings = app.state.runtime.settings()
+    if settings.solr_startup_check:  # here, so a bad layout is one clear line, no traceback
+        asyncio.run(_verify_solr(settings))
     model_server = _start_model_server(args.model_port) if args.with_model_server else None
     if args.samples:
-        settings = app.state.runtime.settings()
         asyncio.run(_ingest_into_solr(settings, [], "en", samples=True, if_empty=True))
     base = f"http://{args.host}:{args.port}"
     print(
@@ -101,12 +107,26 @@ def _serve(args: argparse.Namespace) -> int:
         flush=True,
     )
     try:
-        uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+        # on SIGTERM, requests in flight may finish within their own deadline
+        uvicorn.run(
+            app,
+            host=args.host,
+            port=args.port,
+            log_level="info",
+            timeout_graceful_shutdown=int(settings.request_timeout) + 1,
+        )
     finally:
         if model_server is not None:
             model_server.terminate()
             model_server.wait(timeout=10)
     return 0
+
+
+async def _verify_solr(settings: Settings) -> None:
+    from service.retrieval import SolrClient
+
+    async with httpx.AsyncClient() as http:
+        await verify_layout(SolrClient(http, settings.solr_url), settings)
 
 
 def _start_model_server(port: int) -> subprocess.Popen[bytes]:

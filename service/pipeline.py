@@ -16,6 +16,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 from service.chains import (
     ChainResult,
@@ -35,6 +36,7 @@ from service.chains.instructions import FORMAT_INSTRUCTIONS, language_name
 from service.chains.prepared import Prepared, complete, stream
 from service.config import Settings
 from service.config.settings import answer_reserve, request_budget
+from service.deadline import Deadline
 from service.errors import (
     BadRequest,
     DocumentNotFound,
@@ -132,13 +134,14 @@ class Staged:
     started: float
     chain_started: float
     extra_usage: tuple[Usage, ...] = ()
+    deadline: Deadline = field(default_factory=lambda: Deadline(float("inf")))
 
     async def complete(self) -> Answer:
-        await complete(self.llm, self.prepared)
+        await self.deadline.run(complete(self.llm, self.prepared))
         return self.answer()
 
     async def stream(self) -> AsyncIterator[str]:
-        async for text in stream(self.llm, self.prepared):
+        async for text in self.deadline.stream(stream(self.llm, self.prepared)):
             yield text
 
     def answer(self) -> Answer:
@@ -150,7 +153,10 @@ class Staged:
         return answer
 
 
-class _Pipeline:
+Q = TypeVar("Q", RagQuery, SummarizeQuery)
+
+
+class _Pipeline(Generic[Q]):
     def __init__(
         self,
         settings: Settings,
@@ -165,6 +171,20 @@ class _Pipeline:
         self._embeddings = embeddings
         self._prompts = prompts
 
+    async def run(self, request: Q) -> Answer:
+        return await (await self.prepare(request)).complete()
+
+    async def prepare(self, request: Q) -> Staged:
+        """Everything up to the final LLM request, within the request's deadline, which the
+        returned Staged keeps for that last request."""
+        deadline = Deadline(self.settings.request_timeout)
+        staged = await deadline.run(self._prepare(request))
+        staged.deadline = deadline
+        return staged
+
+    async def _prepare(self, request: Q) -> Staged:
+        raise NotImplementedError
+
     async def _document(self, document_id: str, scope: Scope) -> RetrievedDocument | None:
         collection = self.settings.documents_collection
         return await DocumentById(self._solr, collection).run(document_id, scope)
@@ -178,13 +198,10 @@ class _Pipeline:
         return number_chunks(chunks)
 
 
-class RagPipeline(_Pipeline):
-    async def run(self, request: RagQuery) -> Answer:
-        return await (await self.prepare(request)).complete()
-
-    async def prepare(self, request: RagQuery) -> Staged:
-        """Everything up to the final LLM request: validation, rewriting, retrieval, chunking
-        and the chain's intermediate requests. Errors found here come before any answer."""
+class RagPipeline(_Pipeline[RagQuery]):
+    async def _prepare(self, request: RagQuery) -> Staged:
+        """Validation, rewriting, retrieval, chunking and the chain's intermediate requests:
+        errors found here come before any answer."""
         settings = self.settings
         if not settings.enable_rag:
             raise FeatureDisabled("ai.enable.rag is false in rag.properties")
@@ -261,11 +278,8 @@ class RagPipeline(_Pipeline):
         return request.history[-self.settings.history_size :]
 
 
-class SummarizePipeline(_Pipeline):
-    async def run(self, request: SummarizeQuery) -> Answer:
-        return await (await self.prepare(request)).complete()
-
-    async def prepare(self, request: SummarizeQuery) -> Staged:
+class SummarizePipeline(_Pipeline[SummarizeQuery]):
+    async def _prepare(self, request: SummarizeQuery) -> Staged:
         settings = self.settings
         if not settings.enable_summarization:
             raise FeatureDisabled("ai.enable.summarization is false in rag.properties")

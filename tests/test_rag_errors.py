@@ -84,7 +84,9 @@ def test_empty_llm_answer_gives_ragNoValidAnswer(client: TestClient, llm: LLMScr
 
 
 def test_solr_down_gives_ragTechnicalError(make_client: ClientFactory, llm: LLMScript) -> None:
-    client = make_client({"solr.url": f"http://127.0.0.1:{free_port()}/solr"})
+    client = make_client(
+        {"solr.url": f"http://127.0.0.1:{free_port()}/solr", "solr.startup.check": False}
+    )
     content = error_of(
         client.post("/ai/rag", json={"query": "lighthouse"}), 503, "ragTechnicalError"
     )

@@ -14,6 +14,7 @@ from fastapi import FastAPI, Request, Response
 from service import __version__
 from service.api import documents, health, openai, rag, search, summarize
 from service.api.errors import install_error_handlers
+from service.api.limits import BodySizeLimit
 from service.api.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,7 @@ def create_app(config_path: Path) -> FastAPI:
     )
     app.state.runtime = runtime
     install_error_handlers(app)
+    app.add_middleware(BodySizeLimit, limit=lambda: runtime.settings().request_max_bytes)
     app.include_router(rag.router)
     app.include_router(summarize.router)
     app.include_router(search.router)

@@ -1,4 +1,5 @@
-"""GET /health: can this service answer? (Solr collections, the LLM, the configuration.)"""
+"""Liveness (`/health/live`: the process serves) and readiness (`/health/ready`, also
+`/health`: Solr's collections, the LLM and the configuration all work)."""
 
 from __future__ import annotations
 
@@ -25,8 +26,16 @@ async def _check(coroutine: object) -> dict[str, str]:
     return {"status": "up"}
 
 
+@router.get("/health/live")
+async def live() -> dict[str, str]:
+    """Answers as long as the process serves requests: restart it when this fails."""
+    return {"status": "up"}
+
+
 @router.get("/health")
-async def health(request: Request) -> JSONResponse:
+@router.get("/health/ready")
+async def ready(request: Request) -> JSONResponse:
+    """200 when requests can be answered; 503 (with what is down) otherwise."""
     runtime: Runtime = request.app.state.runtime
     settings = runtime.settings()
     solr = runtime.solr(settings)
@@ -36,6 +45,8 @@ async def health(request: Request) -> JSONResponse:
         _check(solr.ping(settings.passages_collection)),
         _check(llm.list_models()),
     )
+    if model["status"] == "up" and llm.breaker.state == "open":
+        model = {"status": "down", "reason": "circuit breaker open after repeated failures"}
     checks = {
         "config": {"status": "up", "path": str(runtime.config.path)},
         f"solr:{settings.documents_collection}": documents,

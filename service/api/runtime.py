@@ -10,10 +10,11 @@ import httpx
 from service.chains import PromptLibrary, PromptStore
 from service.config import ConfigStore, Settings
 from service.ingest.indexer import Indexer, indexer_for
-from service.llm import ChatClient, EmbeddingsClient, LLMOptions
+from service.llm import ChatClient, CircuitBreaker, EmbeddingsClient, LLMOptions
 from service.llm.embeddings import embeddings_client
 from service.pipeline import RagPipeline, SummarizePipeline
 from service.retrieval import SolrClient
+from service.retrieval.layout import SolrLayoutError, verify_layout
 
 P = TypeVar("P", RagPipeline, SummarizePipeline)
 
@@ -25,12 +26,23 @@ class Runtime:
         self.config = ConfigStore(config_path)
         self.prompts = PromptStore(self._prompts_folder(self.config.current()))
         self.http: httpx.AsyncClient | None = None
+        # one breaker per upstream API, shared by every request (see llm.circuit.*)
+        self._breakers: dict[tuple[str, int, float], CircuitBreaker] = {}
 
     async def start(self) -> None:
+        """Opens the connection pool; checks Solr's layout (solr.startup.check), raising
+        SolrLayoutError when it is unusable."""
         self.http = httpx.AsyncClient(
             limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
             follow_redirects=False,
         )
+        settings = self.settings()
+        if settings.solr_startup_check:
+            try:
+                await verify_layout(self.solr(settings), settings)
+            except SolrLayoutError:
+                await self.stop()
+                raise
 
     async def stop(self) -> None:
         if self.http is not None:
@@ -69,10 +81,21 @@ class Runtime:
                 read_timeout=settings.llm_timeout_read,
                 retries=settings.llm_retries,
             ),
+            self.breaker(settings, settings.api_endpoint),
         )
 
     def embeddings(self, settings: Settings, *, model: str | None = None) -> EmbeddingsClient:
-        return embeddings_client(self._client(), settings, model=model)
+        breaker = self.breaker(settings, settings.embeddings_endpoint)
+        return embeddings_client(self._client(), settings, model=model, breaker=breaker)
+
+    def breaker(self, settings: Settings, endpoint: str) -> CircuitBreaker:
+        """The circuit breaker of one API; a new one when its settings change."""
+        key = (endpoint, settings.llm_circuit_failures, settings.llm_circuit_cooldown)
+        if key not in self._breakers:
+            self._breakers[key] = CircuitBreaker(
+                settings.llm_circuit_failures, settings.llm_circuit_cooldown
+            )
+        return self._breakers[key]
 
     def indexer(self, settings: Settings) -> Indexer:
         return indexer_for(settings, self.solr(settings), self.embeddings(settings))

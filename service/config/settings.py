@@ -70,6 +70,39 @@ class Settings(BaseModel):
         le=10,
     )
 
+    llm_circuit_failures: int = _key(
+        "llm.circuit.failures",
+        5,
+        "Failed calls in a row (after retries) that open the circuit breaker: calls to that API "
+        "then fail at once until llm.circuit.cooldown has passed (0: no breaker).",
+        ge=0,
+        le=1000,
+    )
+    llm_circuit_cooldown: float = _key(
+        "llm.circuit.cooldown",
+        30.0,
+        "Seconds an open circuit breaker waits before letting one trial call through.",
+        gt=0,
+        le=3600,
+    )
+
+    # -- requests --------------------------------------------------------------------------
+    request_timeout: float = _key(
+        "request.timeout",
+        300.0,
+        "Seconds one answer may take in all (retrieval, every LLM call, streaming included); "
+        "past it the request ends with a 504.",
+        gt=0,
+        le=86400,
+    )
+    request_max_bytes: int = _key(
+        "request.max.bytes",
+        5_242_880,
+        "Largest request body accepted, in bytes; larger ones get a 413.",
+        ge=1024,
+        le=1_073_741_824,
+    )
+
     # -- retrieval and chunking ----------------------------------------------------------
     chunking_enable: bool = _key(
         "chunking.enable", True, "Split retrieved documents into chunks before prompting."
@@ -212,6 +245,19 @@ class Settings(BaseModel):
     )
     solr_timeout_read: float = _key(
         "solr.timeout.read", 30.0, "Seconds to wait for a Solr answer.", gt=0, le=3600
+    )
+    solr_startup_check: bool = _key(
+        "solr.startup.check",
+        True,
+        "At startup, check that Solr's collections and the fields the service uses exist, and "
+        "refuse to start with a message naming what is missing.",
+    )
+    solr_startup_wait: float = _key(
+        "solr.startup.wait",
+        30.0,
+        "Seconds the startup check waits for Solr to answer (it may still be starting).",
+        ge=0,
+        le=3600,
     )
 
     # -- security ------------------------------------------------------------------------

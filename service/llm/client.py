@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 
 from service.errors import UpstreamBadResponse, UpstreamTimeout, UpstreamUnavailable
+from service.llm.breaker import CircuitBreaker
 from service.llm.types import ChatMessage, Completion, Usage
 
 log = logging.getLogger(__name__)
@@ -47,9 +48,15 @@ class OpenAICompatibleClient:
 
     what = "the LLM"
 
-    def __init__(self, http: httpx.AsyncClient, options: LLMOptions) -> None:
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        options: LLMOptions,
+        breaker: CircuitBreaker | None = None,
+    ) -> None:
         self._http = http
         self.options = options
+        self.breaker = breaker or CircuitBreaker.off()
         self._timeout = httpx.Timeout(options.read_timeout, connect=options.connect_timeout)
 
     async def list_models(self) -> list[str]:
@@ -96,9 +103,31 @@ class OpenAICompatibleClient:
     async def _send(
         self, path: str, payload: dict[str, Any], *, stream: bool, errors: bool = True
     ) -> httpx.Response:
-        """POST with retries on what is worth retrying; a streamed response is returned open
-        (the caller closes it). An error status raises, unless `errors` is False (the
-        response is then returned as it is, read, for a caller that relays it)."""
+        """POST with retries on what is worth retrying, behind the circuit breaker; a streamed
+        response is returned open (the caller closes it). An error status raises, unless
+        `errors` is False (the response is then returned as it is, read, for a caller that
+        relays it)."""
+        self.breaker.before_call(self._where)
+        try:
+            response = await self._attempts(path, payload, stream=stream)
+        except (UpstreamUnavailable, UpstreamTimeout):
+            self.breaker.record_failure()
+            raise
+        if response.status_code >= 500 or response.status_code == 429:
+            self.breaker.record_failure()
+        else:
+            self.breaker.record_success()
+        if response.status_code < 400 or not errors:
+            return response
+        raise UpstreamBadResponse(
+            f"{self._where} answered HTTP {response.status_code}: "
+            f"{self._scrub(_error_message(response))}"
+        )
+
+    async def _attempts(
+        self, path: str, payload: dict[str, Any], *, stream: bool
+    ) -> httpx.Response:
+        """The response of the last attempt; an error response comes back read and closed."""
         attempt = 0
         while True:
             request = self._http.build_request(
@@ -134,12 +163,7 @@ class OpenAICompatibleClient:
                 attempt += 1
                 await self._sleep(attempt, response.headers.get("Retry-After"))
                 continue
-            if not errors:
-                return response
-            raise UpstreamBadResponse(
-                f"{self._where} answered HTTP {response.status_code}: "
-                f"{self._scrub(_error_message(response))}"
-            )
+            return response
 
     async def _sleep(self, attempt: int, retry_after: str | None) -> None:
         delay = self.options.backoff_seconds * 2 ** (attempt - 1)

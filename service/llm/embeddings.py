@@ -8,6 +8,7 @@ import httpx
 
 from service.config import Settings
 from service.errors import UpstreamBadResponse
+from service.llm.breaker import CircuitBreaker
 from service.llm.client import LLMOptions, OpenAICompatibleClient
 
 BATCH = 64
@@ -41,7 +42,11 @@ class EmbeddingsClient(OpenAICompatibleClient):
 
 
 def embeddings_client(
-    http: httpx.AsyncClient, settings: Settings, *, model: str | None = None
+    http: httpx.AsyncClient,
+    settings: Settings,
+    *,
+    model: str | None = None,
+    breaker: CircuitBreaker | None = None,
 ) -> EmbeddingsClient:
     """The embeddings API the settings name (`ai.embeddings.*`), with the LLM's timeouts."""
     return EmbeddingsClient(
@@ -54,4 +59,5 @@ def embeddings_client(
             read_timeout=settings.llm_timeout_read,
             retries=settings.llm_retries,
         ),
+        breaker,
     )

@@ -79,6 +79,11 @@ class SolrClient:
     async def ping(self, collection: str) -> None:
         await self._request("GET", f"/{collection}/admin/ping", params={"wt": "json"})
 
+    async def field_names(self, collection: str) -> set[str]:
+        """The fields the collection's schema declares (not dynamic ones)."""
+        body = await self._request("GET", f"/{collection}/schema/fields", params={"wt": "json"})
+        return {str(field.get("name")) for field in body.get("fields", [])}
+
     async def _request(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
         url = self.base_url + path
         where = f"Solr at {self.base_url}"

@@ -19,9 +19,11 @@ def free_port() -> int:
 
 
 @contextmanager
-def serve_in_thread(app: object, *, health_path: str = "/health") -> Iterator[str]:
+def serve_in_thread(
+    app: object, *, health_path: str = "/health", port: int | None = None
+) -> Iterator[str]:
     """Yields the base URL (http://127.0.0.1:PORT) once the app answers `health_path`."""
-    port = free_port()
+    port = port or free_port()
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")  # type: ignore[arg-type]
     )

@@ -1,0 +1,68 @@
+"""What the service needs of Solr: both collections, with the fields it reads and writes.
+
+Checked once at startup, so a Solr without our configsets stops the service with a message
+that says what is missing and how to fix it, instead of failing every request later.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from service.config import Settings
+from service.errors import UpstreamBadResponse, UpstreamTimeout, UpstreamUnavailable
+from service.retrieval.solr import SolrClient
+
+log = logging.getLogger(__name__)
+
+SHARED_FIELDS = ("id", "title", "url", "content", "language", "allowed_groups", "denied_groups")
+PASSAGE_FIELDS = ("parent_id", "chunk_index")
+RETRY_SECONDS = 1.0
+
+
+class SolrLayoutError(Exception):
+    """Solr is unreachable, or lacks a collection or a field the service uses."""
+
+
+def required_fields(settings: Settings) -> dict[str, tuple[str, ...]]:
+    return {
+        settings.documents_collection: SHARED_FIELDS,
+        settings.passages_collection: (*SHARED_FIELDS, *PASSAGE_FIELDS, settings.vector_field),
+    }
+
+
+async def verify_layout(solr: SolrClient, settings: Settings) -> None:
+    """Returns when every collection and field is there; waits up to solr.startup.wait
+    seconds for Solr to answer at all, then raises SolrLayoutError."""
+    for collection, fields in required_fields(settings).items():
+        present = await _fields_when_reachable(solr, collection, settings.solr_startup_wait)
+        missing = [name for name in fields if name not in present]
+        if missing:
+            raise SolrLayoutError(
+                f"Solr collection {collection!r} lacks the field(s) {', '.join(missing)} that "
+                f"the service uses: create it from solr/configsets/{collection} (README, "
+                "'Solr'), or fix solr.vector.field in rag.properties"
+            )
+    log.info("Solr layout checked: %s", ", ".join(required_fields(settings)))
+
+
+async def _fields_when_reachable(solr: SolrClient, collection: str, wait: float) -> set[str]:
+    give_up = time.monotonic() + wait
+    while True:
+        try:
+            return await solr.field_names(collection)
+        except UpstreamBadResponse as error:
+            raise SolrLayoutError(
+                f"Solr at {solr.base_url} has no usable collection {collection!r} ({error}): "
+                f"create it from solr/configsets/{collection} (README, 'Solr'), or name "
+                "yours in solr.collection.documents / solr.collection.passages"
+            ) from None
+        except (UpstreamUnavailable, UpstreamTimeout) as error:
+            if time.monotonic() >= give_up:
+                raise SolrLayoutError(
+                    f"{error} (waited {wait:g}s, solr.startup.wait); start Solr first, or set "
+                    "solr.startup.check=false to start without it"
+                ) from None
+            log.info("waiting for Solr at %s: %s", solr.base_url, error)
+            await asyncio.sleep(RETRY_SECONDS)
