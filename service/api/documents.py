@@ -6,6 +6,7 @@ from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.api.auth import require_admin
+from service.api.errors import documented_errors
 from service.api.fields import DocumentId, LanguageCode
 from service.api.runtime import Runtime
 from service.ingest import SourceDocument
@@ -53,7 +54,7 @@ class IngestResponse(BaseModel):
     content: IngestResult
 
 
-@router.post("/documents", response_model=IngestResponse)
+@router.post("/documents", response_model=IngestResponse, responses=documented_errors(401, 403))
 async def ingest(body: IngestRequest, request: Request) -> IngestResponse:
     """Index documents into FileShare and their embedded passages into VectorMain; a document
     whose id exists is replaced, passages included."""
@@ -68,7 +69,9 @@ async def ingest(body: IngestRequest, request: Request) -> IngestResponse:
     )
 
 
-@router.delete("/documents/{document_id}", response_model=IngestResponse)
+@router.delete(
+    "/documents/{document_id}", response_model=IngestResponse, responses=documented_errors(401, 403)
+)
 async def delete(document_id: str, request: Request) -> IngestResponse:
     """Remove a document and its passages (no error when it was not there)."""
     runtime: Runtime = request.app.state.runtime

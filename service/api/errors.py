@@ -7,10 +7,13 @@
 from __future__ import annotations
 
 import logging
+from http import HTTPStatus
+from typing import Any, Literal
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from service.errors import BadRequest, ServiceError, TechnicalError
@@ -28,6 +31,47 @@ def feature_of(request: Request) -> str:
     return next((name for prefix, name in _FEATURES if path.startswith(prefix)), "rag")
 
 
+class ErrorContent(BaseModel):
+    code: str = Field(description="The HTTP status, as a string (Datafari's shape).")
+    label: str = Field(description="Feature + kind, e.g. ragNoFileFound.")
+    message: str = Field(description="A sentence for the user.")
+    reason: str = Field(description="Technical detail for the operator; never holds secrets.")
+
+
+class ErrorEnvelope(BaseModel):
+    status: Literal["ERROR"]
+    content: ErrorContent
+
+
+class OpenAIErrorDetail(BaseModel):
+    message: str
+    type: str
+    code: str | None
+
+
+class OpenAIErrorBody(BaseModel):
+    error: OpenAIErrorDetail
+
+
+# what any endpoint may answer: bad input, too large a body, Solr or the LLM failing
+_ANY_ENDPOINT = (400, 413, 500, 502, 503, 504)
+
+
+def documented_errors(
+    *statuses: int, model: type[BaseModel] = ErrorEnvelope
+) -> dict[int | str, dict[str, Any]]:
+    """The `responses` of a route: its own error statuses and those of every endpoint."""
+    return {
+        status: {"model": model, "description": HTTPStatus(status).phrase}
+        for status in sorted({*statuses, *_ANY_ENDPOINT})
+    }
+
+
+def openai_error_body(status: int, message: str, code: str | None) -> dict[str, object]:
+    kind = "invalid_request_error" if status < 500 else "api_error"
+    return {"error": {"message": message, "type": kind, "code": code}}
+
+
 def error_body(feature: str, error: ServiceError) -> dict[str, object]:
     return {
         "status": "ERROR",
@@ -41,7 +85,12 @@ def error_body(feature: str, error: ServiceError) -> dict[str, object]:
 
 
 def error_response(request: Request, error: ServiceError) -> JSONResponse:
-    return JSONResponse(error_body(feature_of(request), error), status_code=error.status)
+    """Datafari's envelope; OpenAI's error shape under /v1/, where OpenAI clients call."""
+    if request.url.path.startswith("/v1/"):
+        body = openai_error_body(error.status, f"{error.message} ({error.reason})", error.kind)
+    else:
+        body = error_body(feature_of(request), error)
+    return JSONResponse(body, status_code=error.status)
 
 
 def as_service_error(error: Exception, request_id: str) -> ServiceError:
@@ -78,7 +127,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
-        if request.url.path.startswith("/ai/"):
+        if request.url.path.startswith(("/ai/", "/v1/", "/documents", "/search")):
             return error_response(request, BadRequest(str(error.detail), status=error.status_code))
         return JSONResponse({"detail": error.detail}, status_code=error.status_code)
 

@@ -32,8 +32,11 @@ async def live() -> dict[str, str]:
     return {"status": "up"}
 
 
-@router.get("/health")
-@router.get("/health/ready")
+_NOT_READY = {503: {"description": "Something the service needs is down (see `checks`)."}}
+
+
+@router.get("/health", responses=_NOT_READY)
+@router.get("/health/ready", responses=_NOT_READY)
 async def ready(request: Request) -> JSONResponse:
     """200 when requests can be answered; 503 (with what is down) otherwise."""
     runtime: Runtime = request.app.state.runtime

@@ -29,7 +29,12 @@ import httpx
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from service.api.errors import as_service_error
+from service.api.errors import (
+    OpenAIErrorBody,
+    as_service_error,
+    documented_errors,
+    openai_error_body,
+)
 from service.api.identity import caller_scope
 from service.api.runtime import Runtime
 from service.api.sse import SSE_HEADERS, sse_event
@@ -63,9 +68,8 @@ class OpenAIError(Exception):
     def of(cls, error: ServiceError) -> OpenAIError:
         return cls(error.status, f"{error.message} ({error.reason})", error.kind)
 
-    def body(self) -> dict[str, Any]:
-        kind = "invalid_request_error" if self.status < 500 else "api_error"
-        return {"error": {"message": self.message, "type": kind, "code": self.code}}
+    def body(self) -> dict[str, object]:
+        return openai_error_body(self.status, self.message, self.code)
 
     def response(self) -> JSONResponse:
         return JSONResponse(self.body(), status_code=self.status)
@@ -92,7 +96,11 @@ async def models(request: Request) -> dict[str, Any]:
     }
 
 
-@router.post("/v1/chat/completions", response_model=None)
+@router.post(
+    "/v1/chat/completions",
+    response_model=None,
+    responses=documented_errors(model=OpenAIErrorBody),
+)
 async def chat_completions(request: Request) -> Response:
     runtime: Runtime = request.app.state.runtime
     try:

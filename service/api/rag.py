@@ -9,7 +9,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from service.api.errors import as_service_error, error_body
+from service.api.errors import as_service_error, documented_errors, error_body
 from service.api.fields import DocumentId, LanguageCode
 from service.api.identity import caller_scope
 from service.api.runtime import Runtime
@@ -113,7 +113,10 @@ class RagResponse(BaseModel):
 @router.post(
     "/ai/rag",
     response_model=RagResponse,
-    responses={200: {"content": {"text/event-stream": {}}}},
+    responses={
+        200: {"content": {"text/event-stream": {}}},
+        **documented_errors(403, 404, 428),
+    },
 )
 async def rag(body: RagRequest, request: Request) -> RagResponse | StreamingResponse:
     """Answer `query` from the documents Solr finds, with those documents as sources."""

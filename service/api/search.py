@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel
 
+from service.api.errors import documented_errors
 from service.api.identity import caller_scope
 from service.api.runtime import Runtime
 from service.errors import BadRequest
@@ -32,7 +33,7 @@ class VectorSearchResponse(BaseModel):
     content: PassagesContent
 
 
-@router.get("/search/vector", response_model=VectorSearchResponse)
+@router.get("/search/vector", response_model=VectorSearchResponse, responses=documented_errors())
 async def vector_search(
     request: Request,
     queryrag: str | None = Query(None, max_length=20_000, description="The question."),
@@ -46,6 +47,13 @@ async def vector_search(
     if not text:
         raise BadRequest("queryrag (or q) is required")
     embeddings = runtime.embeddings(settings, model=model)
+    if model and model != settings.embeddings_api_model:
+        served = await embeddings.list_models()
+        if model not in served:
+            raise BadRequest(
+                f"model {model!r} is not served by the embeddings API; use one of "
+                f"{', '.join(served) or settings.embeddings_api_model}"
+            )
     passages = await VectorRetriever(
         runtime.solr(settings),
         settings.passages_collection,

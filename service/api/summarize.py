@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from service.api.errors import documented_errors
 from service.api.fields import DocumentId, LanguageCode
 from service.api.identity import caller_scope
 from service.api.rag import DocumentOut, RagContent, UsageOut
@@ -41,7 +42,9 @@ class SummarizeResponse(BaseModel):
     usage: UsageOut
 
 
-@router.post("/ai/summarize", response_model=SummarizeResponse)
+@router.post(
+    "/ai/summarize", response_model=SummarizeResponse, responses=documented_errors(403, 404, 428)
+)
 async def summarize(body: SummarizeRequest, request: Request) -> SummarizeResponse:
     """Summarize a document; map-reduce over its parts when it exceeds one request."""
     runtime: Runtime = request.app.state.runtime
