@@ -21,30 +21,24 @@ import json
 import math
 import re
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
+from bench.support import RESULTS, given_or_started, local_solr, model_server
 from service.config import Settings, settings_from_mapping
 from service.ingest import SourceDocument
 from service.ingest.indexer import indexer_for
 from service.llm import EmbeddingsClient, LLMOptions
-from service.models.server import create_model_app
 from service.retrieval import SolrClient
 from service.retrieval.factory import build_retriever
 from service.text import sanitize_query
-from tests.support.servers import free_port, serve_in_thread
 
-ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data" / "cranfield"
-RESULTS = Path(__file__).resolve().parent / "results"
 DEPTH = 10
 CANDIDATES = 100  # passages fetched per query before they are folded into documents
 
@@ -108,19 +102,6 @@ def reciprocal_rank(ranked: list[str], gains: dict[str, int]) -> float:
         if gains.get(doc, 0) > 0:
             return 1.0 / (i + 1)
     return 0.0
-
-
-@contextmanager
-def local_solr() -> Iterator[str]:
-    script = ROOT / "solr" / "local" / "solr.sh"
-    port = free_port()
-    with tempfile.TemporaryDirectory(prefix="cranfield-solr-") as folder:
-        command = ["bash", str(script), "--port", str(port), "--dir", folder]
-        subprocess.run([*command[:2], "start", *command[2:]], check=True)
-        try:
-            yield f"http://127.0.0.1:{port}/solr"
-        finally:
-            subprocess.run([*command[:2], "stop", *command[2:]], check=False)
 
 
 def settings_for(
@@ -219,8 +200,8 @@ def main(argv: list[str] | None = None) -> None:
     overrides = dict(item.split("=", 1) for item in args.set)
 
     with (
-        _maybe(args.solr_url, local_solr) as solr_url,
-        _maybe(args.embeddings_url, lambda: _model_server()) as embeddings_url,
+        given_or_started(args.solr_url, local_solr) as solr_url,
+        given_or_started(args.embeddings_url, model_server) as embeddings_url,
     ):
         table = asyncio.run(
             evaluate(
@@ -244,21 +225,6 @@ def main(argv: list[str] | None = None) -> None:
     print(f"({table['bm25']['queries']} queries with at least one relevant document)")
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "cranfield.json").write_text(json.dumps(table, indent=1))
-
-
-@contextmanager
-def _model_server() -> Iterator[str]:
-    with serve_in_thread(create_model_app()) as base:
-        yield f"{base}/v1/"
-
-
-@contextmanager
-def _maybe(given: str | None, start) -> Iterator[str]:
-    if given:
-        yield given
-    else:
-        with start() as started:
-            yield started
 
 
 if __name__ == "__main__":

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import os
 import subprocess
 import sys
@@ -14,6 +13,7 @@ from pathlib import Path
 import httpx
 
 from service.config import ConfigError, Settings
+from service.observability import configure_logging
 from service.retrieval.layout import SolrLayoutError, verify_layout
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -25,11 +25,7 @@ SAMPLES_FOLDER = REPO_ROOT / ".cache" / "samples" / "python-reference"
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=os.environ.get("LOG_LEVEL", "INFO").upper(),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-    )
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per Solr/LLM call is noise
+    configure_logging()
     try:
         return int(args.run(args) or 0)
     except (ConfigError, SolrLayoutError) as error:
@@ -113,6 +109,7 @@ def _serve(args: argparse.Namespace) -> int:
             host=args.host,
             port=args.port,
             log_level="info",
+            access_log=False,  # the service logs each request itself (service.api.app)
             timeout_graceful_shutdown=int(settings.request_timeout) + 1,
         )
     finally:

@@ -77,18 +77,23 @@ class NoValidAnswer(ServiceError):
 class TechnicalError(ServiceError):
     """Something outside the request failed: Solr, the LLM, or our own code."""
 
+    metric = "internal"  # the `kind` label of solr_rag_upstream_errors
+
 
 class UpstreamUnavailable(TechnicalError):
     """Solr or the LLM could not be reached (connection refused, DNS, reset)."""
 
     status = 503
+    metric = "unavailable"
 
 
 class UpstreamTimeout(TechnicalError):
     status = 504
+    metric = "timeout"
 
 
 class UpstreamBadResponse(TechnicalError):
     """Solr or the LLM answered with an error or with something we cannot read."""
 
     status = 502
+    metric = "bad_response"

@@ -45,6 +45,7 @@ from service.errors import (
     NoDocumentFound,
 )
 from service.llm import ChatClient, ChatMessage, EmbeddingsClient, Usage
+from service.metrics import observe_answer
 from service.retrieval import DocumentById, RetrievedDocument, SolrClient
 from service.retrieval.factory import build_retriever
 from service.retrieval.scope import EVERYTHING, Scope
@@ -146,10 +147,18 @@ class Staged:
 
     def answer(self) -> Answer:
         self.timings.since("chain", self.chain_started)
+        self.timings["llm"] = round(self.llm.busy.seconds * 1000, 1)
         self.timings.since("total", self.started)
         answer = _answer(self.prepared.result, self.timings)
         for usage in self.extra_usage:
             answer.add_usage(usage)
+        observe_answer(
+            answer.timings,
+            llm_calls=answer.llm_calls,
+            prompt_tokens=answer.prompt_tokens,
+            completion_tokens=answer.completion_tokens,
+            documents=len(answer.documents),
+        )
         return answer
 
 

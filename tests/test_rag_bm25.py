@@ -45,6 +45,34 @@ def test_response_reports_usage_and_timings(client: TestClient, llm: LLMScript) 
     assert payload["timings"]["total"] >= payload["timings"]["retrieve"]
 
 
+def test_llm_time_is_reported_apart_from_the_service_own(
+    client: TestClient, llm: LLMScript
+) -> None:
+    llm.delay = 0.3
+    timings = ask(client, query="lighthouse")["timings"]
+    assert 300 <= timings["llm"] <= timings["chain"] <= timings["total"]
+    assert timings["total"] - timings["llm"] - timings["retrieve"] < 200
+
+
+def test_concurrent_llm_calls_count_once_in_llm_time(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    client = make_client(
+        {
+            "prompt.chunking.strategy": "mapreduce",
+            "prompt.map.concurrency": 8,
+            "prompt.max.request.size": 3000,
+            "chunking.maxFiles": 1,
+        }
+    )
+    llm.delay = 0.3
+    payload = ask(client, query="wind turbine maintenance")
+    calls = payload["usage"]["llm_calls"]
+    assert calls >= 3  # maps, then a reduce
+    # the maps overlap: about two latencies (maps, reduce), far from one per call
+    assert 600 <= payload["timings"]["llm"] < 300 * calls
+
+
 def test_only_documents_sent_to_the_llm_are_listed_in_citation_order(
     client: TestClient, llm: LLMScript
 ) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -12,12 +13,15 @@ from pathlib import Path
 from fastapi import FastAPI, Request, Response
 
 from service import __version__
-from service.api import documents, health, openai, rag, search, summarize
+from service.api import documents, health, metrics, openai, rag, search, summarize
 from service.api.errors import install_error_handlers
 from service.api.limits import BodySizeLimit
 from service.api.runtime import Runtime
+from service.metrics import REQUEST_SECONDS, REQUESTS
+from service.observability import REQUEST_ID_HEADER, request_id_var
 
 log = logging.getLogger(__name__)
+access_log = logging.getLogger("service.access")
 
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
@@ -50,15 +54,41 @@ def create_app(config_path: Path) -> FastAPI:
     app.include_router(documents.router)
     app.include_router(openai.router)
     app.include_router(health.router)
+    app.include_router(metrics.router)
 
     @app.middleware("http")
     async def request_id(
         request: Request, call_next: Callable[[Request], Awaitable[Response]]
     ) -> Response:
         incoming = request.headers.get("x-request-id", "")
-        request.state.request_id = incoming if _REQUEST_ID.match(incoming) else uuid.uuid4().hex
-        response = await call_next(request)
-        response.headers["X-Request-Id"] = request.state.request_id
+        request_id = incoming if _REQUEST_ID.match(incoming) else uuid.uuid4().hex
+        request.state.request_id = request_id
+        token = request_id_var.set(request_id)
+        started = time.perf_counter()
+        try:
+            response = await call_next(request)
+        finally:
+            request_id_var.reset(token)
+        response.headers[REQUEST_ID_HEADER] = request_id
+        seconds = time.perf_counter() - started
+        route = request.scope.get("route")
+        endpoint = getattr(route, "path", "unmatched")
+        REQUESTS.labels(endpoint, request.method, str(response.status_code)).inc()
+        REQUEST_SECONDS.labels(endpoint).observe(seconds)
+        access_log.info(
+            "%s %s %d %.1fms",
+            request.method,
+            request.url.path,
+            response.status_code,
+            seconds * 1000,
+            extra={
+                "request_id": request_id,
+                "method": request.method,
+                "path": request.url.path,
+                "status": response.status_code,
+                "ms": round(seconds * 1000, 1),
+            },
+        )
         return response
 
     return app

@@ -88,7 +88,10 @@ class UsageOut(BaseModel):
 class RagResponse(BaseModel):
     status: Literal["OK"] = "OK"
     content: RagContent
-    timings: dict[str, float] = Field(description="Milliseconds per stage.")
+    timings: dict[str, float] = Field(
+        description="Milliseconds per stage: rewrite (when on), retrieve (Solr and embeddings), "
+        "chain (prompting, LLM calls included), llm (wall time with an LLM call in flight), total."
+    )
     usage: UsageOut
 
     @classmethod

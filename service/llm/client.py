@@ -12,15 +12,23 @@ import contextlib
 import json
 import logging
 import random
-from collections.abc import AsyncIterator, Sequence
+import time
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
-from service.errors import UpstreamBadResponse, UpstreamTimeout, UpstreamUnavailable
+from service.errors import (
+    TechnicalError,
+    UpstreamBadResponse,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+)
 from service.llm.breaker import CircuitBreaker
 from service.llm.types import ChatMessage, Completion, Usage
+from service.metrics import upstream_error
+from service.observability import request_headers
 
 log = logging.getLogger(__name__)
 
@@ -43,10 +51,33 @@ class LLMOptions:
     backoff_seconds: float = 0.5
 
 
+class BusyClock:
+    """Wall time during which at least one call was in flight: concurrent calls count once,
+    so a request's LLM time can be taken from its total to leave the service's own."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._active = 0
+        self._since = 0.0
+
+    @contextlib.contextmanager
+    def track(self) -> Iterator[None]:
+        if self._active == 0:
+            self._since = time.perf_counter()
+        self._active += 1
+        try:
+            yield
+        finally:
+            self._active -= 1
+            if self._active == 0:
+                self.seconds += time.perf_counter() - self._since
+
+
 class OpenAICompatibleClient:
     """HTTP plumbing shared by the chat and embeddings clients: URLs, auth, retries, errors."""
 
     what = "the LLM"
+    upstream = "llm"  # the label of its errors in solr_rag_upstream_errors
 
     def __init__(
         self,
@@ -57,6 +88,7 @@ class OpenAICompatibleClient:
         self._http = http
         self.options = options
         self.breaker = breaker or CircuitBreaker.off()
+        self.busy = BusyClock()
         self._timeout = httpx.Timeout(options.read_timeout, connect=options.connect_timeout)
 
     async def list_models(self) -> list[str]:
@@ -88,13 +120,14 @@ class OpenAICompatibleClient:
         return self.options.endpoint.rstrip("/") + "/" + path
 
     def _headers(self) -> dict[str, str]:
-        headers = {"Content-Type": "application/json"}
+        headers = {"Content-Type": "application/json", **request_headers()}
         if self.options.token:
             headers["Authorization"] = f"Bearer {self.options.token}"
         return headers
 
     async def _post(self, path: str, payload: dict[str, Any]) -> Any:
-        response = await self._send(path, payload, stream=False)
+        with self.busy.track():
+            response = await self._send(path, payload, stream=False)
         try:
             return response.json()
         except (json.JSONDecodeError, UnicodeDecodeError):
@@ -107,11 +140,16 @@ class OpenAICompatibleClient:
         response is returned open (the caller closes it). An error status raises, unless
         `errors` is False (the response is then returned as it is, read, for a caller that
         relays it)."""
-        self.breaker.before_call(self._where)
+        try:
+            self.breaker.before_call(self._where)
+        except UpstreamUnavailable:
+            upstream_error(self.upstream, "circuit_open")
+            raise
         try:
             response = await self._attempts(path, payload, stream=stream)
-        except (UpstreamUnavailable, UpstreamTimeout):
+        except (UpstreamUnavailable, UpstreamTimeout) as error:
             self.breaker.record_failure()
+            upstream_error(self.upstream, error.metric)
             raise
         if response.status_code >= 500 or response.status_code == 429:
             self.breaker.record_failure()
@@ -119,6 +157,7 @@ class OpenAICompatibleClient:
             self.breaker.record_success()
         if response.status_code < 400 or not errors:
             return response
+        upstream_error(self.upstream, UpstreamBadResponse.metric)
         raise UpstreamBadResponse(
             f"{self._where} answered HTTP {response.status_code}: "
             f"{self._scrub(_error_message(response))}"
@@ -227,7 +266,19 @@ class CompletionStream:
 
     async def __aiter__(self) -> AsyncIterator[str]:
         client = self._client
-        response = await client._send("chat/completions", self._payload, stream=True)
+        with client.busy.track():
+            response = await client._send("chat/completions", self._payload, stream=True)
+            try:
+                async for delta in self._deltas(response):
+                    yield delta
+            except TechnicalError as error:
+                upstream_error(client.upstream, error.metric)
+                raise
+            finally:
+                await response.aclose()
+
+    async def _deltas(self, response: httpx.Response) -> AsyncIterator[str]:
+        client = self._client
         try:
             async for line in response.aiter_lines():
                 data = line[5:].strip() if line.startswith("data:") else ""
@@ -246,8 +297,6 @@ class CompletionStream:
             raise UpstreamUnavailable(
                 f"{client._where} broke off the stream ({type(error).__name__})"
             ) from None
-        finally:
-            await response.aclose()
 
     def _read(self, data: str) -> list[str]:
         where = self._client._where

@@ -18,6 +18,7 @@ class EmbeddingsClient(OpenAICompatibleClient):
     """`embed(texts)` -> one vector per text, in order; sent in batches of 64."""
 
     what = "the embeddings API"
+    upstream = "embeddings"
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         vectors: list[list[float]] = []

@@ -13,7 +13,14 @@ from typing import Any
 
 import httpx
 
-from service.errors import UpstreamBadResponse, UpstreamTimeout, UpstreamUnavailable
+from service.errors import (
+    TechnicalError,
+    UpstreamBadResponse,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+)
+from service.metrics import upstream_error
+from service.observability import request_headers, request_id_var
 
 Params = Mapping[str, str | int | float | Sequence[str]]
 
@@ -37,6 +44,7 @@ class SolrClient:
         """Run a search; `params` go in a POST form so long queries never hit URL limits."""
         form = {key: value for key, value in params.items()}
         form.setdefault("wt", "json")
+        form.setdefault("rid", request_id_var.get())  # Solr's request log shows it
         return await self._request("POST", f"/{collection}/select", data=form)
 
     async def add(
@@ -85,8 +93,16 @@ class SolrClient:
         return {str(field.get("name")) for field in body.get("fields", [])}
 
     async def _request(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        try:
+            return await self._request_once(method, path, **kwargs)
+        except TechnicalError as error:
+            upstream_error("solr", error.metric)
+            raise
+
+    async def _request_once(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
         url = self.base_url + path
         where = f"Solr at {self.base_url}"
+        kwargs["headers"] = {**request_headers(), **kwargs.get("headers", {})}
         try:
             response = await self._http.request(method, url, timeout=self._timeout, **kwargs)
         except httpx.TimeoutException:

@@ -168,3 +168,25 @@ def create_llm_app(script: LLMScript) -> FastAPI:
         )
 
     return app
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve the default behaviour on a port, with a fixed latency (for benchmarks)."""
+    import argparse
+
+    import uvicorn
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds before each answer")
+    args = parser.parse_args(argv)
+    script = LLMScript()
+    script.delay = args.delay
+    uvicorn.run(
+        create_llm_app(script), host="127.0.0.1", port=args.port, log_level="warning",
+        access_log=False,
+    )  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

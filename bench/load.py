@@ -1,0 +1,214 @@
+"""Load: many concurrent /ai/rag requests against the real Solr and a fixed-latency LLM.
+
+The service runs as its own process (`solr-rag serve`), exactly as deployed; the LLM is a local
+OpenAI-compatible server answering after a fixed latency (100 ms by default); the documents
+are the test corpus, in a Solr started for the run (or `--solr-url`). Each concurrency level
+sends a bounded number of requests, every one on 127.0.0.1.
+
+Overhead is what the service adds: the client's latency minus Solr's time (`timings.retrieve`)
+minus the LLM's (`timings.llm`, wall time with a call in flight), so it includes HTTP, JSON,
+prompting and queueing in the service.
+
+    python -m bench.load [--solr-url URL] [--latency 0.1] [--concurrency 1 50 200] [--requests 400]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from bench.support import RESULTS, ROOT, given_or_started, local_solr, percentile
+from tests.support.servers import free_port
+
+CORPUS = ROOT / "tests" / "fixtures" / "corpus.json"
+QUERIES = (
+    "Who lit the lighthouse lamp?",
+    "How is an apple orchard pruned?",
+    "What did the glacier survey measure?",
+    "How is the wind turbine gearbox maintained?",
+    "What happens in the beekeeping calendar?",
+)
+WARM_UP = 20
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: int
+    seconds: float
+    retrieve_ms: float = 0.0
+    llm_ms: float = 0.0
+    total_ms: float = 0.0
+
+    @property
+    def overhead_ms(self) -> float:
+        return self.seconds * 1000 - self.retrieve_ms - self.llm_ms
+
+
+def index_corpus(solr_url: str) -> int:
+    documents = [
+        {"id": r["id"], "title": r["title"], "url": f"https://example.org/{r['id']}",
+         "content": r["content"], "language": r.get("language", "en")}
+        for r in json.loads(CORPUS.read_text(encoding="utf-8"))
+    ]  # fmt: skip
+    httpx.post(
+        f"{solr_url}/FileShare/update", params={"commit": "true"}, json=documents, timeout=60
+    ).raise_for_status()
+    return len(documents)
+
+
+def start(command: list[str], health: str) -> subprocess.Popen:
+    """A server process of its own (not a thread of this one: the load generator would steal
+    its CPU), once `health` answers."""
+    process = subprocess.Popen(command, cwd=ROOT, env={**os.environ, "LOG_LEVEL": "WARNING"})
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(health, timeout=1).status_code == 200:
+                return process
+        except httpx.TransportError:
+            time.sleep(0.2)
+    process.kill()
+    raise SystemExit(f"{' '.join(command)} did not start")
+
+
+def service_command(solr_url: str, llm_url: str, folder: Path, port: int) -> list[str]:
+    config = folder / "rag.properties"
+    settings = {
+        "ai.enable.rag": "true",
+        "ai.api.endpoint": f"{llm_url}/v1/",
+        "llm.model": "bench",
+        "solr.url": solr_url,
+        "retrieval.method": "bm25",
+        "prompt.chunking.strategy": "stuff",
+        "prompt.templates.dir": str(ROOT / "prompts"),
+    }
+    config.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
+    return [
+        sys.executable,
+        "-m",
+        "service.cli",
+        "serve",
+        "--config",
+        str(config),
+        "--port",
+        str(port),
+    ]
+
+
+async def one_request(http: httpx.AsyncClient, base: str, query: str) -> Outcome:
+    started = time.perf_counter()
+    try:
+        response = await http.post(f"{base}/ai/rag", json={"query": query})
+    except httpx.HTTPError:
+        return Outcome(status=0, seconds=time.perf_counter() - started)
+    seconds = time.perf_counter() - started
+    if response.status_code != 200:
+        return Outcome(status=response.status_code, seconds=seconds)
+    timings = response.json().get("timings", {})
+    return Outcome(
+        status=200,
+        seconds=seconds,
+        retrieve_ms=timings.get("retrieve", 0.0),
+        llm_ms=timings.get("llm", 0.0),
+        total_ms=timings.get("total", 0.0),
+    )
+
+
+async def run_level(base: str, concurrency: int, requests: int) -> tuple[list[Outcome], float]:
+    """`requests` requests, at most `concurrency` in flight at any moment."""
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(limits=limits, timeout=120) as http:
+        for n in range(WARM_UP):
+            await one_request(http, base, QUERIES[n % len(QUERIES)])
+        slots = asyncio.Semaphore(concurrency)
+
+        async def bounded(n: int) -> Outcome:
+            async with slots:
+                return await one_request(http, base, QUERIES[n % len(QUERIES)])
+
+        started = time.perf_counter()
+        outcomes = await asyncio.gather(*(bounded(n) for n in range(requests)))
+        return list(outcomes), time.perf_counter() - started
+
+
+def summarize(concurrency: int, outcomes: list[Outcome], wall: float) -> dict[str, float]:
+    ok = [o for o in outcomes if o.status == 200]
+    latencies = [o.seconds * 1000 for o in ok]
+    overheads = [o.overhead_ms for o in ok]
+    in_service = [o.total_ms - o.retrieve_ms - o.llm_ms for o in ok]
+    return {
+        "concurrency": concurrency,
+        "requests": len(outcomes),
+        "errors": len(outcomes) - len(ok),
+        "throughput_rps": len(outcomes) / wall,
+        "latency_p50_ms": statistics.median(latencies) if latencies else 0.0,
+        "latency_p99_ms": percentile(latencies, 0.99),
+        "overhead_p50_ms": statistics.median(overheads) if overheads else 0.0,
+        "overhead_p99_ms": percentile(overheads, 0.99),
+        "pipeline_overhead_p50_ms": statistics.median(in_service) if in_service else 0.0,
+        "solr_p50_ms": statistics.median(o.retrieve_ms for o in ok) if ok else 0.0,
+        "llm_p50_ms": statistics.median(o.llm_ms for o in ok) if ok else 0.0,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--solr-url", help="a Solr with our configsets (default: start one)")
+    parser.add_argument("--latency", type=float, default=0.1, help="LLM latency in seconds")
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 50, 200])
+    parser.add_argument("--requests", type=int, default=400, help="requests per level (max)")
+    args = parser.parse_args(argv)
+
+    rows = []
+    with (
+        given_or_started(args.solr_url, local_solr) as solr_url,
+        tempfile.TemporaryDirectory(prefix="bench-load-") as folder,
+    ):
+        print(f"indexed {index_corpus(solr_url)} documents into FileShare", flush=True)
+        llm_port, service_port = free_port(), free_port()
+        llm_url, base = f"http://127.0.0.1:{llm_port}", f"http://127.0.0.1:{service_port}"
+        llm = [sys.executable, "-m", "tests.support.llm_server", "--port", str(llm_port)]
+        servers = [start([*llm, "--delay", str(args.latency)], f"{llm_url}/health")]
+        try:
+            command = service_command(solr_url, llm_url, Path(folder), service_port)
+            servers.append(start(command, f"{base}/health/live"))
+            for concurrency in args.concurrency:
+                requests = min(args.requests, max(concurrency * 2, 100))
+                print(f"{concurrency} concurrent: {requests} requests...", flush=True)
+                outcomes, wall = asyncio.run(run_level(base, concurrency, requests))
+                rows.append(summarize(concurrency, outcomes, wall))
+        finally:
+            for server in servers:
+                server.terminate()
+                server.wait(timeout=30)
+
+    print(f"\nLLM latency {args.latency * 1000:.0f} ms; times in ms")
+    print(
+        f"{'clients':>7} {'requests':>8} {'errors':>6} {'req/s':>6} {'p50':>7} {'p99':>7} "
+        f"{'Solr p50':>8} {'LLM p50':>7} {'overhead p50':>12} {'overhead p99':>12}"
+    )
+    for row in rows:
+        print(
+            f"{row['concurrency']:>7} {row['requests']:>8} {row['errors']:>6} "
+            f"{row['throughput_rps']:>6.1f} {row['latency_p50_ms']:>7.1f} "
+            f"{row['latency_p99_ms']:>7.1f} {row['solr_p50_ms']:>8.1f} {row['llm_p50_ms']:>7.1f} "
+            f"{row['overhead_p50_ms']:>12.1f} {row['overhead_p99_ms']:>12.1f}"
+        )
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "load.json").write_text(json.dumps(rows, indent=1))
+    return 1 if any(row["errors"] for row in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""What the benchmarks share: a Solr of their own, the local model server, percentiles."""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
+
+from service.models.server import create_model_app
+from tests.support.servers import free_port, serve_in_thread
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+@contextmanager
+def local_solr() -> Iterator[str]:
+    """A fresh Solr 9.8 with our configsets, on a free port, in a temporary folder."""
+    script = ROOT / "solr" / "local" / "solr.sh"
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="bench-solr-") as folder:
+        command = ["bash", str(script), "--port", str(port), "--dir", folder]
+        subprocess.run([*command[:2], "start", *command[2:]], check=True)
+        try:
+            yield f"http://127.0.0.1:{port}/solr"
+        finally:
+            subprocess.run([*command[:2], "stop", *command[2:]], check=False)
+
+
+@contextmanager
+def model_server() -> Iterator[str]:
+    """The project's local model server; yields its /v1/ base URL."""
+    with serve_in_thread(create_model_app()) as base:
+        yield f"{base}/v1/"
+
+
+@contextmanager
+def given_or_started(
+    given: str | None, start: Callable[[], AbstractContextManager[str]]
+) -> Iterator[str]:
+    """The URL given on the command line, or one from a server started for the run."""
+    if given:
+        yield given
+    else:
+        with start() as started:
+            yield started
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    if len(values) < 2:
+        return values[0] if values else 0.0
+    return statistics.quantiles(values, n=100, method="inclusive")[round(fraction * 100) - 1]

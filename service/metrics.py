@@ -1,0 +1,77 @@
+"""Prometheus metrics: requests, stage latencies, LLM calls and tokens, documents, upstream
+errors. Module-level, like any Prometheus client: one process, one set of counters.
+
+Stages record into these and know nothing of HTTP; `/metrics` (service.api.metrics) exposes
+them in Prometheus' text format.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.process_collector import ProcessCollector
+
+REGISTRY = CollectorRegistry()
+ProcessCollector(registry=REGISTRY)
+
+_SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+
+REQUESTS = Counter(
+    "solr_rag_requests",
+    "HTTP requests served, by endpoint (route template) and status.",
+    ["endpoint", "method", "status"],
+    registry=REGISTRY,
+)
+REQUEST_SECONDS = Histogram(
+    "solr_rag_request_seconds",
+    "Time to answer an HTTP request (for a stream: until its headers).",
+    ["endpoint"],
+    buckets=_SECONDS,
+    registry=REGISTRY,
+)
+STAGE_SECONDS = Histogram(
+    "solr_rag_stage_seconds",
+    "Time per pipeline stage of an answer: rewrite, retrieve, chain, llm (wall time with an "
+    "LLM call in flight), total.",
+    ["stage"],
+    buckets=_SECONDS,
+    registry=REGISTRY,
+)
+LLM_CALLS = Counter("solr_rag_llm_calls", "LLM calls made for answers.", registry=REGISTRY)
+LLM_TOKENS = Counter(
+    "solr_rag_llm_tokens", "Tokens the LLM reported, by kind.", ["kind"], registry=REGISTRY
+)
+DOCUMENTS = Histogram(
+    "solr_rag_answer_documents",
+    "Documents (or passages' parents) whose text reached the LLM, per answer.",
+    buckets=(0, 1, 2, 3, 5, 10, 20, 50),
+    registry=REGISTRY,
+)
+UPSTREAM_ERRORS = Counter(
+    "solr_rag_upstream_errors",
+    "Failed calls to Solr, the LLM or the embeddings API, by kind.",
+    ["upstream", "kind"],
+    registry=REGISTRY,
+)
+
+
+def observe_answer(
+    timings_ms: Mapping[str, float],
+    *,
+    llm_calls: int,
+    prompt_tokens: int,
+    completion_tokens: int,
+    documents: int,
+) -> None:
+    for stage, milliseconds in timings_ms.items():
+        STAGE_SECONDS.labels(stage).observe(milliseconds / 1000)
+    LLM_CALLS.inc(llm_calls)
+    LLM_TOKENS.labels("prompt").inc(prompt_tokens)
+    LLM_TOKENS.labels("completion").inc(completion_tokens)
+    DOCUMENTS.observe(documents)
+
+
+def upstream_error(upstream: str, kind: str) -> None:
+    """`upstream`: solr | llm | embeddings; `kind`: unavailable | timeout | bad_response."""
+    UPSTREAM_ERRORS.labels(upstream, kind).inc()

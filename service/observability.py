@@ -1,0 +1,65 @@
+"""Request ids and structured logs.
+
+The id of the request being served lives in a context variable: every log line written while
+serving it carries it, and so does every call to Solr and the LLM (`X-Request-Id` header), so
+one answer can be followed across the three services' logs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from contextvars import ContextVar
+
+request_id_var: ContextVar[str] = ContextVar("request_id", default="-")
+
+REQUEST_ID_HEADER = "X-Request-Id"
+
+
+def request_headers() -> dict[str, str]:
+    """Headers that carry the current request id upstream (none outside a request)."""
+    request_id = request_id_var.get()
+    return {REQUEST_ID_HEADER: request_id} if request_id != "-" else {}
+
+
+class RequestIdFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not hasattr(record, "request_id"):  # an `extra` may name it already
+            record.request_id = request_id_var.get()
+        return True
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object a line: time, level, logger, message, request_id, and any `extra`."""
+
+    _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "request_id"}
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, object] = {
+            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+            "request_id": getattr(record, "request_id", "-"),
+        }
+        entry.update({k: v for k, v in vars(record).items() if k not in self._STANDARD})
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
+
+
+def configure_logging(level: str | None = None, style: str | None = None) -> None:
+    """LOG_LEVEL (INFO) and LOG_FORMAT (`text`, or `json` for log collectors)."""
+    handler = logging.StreamHandler()
+    handler.addFilter(RequestIdFilter())
+    if (style or os.environ.get("LOG_FORMAT", "text")).lower() == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(
+            logging.Formatter("%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s")
+        )
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel((level or os.environ.get("LOG_LEVEL", "INFO")).upper())
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per Solr/LLM call is noise
