@@ -110,10 +110,12 @@ async def one_request(http: httpx.AsyncClient, base: str, query: str) -> Outcome
     started = time.perf_counter()
     try:
         response = await http.post(f"{base}/ai/rag", json={"query": query})
-    except httpx.HTTPError:
+    except httpx.HTTPError as error:
+        print(f"  request failed: {type(error).__name__} {error}", flush=True)
         return Outcome(status=0, seconds=time.perf_counter() - started)
     seconds = time.perf_counter() - started
     if response.status_code != 200:
+        print(f"  HTTP {response.status_code}: {response.text[:300]}", flush=True)
         return Outcome(status=response.status_code, seconds=seconds)
     timings = response.json().get("timings", {})
     return Outcome(
