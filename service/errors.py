@@ -34,6 +34,24 @@ class FeatureDisabled(ServiceError):
     message = "Sorry, it seems the feature is not enabled."
 
 
+class Unauthorized(ServiceError):
+    kind = "Unauthorized"
+    status = 401
+    message = "Sorry, this needs a valid token."
+
+
+class InvalidConfigChange(ServiceError):
+    kind = "InvalidConfig"
+    status = 422
+    message = "Sorry, this configuration change is not valid: nothing was saved."
+
+
+class ConfigChangedMeanwhile(ServiceError):
+    kind = "Conflict"
+    status = 409
+    message = "The configuration changed meanwhile: reload it and apply your change again."
+
+
 class BadRequest(ServiceError):
     kind = "BadRequest"
     status = 400

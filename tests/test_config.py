@@ -11,7 +11,7 @@ import pytest
 
 from service.api.app import create_app
 from service.config import ConfigError, ConfigStore, load_settings
-from service.config.properties import parse_properties
+from service.config.properties import parse_properties, with_values
 from service.config.settings import known_keys
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -156,3 +156,19 @@ def test_store_keeps_the_last_good_config_when_the_file_breaks(
     with caplog.at_level(logging.ERROR):
         assert store.current().max_files == 4
     assert "chunking.maxFiles" in caplog.text
+
+
+# -- editing rag.properties ------------------------------------------------------------------
+
+
+def test_editing_rewrites_only_the_changed_keys() -> None:
+    text = "# head\na=1\n\n! note\nb = two \\\n   continued\nunknown=kept\na=again\n"
+    edited = with_values(text, {"a": "X", "b": "new", "c": "added"})
+    assert edited == "# head\na=X\n\n! note\nb=new\nunknown=kept\n\nc=added\n"
+
+
+@pytest.mark.parametrize(
+    "value", ["plain", " leading space", "back\\slash", "two\nlines", "tab\there", "été ü 中文", ""]
+)
+def test_edited_values_read_back_unchanged(value: str) -> None:
+    assert parse_properties(with_values("k=old\n", {"k": value}))["k"] == value

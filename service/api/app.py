@@ -13,7 +13,7 @@ from pathlib import Path
 from fastapi import FastAPI, Request, Response
 
 from service import __version__
-from service.api import documents, health, metrics, openai, rag, search, summarize
+from service.api import admin, documents, health, metrics, openai, rag, search, summarize
 from service.api.errors import install_error_handlers
 from service.api.limits import BodySizeLimit
 from service.api.runtime import Runtime
@@ -53,6 +53,7 @@ def create_app(config_path: Path) -> FastAPI:
     app.include_router(search.router)
     app.include_router(documents.router)
     app.include_router(openai.router)
+    app.include_router(admin.router)
     app.include_router(health.router)
     app.include_router(metrics.router)
 

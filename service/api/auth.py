@@ -1,4 +1,5 @@
-"""The admin token: bearer auth for endpoints that change the index or the configuration."""
+"""Bearer tokens: the admin token for endpoints that change the index or the configuration,
+and the optional API keys of the public endpoints."""
 
 from __future__ import annotations
 
@@ -7,13 +8,16 @@ import hmac
 from fastapi import Request
 
 from service.api.runtime import Runtime
-from service.errors import FeatureDisabled, ServiceError
+from service.errors import FeatureDisabled, Unauthorized
 
 
-class Unauthorized(ServiceError):
-    kind = "Unauthorized"
-    status = 401
-    message = "Sorry, this needs an administrator's token."
+def _bearer(request: Request) -> str:
+    scheme, _, given = request.headers.get("authorization", "").partition(" ")
+    return given.strip() if scheme.lower() == "bearer" else ""
+
+
+def _matches(given: str, expected: str) -> bool:
+    return bool(given) and hmac.compare_digest(given.encode(), expected.encode())
 
 
 def require_admin(request: Request) -> None:
@@ -23,6 +27,17 @@ def require_admin(request: Request) -> None:
     expected = runtime.settings().admin_token.get_secret_value()
     if not expected:
         raise FeatureDisabled("no admin token is configured: set ADMIN_TOKEN or admin.token")
-    scheme, _, given = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(given.encode(), expected.encode()):
-        raise Unauthorized("missing or wrong bearer token")
+    if not _matches(_bearer(request), expected):
+        raise Unauthorized("missing or wrong admin bearer token")
+
+
+def require_api_key(request: Request) -> None:
+    """A FastAPI dependency of the public endpoints: one of `api.keys`, when any is set."""
+    runtime: Runtime = request.app.state.runtime
+    keys = [k.strip() for k in runtime.settings().api_keys.get_secret_value().split(",")]
+    keys = [key for key in keys if key]
+    if not keys:
+        return
+    given = _bearer(request) or request.headers.get("x-api-key", "").strip()
+    if not any(_matches(given, key) for key in keys):
+        raise Unauthorized("missing or wrong API key (Authorization: Bearer or X-API-Key)")

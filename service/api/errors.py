@@ -21,7 +21,12 @@ from service.errors import BadRequest, ServiceError, TechnicalError
 log = logging.getLogger(__name__)
 
 
-_FEATURES = (("/ai/summarize", "summarization"), ("/documents", "ingestion"), ("/search", "search"))
+_FEATURES = (
+    ("/ai/summarize", "summarization"),
+    ("/documents", "ingestion"),
+    ("/search", "search"),
+    ("/admin", "admin"),
+)
 
 
 def feature_of(request: Request) -> str:
@@ -53,8 +58,8 @@ class OpenAIErrorBody(BaseModel):
     error: OpenAIErrorDetail
 
 
-# what any endpoint may answer: bad input, too large a body, Solr or the LLM failing
-_ANY_ENDPOINT = (400, 413, 500, 502, 503, 504)
+# what any endpoint may answer: bad input, no key, too large a body, Solr or the LLM failing
+_ANY_ENDPOINT = (400, 401, 413, 500, 502, 503, 504)
 
 
 def documented_errors(
@@ -127,7 +132,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
-        if request.url.path.startswith(("/ai/", "/v1/", "/documents", "/search")):
+        if request.url.path.startswith(("/ai/", "/v1/", "/documents", "/search", "/admin")):
             return error_response(request, BadRequest(str(error.detail), status=error.status_code))
         return JSONResponse({"detail": error.detail}, status_code=error.status_code)
 

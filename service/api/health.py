@@ -16,7 +16,8 @@ router = APIRouter(tags=["operations"])
 CHECK_TIMEOUT_SECONDS = 5.0
 
 
-async def _check(coroutine: object) -> dict[str, str]:
+async def check(coroutine: object) -> dict[str, str]:
+    """`{"status": "up"}`, or `down` with the reason, within CHECK_TIMEOUT_SECONDS."""
     try:
         await asyncio.wait_for(coroutine, CHECK_TIMEOUT_SECONDS)  # type: ignore[arg-type]
     except ServiceError as error:
@@ -44,9 +45,9 @@ async def ready(request: Request) -> JSONResponse:
     solr = runtime.solr(settings)
     llm = runtime.llm(settings)
     documents, passages, model = await asyncio.gather(
-        _check(solr.ping(settings.documents_collection)),
-        _check(solr.ping(settings.passages_collection)),
-        _check(llm.list_models()),
+        check(solr.ping(settings.documents_collection)),
+        check(solr.ping(settings.passages_collection)),
+        check(llm.list_models()),
     )
     if model["status"] == "up" and llm.breaker.state == "open":
         model = {"status": "down", "reason": "circuit breaker open after repeated failures"}
@@ -56,7 +57,7 @@ async def ready(request: Request) -> JSONResponse:
         f"solr:{settings.passages_collection}": passages,
         "llm": model,
     }
-    healthy = all(check["status"] == "up" for check in checks.values())
+    healthy = all(result["status"] == "up" for result in checks.values())
     return JSONResponse(
         {"status": "up" if healthy else "down", "checks": checks},
         status_code=200 if healthy else 503,

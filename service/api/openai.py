@@ -26,9 +26,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from service.api.auth import require_api_key
 from service.api.errors import (
     OpenAIErrorBody,
     as_service_error,
@@ -47,7 +48,7 @@ from service.retrieval import Scope
 
 log = logging.getLogger(__name__)
 
-router = APIRouter(tags=["openai"])
+router = APIRouter(tags=["openai"], dependencies=[Depends(require_api_key)])
 
 CHAT_ROLES = frozenset({"system", "developer", "user", "assistant"})
 METHODS = frozenset({"bm25", "vector", "hybrid"})

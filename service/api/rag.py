@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Literal
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from service.api.auth import require_api_key
 from service.api.errors import as_service_error, documented_errors, error_body
 from service.api.fields import DocumentId, LanguageCode
 from service.api.identity import caller_scope
@@ -18,7 +19,7 @@ from service.llm import ChatMessage
 from service.pipeline import Answer, RagQuery, Staged
 from service.retrieval import Scope
 
-router = APIRouter(tags=["rag"])
+router = APIRouter(tags=["rag"], dependencies=[Depends(require_api_key)])
 
 MAX_QUERY_CHARS = 20_000
 MAX_HISTORY_MESSAGES = 100

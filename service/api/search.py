@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel
 
+from service.api.auth import require_api_key
 from service.api.errors import documented_errors
 from service.api.identity import caller_scope
 from service.api.runtime import Runtime
@@ -12,7 +13,7 @@ from service.errors import BadRequest
 from service.retrieval import VectorRetriever
 from service.text import sanitize_query
 
-router = APIRouter(tags=["search"])
+router = APIRouter(tags=["search"], dependencies=[Depends(require_api_key)])
 
 
 class PassageOut(BaseModel):

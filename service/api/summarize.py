@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from service.api.auth import require_api_key
 from service.api.errors import documented_errors
 from service.api.fields import DocumentId, LanguageCode
 from service.api.identity import caller_scope
@@ -12,7 +13,7 @@ from service.api.rag import DocumentOut, RagContent, UsageOut
 from service.api.runtime import Runtime
 from service.pipeline import SummarizeQuery
 
-router = APIRouter(tags=["summarize"])
+router = APIRouter(tags=["summarize"], dependencies=[Depends(require_api_key)])
 
 MAX_TEXT_CHARS = 2_000_000
 

@@ -1,7 +1,9 @@
-"""Reading Java `.properties` text, the format of Datafari's rag.properties.
+"""Reading and editing Java `.properties` text, the format of Datafari's rag.properties.
 
-Follows java.util.Properties.load: `#`/`!` comments, `key=value`, `key: value` or `key value`,
-backslash line continuations and escapes (`\\t`, `\\n`, `\\uXXXX`...). Later keys win.
+Reading follows java.util.Properties.load: `#`/`!` comments, `key=value`, `key: value` or
+`key value`, backslash line continuations and escapes (`\\t`, `\\n`, `\\uXXXX`...). Later keys
+win. Editing (`with_values`) rewrites only the lines of the keys it changes, so comments, blank
+lines, key order and keys the service does not know are kept as the admin wrote them.
 """
 
 from __future__ import annotations
@@ -19,6 +21,67 @@ def parse_properties(text: str) -> dict[str, str]:
         key, value = _split_key_value(line)
         result[_unescape(key)] = _unescape(value)
     return result
+
+
+def with_values(text: str, values: dict[str, str]) -> str:
+    """`text` with each key of `values` set: its first definition rewritten in place (where
+    its comment is), later duplicates dropped, keys not yet in the file appended at the end."""
+    lines = text.splitlines()
+    spans = _key_spans(lines)
+    drop: set[int] = set()
+    replace: dict[int, str] = {}
+    for key, value in values.items():
+        found = spans.get(key, [])
+        if not found:
+            continue
+        (first, last), *later = found
+        replace[first] = f"{escape_key(key)}={escape_value(value)}"
+        drop.update(range(first + 1, last + 1))
+        for start, end in later:
+            drop.update(range(start, end + 1))
+    edited = [replace.get(i, line) for i, line in enumerate(lines) if i not in drop or i in replace]
+    added = [key for key in values if key not in spans]
+    if added:
+        if edited and edited[-1].strip():
+            edited.append("")
+        edited += [f"{escape_key(key)}={escape_value(values[key])}" for key in added]
+    return "\n".join(edited) + "\n"
+
+
+def escape_key(key: str) -> str:
+    return "".join("\\" + c if c in "=: \t\f#!\\" else c for c in key)
+
+
+def escape_value(value: str) -> str:
+    """So that parse_properties gives `value` back (newlines and a leading space included)."""
+    out = value.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+    out = out.replace("\t", "\\t").replace("\f", "\\f")
+    return "\\" + out if out.startswith(" ") else out
+
+
+def _key_spans(lines: list[str]) -> dict[str, list[tuple[int, int]]]:
+    """key -> the (first line, last line) of each of its definitions, in file order."""
+    spans: dict[str, list[tuple[int, int]]] = {}
+    i = 0
+    while i < len(lines):
+        line = lines[i].lstrip()
+        if not line or line[0] in "#!":
+            i += 1
+            continue
+        start, logical = i, ""
+        while True:
+            part = lines[i].lstrip() if i > start else line
+            trailing = len(part) - len(part.rstrip("\\"))
+            if trailing % 2 == 1 and i + 1 < len(lines):
+                logical += part[:-1]
+                i += 1
+                continue
+            logical += part
+            break
+        key, _ = _split_key_value(logical)
+        spans.setdefault(_unescape(key), []).append((start, i))
+        i += 1
+    return spans
 
 
 def _logical_lines(text: str) -> list[str]:

@@ -275,6 +275,14 @@ class Settings(BaseModel):
         pattern=r"^[A-Za-z0-9-]{1,64}$",
     )
 
+    # -- access ----------------------------------------------------------------------------
+    api_keys: SecretStr = _key(
+        "api.keys",
+        SecretStr(""),
+        "API keys the public endpoints (/ai/*, /v1/*, /search/*) require, comma-separated, sent "
+        "as `Authorization: Bearer <key>` or `X-API-Key: <key>`; empty: no key needed.",
+    )
+
     # -- administration ------------------------------------------------------------------
     admin_token: SecretStr = _key(
         "admin.token", SecretStr(""), "Bearer token of the admin API (ADMIN_TOKEN env wins)."

@@ -1,22 +1,31 @@
-"""rag.properties -> Settings, with environment overrides and reload on change.
+"""rag.properties -> Settings, with environment overrides, reload on change, and edits.
 
 Environment variables override keys: `SOLR_RAG_` + the key upper-cased with dots as
 underscores (`chunking.chunk.size` -> `SOLR_RAG_CHUNKING_CHUNK_SIZE`, `llm.maxTokens` ->
-`SOLR_RAG_LLM_MAXTOKENS`); `ADMIN_TOKEN` sets `admin.token`.
+`SOLR_RAG_LLM_MAXTOKENS`); `ADMIN_TOKEN` (or a file named by `ADMIN_TOKEN_FILE`, for Docker
+secrets) sets `admin.token`.
+
+Edits (`ConfigStore.update`) are validated as a whole file before anything is written, then
+written atomically (temp file + rename), one at a time across threads and processes (a lock
+file beside rag.properties), so no accepted change is ever lost or half-written.
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import logging
 import os
 import threading
-from collections.abc import Mapping
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import SecretStr, ValidationError
 
-from service.config.properties import parse_properties
+from service.config.properties import parse_properties, with_values
 from service.config.settings import Settings, known_keys
 
 log = logging.getLogger(__name__)
@@ -46,8 +55,9 @@ def settings_from_mapping(
     for key in keys:
         if env and env_name(key) in env:
             raw[key] = env[env_name(key)]
-    if env and env.get("ADMIN_TOKEN"):
-        raw["admin.token"] = env["ADMIN_TOKEN"]
+    admin_token = admin_token_from(env or {})
+    if admin_token:
+        raw["admin.token"] = admin_token
 
     fields = Settings.model_fields
     cleaned = {
@@ -61,9 +71,29 @@ def settings_from_mapping(
         problems = []
         for item in error.errors():
             key = str(item["loc"][0]) if item["loc"] else "?"
-            shown = "***" if "token" in key else repr(cleaned.get(key, ""))
+            shown = "***" if key in secret_keys() else repr(cleaned.get(key, ""))
             problems.append(f"{key} = {shown}: {item['msg']}")
         raise ConfigError(f"{source}: invalid value(s): " + "; ".join(problems)) from None
+
+
+def admin_token_from(env: Mapping[str, str]) -> str:
+    if env.get("ADMIN_TOKEN"):
+        return env["ADMIN_TOKEN"]
+    if env.get("ADMIN_TOKEN_FILE"):
+        try:
+            return Path(env["ADMIN_TOKEN_FILE"]).read_text(encoding="utf-8").strip()
+        except OSError as error:
+            raise ConfigError(f"cannot read ADMIN_TOKEN_FILE: {error.strerror}") from None
+    return ""
+
+
+def secret_keys() -> frozenset[str]:
+    """Keys whose values are never shown (tokens)."""
+    return frozenset(
+        field.alias or name
+        for name, field in Settings.model_fields.items()
+        if field.annotation is SecretStr
+    )
 
 
 def load_settings(path: Path, env: Mapping[str, str] | None = None) -> Settings:
@@ -102,6 +132,72 @@ class ConfigStore:
                     self._reload(stamp)
         return self._settings
 
+    def version(self) -> str:
+        """A fingerprint of the file as it is now: what `update(expected_version=)` compares."""
+        return _fingerprint(self._read_text())
+
+    def overridden_by_env(self, key: str) -> str | None:
+        """The environment variable that sets `key` instead of the file, if any."""
+        if key == "admin.token":
+            names = ("ADMIN_TOKEN", "ADMIN_TOKEN_FILE", env_name(key))
+        else:
+            names = (env_name(key),)
+        return next((name for name in names if self._env.get(name)), None)
+
+    def update(
+        self, changes: Mapping[str, str], *, expected_version: str | None = None
+    ) -> tuple[Settings, str]:
+        """Sets keys of rag.properties (values as they would be written there; "" means the
+        default) and returns the new Settings and version. Raises ConfigError naming the key
+        when a change is invalid, ConfigConflict when the file is no longer
+        `expected_version`; the file is then untouched."""
+        keys = known_keys()
+        for key in changes:
+            if key not in keys:
+                raise ConfigError(f"{key}: unknown key (see rag.properties for the known ones)")
+            variable = self.overridden_by_env(key)
+            if variable:
+                raise ConfigError(
+                    f"{key}: set by the environment variable {variable}, which wins over "
+                    "rag.properties; change it there"
+                )
+        with self._lock, _exclusive(self.path):
+            text = self._read_text()
+            if expected_version is not None and expected_version != _fingerprint(text):
+                raise ConfigConflict(
+                    f"{self.path.name} changed since version {expected_version}; reload it "
+                    "and apply your change again"
+                )
+            values = {**parse_properties(text), **changes}
+            settings = settings_from_mapping(values, source="the change", env=self._env)
+            edited = with_values(text, dict(changes))
+            _write_atomically(self.path, edited)
+            self._settings = settings
+            self._stamp = self._read_stamp()
+        self._log_changes(parse_properties(text), changes)
+        return settings, _fingerprint(edited)
+
+    def _log_changes(self, before: Mapping[str, str], changes: Mapping[str, str]) -> None:
+        hidden = secret_keys()
+        for key, value in changes.items():
+            old = before.get(key, "")
+            if old == value:
+                continue
+            shown_old, shown_new = ("***", "***") if key in hidden else (old, value)
+            log.info(
+                "configuration changed: %s: %r -> %r",
+                key,
+                shown_old,
+                shown_new,
+                extra={"key": key, "old": shown_old, "new": shown_new},
+            )
+
+    def _read_text(self) -> str:
+        try:
+            return self.path.read_text(encoding="utf-8")
+        except OSError as error:
+            raise ConfigError(f"cannot read {self.path}: {error.strerror}") from None
+
     def _reload(self, stamp: _Stamp | None) -> None:
         self._stamp = stamp
         try:
@@ -116,3 +212,48 @@ class ConfigStore:
         except OSError:
             return None
         return _Stamp(stat.st_mtime_ns, stat.st_size)
+
+
+class ConfigConflict(Exception):
+    """rag.properties changed between the version an edit was based on and the edit."""
+
+
+def _fingerprint(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+@contextmanager
+def _exclusive(path: Path) -> Iterator[None]:
+    """One writer at a time, across processes (several workers, the CLI)."""
+    lock_path = path.with_name(f".{path.name}.lock")
+    with open(lock_path, "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Readers see the old file or the new one, never a part: temp file, fsync, rename."""
+    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        with open(temporary, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        with suppress(OSError):
+            os.chmod(temporary, path.stat().st_mode & 0o7777)
+        os.replace(temporary, path)
+    except OSError as error:
+        with suppress(OSError):
+            temporary.unlink()
+        raise ConfigError(
+            f"cannot write {path}: {error.strerror} (in Docker, mount the folder that holds "
+            "rag.properties, not the file: a file mount cannot be replaced)"
+        ) from None
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)

@@ -1,0 +1,168 @@
+"""The admin API: read and change rag.properties, and test the connections it describes.
+
+    GET   /admin/config            every key: value (tokens masked), type, default, limits, help
+    PATCH /admin/config            {"key": value, ...}; `If-Match: <version>` guards against
+                                   overwriting an edit made meanwhile (409)
+    POST  /admin/test-connection   can the LLM, the embeddings API and Solr be reached?
+
+All need `Authorization: Bearer <admin token>`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, Header, Request, Response
+from pydantic import BaseModel, Field
+
+from service.api.auth import require_admin
+from service.api.errors import documented_errors
+from service.api.health import check
+from service.api.runtime import Runtime
+from service.config import ConfigConflict, ConfigError, Settings
+from service.config.catalog import by_key, catalog
+from service.errors import ConfigChangedMeanwhile, InvalidConfigChange
+
+router = APIRouter(tags=["admin"], dependencies=[Depends(require_admin)])
+
+
+class KeyOut(BaseModel):
+    key: str
+    value: Any = Field(description="The value in force; a token shows only `***` when set.")
+    type: str = Field(description="boolean, integer, number, string, choice or secret.")
+    default: Any
+    description: str
+    choices: list[str] = []
+    minimum: float | None = None
+    maximum: float | None = None
+    exclusive_minimum: bool = False
+    read_only: bool = False
+    environment: str | None = Field(
+        None, description="The environment variable that sets this key instead of the file."
+    )
+
+
+class ConfigOut(BaseModel):
+    version: str = Field(description="Send it back as If-Match to refuse overwriting others.")
+    path: str
+    settings: list[KeyOut]
+
+
+def _config_out(runtime: Runtime, settings: Settings, version: str) -> ConfigOut:
+    store = runtime.config
+    return ConfigOut(
+        version=version,
+        path=str(store.path),
+        settings=[
+            KeyOut(
+                key=info.key,
+                value=info.shown(settings),
+                type=info.kind,
+                default=info.default,
+                description=info.description,
+                choices=list(info.choices),
+                minimum=info.minimum,
+                maximum=info.maximum,
+                exclusive_minimum=info.exclusive_minimum,
+                read_only=info.read_only,
+                environment=store.overridden_by_env(info.key),
+            )
+            for info in catalog()
+        ],
+    )
+
+
+@router.get("/admin/config", response_model=ConfigOut, responses=documented_errors(403))
+def read_config(request: Request, response: Response) -> ConfigOut:
+    runtime: Runtime = request.app.state.runtime
+    version = runtime.config.version()
+    response.headers["ETag"] = f'"{version}"'
+    return _config_out(runtime, runtime.settings(), version)
+
+
+@router.patch("/admin/config", response_model=ConfigOut, responses=documented_errors(403, 409, 422))
+def change_config(
+    request: Request,
+    response: Response,
+    changes: Annotated[
+        dict[str, bool | int | float | str | None],
+        Body(examples=[{"llm.model": "gpt-4o-mini", "llm.temperature": 0.2}]),
+    ],
+    if_match: Annotated[
+        str | None, Header(description="The version the change is based on.")
+    ] = None,
+) -> ConfigOut:
+    """Validates the changes against the typed configuration, then writes rag.properties
+    atomically (comments, key order and unknown keys kept); the next request uses them.
+    A sync route: FastAPI runs it in a worker thread, where the file lock may wait."""
+    runtime: Runtime = request.app.state.runtime
+    if not changes:
+        raise InvalidConfigChange("the body names no key to change")
+    keys = by_key()
+    written: dict[str, str] = {}
+    for key, value in changes.items():
+        info = keys.get(key)
+        if info is None:
+            raise InvalidConfigChange(f"{key}: unknown key")
+        if info.read_only:
+            raise InvalidConfigChange(f"{key}: read-only through the admin API")
+        if info.kind == "secret" and value == "***":
+            continue  # the masked value sent back unchanged: keep the token
+        try:
+            written[key] = info.as_property(value)
+        except ValueError as error:
+            raise InvalidConfigChange(f"{key}: {error}") from None
+    expected = if_match.strip().strip('"') if if_match else None
+    try:
+        if written:
+            settings, version = runtime.config.update(written, expected_version=expected)
+        else:
+            settings, version = runtime.settings(), runtime.config.version()
+    except ConfigConflict as error:
+        raise ConfigChangedMeanwhile(str(error)) from None
+    except ConfigError as error:
+        raise InvalidConfigChange(str(error)) from None
+    response.headers["ETag"] = f'"{version}"'
+    return _config_out(runtime, settings, version)
+
+
+@router.post("/admin/test-connection", responses=documented_errors(403))
+async def test_connection(request: Request) -> dict[str, dict[str, str]]:
+    """Reaches each service the saved configuration names: the LLM (its model list, and
+    whether llm.model is in it), the embeddings API, and both Solr collections."""
+    runtime: Runtime = request.app.state.runtime
+    settings = runtime.settings()
+    solr = runtime.solr(settings)
+    llm = runtime.llm(settings)
+    models: list[str] = []
+
+    async def llm_models() -> None:
+        models.extend(await llm.list_models())
+
+    results = await asyncio.gather(
+        check(llm_models()),
+        check(runtime.embeddings(settings).list_models()),
+        check(solr.ping(settings.documents_collection)),
+        check(solr.ping(settings.passages_collection)),
+    )
+    report = dict(
+        zip(
+            (
+                "llm",
+                "embeddings",
+                f"solr:{settings.documents_collection}",
+                f"solr:{settings.passages_collection}",
+            ),
+            results,
+            strict=True,
+        )
+    )
+    if report["llm"]["status"] == "up" and settings.llm_model and models:
+        listed = settings.llm_model in models
+        report["llm"]["model"] = (
+            f"{settings.llm_model} is served"
+            if listed
+            else f"{settings.llm_model} is not in the server's list ({', '.join(models[:5])})"
+        )
+    return report

@@ -1,0 +1,113 @@
+"""What each rag.properties key is, for people: type, default, limits, help text, and how a
+value typed in a form or sent as JSON becomes the text written in the file.
+
+The admin API and page are built from this, so a key added to Settings appears there with its
+validation, without a second list to keep in step.
+"""
+
+from __future__ import annotations
+
+import typing
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import annotated_types
+from pydantic import SecretStr
+
+from service.config.settings import Settings
+
+Kind = Literal["boolean", "integer", "number", "string", "choice", "secret"]
+
+# Not editable through the admin API: the vector field must match the collection's schema
+# (Datafari shows it read-only), and the admin token guards the API itself.
+READ_ONLY = frozenset({"solr.vector.field", "admin.token"})
+
+
+@dataclass(frozen=True)
+class KeyInfo:
+    key: str
+    field: str
+    kind: Kind
+    default: Any
+    description: str
+    choices: tuple[str, ...] = ()
+    minimum: float | None = None
+    maximum: float | None = None
+    exclusive_minimum: bool = False
+    read_only: bool = False
+
+    def shown(self, settings: Settings) -> Any:
+        """The value in force, as JSON; a secret only says whether it is set."""
+        value = getattr(settings, self.field)
+        if isinstance(value, SecretStr):
+            return "***" if value.get_secret_value() else ""
+        return value
+
+    def as_property(self, value: Any) -> str:
+        """A JSON value as rag.properties text; raises ValueError when it is the wrong type
+        (the typed validation of Settings then checks the text)."""
+        if value is None:
+            return ""  # back to the default
+        if self.kind == "boolean":
+            if not isinstance(value, bool):
+                raise ValueError("must be true or false")
+            return "true" if value else "false"
+        if self.kind in ("integer", "number"):
+            if isinstance(value, bool) or not isinstance(value, int | float | str):
+                raise ValueError(f"must be a{'n integer' if self.kind == 'integer' else ' number'}")
+            return str(value)
+        if not isinstance(value, str):
+            raise ValueError("must be a string")
+        return value
+
+
+def catalog() -> list[KeyInfo]:
+    return [_info(name) for name in Settings.model_fields]
+
+
+def by_key() -> dict[str, KeyInfo]:
+    return {info.key: info for info in catalog()}
+
+
+def _info(name: str) -> KeyInfo:
+    field = Settings.model_fields[name]
+    key = field.alias or name
+    annotation = field.annotation
+    choices: tuple[str, ...] = ()
+    if typing.get_origin(annotation) is Literal:
+        kind: Kind = "choice"
+        choices = tuple(str(choice) for choice in typing.get_args(annotation))
+    elif annotation is SecretStr:
+        kind = "secret"
+    elif annotation is bool:
+        kind = "boolean"
+    elif annotation is int:
+        kind = "integer"
+    elif annotation is float:
+        kind = "number"
+    else:
+        kind = "string"
+    default = field.default
+    if isinstance(default, SecretStr):
+        default = ""
+    minimum = maximum = None
+    exclusive = False
+    for rule in field.metadata:
+        if isinstance(rule, annotated_types.Ge):
+            minimum = float(rule.ge)  # type: ignore[arg-type]
+        elif isinstance(rule, annotated_types.Gt):
+            minimum, exclusive = float(rule.gt), True  # type: ignore[arg-type]
+        elif isinstance(rule, annotated_types.Le):
+            maximum = float(rule.le)  # type: ignore[arg-type]
+    return KeyInfo(
+        key=key,
+        field=name,
+        kind=kind,
+        default=default,
+        description=field.description or "",
+        choices=choices,
+        minimum=minimum,
+        maximum=maximum,
+        exclusive_minimum=exclusive,
+        read_only=key in READ_ONLY,
+    )
