@@ -8,7 +8,7 @@ PORT ?= 8000
 SOLR_PORT ?= 8983
 MODEL_PORT ?= 8001
 
-.PHONY: setup run stop test lint format clean
+.PHONY: setup browser run stop test lint format clean
 
 $(BIN)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -28,16 +28,22 @@ run: setup
 stop:
 	-$(BIN)/solr-rag solr stop
 
-test: setup
-	$(BIN)/ruff check service tests
+# Debian's Chromium for the browser tests (Playwright drives it; no browser download)
+browser:
+	@command -v chromium >/dev/null 2>&1 \
+	  || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) \
+	  || echo "could not install chromium: the browser tests will be skipped (CI requires them)"
+
+test: setup browser
+	$(BIN)/ruff check service tests bench
 	$(BIN)/pytest -q
 
 lint: setup
-	$(BIN)/ruff check service tests
-	$(BIN)/ruff format --check service tests
+	$(BIN)/ruff check service tests bench
+	$(BIN)/ruff format --check service tests bench
 
 format: setup
-	$(BIN)/ruff format service tests
+	$(BIN)/ruff format service tests bench
 
 clean: stop
 	rm -rf $(VENV) .cache .solr-data solr/local/lib

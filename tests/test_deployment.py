@@ -56,7 +56,9 @@ def test_the_service_talks_to_solr_and_the_model_server_in_compose() -> None:
     assert environment["SOLR_RAG_SOLR_URL"] == "http://solr:8983/solr"
     assert "models:8001" in environment["SOLR_RAG_AI_API_ENDPOINT"]
     assert "models:8001" in environment["SOLR_RAG_AI_EMBEDDINGS_ENDPOINT"]
-    assert "./rag.properties:/config/rag.properties" in rag["volumes"]
+    # the folder holding rag.properties: the admin API's atomic rename needs it
+    assert ".:/config" in rag["volumes"]
+    assert rag["command"][-1] == "/config/rag.properties"
     assert rag["depends_on"]["solr-init"]["condition"] == "service_completed_successfully"
 
 

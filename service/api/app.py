@@ -11,9 +11,20 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from fastapi import FastAPI, Request, Response
+from fastapi.middleware.cors import CORSMiddleware
 
 from service import __version__
-from service.api import admin, documents, health, metrics, openai, rag, search, summarize
+from service.api import (
+    admin,
+    documents,
+    health,
+    metrics,
+    openai,
+    pages,
+    rag,
+    search,
+    summarize,
+)
 from service.api.errors import install_error_handlers
 from service.api.limits import BodySizeLimit
 from service.api.runtime import Runtime
@@ -48,6 +59,15 @@ def create_app(config_path: Path) -> FastAPI:
     app.state.runtime = runtime
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit, limit=lambda: runtime.settings().request_max_bytes)
+    origins = [o.strip() for o in runtime.settings().cors_origins.split(",") if o.strip()]
+    if origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=origins,
+            allow_methods=["GET", "POST"],
+            allow_headers=["Content-Type", "Authorization", "X-API-Key", "X-Request-Id"],
+            expose_headers=["X-Request-Id"],
+        )
     app.include_router(rag.router)
     app.include_router(summarize.router)
     app.include_router(search.router)
@@ -56,6 +76,7 @@ def create_app(config_path: Path) -> FastAPI:
     app.include_router(admin.router)
     app.include_router(health.router)
     app.include_router(metrics.router)
+    app.include_router(pages.router)
 
     @app.middleware("http")
     async def request_id(

@@ -283,6 +283,13 @@ class Settings(BaseModel):
         "as `Authorization: Bearer <key>` or `X-API-Key: <key>`; empty: no key needed.",
     )
 
+    cors_origins: str = _key(
+        "cors.allowed.origins",
+        "",
+        "Origins of search pages that embed the chat widget from another host, comma-separated "
+        "(https://search.example.org); read at startup. Empty: same origin only.",
+    )
+
     # -- administration ------------------------------------------------------------------
     admin_token: SecretStr = _key(
         "admin.token", SecretStr(""), "Bearer token of the admin API (ADMIN_TOKEN env wins)."

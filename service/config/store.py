@@ -169,7 +169,7 @@ class ConfigStore:
                     "and apply your change again"
                 )
             values = {**parse_properties(text), **changes}
-            settings = settings_from_mapping(values, source="the change", env=self._env)
+            settings = settings_from_mapping(values, source=self.path.name, env=self._env)
             edited = with_values(text, dict(changes))
             _write_atomically(self.path, edited)
             self._settings = settings

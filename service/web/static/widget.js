@@ -1,0 +1,292 @@
+// The solr-rag chat widget. Include it in any page:
+//
+//   <script src="https://rag.example.org/ui/widget.js"
+//           data-endpoint="https://rag.example.org"   (default: where the script comes from)
+//           data-target="element-id"                  (default: a floating chat button)
+//           data-api-key="..."                        (when the service requires one)
+//           data-title="Ask the documents"></script>
+//
+// It streams answers from POST /ai/rag, keeps the conversation in the page (sent as `history`;
+// the service uses it when chat memory is on), shows sources as links, and errors as the
+// service's user-facing message. Every text is put in the DOM with textContent: answers and
+// documents can never inject HTML.
+"use strict";
+
+(function () {
+  const script = document.currentScript;
+  const options = {
+    endpoint: (script.dataset.endpoint || new URL(script.src, location.href).origin).replace(/\/$/, ""),
+    target: script.dataset.target || "",
+    apiKey: script.dataset.apiKey || "",
+    title: script.dataset.title || "Ask the documents",
+  };
+  const UNREACHABLE = "Sorry, the service cannot be reached. Please try again later.";
+  let history = [];
+  let busy = false;
+  let counter = 0;
+
+  function element(tag, attributes, text) {
+    const node = document.createElement(tag);
+    for (const [name, value] of Object.entries(attributes || {})) node.setAttribute(name, value);
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+
+  // -- building the widget ----------------------------------------------------------------
+
+  const id = "solr-rag-" + Math.random().toString(36).slice(2, 8);
+  const root = element("section", { class: "solr-rag-chat", "aria-label": options.title });
+  const header = element("div", { class: "chat-header" });
+  const heading = element("h2", { class: "chat-title" }, options.title);
+  const reset = element("button", { type: "button", class: "new-conversation" }, "New conversation");
+  header.append(heading, reset);
+  const log = element("ol", { class: "chat-log", role: "log", "aria-live": "polite", "aria-label": "Conversation" });
+  const form = element("form", { class: "chat-form" });
+  const label = element("label", { for: id + "-question" }, "Your question");
+  const question = element("textarea", {
+    id: id + "-question",
+    rows: "2",
+    maxlength: "20000",
+    required: "",
+    "aria-describedby": id + "-keys",
+  });
+  const keys = element("p", { id: id + "-keys", class: "chat-keys" }, "Enter sends; Shift+Enter starts a new line.");
+  const send = element("button", { type: "submit", class: "send" }, "Send");
+  form.append(label, question, send, keys);
+  root.append(header, log, form);
+
+  function mount() {
+    if (!document.querySelector('link[data-solr-rag-style]')) {
+      const style = element("link", { rel: "stylesheet", href: options.endpoint + "/static/widget.css" });
+      style.dataset.solrRagStyle = "";
+      document.head.append(style);
+    }
+    const host = options.target && document.getElementById(options.target);
+    if (host) {
+      host.append(root);
+      return;
+    }
+    const toggle = element("button", { type: "button", class: "solr-rag-toggle", "aria-expanded": "false" }, options.title);
+    root.classList.add("floating");
+    root.hidden = true;
+    toggle.addEventListener("click", () => {
+      root.hidden = !root.hidden;
+      toggle.setAttribute("aria-expanded", String(!root.hidden));
+      if (!root.hidden) question.focus();
+    });
+    document.body.append(toggle, root);
+  }
+
+  // -- rendering answers, Markdown-safe ------------------------------------------------------
+
+  // A small Markdown subset: paragraphs, "-"/"*"/"1." lists, **bold**, `code`, and [n] citations
+  // turned into links to the sources. Only text nodes and known elements are created.
+  function inline(parent, text, sourceLinks) {
+    const pattern = /(\*\*[^*]+\*\*|`[^`]+`|\[\d{1,3}\])/g;
+    let last = 0;
+    for (const match of text.matchAll(pattern)) {
+      if (match.index > last) parent.append(document.createTextNode(text.slice(last, match.index)));
+      const token = match[0];
+      if (token.startsWith("**")) parent.append(element("strong", {}, token.slice(2, -2)));
+      else if (token.startsWith("`")) parent.append(element("code", {}, token.slice(1, -1)));
+      else {
+        const number = Number(token.slice(1, -1));
+        const target = sourceLinks.get(number);
+        if (target) {
+          const link = element("a", { href: "#" + target, class: "citation" }, token);
+          parent.append(link);
+        } else parent.append(document.createTextNode(token));
+      }
+      last = match.index + token.length;
+    }
+    if (last < text.length) parent.append(document.createTextNode(text.slice(last)));
+  }
+
+  function renderAnswer(container, text, sourceLinks) {
+    container.replaceChildren();
+    for (const block of text.split(/\n{2,}/)) {
+      const lines = block.split("\n").filter((line) => line.trim() !== "");
+      if (lines.length === 0) continue;
+      const bullets = lines.every((line) => /^\s*([-*]|\d+[.)])\s+/.test(line));
+      if (bullets) {
+        const ordered = /^\s*\d/.test(lines[0]);
+        const list = element(ordered ? "ol" : "ul");
+        for (const line of lines) {
+          const item = element("li");
+          inline(item, line.replace(/^\s*([-*]|\d+[.)])\s+/, ""), sourceLinks);
+          list.append(item);
+        }
+        container.append(list);
+      } else {
+        const paragraph = element("p");
+        lines.forEach((line, index) => {
+          if (index > 0) paragraph.append(element("br"));
+          inline(paragraph, line, sourceLinks);
+        });
+        container.append(paragraph);
+      }
+    }
+  }
+
+  function safeUrl(url) {
+    try {
+      const parsed = new URL(url, location.href);
+      return parsed.protocol === "http:" || parsed.protocol === "https:" ? parsed.href : "";
+    } catch (_) {
+      return "";
+    }
+  }
+
+  function renderSources(message, documents) {
+    const links = new Map();
+    if (!documents.length) return links;
+    const box = element("div", { class: "sources" });
+    box.append(element("h3", {}, "Sources"));
+    const list = element("ol");
+    documents.forEach((doc, index) => {
+      const anchor = `${id}-src-${counter}-${index + 1}`;
+      links.set(index + 1, anchor);
+      const item = element("li", { id: anchor });
+      const url = safeUrl(doc.url || "");
+      const title = doc.title || doc.id || "Untitled document";
+      if (url) item.append(element("a", { href: url, target: "_blank", rel: "noopener noreferrer" }, title));
+      else item.append(element("span", {}, title));
+      list.append(item);
+    });
+    box.append(list);
+    message.append(box);
+    return links;
+  }
+
+  function addMessage(role, text) {
+    const item = element("li", { class: "message " + role });
+    item.append(element("span", { class: "visually-hidden" }, role === "user" ? "You: " : "Answer: "));
+    const body = element("div", { class: "body" });
+    if (text !== undefined) body.textContent = text;
+    item.append(body);
+    log.append(item);
+    item.scrollIntoView({ block: "end" });
+    return { item, body };
+  }
+
+  function showError(message, text) {
+    message.item.classList.add("error");
+    message.body.replaceChildren(element("p", { role: "alert" }, text));
+  }
+
+  // -- talking to the service -------------------------------------------------------------
+
+  function errorMessage(data) {
+    return (data && data.content && data.content.message) || UNREACHABLE;
+  }
+
+  async function* events(response) {
+    const reader = response.body.getReader();
+    const decoder = new TextDecoder();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffer += decoder.decode(value, { stream: true });
+      let cut;
+      while ((cut = buffer.indexOf("\n\n")) >= 0) {
+        const raw = buffer.slice(0, cut);
+        buffer = buffer.slice(cut + 2);
+        let name = "message";
+        const data = [];
+        for (const line of raw.split("\n")) {
+          if (line.startsWith("event:")) name = line.slice(6).trim();
+          else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+        }
+        yield { name, data: JSON.parse(data.join("\n")) };
+      }
+    }
+  }
+
+  async function ask(text) {
+    busy = true;
+    send.disabled = true;
+    root.setAttribute("aria-busy", "true");
+    counter += 1;
+    addMessage("user", text);
+    const answer = addMessage("assistant");
+    answer.body.append(element("p", { class: "thinking" }, "Searching the documents..."));
+    const headers = { "Content-Type": "application/json", Accept: "text/event-stream" };
+    if (options.apiKey) headers["X-API-Key"] = options.apiKey;
+    let written = "";
+    try {
+      const response = await fetch(options.endpoint + "/ai/rag", {
+        method: "POST",
+        headers,
+        body: JSON.stringify({ query: text, history, stream: true }),
+      });
+      const type = response.headers.get("content-type") || "";
+      if (!response.ok || !type.startsWith("text/event-stream")) {
+        let data = null;
+        try {
+          data = await response.json();
+        } catch (_) {
+          data = null;
+        }
+        showError(answer, errorMessage(data));
+        return;
+      }
+      let links = new Map();
+      let finished = false;
+      for await (const event of events(response)) {
+        if (event.name === "token") {
+          written += event.data.text;
+          renderAnswer(answer.body, written, links);
+        } else if (event.name === "sources") {
+          links = renderSources(answer.item, event.data.documents || []);
+          renderAnswer(answer.body, written, links);
+        } else if (event.name === "done") {
+          written = event.data.message || written;
+          renderAnswer(answer.body, written, links);
+          finished = true;
+        } else if (event.name === "error") {
+          showError(answer, errorMessage(event.data));
+          return;
+        }
+      }
+      if (!finished) {
+        showError(answer, UNREACHABLE);
+        return;
+      }
+      history = history.concat([
+        { role: "user", content: text },
+        { role: "assistant", content: written },
+      ]);
+    } catch (_) {
+      showError(answer, UNREACHABLE);
+    } finally {
+      busy = false;
+      send.disabled = false;
+      root.removeAttribute("aria-busy");
+      question.focus();
+    }
+  }
+
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const text = question.value.trim();
+    if (!text || busy) return;
+    question.value = "";
+    ask(text);
+  });
+  question.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      form.requestSubmit();
+    }
+  });
+  reset.addEventListener("click", () => {
+    history = [];
+    log.replaceChildren();
+    question.value = "";
+    question.focus();
+  });
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", mount);
+  else mount();
+})();
