@@ -1,7 +1,8 @@
 """One request, start to end: the stages in order, each timed.
 
     /ai/rag:       validate -> [trim history] -> [rewrite the search query]
-                   -> retrieve (BM25 | one document by id) -> chunk
+                   -> [expand into several queries] -> retrieve (BM25 | kNN | hybrid, each
+                   query at once, fused | one document by id) -> chunk -> [grade the chunks]
                    -> chain (stuff | map-reduce | refine) -> answer + the documents it was given
     /ai/summarize: document (by id, or posted text) -> chunk -> summarize (stuff | map-reduce)
 
@@ -32,7 +33,9 @@ from service.chains import (
     Summarizer,
     number_chunks,
 )
+from service.chains.grading import RelevanceGrader
 from service.chains.instructions import FORMAT_INSTRUCTIONS, language_name
+from service.chains.multiquery import QueryExpander
 from service.chains.prepared import Prepared, complete, stream
 from service.config import Settings
 from service.config.settings import answer_reserve, request_budget
@@ -48,6 +51,7 @@ from service.llm import ChatClient, ChatMessage, EmbeddingsClient, Usage
 from service.metrics import observe_answer
 from service.retrieval import DocumentById, RetrievedDocument, SolrClient
 from service.retrieval.factory import build_retriever
+from service.retrieval.multiquery import MultiQueryRetriever
 from service.retrieval.scope import EVERYTHING, Scope
 from service.text import Chunker, normalize_question, sanitize_query
 
@@ -233,11 +237,35 @@ class RagPipeline(_Pipeline[RagQuery]):
                 )
             extra_usage = (rewrite.usage,) if rewrite.usage else ()
             search_query = sanitize_query(rewrite.query) or search_query
+        queries = (search_query,)
+        if settings.queries_count > 1 and request.document_id is None:
+            with timings.stage("expand"):
+                expansion = await QueryExpander(self._llm, self._prompts).run(
+                    search_query, question.text, question.history, count=settings.queries_count
+                )
+            extra_usage += (expansion.usage,) if expansion.usage else ()
+            queries = tuple(q for q in map(sanitize_query, expansion.queries) if q)
         with timings.stage("retrieve"):
-            documents = await self._retrieve(search_query, request.document_id, request.scope)
+            documents = await self._retrieve(queries, request.document_id, request.scope)
         numbered = self._chunk(documents)
         if not numbered:
             raise NoDocumentFound("the retrieved documents hold no text")
+        if settings.grading_enabled:
+            with timings.stage("grade"):
+                graded = await RelevanceGrader(
+                    self._llm,
+                    self._prompts,
+                    request_budget(settings),
+                    settings.grading_min,
+                    concurrency=settings.map_concurrency,
+                ).run(question.text, numbered)
+            extra_usage += tuple(graded.usages)
+            if not graded.kept:
+                raise NoDocumentFound(
+                    f"relevance grading found no chunk at {settings.grading_min} or above "
+                    f"among {len(numbered)}"
+                )
+            numbered = number_chunks([item.chunk for item in graded.kept])
         builder = PromptBuilder(self._prompts, question)
         chain_started = time.perf_counter()
         prepared = await self._chain(builder, numbered).prepare(numbered)
@@ -256,11 +284,13 @@ class RagPipeline(_Pipeline[RagQuery]):
         return RefineChain(self._llm, builder, budget, answer_reserve=answer_reserve(settings))
 
     async def _retrieve(
-        self, query: str, document_id: str | None, scope: Scope
+        self, queries: tuple[str, ...], document_id: str | None, scope: Scope
     ) -> list[RetrievedDocument]:
         """BM25 documents, or passages (vector, hybrid); with `id`, that document only: whole
-        with BM25, its best passages otherwise (whole when it has none)."""
+        with BM25, its best passages otherwise (whole when it has none). Several queries are
+        searched at once and fused."""
         settings = self.settings
+        query = queries[0]
         if document_id is not None:
             document = await self._document(document_id, scope)
             if document is None:
@@ -274,7 +304,13 @@ class RagPipeline(_Pipeline[RagQuery]):
             )
             return await retriever.run(query) or [document]
         retriever = build_retriever(settings, self._solr, self._embeddings, scope=scope)
-        documents = await retriever.run(query)
+        if len(queries) == 1:
+            documents = await retriever.run(query)
+        else:
+            limit = settings.max_files if settings.retrieval == "bm25" else settings.top_k
+            documents = await MultiQueryRetriever(retriever, k=settings.rrf_k, limit=limit).run(
+                queries
+            )
         if not documents:
             raise NoDocumentFound(f"the {settings.retrieval} search found nothing for {query!r}")
         return documents

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import time
+
 import httpx
+import jwt
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 from fastapi.testclient import TestClient
 
 from tests.conftest import ADMIN_TOKEN, ClientFactory
@@ -121,3 +126,84 @@ def test_security_off_searches_everything(client: TestClient, secure: TestClient
     response = client.post("/ai/rag", json={"query": "bergamot marmalade"})
     ids = {d["id"] for d in response.json()["content"]["documents"]}
     assert {"acl-b", "acl-ab-denied"} <= ids
+
+
+# -- identity from a verified JWT --------------------------------------------------------------
+
+PRIVATE_KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+PUBLIC_PEM = (
+    PRIVATE_KEY.public_key()
+    .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    .decode()
+)
+
+
+def token(groups: object, *, expires_in: int = 300, key: object = PRIVATE_KEY, **claims) -> str:
+    body = {"sub": "user-1", "groups": groups, "exp": int(time.time()) + expires_in, **claims}
+    algorithm = "HS256" if isinstance(key, str) else "RS256"
+    return jwt.encode(body, key, algorithm=algorithm)
+
+
+@pytest.fixture
+def jwt_secure(make_client: ClientFactory, secure: TestClient, monkeypatch) -> TestClient:
+    monkeypatch.setenv("SOLR_RAG_SECURITY_JWT_KEY", PUBLIC_PEM)  # a PEM spans lines
+    return make_client(
+        {
+            "security.enabled": True,
+            "security.identity": "jwt",
+            "security.jwt.audience": "solr-rag",
+            "retrieval.method": "bm25",
+        }
+    )
+
+
+def bearer(value: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {value}"}
+
+
+def test_a_verified_token_gives_its_groups(jwt_secure: TestClient, llm: LLMScript) -> None:
+    response = jwt_secure.post(
+        "/ai/rag",
+        json={"query": "marmalade recipe bergamot"},
+        headers=bearer(token(["team-a"], aud="solr-rag")),
+    )
+    assert response.status_code == 200, response.text
+    assert [d["id"] for d in response.json()["content"]["documents"]] == ["acl-a"]
+    assert_no_secret(response, llm)
+    as_b = jwt_secure.post(
+        "/ai/rag",
+        json={"query": "bergamot"},
+        headers=bearer(token(["team-b"], aud="solr-rag")),
+    )
+    assert "acl-b" in [d["id"] for d in as_b.json()["content"]["documents"]]
+
+
+def test_the_groups_header_means_nothing_when_identity_is_jwt(
+    jwt_secure: TestClient, llm: LLMScript
+) -> None:
+    response = jwt_secure.post(
+        "/ai/rag", json={"query": "bergamot"}, headers={"X-User-Groups": "team-b"}
+    )
+    assert response.status_code == 428  # no token: public documents only, and none matches
+    assert_no_secret(response, llm)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        token(["team-b"], expires_in=-10, aud="solr-rag"),  # expired
+        token(["team-b"], aud="another-service"),  # not for us
+        token(["team-b"], key="a-shared-secret-of-32-bytes-or-more!", aud="solr-rag"),  # HS256
+        token(["team-b"], aud="solr-rag")[:-4] + "AAAA",  # signature tampered with
+        "not-a-jwt",
+    ],
+    ids=["expired", "wrong-audience", "wrong-algorithm", "tampered", "garbage"],
+)
+def test_an_invalid_token_is_401_never_a_wider_scope(
+    jwt_secure: TestClient, llm: LLMScript, bad: str
+) -> None:
+    response = jwt_secure.post("/ai/rag", json={"query": "bergamot"}, headers=bearer(bad))
+    assert response.status_code == 401
+    assert response.json()["content"]["label"] == "ragUnauthorized"
+    assert_no_secret(response, llm)
+    assert llm.requests == []

@@ -1,13 +1,15 @@
-"""The caller's groups, for document-level security, from the header the trusted proxy sets."""
+"""The caller's groups, for document-level security: from the header a trusted proxy sets, or
+from a verified JWT (`security.identity`)."""
 
 from __future__ import annotations
 
 import re
 
+import jwt
 from fastapi import Request
 
 from service.config import Settings
-from service.errors import BadRequest
+from service.errors import BadRequest, TechnicalError, Unauthorized
 from service.retrieval import Scope
 from service.retrieval.scope import EVERYTHING
 
@@ -16,14 +18,47 @@ MAX_GROUPS = 200
 
 
 def caller_scope(request: Request, settings: Settings) -> Scope:
-    """Everything with security off; else the groups in the header (none: public only)."""
+    """Everything with security off; else the caller's groups (none: public only)."""
     if not settings.security_enabled:
         return EVERYTHING
-    raw = request.headers.get(settings.security_groups_header, "")
-    groups = tuple(dict.fromkeys(g.strip() for g in raw.split(",") if g.strip()))
-    if len(groups) > MAX_GROUPS or not all(GROUP.match(group) for group in groups):
+    if settings.security_identity == "jwt":
+        groups, where = _groups_from_jwt(request, settings), settings.jwt_groups_claim
+    else:
+        raw = request.headers.get(settings.security_groups_header, "")
+        groups, where = [g.strip() for g in raw.split(",")], settings.security_groups_header
+    unique = tuple(dict.fromkeys(group for group in groups if group))
+    if len(unique) > MAX_GROUPS or not all(GROUP.match(group) for group in unique):
         raise BadRequest(
-            f"{settings.security_groups_header} must list at most {MAX_GROUPS} group names "
+            f"{where} must list at most {MAX_GROUPS} group names "
             "(letters, digits, . _ @ : -), separated by commas"
         )
-    return Scope(groups=groups)
+    return Scope(groups=unique)
+
+
+def _groups_from_jwt(request: Request, settings: Settings) -> list[str]:
+    """The groups claim of the bearer token, once its signature, expiry and (when configured)
+    audience and issuer are verified; no token: no groups."""
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return []
+    key = settings.jwt_key.get_secret_value()
+    if not key:
+        raise TechnicalError("security.identity is jwt but security.jwt.key is empty")
+    algorithms = [a.strip() for a in settings.jwt_algorithms.split(",")]
+    try:
+        claims = jwt.decode(
+            token.strip(),
+            key,
+            algorithms=algorithms,
+            audience=settings.jwt_audience or None,
+            issuer=settings.jwt_issuer or None,
+            options={"require": ["exp"], "verify_aud": bool(settings.jwt_audience)},
+        )
+    except jwt.PyJWTError as error:
+        raise Unauthorized(f"the identity token is not valid: {error}") from None
+    groups = claims.get(settings.jwt_groups_claim, [])
+    if isinstance(groups, str):
+        groups = groups.split(",")
+    if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
+        raise BadRequest(f"the token's {settings.jwt_groups_claim} claim must list group names")
+    return [group.strip() for group in groups]

@@ -39,6 +39,8 @@ SPECS: dict[str, TemplateSpec] = {
     "refine_initial": _spec(required=("sources", "question")),
     "refine_step": _spec(required=("sources", "question", "previous_answer")),
     "rewrite": _spec(required=("question",)),
+    "multiquery": _spec(required=("question", "count")),
+    "grade": _spec(required=("question", "passages")),
     "summarize_system": _spec(),
     "summarize": _spec("part", required=("sources",)),
     "summarize_reduce": _spec(required=("answers",)),

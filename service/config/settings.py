@@ -167,6 +167,26 @@ class Settings(BaseModel):
         "prompt.templates.dir", "prompts", "Folder of the jinja2 prompt templates."
     )
 
+    queries_count: int = _key(
+        "rag.queries.count",
+        1,
+        "Search queries per question (1: the question only): one LLM call writes the others, "
+        "all are searched at once and their results fused by reciprocal rank.",
+        ge=1,
+        le=5,
+    )
+    grading_enabled: bool = _key(
+        "rag.grading.enabled",
+        False,
+        "Let the LLM grade each retrieved chunk against the question first; chunks below "
+        "rag.grading.min are not used.",
+    )
+    grading_min: Literal["LOW", "MEDIUM", "HIGH"] = _key(
+        "rag.grading.min",
+        "HIGH",
+        "Lowest relevance grade a chunk needs to be used: LOW, MEDIUM or HIGH.",
+    )
+
     # -- conversation --------------------------------------------------------------------
     chat_memory_enabled: bool = _key(
         "chat.memory.enabled", False, "Send the chat history to the LLM with each request."
@@ -273,6 +293,35 @@ class Settings(BaseModel):
         "Request header with the caller's groups, comma-separated, set by the trusted proxy "
         "in front of the service (which must remove any such header clients send).",
         pattern=r"^[A-Za-z0-9-]{1,64}$",
+    )
+
+    security_identity: Literal["header", "jwt"] = _key(
+        "security.identity",
+        "header",
+        "Where the caller's groups come from: header (security.groups.header, set by a trusted "
+        "proxy) or jwt (a signed token in `Authorization: Bearer`, verified with "
+        "security.jwt.key; its security.jwt.groups.claim lists the groups).",
+    )
+    jwt_key: SecretStr = _key(
+        "security.jwt.key",
+        SecretStr(""),
+        "Key that verifies identity tokens: a PEM public key (RS256/ES256) or an HS256 shared "
+        "secret.",
+    )
+    jwt_algorithms: str = _key(
+        "security.jwt.algorithms",
+        "RS256",
+        "Signature algorithms accepted, comma-separated (never mix HS* with public keys).",
+        pattern=r"^\s*(HS|RS|ES|PS)(256|384|512)\s*(,\s*(HS|RS|ES|PS)(256|384|512)\s*)*$",
+    )
+    jwt_groups_claim: str = _key(
+        "security.jwt.groups.claim", "groups", "Claim of the token holding the groups (a list)."
+    )
+    jwt_audience: str = _key(
+        "security.jwt.audience", "", "Required `aud` of identity tokens (empty: not checked)."
+    )
+    jwt_issuer: str = _key(
+        "security.jwt.issuer", "", "Required `iss` of identity tokens (empty: not checked)."
     )
 
     # -- access ----------------------------------------------------------------------------

@@ -1,0 +1,93 @@
+"""Ingestion throughput: documents and passages per second into a real Solr, with and without
+embeddings, through the service's own Indexer.
+
+The 1,400 Cranfield abstracts (bench/data/cranfield) are ingested three times into a Solr
+started for the run (or `--solr-url`): FileShare documents only; documents and their passages
+without vectors; documents and embedded passages (the local model server's all-MiniLM-L6-v2,
+or `--embeddings-url`). Each run starts from empty collections.
+
+    python -m bench.ingest [--solr-url URL] [--embeddings-url URL] [--documents N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+
+import httpx
+
+from bench.cranfield import load_documents
+from bench.support import RESULTS, given_or_started, local_solr, model_server
+from service.ingest.indexer import Indexer, IngestSummary, PassageIndex
+from service.ingest.passages import PassageSplitter
+from service.llm import EmbeddingsClient, LLMOptions
+from service.retrieval import SolrClient
+
+MODES = ("documents only", "+ passages", "+ embedded passages")
+
+
+def progress(done: int, total: int) -> None:
+    sys.stderr.write(f"\r  {done}/{total} documents")
+    sys.stderr.flush()
+
+
+async def ingest(mode: str, solr_url: str, embeddings_url: str, count: int) -> IngestSummary:
+    documents = load_documents()[:count]
+    async with httpx.AsyncClient() as http:
+        solr = SolrClient(http, solr_url, read_timeout=300)
+        for collection in ("FileShare", "VectorMain"):
+            await solr.delete_by_query(collection, "*:*")
+        embeddings = EmbeddingsClient(
+            http, LLMOptions(endpoint=embeddings_url, model="all-MiniLM-L6-v2", read_timeout=600)
+        )
+        passages = None
+        if mode != MODES[0]:
+            passages = PassageIndex(
+                collection="VectorMain",
+                splitter=PassageSplitter(1000, 100),
+                vector_field="vector_384",
+                embeddings=embeddings if mode == MODES[2] else None,
+            )
+        summary = await Indexer(solr, "FileShare", passages=passages).run(documents, progress)
+        sys.stderr.write("\n")
+        return summary
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--solr-url", help="a Solr with our configsets (default: start one)")
+    parser.add_argument("--embeddings-url", help="an OpenAI-compatible /v1 (default: ours)")
+    parser.add_argument("--documents", type=int, default=1400)
+    args = parser.parse_args(argv)
+    rows = []
+    with (
+        given_or_started(args.solr_url, local_solr) as solr_url,
+        given_or_started(args.embeddings_url, model_server) as embeddings_url,
+    ):
+        for mode in MODES:
+            print(f"{mode}...", flush=True)
+            summary = asyncio.run(ingest(mode, solr_url, embeddings_url, args.documents))
+            rows.append(
+                {
+                    "mode": mode,
+                    "documents": summary.documents,
+                    "passages": summary.passages,
+                    "seconds": round(summary.seconds, 2),
+                    "documents_per_s": round(summary.documents / summary.seconds, 1),
+                    "passages_per_s": round(summary.passages / summary.seconds, 1),
+                }
+            )
+    print(f"\n{'mode':<22} {'docs':>6} {'passages':>8} {'seconds':>8} {'docs/s':>8} {'pass./s':>8}")
+    for row in rows:
+        print(
+            f"{row['mode']:<22} {row['documents']:>6} {row['passages']:>8} {row['seconds']:>8} "
+            f"{row['documents_per_s']:>8} {row['passages_per_s']:>8}"
+        )
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "ingest.json").write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()

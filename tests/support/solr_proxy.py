@@ -1,0 +1,69 @@
+"""A recording, slowing HTTP proxy in front of the real Solr.
+
+Every request is forwarded unchanged to Solr and its answer returned unchanged; the proxy only
+notes when each search started and ended (and its `q`), and can hold searches for `delay`
+seconds, so tests can see whether searches overlap in time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from urllib.parse import parse_qs
+
+import httpx
+from fastapi import FastAPI, Request, Response
+
+
+@dataclass
+class Search:
+    collection: str
+    query: str
+    started: float
+    finished: float = 0.0
+
+
+@dataclass
+class ProxyLog:
+    delay: float = 0.0
+    searches: list[Search] = field(default_factory=list)
+
+
+def create_solr_proxy(solr_url: str, log: ProxyLog) -> FastAPI:
+    """Serve it and use `<proxy>/solr` as solr.url."""
+    app = FastAPI()
+    target = solr_url.rstrip("/")
+
+    @app.get("/proxy-health")
+    async def health() -> dict[str, str]:
+        return {"status": "up"}
+
+    @app.api_route("/solr/{path:path}", methods=["GET", "POST"])
+    async def forward(path: str, request: Request) -> Response:
+        body = await request.body()
+        search = None
+        if path.endswith("/select"):
+            form = parse_qs(body.decode("utf-8")) if body else {}
+            search = Search(path.split("/")[0], form.get("q", [""])[0], time.monotonic())
+            log.searches.append(search)
+            await asyncio.sleep(log.delay)
+        headers = {k: v for k, v in request.headers.items() if k.lower() in ("content-type",)}
+        async with httpx.AsyncClient() as http:
+            upstream = await http.request(
+                request.method,
+                f"{target}/{path}",
+                params=request.query_params,
+                content=body,
+                headers=headers,
+                timeout=60,
+            )
+        if search is not None:
+            search.finished = time.monotonic()
+        return Response(
+            upstream.content,
+            status_code=upstream.status_code,
+            media_type=upstream.headers.get("content-type"),
+        )
+
+    return app
