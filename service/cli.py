@@ -161,7 +161,7 @@ async def _ingest_into_solr(
     settings: Settings, paths: list[Path], language: str, samples: bool, if_empty: bool
 ) -> int:
     """Files (and the sample corpus) into FileShare, their embedded passages into VectorMain."""
-    from service.ingest import extract, find_files
+    from service.ingest import ExtractionFailed, UnsupportedFile, extract, find_files
     from service.ingest.indexer import indexer_for
     from service.ingest.samples import export_samples
     from service.llm.embeddings import embeddings_client
@@ -179,10 +179,18 @@ async def _ingest_into_solr(
                 print(f"{collection} already holds documents: nothing to ingest")
                 return 0
         embeddings = embeddings_client(http, settings)
-        documents = [extract(file, root, language=language) for file, root in find_files(paths)]
+        documents, skipped = [], 0
+        for file, root in find_files(paths):
+            try:
+                documents.append(extract(file, root, language=language))
+            except (UnsupportedFile, ExtractionFailed) as error:
+                skipped += 1
+                print(f"skipped {file}: {error}", file=sys.stderr)
         indexer = indexer_for(settings, solr, embeddings)
         summary = await indexer.run(documents, _progress_bar("documents"))
         print(f"\nIngested {summary} into {collection} and {settings.passages_collection}")
+        if skipped:
+            print(f"{skipped} file(s) skipped (see above)")
         return 0
 
 

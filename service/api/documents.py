@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Request
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, File, Form, Request, UploadFile
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.api.auth import require_admin
 from service.api.errors import documented_errors
 from service.api.fields import DocumentId, LanguageCode
 from service.api.runtime import Runtime
-from service.ingest import SourceDocument
+from service.errors import BadRequest
+from service.ingest import ExtractionFailed, SourceDocument, UnsupportedFile, extract_bytes
 
 router = APIRouter(tags=["ingestion"], dependencies=[Depends(require_admin)])
 
@@ -65,6 +70,63 @@ async def ingest(body: IngestRequest, request: Request) -> IngestResponse:
             documents=summary.documents,
             passages=summary.passages,
             seconds=round(summary.seconds, 3),
+        )
+    )
+
+
+class Skipped(BaseModel):
+    file: str
+    reason: str
+
+
+class UploadResult(IngestResult):
+    skipped: list[Skipped] = Field(description="Files not ingested, and why.")
+
+
+class UploadResponse(BaseModel):
+    status: str = "OK"
+    content: UploadResult
+
+
+MAX_FILES = 100
+
+
+@router.post(
+    "/documents/files",
+    response_model=UploadResponse,
+    responses=documented_errors(401, 403),
+)
+async def upload(
+    request: Request,
+    files: Annotated[list[UploadFile], File(description="PDF, DOCX, HTML, Markdown or text.")],
+    language: Annotated[LanguageCode, Form()] = "en",
+    allowed_groups: Annotated[str, Form(description="Comma-separated; none: public.")] = "",
+) -> UploadResponse:
+    """Upload files: each becomes a FileShare document (id = its file name) with embedded
+    passages; page and section boundaries stay passage boundaries. A corrupt, encrypted or
+    unsupported file is skipped and reported; the others are ingested."""
+    if len(files) > MAX_FILES:
+        raise BadRequest(f"at most {MAX_FILES} files per request")
+    groups = tuple(g.strip() for g in allowed_groups.split(",") if g.strip())
+    documents, skipped = [], []
+    for upload_file in files:
+        name = Path(upload_file.filename or "upload").name
+        try:
+            document = extract_bytes(
+                name, await upload_file.read(), document_id=name, language=language
+            )
+        except (UnsupportedFile, ExtractionFailed) as error:
+            skipped.append(Skipped(file=name, reason=str(error)))
+            continue
+        documents.append(replace(document, allowed_groups=groups))
+    runtime: Runtime = request.app.state.runtime
+    summary = await runtime.indexer(runtime.settings()).run(documents)
+    return UploadResponse(
+        content=UploadResult(
+            documents=summary.documents,
+            passages=summary.passages,
+            seconds=round(summary.seconds, 3),
+            skipped=skipped,
         )
     )
 

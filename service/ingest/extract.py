@@ -1,4 +1,4 @@
-"""Files -> SourceDocuments: text, Markdown and HTML, with a title and a stable id."""
+"""Files -> SourceDocuments: text, Markdown, HTML, PDF and DOCX, with a title and a stable id."""
 
 from __future__ import annotations
 
@@ -10,9 +10,12 @@ from datetime import UTC, datetime
 from html.parser import HTMLParser
 from pathlib import Path
 
+from service.ingest.office import ExtractionFailed, docx_text, pdf_text
+
 TEXT_SUFFIXES = frozenset({".txt", ".text", ".md", ".markdown", ".rst"})
 HTML_SUFFIXES = frozenset({".html", ".htm"})
-SUPPORTED_SUFFIXES = TEXT_SUFFIXES | HTML_SUFFIXES
+OFFICE_SUFFIXES = frozenset({".pdf", ".docx"})
+SUPPORTED_SUFFIXES = TEXT_SUFFIXES | HTML_SUFFIXES | OFFICE_SUFFIXES
 MAX_TITLE_CHARS = 200
 
 
@@ -28,6 +31,8 @@ class SourceDocument:
     last_modified: datetime = field(default_factory=lambda: datetime.now(UTC))
     allowed_groups: tuple[str, ...] = ()  # none: public
     denied_groups: tuple[str, ...] = ()
+    # pages (PDF) or heading sections (DOCX): passages never cross their boundaries
+    sections: tuple[str, ...] = ()
 
     def to_solr(self) -> dict[str, object]:
         document: dict[str, object] = {
@@ -50,6 +55,9 @@ class UnsupportedFile(Exception):
     """A file this version cannot extract text from."""
 
 
+__all__ = ["ExtractionFailed", "SourceDocument", "UnsupportedFile", "extract", "extract_bytes"]
+
+
 def find_files(paths: list[Path]) -> Iterator[tuple[Path, Path]]:
     """(file, root) for every supported file under `paths`; the root makes the id relative."""
     for path in paths:
@@ -64,22 +72,53 @@ def find_files(paths: list[Path]) -> Iterator[tuple[Path, Path]]:
 
 
 def extract(file: Path, root: Path, *, language: str = "en") -> SourceDocument:
-    suffix = file.suffix.lower()
-    raw = file.read_bytes().decode("utf-8", errors="replace")
-    if suffix in HTML_SUFFIXES:
-        title, content = _html_text(raw)
-    elif suffix in TEXT_SUFFIXES:
-        title, content = _first_line_title(raw, markdown=suffix in {".md", ".markdown"}), raw
-    else:
-        raise UnsupportedFile(f"{file}: {suffix or 'no suffix'} files are not supported")
+    """Raises UnsupportedFile for an unknown kind, ExtractionFailed for an unreadable file."""
     modified = datetime.fromtimestamp(file.stat().st_mtime, UTC)
-    return SourceDocument(
-        id=document_id(file, root),
-        title=title or file.stem,
+    return extract_bytes(
+        file.name,
+        file.read_bytes(),
+        document_id=document_id(file, root),
         url=file.resolve().as_uri(),
-        content=content.strip(),
         language=language,
         last_modified=modified,
+    )
+
+
+def extract_bytes(
+    name: str,
+    data: bytes,
+    *,
+    document_id: str,
+    url: str = "",
+    language: str = "en",
+    last_modified: datetime | None = None,
+) -> SourceDocument:
+    """A file's content (uploaded or read) as a SourceDocument; its kind comes from `name`."""
+    suffix = Path(name).suffix.lower()
+    sections: tuple[str, ...] = ()
+    if suffix == ".pdf":
+        extracted = pdf_text(data)
+        title, sections = extracted.title, extracted.sections
+        content = "\n\n".join(sections)
+    elif suffix == ".docx":
+        extracted = docx_text(data)
+        title, sections = extracted.title, extracted.sections
+        content = "\n\n".join(sections)
+    elif suffix in HTML_SUFFIXES:
+        title, content = _html_text(data.decode("utf-8", errors="replace"))
+    elif suffix in TEXT_SUFFIXES:
+        raw = data.decode("utf-8", errors="replace")
+        title, content = _first_line_title(raw, markdown=suffix in {".md", ".markdown"}), raw
+    else:
+        raise UnsupportedFile(f"{name}: {suffix or 'no suffix'} files are not supported")
+    return SourceDocument(
+        id=document_id,
+        title=title or Path(name).stem,
+        url=url,
+        content=content.strip(),
+        language=language,
+        last_modified=last_modified or datetime.now(UTC),
+        sections=sections,
     )
 
 

@@ -52,7 +52,7 @@ class PassageSplitter:
         self._chunker = Chunker(size, overlap)
 
     def run(self, document: SourceDocument) -> list[Passage]:
-        return [
-            Passage(document, index, text)
-            for index, text in enumerate(self._chunker.run(document.content))
-        ]
+        """Each section (page, heading section) is split on its own, so no passage spans two."""
+        sections = document.sections or (document.content,)
+        texts = [text for section in sections for text in self._chunker.run(section)]
+        return [Passage(document, index, text) for index, text in enumerate(texts)]

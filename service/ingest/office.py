@@ -1,0 +1,87 @@
+"""PDF and DOCX -> text, kept in pages (PDF) or heading sections (DOCX).
+
+Each page or section becomes one section of the SourceDocument, and passages never cross a
+section boundary. A corrupt, encrypted or empty file raises ExtractionFailed, which ingestion
+reports and skips while the rest of the batch goes on.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from dataclasses import dataclass
+
+MAX_TITLE_CHARS = 200
+
+
+class ExtractionFailed(Exception):
+    """The file cannot be read: corrupt, encrypted, or without text."""
+
+
+@dataclass(frozen=True)
+class Extracted:
+    title: str
+    sections: tuple[str, ...]
+
+
+def pdf_text(data: bytes) -> Extracted:
+    from pypdf import PdfReader
+    from pypdf.errors import PdfReadError
+
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        if reader.is_encrypted and not reader.decrypt(""):
+            raise ExtractionFailed("the PDF is encrypted")
+        pages = tuple(_tidy(page.extract_text() or "") for page in reader.pages)
+        title = str((reader.metadata or {}).get("/Title") or "").strip()
+    except ExtractionFailed:
+        raise
+    except (PdfReadError, ValueError, KeyError, TypeError, OSError) as error:
+        raise ExtractionFailed(f"not a readable PDF ({type(error).__name__}: {error})") from None
+    except Exception as error:  # pypdf raises many kinds on damaged files
+        raise ExtractionFailed(f"not a readable PDF ({type(error).__name__})") from None
+    pages = tuple(page for page in pages if page)
+    if not pages:
+        raise ExtractionFailed("the PDF holds no text (a scan needs OCR first)")
+    return Extracted(title[:MAX_TITLE_CHARS] or _first_line(pages[0]), pages)
+
+
+def docx_text(data: bytes) -> Extracted:
+    import docx
+    from docx.opc.exceptions import PackageNotFoundError
+
+    try:
+        document = docx.Document(io.BytesIO(data))
+    except (PackageNotFoundError, ValueError, KeyError, OSError) as error:
+        raise ExtractionFailed(f"not a readable DOCX ({type(error).__name__})") from None
+    except Exception as error:  # zipfile.BadZipFile, lxml errors...
+        raise ExtractionFailed(f"not a readable DOCX ({type(error).__name__})") from None
+    sections: list[list[str]] = [[]]
+    first_heading = ""
+    for paragraph in document.paragraphs:
+        text = paragraph.text.strip()
+        if not text:
+            continue
+        style = (paragraph.style.name if paragraph.style is not None else "") or ""
+        if style.startswith(("Heading", "Title")):
+            first_heading = first_heading or text
+            if sections[-1]:
+                sections.append([])
+        sections[-1].append(text)
+    for table in document.tables:
+        rows = [" | ".join(cell.text.strip() for cell in row.cells) for row in table.rows]
+        sections.append([row for row in rows if row.strip(" |")])
+    parts = tuple("\n\n".join(section) for section in sections if section)
+    if not parts:
+        raise ExtractionFailed("the DOCX holds no text")
+    title = (document.core_properties.title or "").strip() or first_heading
+    return Extracted(title[:MAX_TITLE_CHARS] or _first_line(parts[0]), parts)
+
+
+def _tidy(text: str) -> str:
+    text = re.sub(r"[ \t\r\f\v]+", " ", text)
+    return re.sub(r"\s*\n\s*\n\s*", "\n\n", text).strip()
+
+
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")[:MAX_TITLE_CHARS]
