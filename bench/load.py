@@ -10,6 +10,7 @@ minus the LLM's (`timings.llm`, wall time with a call in flight), so it includes
 prompting and queueing in the service.
 
     python -m bench.load [--solr-url URL] [--latency 0.1] [--concurrency 1 50 200] [--requests 400]
+                         [--set rag.queries.count=3 ...]
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ class Outcome:
     retrieve_ms: float = 0.0
     llm_ms: float = 0.0
     total_ms: float = 0.0
+    llm_calls: int = 0
 
     @property
     def overhead_ms(self) -> float:
@@ -82,7 +84,9 @@ def start(command: list[str], health: str) -> subprocess.Popen:
     raise SystemExit(f"{' '.join(command)} did not start")
 
 
-def service_command(solr_url: str, llm_url: str, folder: Path, port: int) -> list[str]:
+def service_command(
+    solr_url: str, llm_url: str, folder: Path, port: int, overrides: dict[str, str]
+) -> list[str]:
     config = folder / "rag.properties"
     settings = {
         "ai.enable.rag": "true",
@@ -92,6 +96,7 @@ def service_command(solr_url: str, llm_url: str, folder: Path, port: int) -> lis
         "retrieval.method": "bm25",
         "prompt.chunking.strategy": "stuff",
         "prompt.templates.dir": str(ROOT / "prompts"),
+        **overrides,
     }
     config.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
     return [
@@ -117,13 +122,15 @@ async def one_request(http: httpx.AsyncClient, base: str, query: str) -> Outcome
     if response.status_code != 200:
         print(f"  HTTP {response.status_code}: {response.text[:300]}", flush=True)
         return Outcome(status=response.status_code, seconds=seconds)
-    timings = response.json().get("timings", {})
+    body = response.json()
+    timings = body.get("timings", {})
     return Outcome(
         status=200,
         seconds=seconds,
         retrieve_ms=timings.get("retrieve", 0.0),
         llm_ms=timings.get("llm", 0.0),
         total_ms=timings.get("total", 0.0),
+        llm_calls=body.get("usage", {}).get("llm_calls", 0),
     )
 
 
@@ -161,6 +168,7 @@ def summarize(concurrency: int, outcomes: list[Outcome], wall: float) -> dict[st
         "pipeline_overhead_p50_ms": statistics.median(in_service) if in_service else 0.0,
         "solr_p50_ms": statistics.median(o.retrieve_ms for o in ok) if ok else 0.0,
         "llm_p50_ms": statistics.median(o.llm_ms for o in ok) if ok else 0.0,
+        "llm_calls_mean": statistics.fmean(o.llm_calls for o in ok) if ok else 0.0,
     }
 
 
@@ -170,7 +178,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency", type=float, default=0.1, help="LLM latency in seconds")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 50, 200])
     parser.add_argument("--requests", type=int, default=400, help="requests per level (max)")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="a rag.properties key"
+    )
     args = parser.parse_args(argv)
+    overrides = dict(item.split("=", 1) for item in args.set)
 
     rows = []
     with (
@@ -183,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         llm = [sys.executable, "-m", "tests.support.llm_server", "--port", str(llm_port)]
         servers = [start([*llm, "--delay", str(args.latency)], f"{llm_url}/health")]
         try:
-            command = service_command(solr_url, llm_url, Path(folder), service_port)
+            command = service_command(solr_url, llm_url, Path(folder), service_port, overrides)
             servers.append(start(command, f"{base}/health/live"))
             for concurrency in args.concurrency:
                 requests = min(args.requests, max(concurrency * 2, 100))
@@ -195,17 +207,20 @@ def main(argv: list[str] | None = None) -> int:
                 server.terminate()
                 server.wait(timeout=30)
 
-    print(f"\nLLM latency {args.latency * 1000:.0f} ms; times in ms")
+    settings = ", ".join(args.set) or "shipped defaults, stuff chain"
+    print(f"\nLLM latency {args.latency * 1000:.0f} ms; {settings}; times in ms")
     print(
         f"{'clients':>7} {'requests':>8} {'errors':>6} {'req/s':>6} {'p50':>7} {'p99':>7} "
-        f"{'Solr p50':>8} {'LLM p50':>7} {'overhead p50':>12} {'overhead p99':>12}"
+        f"{'Solr p50':>8} {'LLM p50':>7} {'overhead p50':>12} {'overhead p99':>12} "
+        f"{'LLM calls':>9}"
     )
     for row in rows:
         print(
             f"{row['concurrency']:>7} {row['requests']:>8} {row['errors']:>6} "
             f"{row['throughput_rps']:>6.1f} {row['latency_p50_ms']:>7.1f} "
             f"{row['latency_p99_ms']:>7.1f} {row['solr_p50_ms']:>8.1f} {row['llm_p50_ms']:>7.1f} "
-            f"{row['overhead_p50_ms']:>12.1f} {row['overhead_p99_ms']:>12.1f}"
+            f"{row['overhead_p50_ms']:>12.1f} {row['overhead_p99_ms']:>12.1f} "
+            f"{row['llm_calls_mean']:>9.1f}"
         )
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "load.json").write_text(json.dumps(rows, indent=1))

@@ -111,11 +111,9 @@ def test_mapreduce_concurrency_is_bounded(make_client: ClientFactory, llm: LLMSc
     llm.delay = 0.2
     post_ok(chain_client(make_client, "mapreduce", **{"prompt.map.concurrency": 2}), MANUAL)
     maps = [r for r in llm.requests if is_map(r)]
-    for request in maps:
-        overlapping = [
-            o for o in maps if o.started < request.finished and o.finished > request.started
-        ]
-        assert len(overlapping) <= 2
+    # at the moment each map request arrives, how many are in flight (itself included)
+    in_flight = [sum(o.started <= r.started < o.finished for o in maps) for r in maps]
+    assert max(in_flight) == 2
 
 
 def test_reduce_sees_every_relevant_partial_answer(

@@ -104,11 +104,11 @@ async def _stream(recorded: RecordedRequest, step: Step) -> AsyncIterator[str]:
     try:
         yield chunk(choices=[{"index": 0, "delta": {"role": "assistant"}}])
         for number, word in enumerate(words):
-            yield chunk(choices=[{"index": 0, "delta": {"content": word}}])
-            if number == 0:
+            if number == 0:  # noted before it leaves: the client may read it at once
                 recorded.first_chunk_sent = time.monotonic()
-                if step.pause_after_first_chunk:
-                    await asyncio.sleep(step.pause_after_first_chunk)
+            yield chunk(choices=[{"index": 0, "delta": {"content": word}}])
+            if number == 0 and step.pause_after_first_chunk:
+                await asyncio.sleep(step.pause_after_first_chunk)
         yield chunk(choices=[{"index": 0, "delta": {}, "finish_reason": "stop"}])
         usage = {"prompt_tokens": 11, "completion_tokens": len(words), "total_tokens": 11}
         yield chunk(choices=[], usage=usage)
