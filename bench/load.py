@@ -20,7 +20,6 @@ import asyncio
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,6 +29,7 @@ from pathlib import Path
 import httpx
 
 from bench.support import RESULTS, ROOT, given_or_started, local_solr, percentile
+from service.cli import start_server
 from tests.support.servers import free_port
 
 CORPUS = ROOT / "tests" / "fixtures" / "corpus.json"
@@ -67,21 +67,6 @@ def index_corpus(solr_url: str) -> int:
         f"{solr_url}/FileShare/update", params={"commit": "true"}, json=documents, timeout=60
     ).raise_for_status()
     return len(documents)
-
-
-def start(command: list[str], health: str) -> subprocess.Popen:
-    """A server process of its own (not a thread of this one: the load generator would steal
-    its CPU), once `health` answers."""
-    process = subprocess.Popen(command, cwd=ROOT, env={**os.environ, "LOG_LEVEL": "WARNING"})
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(health, timeout=1).status_code == 200:
-                return process
-        except httpx.TransportError:
-            time.sleep(0.2)
-    process.kill()
-    raise SystemExit(f"{' '.join(command)} did not start")
 
 
 def service_command(
@@ -193,10 +178,16 @@ def main(argv: list[str] | None = None) -> int:
         llm_port, service_port = free_port(), free_port()
         llm_url, base = f"http://127.0.0.1:{llm_port}", f"http://127.0.0.1:{service_port}"
         llm = [sys.executable, "-m", "tests.support.llm_server", "--port", str(llm_port)]
-        servers = [start([*llm, "--delay", str(args.latency)], f"{llm_url}/health")]
+        quiet = {**os.environ, "LOG_LEVEL": "WARNING"}
+        # servers of their own, not threads here: the load generator would steal their CPU
+        servers = [
+            start_server(
+                [*llm, "--delay", str(args.latency)], f"{llm_url}/health", what="LLM", env=quiet
+            )
+        ]
         try:
             command = service_command(solr_url, llm_url, Path(folder), service_port, overrides)
-            servers.append(start(command, f"{base}/health/live"))
+            servers.append(start_server(command, f"{base}/health/live", what="service", env=quiet))
             for concurrency in args.concurrency:
                 requests = min(args.requests, max(concurrency * 2, 100))
                 print(f"{concurrency} concurrent: {requests} requests...", flush=True)

@@ -127,21 +127,30 @@ async def _verify_solr(settings: Settings) -> None:
 
 
 def _start_model_server(port: int) -> subprocess.Popen[bytes]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "service.models", "--port", str(port)], cwd=REPO_ROOT
-    )
-    url = f"http://127.0.0.1:{port}/health"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+    command = [sys.executable, "-m", "service.models", "--port", str(port)]
+    return start_server(command, f"http://127.0.0.1:{port}/health", what="the local model server")
+
+
+def start_server(
+    command: list[str],
+    health_url: str,
+    *,
+    what: str,
+    seconds: float = 60,
+    env: dict[str, str] | None = None,
+) -> subprocess.Popen[bytes]:
+    """A server process, returned once `health_url` answers 200; SystemExit naming `what` if
+    it exits or does not answer within `seconds`."""
+    process = subprocess.Popen(command, cwd=REPO_ROOT, env=env)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and process.poll() is None:
         try:
-            if httpx.get(url, timeout=1).status_code == 200:
+            if httpx.get(health_url, timeout=1).status_code == 200:
                 return process
         except httpx.TransportError:
             time.sleep(0.2)
-        if process.poll() is not None:
-            break
     process.terminate()
-    raise SystemExit(f"the local model server did not start on port {port}")
+    raise SystemExit(f"{what} did not start ({' '.join(command)})")
 
 
 def _ingest(args: argparse.Namespace) -> int:
