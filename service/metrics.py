@@ -38,6 +38,13 @@ STAGE_SECONDS = Histogram(
     buckets=_SECONDS,
     registry=REGISTRY,
 )
+LLM_CALL_SECONDS = Histogram(
+    "solr_rag_llm_call_seconds",
+    "Time of one call to the LLM or the embeddings API (a stream: until its last chunk).",
+    ["upstream"],
+    buckets=_SECONDS,
+    registry=REGISTRY,
+)
 LLM_CALLS = Counter("solr_rag_llm_calls", "LLM calls made for answers.", registry=REGISTRY)
 LLM_TOKENS = Counter(
     "solr_rag_llm_tokens", "Tokens the LLM reported, by kind.", ["kind"], registry=REGISTRY

@@ -119,6 +119,13 @@ def test_an_invalid_change_is_422_naming_the_key_and_the_file_is_untouched(
     assert values(client)["llm.model"] == "test-model"
 
 
+def test_put_changes_like_patch(admin) -> None:
+    client, path = admin
+    response = client.put("/admin/config", headers=ADMIN, json={"llm.model": "put-model"})
+    assert response.status_code == 200
+    assert parse_properties(path.read_text(encoding="utf-8"))["llm.model"] == "put-model"
+
+
 def test_a_change_based_on_an_old_version_is_refused(admin) -> None:
     client, path = admin
     version = client.get("/admin/config", headers=ADMIN).json()["version"]

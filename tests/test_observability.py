@@ -39,6 +39,7 @@ def test_an_answer_is_counted_by_endpoint_stage_llm_call_and_tokens(
         "retrieve": sample(client, "solr_rag_stage_seconds_count", stage="retrieve"),
         "llm": sample(client, "solr_rag_stage_seconds_count", stage="llm"),
         "answers": sample(client, "solr_rag_answer_documents_count"),
+        "call": sample(client, "solr_rag_llm_call_seconds_count", upstream="llm"),
     }
     assert client.post("/ai/rag", json={"query": "lighthouse"}).status_code == 200
     assert sample(client, requests[0], **requests[1]) == before["requests"] + 1
@@ -52,6 +53,7 @@ def test_an_answer_is_counted_by_endpoint_stage_llm_call_and_tokens(
     )
     assert sample(client, "solr_rag_stage_seconds_count", stage="llm") == before["llm"] + 1
     assert sample(client, "solr_rag_answer_documents_count") == before["answers"] + 1
+    assert sample(client, "solr_rag_llm_call_seconds_count", upstream="llm") == before["call"] + 1
 
 
 def test_routes_are_labelled_by_template_not_by_path(

@@ -2,7 +2,7 @@
 
     GET   /admin/config            every key: value (tokens masked), type, default, limits, help
     PATCH /admin/config            {"key": value, ...}; `If-Match: <version>` guards against
-                                   overwriting an edit made meanwhile (409)
+                                   overwriting an edit made meanwhile (409); PUT is the same
     POST  /admin/test-connection   can the LLM, the embeddings API and Solr be reached?
 
 All need `Authorization: Bearer <admin token>`.
@@ -81,6 +81,7 @@ def read_config(request: Request, response: Response) -> ConfigOut:
     return _config_out(runtime, runtime.settings(), version)
 
 
+@router.put("/admin/config", response_model=ConfigOut, responses=documented_errors(403, 409, 422))
 @router.patch("/admin/config", response_model=ConfigOut, responses=documented_errors(403, 409, 422))
 def change_config(
     request: Request,

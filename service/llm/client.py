@@ -27,7 +27,7 @@ from service.errors import (
 )
 from service.llm.breaker import CircuitBreaker
 from service.llm.types import ChatMessage, Completion, Usage
-from service.metrics import upstream_error
+from service.metrics import LLM_CALL_SECONDS, upstream_error
 from service.observability import request_headers
 
 log = logging.getLogger(__name__)
@@ -53,24 +53,29 @@ class LLMOptions:
 
 class BusyClock:
     """Wall time during which at least one call was in flight: concurrent calls count once,
-    so a request's LLM time can be taken from its total to leave the service's own."""
+    so a request's LLM time can be taken from its total to leave the service's own. Each call
+    is also observed in solr_rag_llm_call_seconds."""
 
-    def __init__(self) -> None:
+    def __init__(self, upstream: str) -> None:
         self.seconds = 0.0
+        self._upstream = upstream
         self._active = 0
         self._since = 0.0
 
     @contextlib.contextmanager
     def track(self) -> Iterator[None]:
+        started = time.perf_counter()
         if self._active == 0:
-            self._since = time.perf_counter()
+            self._since = started
         self._active += 1
         try:
             yield
         finally:
             self._active -= 1
+            now = time.perf_counter()
+            LLM_CALL_SECONDS.labels(self._upstream).observe(now - started)
             if self._active == 0:
-                self.seconds += time.perf_counter() - self._since
+                self.seconds += now - self._since
 
 
 class OpenAICompatibleClient:
@@ -88,7 +93,7 @@ class OpenAICompatibleClient:
         self._http = http
         self.options = options
         self.breaker = breaker or CircuitBreaker.off()
-        self.busy = BusyClock()
+        self.busy = BusyClock(self.upstream)
         self._timeout = httpx.Timeout(options.read_timeout, connect=options.connect_timeout)
 
     async def list_models(self) -> list[str]:
