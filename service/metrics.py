@@ -25,7 +25,7 @@ REQUESTS = Counter(
 )
 REQUEST_SECONDS = Histogram(
     "solr_rag_request_seconds",
-    "Time to answer an HTTP request (for a stream: until its headers).",
+    "Time to answer an HTTP request (a stream: until its last event).",
     ["endpoint"],
     buckets=_SECONDS,
     registry=REGISTRY,

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import logging
-import re
-import time
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from service import __version__
@@ -27,14 +24,10 @@ from service.api import (
 )
 from service.api.errors import install_error_handlers
 from service.api.limits import BodySizeLimit
+from service.api.request_context import RequestContext
 from service.api.runtime import Runtime
-from service.metrics import REQUEST_SECONDS, REQUESTS
-from service.observability import REQUEST_ID_HEADER, request_id_var
 
 log = logging.getLogger(__name__)
-access_log = logging.getLogger("service.access")
-
-_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
 
 def create_app(config_path: Path) -> FastAPI:
@@ -77,40 +70,6 @@ def create_app(config_path: Path) -> FastAPI:
     app.include_router(health.router)
     app.include_router(metrics.router)
     app.include_router(pages.router)
-
-    @app.middleware("http")
-    async def request_id(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        incoming = request.headers.get("x-request-id", "")
-        request_id = incoming if _REQUEST_ID.match(incoming) else uuid.uuid4().hex
-        request.state.request_id = request_id
-        token = request_id_var.set(request_id)
-        started = time.perf_counter()
-        try:
-            response = await call_next(request)
-        finally:
-            request_id_var.reset(token)
-        response.headers[REQUEST_ID_HEADER] = request_id
-        seconds = time.perf_counter() - started
-        route = request.scope.get("route")
-        endpoint = getattr(route, "path", "unmatched")
-        REQUESTS.labels(endpoint, request.method, str(response.status_code)).inc()
-        REQUEST_SECONDS.labels(endpoint).observe(seconds)
-        access_log.info(
-            "%s %s %d %.1fms",
-            request.method,
-            request.url.path,
-            response.status_code,
-            seconds * 1000,
-            extra={
-                "request_id": request_id,
-                "method": request.method,
-                "path": request.url.path,
-                "status": response.status_code,
-                "ms": round(seconds * 1000, 1),
-            },
-        )
-        return response
+    app.add_middleware(RequestContext)  # outermost: every response gets its id and log line
 
     return app

@@ -25,17 +25,22 @@ class Runtime:
     def __init__(self, config_path: Path) -> None:
         self.config = ConfigStore(config_path)
         self.prompts = PromptStore(self._prompts_folder(self.config.current()))
-        self.http: httpx.AsyncClient | None = None
+        # one connection pool per upstream: httpcore checks every pooled connection on each
+        # request, so one shared pool makes Solr calls pay for the LLM's connections too
+        self._pools: dict[str, httpx.AsyncClient] = {}
         # one breaker per upstream API, shared by every request (see llm.circuit.*)
         self._breakers: dict[tuple[str, int, float], CircuitBreaker] = {}
 
     async def start(self) -> None:
-        """Opens the connection pool; checks Solr's layout (solr.startup.check), raising
+        """Opens the connection pools; checks Solr's layout (solr.startup.check), raising
         SolrLayoutError when it is unusable."""
-        self.http = httpx.AsyncClient(
-            limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
-            follow_redirects=False,
-        )
+        self._pools = {
+            name: httpx.AsyncClient(
+                limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
+                follow_redirects=False,
+            )
+            for name in ("solr", "llm", "embeddings")
+        }
         settings = self.settings()
         if settings.solr_startup_check:
             try:
@@ -45,16 +50,16 @@ class Runtime:
                 raise
 
     async def stop(self) -> None:
-        if self.http is not None:
-            await self.http.aclose()
-            self.http = None
+        pools, self._pools = self._pools, {}
+        for pool in pools.values():
+            await pool.aclose()
 
     def settings(self) -> Settings:
         return self.config.current()
 
     def solr(self, settings: Settings) -> SolrClient:
         return SolrClient(
-            self._client(),
+            self._client("solr"),
             settings.solr_url,
             connect_timeout=settings.solr_timeout_connect,
             read_timeout=settings.solr_timeout_read,
@@ -70,7 +75,7 @@ class Runtime:
     ) -> ChatClient:
         """The configured LLM; a request may name its own model, max_tokens, temperature."""
         return ChatClient(
-            self._client(),
+            self._client("llm"),
             LLMOptions(
                 endpoint=settings.api_endpoint,
                 model=settings.llm_model if model is None else model,
@@ -86,7 +91,7 @@ class Runtime:
 
     def embeddings(self, settings: Settings, *, model: str | None = None) -> EmbeddingsClient:
         breaker = self.breaker(settings, settings.embeddings_endpoint)
-        return embeddings_client(self._client(), settings, model=model, breaker=breaker)
+        return embeddings_client(self._client("embeddings"), settings, model=model, breaker=breaker)
 
     def breaker(self, settings: Settings, endpoint: str) -> CircuitBreaker:
         """The circuit breaker of one API; a new one when its settings change."""
@@ -128,7 +133,7 @@ class Runtime:
         folder = Path(settings.prompts_dir)
         return folder if folder.is_absolute() else self.config.path.parent / folder
 
-    def _client(self) -> httpx.AsyncClient:
-        if self.http is None:
+    def _client(self, upstream: str) -> httpx.AsyncClient:
+        if upstream not in self._pools:
             raise RuntimeError("Runtime.start() must run before requests are served")
-        return self.http
+        return self._pools[upstream]
