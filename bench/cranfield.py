@@ -11,6 +11,7 @@ recall@10 over the documents graded 1..4; MRR@10. Vector and hybrid rank passage
 document's rank is that of its best passage.
 
     python -m bench.cranfield [--solr-url URL] [--embeddings-url URL] [--queries N]
+                              [--llm-url URL --llm-model NAME --multi-query 3]
 """
 
 from __future__ import annotations
@@ -23,19 +24,22 @@ import re
 import statistics
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
-from bench.support import RESULTS, given_or_started, local_solr, model_server
+from bench.support import RESULTS, ROOT, given_or_started, local_solr, model_server
+from service.chains import PromptLibrary
+from service.chains.multiquery import QueryExpander
 from service.config import Settings, settings_from_mapping
 from service.ingest import SourceDocument
 from service.ingest.indexer import indexer_for
-from service.llm import EmbeddingsClient, LLMOptions
-from service.retrieval import SolrClient
+from service.llm import ChatClient, EmbeddingsClient, LLMOptions
+from service.retrieval import RetrievedDocument, SolrClient
 from service.retrieval.factory import build_retriever
+from service.retrieval.multiquery import MultiQueryRetriever
 from service.text import sanitize_query
 
 DATA = Path(__file__).resolve().parent / "data" / "cranfield"
@@ -126,6 +130,34 @@ def progress(done: int, total: int) -> None:
     sys.stderr.flush()
 
 
+async def score(
+    retrieve: Callable[[str], Awaitable[list[RetrievedDocument]]],
+    queries: list[Query],
+    judgments: dict[int, dict[str, int]],
+) -> dict[str, float]:
+    """The metrics of one retrieval method over the queries that have relevant documents."""
+    scores: dict[str, list[float]] = {"ndcg": [], "recall": [], "mrr": [], "ms": []}
+    for query in queries:
+        gains = judgments.get(query.position, {})
+        if not any(gain > 0 for gain in gains.values()):
+            continue
+        started = time.perf_counter()
+        hits = await retrieve(sanitize_query(query.text))
+        scores["ms"].append((time.perf_counter() - started) * 1000)
+        ranked = list(dict.fromkeys(hit.source_id for hit in hits))
+        scores["ndcg"].append(ndcg(ranked, gains))
+        scores["recall"].append(recall(ranked, gains))
+        scores["mrr"].append(reciprocal_rank(ranked, gains))
+    return {
+        "queries": len(scores["ndcg"]),
+        "ndcg@10": statistics.fmean(scores["ndcg"]),
+        "recall@10": statistics.fmean(scores["recall"]),
+        "mrr@10": statistics.fmean(scores["mrr"]),
+        "p50_ms": statistics.median(scores["ms"]),
+        "p95_ms": sorted(scores["ms"])[int(0.95 * (len(scores["ms"]) - 1))],
+    }
+
+
 async def evaluate(
     solr_url: str,
     embeddings_url: str,
@@ -133,7 +165,12 @@ async def evaluate(
     *,
     ingest: bool = True,
     overrides: dict[str, str] | None = None,
+    llm_url: str | None = None,
+    llm_model: str = "",
+    query_count: int = 3,
 ) -> dict[str, dict]:
+    """BM25, vector and hybrid; with `llm_url`, also hybrid with multi-query (the queries
+    written by that LLM)."""
     documents = load_documents()
     queries = load_queries()[:limit]
     judgments = load_judgments()
@@ -155,27 +192,27 @@ async def evaluate(
         for method in ("bm25", "vector", "hybrid"):
             settings = settings_for(solr_url, embeddings_url, method, overrides)
             retriever = build_retriever(settings, solr, embeddings)
-            scores: dict[str, list[float]] = {"ndcg": [], "recall": [], "mrr": [], "ms": []}
-            for query in queries:
-                gains = judgments.get(query.position, {})
-                if not any(gain > 0 for gain in gains.values()):
-                    continue
-                started = time.perf_counter()
-                hits = await retriever.run(sanitize_query(query.text))
-                scores["ms"].append((time.perf_counter() - started) * 1000)
-                ranked = list(dict.fromkeys(hit.source_id for hit in hits))
-                scores["ndcg"].append(ndcg(ranked, gains))
-                scores["recall"].append(recall(ranked, gains))
-                scores["mrr"].append(reciprocal_rank(ranked, gains))
-            table[method] = {
-                "queries": len(scores["ndcg"]),
-                "ndcg@10": statistics.fmean(scores["ndcg"]),
-                "recall@10": statistics.fmean(scores["recall"]),
-                "mrr@10": statistics.fmean(scores["mrr"]),
-                "p50_ms": statistics.median(scores["ms"]),
-                "p95_ms": sorted(scores["ms"])[int(0.95 * (len(scores["ms"]) - 1))],
-            }
+            table[method] = await score(retriever.run, queries, judgments)
             print(f"  {method}: done")
+        if llm_url:
+            settings = settings_for(solr_url, embeddings_url, "hybrid", overrides)
+            fused = MultiQueryRetriever(
+                build_retriever(settings, solr, embeddings), k=settings.rrf_k, limit=CANDIDATES
+            )
+            llm = ChatClient(http, LLMOptions(endpoint=llm_url, model=llm_model, max_tokens=120))
+            expander = QueryExpander(llm, PromptLibrary(ROOT / "prompts"))
+            fallbacks = 0
+
+            async def expanded(text: str) -> list[RetrievedDocument]:
+                nonlocal fallbacks
+                expansion = await expander.run(text, text, (), count=query_count)
+                fallbacks += expansion.fell_back
+                return await fused.run([q for q in map(sanitize_query, expansion.queries) if q])
+
+            name = f"hybrid+{query_count}q"
+            table[name] = await score(expanded, queries, judgments)
+            table[name]["fallbacks"] = fallbacks
+            print(f"  {name}: done ({fallbacks} answers unusable: the question alone searched)")
         if summary:
             table["_ingestion"] = {
                 "documents": summary.documents,
@@ -196,6 +233,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="a rag.properties key"
     )
+    parser.add_argument("--llm-url", help="an OpenAI-compatible /v1 for a multi-query row")
+    parser.add_argument("--llm-model", default="", help="its model name")
+    parser.add_argument("--multi-query", type=int, default=3, help="queries per question")
     args = parser.parse_args(argv)
     overrides = dict(item.split("=", 1) for item in args.set)
 
@@ -210,16 +250,20 @@ def main(argv: list[str] | None = None) -> None:
                 args.queries,
                 ingest=not args.no_ingest,
                 overrides=overrides,
+                llm_url=args.llm_url,
+                llm_model=args.llm_model,
+                query_count=args.multi_query,
             )
         )
 
     print(
-        f"\n{'method':<8} {'nDCG@10':>8} {'recall@10':>9} {'MRR@10':>7} {'p50 ms':>7} {'p95 ms':>7}"
+        f"\n{'method':<10} {'nDCG@10':>8} {'recall@10':>9} {'MRR@10':>7} "
+        f"{'p50 ms':>7} {'p95 ms':>7}"
     )
-    for method in ("bm25", "vector", "hybrid"):
+    for method in [name for name in table if not name.startswith("_")]:
         row = table[method]
         print(
-            f"{method:<8} {row['ndcg@10']:>8.3f} {row['recall@10']:>9.3f} {row['mrr@10']:>7.3f} "
+            f"{method:<10} {row['ndcg@10']:>8.3f} {row['recall@10']:>9.3f} {row['mrr@10']:>7.3f} "
             f"{row['p50_ms']:>7.1f} {row['p95_ms']:>7.1f}"
         )
     print(f"({table['bm25']['queries']} queries with at least one relevant document)")
