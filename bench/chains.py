@@ -1,8 +1,9 @@
-"""Wall time and LLM calls of map-reduce and refine for 1, 4 and 16 packs.
+"""Wall time and LLM calls of stuff, map-reduce and refine for 1, 4 and 16 packs.
 
 The LLM is a local OpenAI-compatible server (real HTTP on 127.0.0.1) that answers every
 request after a fixed latency (200 ms by default), so the numbers show the chains' own
-scheduling: refine is sequential by nature; map-reduce sends its maps concurrently.
+scheduling: stuff is one request (given a budget that holds every chunk); refine is
+sequential by nature; map-reduce sends its maps concurrently.
 
     python -m bench.chains [--latency 0.2] [--packs 1 4 16] [--concurrency 4 16]
 """
@@ -23,6 +24,7 @@ from service.chains import (
     PromptLibrary,
     Question,
     RefineChain,
+    StuffChain,
     number_chunks,
 )
 from service.llm import ChatClient, LLMOptions
@@ -49,11 +51,12 @@ async def run_chain(strategy: str, packs: int, concurrency: int, base: str) -> t
     builder = PromptBuilder(prompts, Question("How is the gearbox checked?"))
     async with httpx.AsyncClient() as http:
         llm = ChatClient(http, LLMOptions(endpoint=f"{base}/v1/", model="bench", retries=0))
-        chain = (
-            MapReduceChain(llm, builder, BUDGET, concurrency=concurrency)
-            if strategy == "mapreduce"
-            else RefineChain(llm, builder, BUDGET, answer_reserve=800)
-        )
+        if strategy == "stuff":  # everything in one request: a budget that holds it all
+            chain = StuffChain(llm, builder, BUDGET * packs)
+        elif strategy == "mapreduce":
+            chain = MapReduceChain(llm, builder, BUDGET, concurrency=concurrency)
+        else:
+            chain = RefineChain(llm, builder, BUDGET, answer_reserve=800)
         started = time.perf_counter()
         result = await chain.run(chunks(packs))
         return result.llm_calls, time.perf_counter() - started
@@ -76,11 +79,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     with serve_in_thread(create_llm_app(script)) as base:
         for packs in args.packs:
-            rows = [("refine", 1)] + [("mapreduce", c) for c in args.concurrency]
+            rows = [("stuff", 1), ("refine", 1)] + [("mapreduce", c) for c in args.concurrency]
             for strategy, concurrency in rows:
                 calls, wall = asyncio.run(run_chain(strategy, packs, concurrency, base))
                 sequential = calls * args.latency
-                shown = "-" if strategy == "refine" else str(concurrency)
+                shown = str(concurrency) if strategy == "mapreduce" else "-"
                 print(
                     f"{strategy:<10} {packs:>5} {shown:>11} {calls:>9} {wall:>7.2f} "
                     f"{sequential:>12.2f} {sequential / wall:>7.1f}x"

@@ -252,3 +252,32 @@ def test_a_grading_failure_keeps_the_chunks(
     assert response.status_code == 200, response.text
     assert len(response.json()["content"]["documents"]) == 5
     assert "keeping 5 chunks ungraded" in caplog.text
+
+
+def test_the_openai_endpoint_runs_the_same_pipeline(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    client = make_client({"rag.queries.count": 2, "rag.grading.enabled": True})
+    grades = grade_by_title({"The lighthouse keeper": "HIGH"})
+
+    def answer(request: RecordedRequest) -> str:
+        if '"queries"' in request.prompt:
+            return json.dumps({"queries": ["keeper lamp"]})
+        return grades(request)  # type: ignore[operator]
+
+    llm.answer = answer
+    response = client.post(
+        "/v1/chat/completions",
+        json={
+            "model": "test-model",
+            "messages": [{"role": "user", "content": "lighthouse"}],
+            "index_name": "FileShare",
+        },
+    )
+    assert response.status_code == 200, response.text
+    kinds = [
+        "queries" if '"queries"' in r.prompt else "grade" if is_grading(r) else "answer"
+        for r in llm.requests
+    ]
+    assert kinds == ["queries", "grade", "answer"]
+    assert [s["id"] for s in response.json()["sources"]] == ["lighthouse"]
