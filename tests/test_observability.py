@@ -12,7 +12,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from service.observability import JsonFormatter, RequestIdFilter
 from tests.conftest import ClientFactory
 from tests.support.llm_server import LLMScript, Step
-from tests.support.servers import free_port
+from tests.support.servers import free_port, serve_in_thread
+from tests.support.solr_proxy import ProxyLog, create_solr_proxy
 
 
 def sample(client: TestClient, name: str, **labels: str) -> float:
@@ -118,3 +119,14 @@ def test_json_logs_are_one_object_a_line_with_the_request_id() -> None:
     assert entry["request_id"] == "-"
     assert entry["status"] == 200
     assert entry["level"] == "INFO"
+
+
+def test_the_request_id_reaches_solr(
+    make_client: ClientFactory, llm: LLMScript, solr_url: str
+) -> None:
+    log = ProxyLog()
+    with serve_in_thread(create_solr_proxy(solr_url, log), health_path="/proxy-health") as base:
+        client = make_client({"solr.url": f"{base}/solr"})
+        client.post("/ai/rag", json={"query": "lighthouse"}, headers={"X-Request-Id": "trace-7"})
+    search = log.searches[-1]
+    assert (search.request_id_header, search.request_id_param) == ("trace-7", "trace-7")

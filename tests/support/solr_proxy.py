@@ -22,6 +22,8 @@ class Search:
     query: str
     started: float
     finished: float = 0.0
+    request_id_header: str = ""
+    request_id_param: str = ""
 
 
 @dataclass
@@ -45,7 +47,13 @@ def create_solr_proxy(solr_url: str, log: ProxyLog) -> FastAPI:
         search = None
         if path.endswith("/select"):
             form = parse_qs(body.decode("utf-8")) if body else {}
-            search = Search(path.split("/")[0], form.get("q", [""])[0], time.monotonic())
+            search = Search(
+                path.split("/")[0],
+                form.get("q", [""])[0],
+                time.monotonic(),
+                request_id_header=request.headers.get("x-request-id", ""),
+                request_id_param=form.get("rid", [""])[0],
+            )
             log.searches.append(search)
             await asyncio.sleep(log.delay)
         headers = {k: v for k, v in request.headers.items() if k.lower() in ("content-type",)}
