@@ -79,6 +79,7 @@ def test_the_original_query_is_always_searched_first_and_duplicates_dropped(
         '{"queries": []}',
         '{"queries": "lamp keeper"}',
         '{"questions": ["lamp keeper"]}',
+        '{"queries": ["<a search query>", "<another search query>"]}',  # the prompt echoed
     ],
 )
 def test_a_malformed_answer_falls_back_to_the_question(

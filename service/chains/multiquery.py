@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 
 MAX_QUERIES = 5
 _JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
+_PLACEHOLDER = re.compile(r"^<[^<>]*>$")
 
 
 class GeneratedQueries(BaseModel):
@@ -48,7 +49,12 @@ def parse_queries(answer: str) -> list[str]:
         parsed = GeneratedQueries.model_validate(json.loads(found.group(0)))
     except (json.JSONDecodeError, ValidationError) as error:
         raise ValueError(str(error).splitlines()[0]) from None
-    return [query.strip() for query in parsed.queries if query.strip()]
+    queries = [query.strip() for query in parsed.queries if query.strip()]
+    # a model that echoes its prompt returns the example's placeholders: not queries
+    queries = [query for query in queries if not _PLACEHOLDER.match(query)]
+    if not queries:
+        raise ValueError("only the example's placeholders, no query")
+    return queries
 
 
 class QueryExpander:
