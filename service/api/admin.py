@@ -114,7 +114,8 @@ def change_config(
             written[key] = info.as_property(value)
         except ValueError as error:
             raise InvalidConfigChange(f"{key}: {error}") from None
-    expected = if_match.strip().strip('"') if if_match else None
+    expected = if_match.strip().removeprefix("W/").strip('"') if if_match else None
+    expected = None if expected == "*" else expected
     try:
         if written:
             settings, version = runtime.config.update(written, expected_version=expected)
