@@ -10,12 +10,12 @@ from datetime import UTC, datetime
 from html.parser import HTMLParser
 from pathlib import Path
 
-from service.ingest.office import ExtractionFailed, docx_text, pdf_text
+from service.ingest.office import ExtractionFailed, docx_text, pdf_text, tidy_text
 
 TEXT_SUFFIXES = frozenset({".txt", ".text", ".md", ".markdown", ".rst"})
 HTML_SUFFIXES = frozenset({".html", ".htm"})
-OFFICE_SUFFIXES = frozenset({".pdf", ".docx"})
-SUPPORTED_SUFFIXES = TEXT_SUFFIXES | HTML_SUFFIXES | OFFICE_SUFFIXES
+_OFFICE_READERS = {".pdf": pdf_text, ".docx": docx_text}
+SUPPORTED_SUFFIXES = TEXT_SUFFIXES | HTML_SUFFIXES | frozenset(_OFFICE_READERS)
 MAX_TITLE_CHARS = 200
 
 
@@ -96,14 +96,11 @@ def extract_bytes(
     """A file's content (uploaded or read) as a SourceDocument; its kind comes from `name`."""
     suffix = Path(name).suffix.lower()
     sections: tuple[str, ...] = ()
-    if suffix == ".pdf":
-        extracted = pdf_text(data)
-        title, sections = extracted.title, extracted.sections
+    if suffix in _OFFICE_READERS:
+        extracted = _OFFICE_READERS[suffix](data)
+        sections = extracted.sections
         content = "\n\n".join(sections)
-    elif suffix == ".docx":
-        extracted = docx_text(data)
-        title, sections = extracted.title, extracted.sections
-        content = "\n\n".join(sections)
+        title = extracted.title or _first_line_title(content, markdown=False)
     elif suffix in HTML_SUFFIXES:
         title, content = _html_text(data.decode("utf-8", errors="replace"))
     elif suffix in TEXT_SUFFIXES:
@@ -113,7 +110,7 @@ def extract_bytes(
         raise UnsupportedFile(f"{name}: {suffix or 'no suffix'} files are not supported")
     return SourceDocument(
         id=document_id,
-        title=title or Path(name).stem,
+        title=title[:MAX_TITLE_CHARS] or Path(name).stem,
         url=url,
         content=content.strip(),
         language=language,
@@ -185,7 +182,5 @@ def _html_text(html: str) -> tuple[str, str]:
     parser = _HtmlText()
     parser.feed(html)
     parser.close()
-    text = re.sub(r"[ \t\r\f\v]+", " ", "".join(parser.parts))
-    text = re.sub(r"\s*\n\s*\n\s*", "\n\n", text)
     title = (parser.title.strip() or parser.first_heading)[:MAX_TITLE_CHARS]
-    return title, text.strip()
+    return title, tidy_text("".join(parser.parts))

@@ -11,8 +11,6 @@ import io
 import re
 from dataclasses import dataclass
 
-MAX_TITLE_CHARS = 200
-
 
 class ExtractionFailed(Exception):
     """The file cannot be read: corrupt, encrypted, or without text."""
@@ -20,6 +18,9 @@ class ExtractionFailed(Exception):
 
 @dataclass(frozen=True)
 class Extracted:
+    """The text by page or section, and the title the file names (empty when it names none:
+    the caller falls back to the first line)."""
+
     title: str
     sections: tuple[str, ...]
 
@@ -32,7 +33,7 @@ def pdf_text(data: bytes) -> Extracted:
         reader = PdfReader(io.BytesIO(data))
         if reader.is_encrypted and not reader.decrypt(""):
             raise ExtractionFailed("the PDF is encrypted")
-        pages = tuple(_tidy(page.extract_text() or "") for page in reader.pages)
+        pages = tuple(tidy_text(page.extract_text() or "") for page in reader.pages)
         title = str((reader.metadata or {}).get("/Title") or "").strip()
     except ExtractionFailed:
         raise
@@ -43,7 +44,7 @@ def pdf_text(data: bytes) -> Extracted:
     pages = tuple(page for page in pages if page)
     if not pages:
         raise ExtractionFailed("the PDF holds no text (a scan needs OCR first)")
-    return Extracted(title[:MAX_TITLE_CHARS] or _first_line(pages[0]), pages)
+    return Extracted(title, pages)
 
 
 def docx_text(data: bytes) -> Extracted:
@@ -74,14 +75,10 @@ def docx_text(data: bytes) -> Extracted:
     parts = tuple("\n\n".join(section) for section in sections if section)
     if not parts:
         raise ExtractionFailed("the DOCX holds no text")
-    title = (document.core_properties.title or "").strip() or first_heading
-    return Extracted(title[:MAX_TITLE_CHARS] or _first_line(parts[0]), parts)
+    return Extracted((document.core_properties.title or "").strip() or first_heading, parts)
 
 
-def _tidy(text: str) -> str:
+def tidy_text(text: str) -> str:
+    """Runs of spaces as one, blank-line runs as one paragraph break, trimmed."""
     text = re.sub(r"[ \t\r\f\v]+", " ", text)
     return re.sub(r"\s*\n\s*\n\s*", "\n\n", text).strip()
-
-
-def _first_line(text: str) -> str:
-    return next((line.strip() for line in text.splitlines() if line.strip()), "")[:MAX_TITLE_CHARS]
