@@ -10,17 +10,17 @@ ungraded, logged: grading may narrow an answer, never break it.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from service.chains.context import NumberedChunk
+from service.chains.packing import MIN_ROOM
 from service.chains.prompts import PromptLibrary
+from service.chains.structured import parse_json_answer
 from service.errors import ServiceError, TechnicalError
 from service.llm.client import ChatClient
 from service.llm.types import ChatMessage, Usage
@@ -31,8 +31,6 @@ log = logging.getLogger(__name__)
 
 Level = Literal["LOW", "MEDIUM", "HIGH"]
 RANK: dict[str, int] = {"LOW": 0, "MEDIUM": 1, "HIGH": 2}
-MIN_ROOM = 200
-_JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 
 
 class Grade(BaseModel):
@@ -46,13 +44,7 @@ class Grades(BaseModel):
 
 def parse_grades(answer: str, expected: Sequence[int]) -> dict[int, str]:
     """passage id -> level; raises ValueError unless every expected id is graded once."""
-    found = _JSON_OBJECT.search(answer)
-    if not found:
-        raise ValueError("no JSON object in the answer")
-    try:
-        grades = Grades.model_validate(json.loads(found.group(0))).grades
-    except (json.JSONDecodeError, ValidationError) as error:
-        raise ValueError(str(error).splitlines()[0]) from None
+    grades = parse_json_answer(answer, Grades).grades
     ids = [grade.id for grade in grades]
     if sorted(ids) != sorted(expected):
         raise ValueError(f"graded passages {sorted(ids)}, expected {sorted(expected)}")

@@ -7,14 +7,14 @@ call and changes nothing. The original query is always searched, first.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from dataclasses import dataclass
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
 from service.chains.prompts import PromptLibrary
+from service.chains.structured import parse_json_answer
 from service.errors import ServiceError
 from service.llm.client import ChatClient
 from service.llm.types import ChatMessage, Usage
@@ -22,7 +22,6 @@ from service.llm.types import ChatMessage, Usage
 log = logging.getLogger(__name__)
 
 MAX_QUERIES = 5
-_JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 _PLACEHOLDER = re.compile(r"^<[^<>]*>$")
 
 
@@ -42,13 +41,7 @@ class Expansion:
 def parse_queries(answer: str) -> list[str]:
     """The queries of a JSON answer (code fences and text around the object tolerated);
     raises ValueError when there are none."""
-    found = _JSON_OBJECT.search(answer)
-    if not found:
-        raise ValueError("no JSON object in the answer")
-    try:
-        parsed = GeneratedQueries.model_validate(json.loads(found.group(0)))
-    except (json.JSONDecodeError, ValidationError) as error:
-        raise ValueError(str(error).splitlines()[0]) from None
+    parsed = parse_json_answer(answer, GeneratedQueries)
     queries = [query.strip() for query in parsed.queries if query.strip()]
     # a model that echoes its prompt returns the example's placeholders: not queries
     queries = [query for query in queries if not _PLACEHOLDER.match(query)]
