@@ -30,9 +30,9 @@ import httpx
 
 from bench.support import RESULTS, ROOT, given_or_started, local_solr, percentile
 from service.cli import start_server
+from tests.support.corpus import load_corpus
 from tests.support.servers import free_port
 
-CORPUS = ROOT / "tests" / "fixtures" / "corpus.json"
 QUERIES = (
     "Who lit the lighthouse lamp?",
     "How is an apple orchard pruned?",
@@ -58,11 +58,7 @@ class Outcome:
 
 
 def index_corpus(solr_url: str) -> int:
-    documents = [
-        {"id": r["id"], "title": r["title"], "url": f"https://example.org/{r['id']}",
-         "content": r["content"], "language": r.get("language", "en")}
-        for r in json.loads(CORPUS.read_text(encoding="utf-8"))
-    ]  # fmt: skip
+    documents = [document.to_solr() for document in load_corpus()]
     httpx.post(
         f"{solr_url}/FileShare/update", params={"commit": "true"}, json=documents, timeout=60
     ).raise_for_status()

@@ -7,7 +7,6 @@ configsets) instead of starting one.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import subprocess
 from collections.abc import Callable, Iterator, Mapping
@@ -24,12 +23,12 @@ from service.ingest.indexer import indexer_for
 from service.llm import EmbeddingsClient, LLMOptions
 from service.models.server import create_model_app
 from service.retrieval import SolrClient
+from tests.support.corpus import load_corpus
 from tests.support.llm_server import LLMScript, create_llm_app
 from tests.support.servers import free_port, serve_in_thread
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLR_SCRIPT = ROOT / "solr" / "local" / "solr.sh"
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
 @pytest.fixture(scope="session")
@@ -50,20 +49,6 @@ def solr_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield f"http://127.0.0.1:{port}/solr"
     finally:
         subprocess.run([*command[:2], "stop", *command[2:]], capture_output=True, timeout=60)
-
-
-def load_corpus() -> list[SourceDocument]:
-    records = json.loads((FIXTURES / "corpus.json").read_text(encoding="utf-8"))
-    return [
-        SourceDocument(
-            id=r["id"],
-            title=r["title"],
-            url=r.get("url", f"https://example.org/{r['id']}"),
-            content=r["content"],
-            language=r.get("language", "en"),
-        )
-        for r in records
-    ]
 
 
 @pytest.fixture(scope="session")

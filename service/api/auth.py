@@ -11,7 +11,8 @@ from service.api.runtime import Runtime
 from service.errors import FeatureDisabled, Unauthorized
 
 
-def _bearer(request: Request) -> str:
+def bearer_token(request: Request) -> str:
+    """The token of `Authorization: Bearer <token>`, or "" without one."""
     scheme, _, given = request.headers.get("authorization", "").partition(" ")
     return given.strip() if scheme.lower() == "bearer" else ""
 
@@ -27,7 +28,7 @@ def require_admin(request: Request) -> None:
     expected = runtime.settings().admin_token.get_secret_value()
     if not expected:
         raise FeatureDisabled("no admin token is configured: set ADMIN_TOKEN or admin.token")
-    if not _matches(_bearer(request), expected):
+    if not _matches(bearer_token(request), expected):
         raise Unauthorized("missing or wrong admin bearer token")
 
 
@@ -38,6 +39,6 @@ def require_api_key(request: Request) -> None:
     keys = [key for key in keys if key]
     if not keys:
         return
-    given = _bearer(request) or request.headers.get("x-api-key", "").strip()
+    given = bearer_token(request) or request.headers.get("x-api-key", "").strip()
     if not any(_matches(given, key) for key in keys):
         raise Unauthorized("missing or wrong API key (Authorization: Bearer or X-API-Key)")

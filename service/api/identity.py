@@ -8,6 +8,7 @@ import re
 import jwt
 from fastapi import Request
 
+from service.api.auth import bearer_token
 from service.config import Settings
 from service.errors import BadRequest, TechnicalError, Unauthorized
 from service.retrieval import Scope
@@ -38,8 +39,8 @@ def caller_scope(request: Request, settings: Settings) -> Scope:
 def _groups_from_jwt(request: Request, settings: Settings) -> list[str]:
     """The groups claim of the bearer token, once its signature, expiry and (when configured)
     audience and issuer are verified; no token: no groups."""
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
+    token = bearer_token(request)
+    if not token:
         return []
     key = settings.jwt_key.get_secret_value()
     if not key:
@@ -47,7 +48,7 @@ def _groups_from_jwt(request: Request, settings: Settings) -> list[str]:
     algorithms = [a.strip() for a in settings.jwt_algorithms.split(",")]
     try:
         claims = jwt.decode(
-            token.strip(),
+            token,
             key,
             algorithms=algorithms,
             audience=settings.jwt_audience or None,

@@ -168,13 +168,14 @@ class ConfigStore:
                     f"{self.path.name} changed since version {expected_version}; reload it "
                     "and apply your change again"
                 )
-            values = {**parse_properties(text), **changes}
+            before = parse_properties(text)
+            values = {**before, **changes}
             settings = settings_from_mapping(values, source=self.path.name, env=self._env)
             edited = with_values(text, dict(changes))
             _write_atomically(self.path, edited)
             self._settings = settings
             self._stamp = self._read_stamp()
-        self._log_changes(parse_properties(text), changes)
+        self._log_changes(before, changes)
         return settings, _fingerprint(edited)
 
     def _log_changes(self, before: Mapping[str, str], changes: Mapping[str, str]) -> None:
