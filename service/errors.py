@@ -20,6 +20,7 @@ class ServiceError(Exception):
     kind = "TechnicalError"
     status = 500
     message = TECHNICAL_MESSAGE
+    openai_code: str | None = None  # the `code` OpenAI clients see; None: the kind
 
     def __init__(self, reason: str, *, status: int | None = None) -> None:
         super().__init__(reason)
@@ -59,6 +60,34 @@ class BadRequest(ServiceError):
         "Sorry, It appears there is an issue with the request. "
         "Please check your question and try again."
     )
+
+
+class PromptTooLong(BadRequest):
+    """What the caller sent (instructions, history, question) leaves too little room for
+    sources in one LLM request; OpenAI clients see `context_length_exceeded`."""
+
+    openai_code = "context_length_exceeded"
+
+
+class TooManyCalls(BadRequest):
+    """Answering would take more LLM calls than `llm.max.calls.per.request` allows."""
+
+
+class PayloadTooLarge(ServiceError):
+    """A body or an uploaded file (once decompressed) is larger than the service accepts."""
+
+    kind = "BadRequest"
+    status = 413
+    message = "Sorry, what you sent is too large."
+
+
+class ModelNotServed(ServiceError):
+    """The request names a model the LLM API does not serve (OpenAI's `model_not_found`)."""
+
+    kind = "BadRequest"
+    status = 404
+    openai_code = "model_not_found"
+    message = "Sorry, the model named in the request is not available."
 
 
 class NoDocumentFound(ServiceError):

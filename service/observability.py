@@ -10,11 +10,29 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from contextvars import ContextVar
 
 request_id_var: ContextVar[str] = ContextVar("request_id", default="-")
 
 REQUEST_ID_HEADER = "X-Request-Id"
+
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def printable(text: str) -> str:
+    """`text` with control characters and line separators written as escapes (`\\x0a`), so
+    text a client chose (a path, a query quoted in a reason) cannot forge a log line."""
+    return _UNPRINTABLE.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
+
+
+class TextFormatter(logging.Formatter):
+    """The plain format, one line per message: its control characters are escaped (a
+    traceback, added after the message, keeps its lines)."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        record.message = printable(record.message)
+        return super().formatMessage(record)
 
 
 def request_headers() -> dict[str, str]:
@@ -57,7 +75,7 @@ def configure_logging(level: str | None = None, style: str | None = None) -> Non
         handler.setFormatter(JsonFormatter())
     else:
         handler.setFormatter(
-            logging.Formatter("%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s")
+            TextFormatter("%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s")
         )
     root = logging.getLogger()
     root.handlers[:] = [handler]

@@ -230,7 +230,8 @@ class RagPipeline(_Pipeline[RagQuery]):
         started = time.perf_counter()
         timings = Timings()
         extra_usage: tuple[Usage, ...] = ()
-        if settings.query_rewriting_enabled and request.document_id is None:
+        calls = self._llm.calls  # the request's LLM call budget: one is kept for the answer
+        if settings.query_rewriting_enabled and request.document_id is None and calls.left > 1:
             with timings.stage("rewrite"):
                 rewrite = await QueryRewriter(self._llm, self._prompts).run(
                     question.text, question.history
@@ -238,7 +239,7 @@ class RagPipeline(_Pipeline[RagQuery]):
             extra_usage = (rewrite.usage,) if rewrite.usage else ()
             search_query = sanitize_query(rewrite.query) or search_query
         queries = (search_query,)
-        if settings.queries_count > 1 and request.document_id is None:
+        if settings.queries_count > 1 and request.document_id is None and calls.left > 1:
             with timings.stage("expand"):
                 expansion = await QueryExpander(self._llm, self._prompts).run(
                     search_query, question.text, question.history, count=settings.queries_count
@@ -250,7 +251,7 @@ class RagPipeline(_Pipeline[RagQuery]):
         numbered = self._chunk(documents)
         if not numbered:
             raise NoDocumentFound("the retrieved documents hold no text")
-        if settings.grading_enabled:
+        if settings.grading_enabled and calls.left > 1:
             with timings.stage("grade"):
                 graded = await RelevanceGrader(
                     self._llm,
@@ -258,6 +259,7 @@ class RagPipeline(_Pipeline[RagQuery]):
                     request_budget(settings),
                     settings.grading_min,
                     concurrency=settings.map_concurrency,
+                    max_requests=calls.left - 1,
                 ).run(question.text, numbered)
             extra_usage += tuple(graded.usages)
             if not graded.kept:
@@ -280,7 +282,13 @@ class RagPipeline(_Pipeline[RagQuery]):
         if settings.chunking_strategy == "stuff" or stuff.fits_in_one_request(numbered):
             return stuff
         if settings.chunking_strategy == "mapreduce":
-            return MapReduceChain(self._llm, builder, budget, concurrency=settings.map_concurrency)
+            return MapReduceChain(
+                self._llm,
+                builder,
+                budget,
+                concurrency=settings.map_concurrency,
+                answer_reserve=answer_reserve(settings),
+            )
         return RefineChain(self._llm, builder, budget, answer_reserve=answer_reserve(settings))
 
     async def _retrieve(
@@ -342,7 +350,11 @@ class SummarizePipeline(_Pipeline[SummarizeQuery]):
         )
         chain_started = time.perf_counter()
         summarizer = Summarizer(
-            self._llm, builder, request_budget(settings), concurrency=settings.map_concurrency
+            self._llm,
+            builder,
+            request_budget(settings),
+            concurrency=settings.map_concurrency,
+            answer_reserve=answer_reserve(settings),
         )
         return Staged(
             self._llm, await summarizer.prepare(numbered), timings, started, chain_started

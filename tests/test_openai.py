@@ -17,6 +17,7 @@ from tests.support.llm_server import LLMScript, Step
 from tests.support.servers import serve_in_thread
 
 ServiceFactory = Callable[..., str]
+RELAY = {"openai.passthrough.enabled": True}
 
 
 @pytest.fixture
@@ -74,7 +75,7 @@ def test_vector_index_answers_by_meaning(service: ServiceFactory, llm: LLMScript
 
 def test_no_index_is_a_plain_bypass(service: ServiceFactory, llm: LLMScript) -> None:
     llm.then(Step(content="Plain LLM answer."))
-    openai = client_for(service())
+    openai = client_for(service(RELAY))
     completion = openai.chat.completions.create(model="test-model", messages=ask("Hello"))
     assert completion.choices[0].message.content == "Plain LLM answer."
     assert "sources" not in (completion.model_extra or {})
@@ -91,7 +92,7 @@ def test_no_index_is_a_plain_bypass(service: ServiceFactory, llm: LLMScript) -> 
 def test_tools_bypass_rag(service: ServiceFactory, llm: LLMScript, extra: dict) -> None:
     llm.then(Step(content="tool answer"))
     body = {"model": "m", "messages": ask("lighthouse"), "index_name": "FileShare", **extra}
-    response = httpx.post(f"{service()}/v1/chat/completions", json=body)
+    response = httpx.post(f"{service(RELAY)}/v1/chat/completions", json=body)
     assert response.json()["choices"][0]["message"]["content"] == "tool answer"
     forwarded = llm.requests[0].body
     assert "index_name" not in forwarded
@@ -102,7 +103,7 @@ def test_tools_bypass_rag(service: ServiceFactory, llm: LLMScript, extra: dict) 
 def test_unsupported_role_bypasses_rag(service: ServiceFactory, llm: LLMScript) -> None:
     messages = [*ask("lighthouse"), {"role": "tool", "content": "42", "tool_call_id": "t"}]
     body = {"model": "m", "messages": messages, "index_name": "FileShare"}
-    httpx.post(f"{service()}/v1/chat/completions", json=body).raise_for_status()
+    httpx.post(f"{service(RELAY)}/v1/chat/completions", json=body).raise_for_status()
     assert llm.requests[0].body["messages"] == messages
 
 
@@ -112,14 +113,14 @@ def test_image_content_bypasses_rag(service: ServiceFactory, llm: LLMScript) -> 
         {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
     ]
     body = {"model": "m", "messages": [{"role": "user", "content": content}], "index_name": "x"}
-    httpx.post(f"{service()}/v1/chat/completions", json=body).raise_for_status()
+    httpx.post(f"{service(RELAY)}/v1/chat/completions", json=body).raise_for_status()
     assert llm.requests[0].body["messages"][0]["content"] == content
 
 
 def test_bypass_returns_upstream_errors_unchanged(service: ServiceFactory, llm: LLMScript) -> None:
     llm.then(Step(content="rate limited", status=429))
     response = httpx.post(
-        f"{service()}/v1/chat/completions", json={"model": "m", "messages": ask("hi")}
+        f"{service(RELAY)}/v1/chat/completions", json={"model": "m", "messages": ask("hi")}
     )
     assert response.status_code == 429
     assert response.json()["error"]["message"] == "rate limited"
@@ -246,7 +247,7 @@ def test_streamed_rag_answer_with_sources_in_the_last_chunk(
 
 def test_streamed_bypass_passes_through(service: ServiceFactory, llm: LLMScript) -> None:
     llm.then(Step(content="straight from the model"))
-    openai = client_for(service())
+    openai = client_for(service(RELAY))
     stream = openai.chat.completions.create(model="m", messages=ask("hi"), stream=True)
     text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
     assert text == "straight from the model"

@@ -83,7 +83,7 @@ def read_config(request: Request, response: Response) -> ConfigOut:
 
 @router.put("/admin/config", response_model=ConfigOut, responses=documented_errors(403, 409, 422))
 @router.patch("/admin/config", response_model=ConfigOut, responses=documented_errors(403, 409, 422))
-def change_config(
+async def change_config(
     request: Request,
     response: Response,
     changes: Annotated[
@@ -94,14 +94,42 @@ def change_config(
         str | None, Header(description="The version the change is based on.")
     ] = None,
 ) -> ConfigOut:
-    """Validates the changes against the typed configuration, then writes rag.properties
-    atomically (comments, key order and unknown keys kept); the next request uses them.
-    A sync route: FastAPI runs it in a worker thread, where the file lock may wait."""
+    """Validates the changes against the typed configuration, and checks that the service
+    could still start with them (prompt templates load; Solr has the collections and fields a
+    changed Solr key points at); then writes rag.properties atomically (comments, key order
+    and unknown keys kept); the next request uses them. `null` puts a key back to its
+    default. Changing an endpoint needs its token again (or `null`): a stored token is never
+    sent to a new address."""
     runtime: Runtime = request.app.state.runtime
     if not changes:
         raise InvalidConfigChange("the body names no key to change")
+    written = _as_properties(changes)
+    expected = if_match.strip().removeprefix("W/").strip('"') if if_match else None
+    expected = None if expected == "*" else expected
+    try:
+        if written:
+            preview = runtime.config.preview(written)
+            _keep_tokens_with_their_endpoints(runtime.settings(), preview)
+            await runtime.check_startable(preview, set(written))
+            # the file lock may wait: off the event loop
+            settings, version = await asyncio.to_thread(
+                runtime.config.update, written, expected_version=expected
+            )
+        else:
+            settings, version = runtime.settings(), runtime.config.version()
+    except ConfigConflict as error:
+        raise ConfigChangedMeanwhile(str(error)) from None
+    except ConfigError as error:
+        raise InvalidConfigChange(str(error)) from None
+    response.headers["ETag"] = f'"{version}"'
+    return _config_out(runtime, settings, version)
+
+
+def _as_properties(changes: dict[str, Any]) -> dict[str, str | None]:
+    """The changes as rag.properties text (None: back to the default); a masked token sent
+    back unchanged is no change."""
     keys = by_key()
-    written: dict[str, str] = {}
+    written: dict[str, str | None] = {}
     for key, value in changes.items():
         info = keys.get(key)
         if info is None:
@@ -114,19 +142,31 @@ def change_config(
             written[key] = info.as_property(value)
         except ValueError as error:
             raise InvalidConfigChange(f"{key}: {error}") from None
-    expected = if_match.strip().removeprefix("W/").strip('"') if if_match else None
-    expected = None if expected == "*" else expected
-    try:
-        if written:
-            settings, version = runtime.config.update(written, expected_version=expected)
-        else:
-            settings, version = runtime.settings(), runtime.config.version()
-    except ConfigConflict as error:
-        raise ConfigChangedMeanwhile(str(error)) from None
-    except ConfigError as error:
-        raise InvalidConfigChange(str(error)) from None
-    response.headers["ETag"] = f'"{version}"'
-    return _config_out(runtime, settings, version)
+    return written
+
+
+# each endpoint (rag.properties key, Settings field) and the token sent to it
+_TOKEN_OF_ENDPOINT = (
+    (("ai.api.endpoint", "api_endpoint"), ("ai.api.token", "api_token")),
+    (
+        ("ai.embeddings.endpoint", "embeddings_endpoint"),
+        ("ai.embeddings.token", "embeddings_token"),
+    ),
+)
+
+
+def _keep_tokens_with_their_endpoints(current: Settings, changed: Settings) -> None:
+    """A change of endpoint that keeps a stored token would send that token to the new
+    address (an admin session could exfiltrate it): the change must give the token again."""
+    for (endpoint_key, endpoint), (token_key, token) in _TOKEN_OF_ENDPOINT:
+        kept = getattr(current, token).get_secret_value()
+        if not kept or getattr(changed, token).get_secret_value() != kept:
+            continue
+        if getattr(changed, endpoint).rstrip("/") != getattr(current, endpoint).rstrip("/"):
+            raise InvalidConfigChange(
+                f"{endpoint_key}: changing it needs {token_key} again in the same change (or "
+                f"{token_key}: null to clear it): the stored token is never sent to a new address"
+            )
 
 
 @router.post("/admin/test-connection", responses=documented_errors(403))
@@ -160,6 +200,11 @@ async def test_connection(request: Request) -> dict[str, dict[str, str]]:
             strict=True,
         )
     )
+    # the admin is told where each one is (anonymous reasons never hold addresses)
+    report["llm"]["at"] = settings.api_endpoint
+    report["embeddings"]["at"] = settings.embeddings_endpoint
+    for collection in (settings.documents_collection, settings.passages_collection):
+        report[f"solr:{collection}"]["at"] = settings.solr_url
     if report["llm"]["status"] == "up" and settings.llm_model and models:
         listed = settings.llm_model in models
         report["llm"]["model"] = (

@@ -24,6 +24,7 @@ from service.api import (
 )
 from service.api.errors import install_error_handlers
 from service.api.limits import BodySizeLimit
+from service.api.payload import JsonGuard
 from service.api.request_context import RequestContext
 from service.api.runtime import Runtime
 
@@ -51,6 +52,8 @@ def create_app(config_path: Path) -> FastAPI:
     )
     app.state.runtime = runtime
     install_error_handlers(app)
+    # inner to outer: JSON bodies checked, once their size is bounded
+    app.add_middleware(JsonGuard)
     app.add_middleware(BodySizeLimit, limit=lambda: runtime.settings().request_max_bytes)
     origins = [o.strip() for o in runtime.settings().cors_origins.split(",") if o.strip()]
     if origins:

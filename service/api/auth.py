@@ -21,6 +21,13 @@ def _matches(given: str, expected: str) -> bool:
     return bool(given) and hmac.compare_digest(given.encode(), expected.encode())
 
 
+def is_admin(request: Request) -> bool:
+    """Whether the request carries the admin token (no token configured: nobody is)."""
+    runtime: Runtime = request.app.state.runtime
+    expected = runtime.settings().admin_token.get_secret_value()
+    return bool(expected) and _matches(bearer_token(request), expected)
+
+
 def require_admin(request: Request) -> None:
     """A FastAPI dependency: `Authorization: Bearer <admin.token>`, compared in constant time.
     With no admin token configured, admin endpoints are off (not open)."""
@@ -39,6 +46,7 @@ def require_api_key(request: Request) -> None:
     keys = [key for key in keys if key]
     if not keys:
         return
-    given = bearer_token(request) or request.headers.get("x-api-key", "").strip()
-    if not any(_matches(given, key) for key in keys):
+    # X-API-Key as well as the bearer token: with JWT identity, Authorization holds the JWT
+    given = [request.headers.get("x-api-key", "").strip(), bearer_token(request)]
+    if not any(_matches(candidate, key) for candidate in given for key in keys):
         raise Unauthorized("missing or wrong API key (Authorization: Bearer or X-API-Key)")

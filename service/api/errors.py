@@ -77,6 +77,13 @@ def openai_error_body(status: int, message: str, code: str | None) -> dict[str, 
     return {"error": {"message": message, "type": kind, "code": code}}
 
 
+def openai_body_of(error: ServiceError) -> dict[str, object]:
+    """A ServiceError in OpenAI's shape: the user sentence and the reason in one message."""
+    return openai_error_body(
+        error.status, f"{error.message} ({error.reason})", error.openai_code or error.kind
+    )
+
+
 def error_body(feature: str, error: ServiceError) -> dict[str, object]:
     return {
         "status": "ERROR",
@@ -92,7 +99,7 @@ def error_body(feature: str, error: ServiceError) -> dict[str, object]:
 def error_response(request: Request, error: ServiceError) -> JSONResponse:
     """Datafari's envelope; OpenAI's error shape under /v1/, where OpenAI clients call."""
     if request.url.path.startswith("/v1/"):
-        body = openai_error_body(error.status, f"{error.message} ({error.reason})", error.kind)
+        body = openai_body_of(error)
     else:
         body = error_body(feature_of(request), error)
     return JSONResponse(body, status_code=error.status)
@@ -136,7 +143,4 @@ def install_error_handlers(app: FastAPI) -> None:
             return error_response(request, BadRequest(str(error.detail), status=error.status_code))
         return JSONResponse({"detail": error.detail}, status_code=error.status_code)
 
-    @app.exception_handler(Exception)
-    async def _unexpected(request: Request, error: Exception) -> JSONResponse:
-        request_id = getattr(request.state, "request_id", "-")
-        return error_response(request, as_service_error(error, request_id))
+    # anything else is rendered by service.api.request_context, inside the request's context

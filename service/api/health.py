@@ -1,5 +1,8 @@
 """Liveness (`/health/live`: the process serves) and readiness (`/health/ready`, also
-`/health`: Solr's collections, the LLM and the configuration all work)."""
+`/health`: Solr's collections, the LLM and the configuration all work).
+
+Anyone may ask; only a caller with the admin token is told where things are (the config path,
+upstream addresses, circuit breaker states)."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ import asyncio
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
+from service.api.auth import is_admin
 from service.api.runtime import Runtime
 from service.errors import ServiceError
 
@@ -49,15 +53,25 @@ async def ready(request: Request) -> JSONResponse:
         check(solr.ping(settings.passages_collection)),
         check(llm.list_models()),
     )
-    if model["status"] == "up" and llm.breaker.state == "open":
-        model = {"status": "down", "reason": "circuit breaker open after repeated failures"}
     checks = {
-        "config": {"status": "up", "path": str(runtime.config.path)},
+        "config": {"status": "up"},
         f"solr:{settings.documents_collection}": documents,
         f"solr:{settings.passages_collection}": passages,
         "llm": model,
     }
+    # readiness is what our upstreams answer now; a breaker opened by some requests' failures
+    # (which a client may provoke) is shown, never taken as the service being down
     healthy = all(result["status"] == "up" for result in checks.values())
+    if is_admin(request):  # where things are: for operators only
+        checks["config"]["path"] = str(runtime.config.path)
+        checks[f"solr:{settings.documents_collection}"]["at"] = settings.solr_url
+        checks[f"solr:{settings.passages_collection}"]["at"] = settings.solr_url
+        checks["llm"]["at"] = settings.api_endpoint
+        checks["llm"]["circuit"] = llm.breaker.state
+        checks["embeddings"] = {
+            "at": settings.embeddings_endpoint,
+            "circuit": runtime.embeddings(settings).breaker.state,
+        }
     return JSONResponse(
         {"status": "up" if healthy else "down", "checks": checks},
         status_code=200 if healthy else 503,

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from fastapi import HTTPException, Request
+from fastapi import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.api.errors import error_response
-from service.errors import BadRequest
+from service.errors import PayloadTooLarge
 
 
 class BodySizeLimit:
@@ -28,7 +28,7 @@ class BodySizeLimit:
         declared = dict(scope["headers"]).get(b"content-length", b"")
         if declared.isdigit() and int(declared) > limit:
             request = Request(scope)
-            error = BadRequest(_too_large(int(declared), limit), status=413)
+            error = PayloadTooLarge(_too_large(int(declared), limit))
             await error_response(request, error)(scope, receive, send)
             return
         received = 0
@@ -39,7 +39,7 @@ class BodySizeLimit:
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > limit:
-                    raise HTTPException(413, _too_large(received, limit))
+                    raise PayloadTooLarge(_too_large(received, limit))
             return message
 
         await self.app(scope, counted, send)

@@ -7,7 +7,8 @@ KAITO RAGEngine's semantics (seeds 000/001), plus streaming with RAG and a `sour
   directly: `bm25`, `vector`, `hybrid`.
 - The request goes to the configured LLM unchanged (and its answer comes back unchanged) when
   no index is named, when `tools` or `functions` are present, when a message has a role other
-  than system/developer/user/assistant, or when user content is not text.
+  than system/developer/user/assistant, or when user content is not text; only when
+  `openai.passthrough.enabled` is true (else a 400), so the service is no open LLM proxy.
 - The user messages after the last assistant message, joined by a blank line, are the
   question; every other message is history, sent with every LLM request.
 - Prompt size: tokens are counted as 4 characters each (a documented estimate: no tokenizer
@@ -34,6 +35,7 @@ from service.api.errors import (
     OpenAIErrorBody,
     as_service_error,
     documented_errors,
+    openai_body_of,
     openai_error_body,
 )
 from service.api.identity import caller_scope
@@ -50,10 +52,17 @@ log = logging.getLogger(__name__)
 
 router = APIRouter(tags=["openai"], dependencies=[Depends(require_api_key)])
 
+MAX_MODEL_NAME = 256
 CHAT_ROLES = frozenset({"system", "developer", "user", "assistant"})
 METHODS = frozenset({"bm25", "vector", "hybrid"})
 NO_USER_PROMPT = "There must be a user prompt since the latest assistant message."
 TOO_LONG = "Prompt length exceeds context window."
+PASSTHROUGH_OFF = (
+    "This request does no retrieval (no index_name, or tools, functions, another role or "
+    "non-text content), and relaying it to the LLM as it is is off here: name an index "
+    "(index_name: FileShare, VectorMain, bm25, vector or hybrid) with text messages, or ask the "
+    "administrator to set openai.passthrough.enabled=true."
+)
 
 
 class OpenAIError(Exception):
@@ -67,7 +76,8 @@ class OpenAIError(Exception):
 
     @classmethod
     def of(cls, error: ServiceError) -> OpenAIError:
-        return cls(error.status, f"{error.message} ({error.reason})", error.kind)
+        body = openai_body_of(error)["error"]
+        return cls(error.status, body["message"], body["code"])  # type: ignore[index]
 
     def body(self) -> dict[str, object]:
         return openai_error_body(self.status, self.message, self.code)
@@ -109,6 +119,8 @@ async def chat_completions(request: Request) -> Response:
         settings = runtime.settings()
         index = body.get("index_name")
         if index is None or _must_bypass(body):
+            if not settings.openai_passthrough:
+                raise OpenAIError(400, PASSTHROUGH_OFF, "passthrough_disabled")
             return await _relay(
                 runtime, settings, {k: v for k, v in body.items() if k != "index_name"}
             )
@@ -203,6 +215,26 @@ async def _relay(runtime: Runtime, settings: Settings, body: dict[str, Any]) -> 
     return StreamingResponse(chunks(), media_type=media, headers=SSE_HEADERS)
 
 
+def _model_of(body: dict[str, Any]) -> str | None:
+    model = body.get("model")
+    if model is None or model == "":
+        return None
+    if not isinstance(model, str) or len(model) > MAX_MODEL_NAME:
+        raise OpenAIError(400, f"model must be a model name of at most {MAX_MODEL_NAME} characters")
+    return model
+
+
+def _temperature_of(body: dict[str, Any]) -> float | None:
+    temperature = body.get("temperature")
+    if temperature is None:
+        return None
+    if isinstance(temperature, bool) or not isinstance(temperature, int | float):
+        raise OpenAIError(400, "temperature must be a number from 0 to 2")
+    if not 0 <= temperature <= 2:
+        raise OpenAIError(400, "temperature must be a number from 0 to 2")
+    return float(temperature)
+
+
 def _retrieval_settings(settings: Settings, index: str) -> Settings:
     key = index.lower()
     if key == "fileshare":
@@ -246,18 +278,16 @@ async def _rag(
     rag_settings = _retrieval_settings(settings, index).model_copy(
         update={"max_request_tokens": budget_tokens}
     )
-    model = body.get("model") if isinstance(body.get("model"), str) else None
-    temperature = body.get("temperature")
     llm = runtime.llm(
         rag_settings,
-        model=model,
+        model=_model_of(body),
         max_tokens=max_tokens,
-        temperature=float(temperature) if isinstance(temperature, int | float) else None,
+        temperature=_temperature_of(body),
     )
     query = RagQuery(query=question, history=tuple(history), always_use_history=True, scope=scope)
     staged = await runtime.rag_pipeline(rag_settings, llm).prepare(query)
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"
-    model_name = model or settings.llm_model or "default"
+    model_name = llm.options.model or "default"
     if body.get("stream"):
         return StreamingResponse(
             _stream(staged, completion_id, model_name, request_id),

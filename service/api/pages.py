@@ -87,8 +87,12 @@ async def static_file(name: str) -> FileResponse:
 
 
 def _static(name: str) -> FileResponse:
-    path = (WEB / "static" / name).resolve()
-    if path.parent != (WEB / "static").resolve() or not path.is_file():
+    try:
+        path = (WEB / "static" / name).resolve()
+        found = path.parent == (WEB / "static").resolve() and path.is_file()
+    except (ValueError, OSError):  # a NUL byte, a name too long for the file system
+        found = False
+    if not found:
         raise HTTPException(404, "no such file")
     media = {".js": "text/javascript", ".css": "text/css"}.get(path.suffix, "text/plain")
     return FileResponse(path, media_type=f"{media}; charset=utf-8")

@@ -4,6 +4,11 @@ Plain ASGI rather than Starlette's BaseHTTPMiddleware, which runs the app in a s
 copies every response through a stream: under load that cost showed. The id is the client's
 `X-Request-Id` when it is a safe token, else a new one; it is returned in the response, set in
 `request.state.request_id` and in the logging/upstream context (service.observability).
+
+An unexpected exception becomes the documented 500 here, inside the request's context, so
+that response carries the id too and its log line (with the traceback) names the right request.
+Metric labels take only known methods and route templates, so no client can mint new series;
+log lines escape control characters, so no path can forge a line.
 """
 
 from __future__ import annotations
@@ -14,14 +19,17 @@ import time
 import uuid
 
 from starlette.datastructures import Headers, MutableHeaders
+from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from service.api.errors import as_service_error, error_response
 from service.metrics import REQUEST_SECONDS, REQUESTS
-from service.observability import REQUEST_ID_HEADER, request_id_var
+from service.observability import REQUEST_ID_HEADER, printable, request_id_var
 
 access_log = logging.getLogger("service.access")
 
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 
 class RequestContext:
@@ -37,17 +45,25 @@ class RequestContext:
         scope.setdefault("state", {})["request_id"] = request_id
         status = 500
         started = time.perf_counter()
+        response_started = False
 
         async def send_with_id(message: Message) -> None:
-            nonlocal status
+            nonlocal status, response_started
             if message["type"] == "http.response.start":
                 status = message["status"]
+                response_started = True
                 MutableHeaders(scope=message).append(REQUEST_ID_HEADER, request_id)
             await send(message)
 
         token = request_id_var.set(request_id)
         try:
             await self.app(scope, receive, send_with_id)
+        except Exception as error:
+            if response_started:  # too late for an error response: the connection is cut
+                access_log.error("response to request %s broken off", request_id, exc_info=error)
+                raise
+            response = error_response(Request(scope), as_service_error(error, request_id))
+            await response(scope, receive, send_with_id)
         finally:
             request_id_var.reset(token)
             _record(scope, request_id, status, time.perf_counter() - started)
@@ -55,7 +71,8 @@ class RequestContext:
 
 def _record(scope: Scope, request_id: str, status: int, seconds: float) -> None:
     endpoint = getattr(scope.get("route"), "path", "unmatched")
-    method, path = scope["method"], scope["path"]
+    method = scope["method"] if scope["method"] in KNOWN_METHODS else "other"
+    path = printable(scope["path"])
     REQUESTS.labels(endpoint, method, str(status)).inc()
     REQUEST_SECONDS.labels(endpoint).observe(seconds)
     access_log.info(

@@ -7,16 +7,28 @@ from typing import TypeVar
 
 import httpx
 
-from service.chains import PromptLibrary, PromptStore
-from service.config import ConfigStore, Settings
+from service.chains import PromptLibrary, PromptStore, PromptTemplateError
+from service.config import ConfigError, ConfigStore, Settings
 from service.ingest.indexer import Indexer, indexer_for
 from service.llm import ChatClient, CircuitBreaker, EmbeddingsClient, LLMOptions
+from service.llm.budget import CallBudget
 from service.llm.embeddings import embeddings_client
 from service.pipeline import RagPipeline, SummarizePipeline
 from service.retrieval import SolrClient
 from service.retrieval.layout import SolrLayoutError, verify_layout
 
 P = TypeVar("P", RagPipeline, SummarizePipeline)
+
+# keys that decide where Solr and the collections are: an edit of one is checked against Solr
+SOLR_LAYOUT_KEYS = frozenset(
+    {
+        "solr.url",
+        "solr.collection.documents",
+        "solr.collection.passages",
+        "solr.vector.field",
+        "solr.startup.check",
+    }
+)
 
 
 class Runtime:
@@ -29,7 +41,7 @@ class Runtime:
         # request, so one shared pool makes Solr calls pay for the LLM's connections too
         self._pools: dict[str, httpx.AsyncClient] = {}
         # one breaker per upstream API, shared by every request (see llm.circuit.*)
-        self._breakers: dict[tuple[str, int, float], CircuitBreaker] = {}
+        self._breakers: dict[tuple[str, str, int, float], CircuitBreaker] = {}
 
     async def start(self) -> None:
         """Opens the connection pools; checks Solr's layout (solr.startup.check), raising
@@ -85,22 +97,40 @@ class Runtime:
                 connect_timeout=settings.llm_timeout_connect,
                 read_timeout=settings.llm_timeout_read,
                 retries=settings.llm_retries,
+                model_chosen_by_caller=model is not None,
             ),
-            self.breaker(settings, settings.api_endpoint),
+            self.breaker(settings, "llm", settings.api_endpoint),
+            CallBudget(settings.llm_max_calls),  # a client is built per request
         )
 
     def embeddings(self, settings: Settings, *, model: str | None = None) -> EmbeddingsClient:
-        breaker = self.breaker(settings, settings.embeddings_endpoint)
+        breaker = self.breaker(settings, "embeddings", settings.embeddings_endpoint)
         return embeddings_client(self._client("embeddings"), settings, model=model, breaker=breaker)
 
-    def breaker(self, settings: Settings, endpoint: str) -> CircuitBreaker:
-        """The circuit breaker of one API; a new one when its settings change."""
-        key = (endpoint, settings.llm_circuit_failures, settings.llm_circuit_cooldown)
+    def breaker(self, settings: Settings, upstream: str, endpoint: str) -> CircuitBreaker:
+        """The circuit breaker of one API (the LLM and the embeddings API have one each, even
+        on one endpoint: a failing chat model must not stop retrieval); a new one when its
+        settings change."""
+        key = (upstream, endpoint, settings.llm_circuit_failures, settings.llm_circuit_cooldown)
         if key not in self._breakers:
             self._breakers[key] = CircuitBreaker(
                 settings.llm_circuit_failures, settings.llm_circuit_cooldown
             )
         return self._breakers[key]
+
+    async def check_startable(self, settings: Settings, changed: set[str]) -> None:
+        """Raises ConfigError when the service could not start on `settings` (its prompt
+        templates do not load; Solr, when a key that locates it changed, lacks a collection
+        or field), so an admin edit can never stop the next start."""
+        try:
+            PromptLibrary(self._prompts_folder(settings))
+        except PromptTemplateError as error:
+            raise ConfigError(f"prompt.templates.dir: {error}") from None
+        if settings.solr_startup_check and changed & SOLR_LAYOUT_KEYS:
+            try:
+                await verify_layout(self.solr(settings), settings, wait=0)
+            except SolrLayoutError as error:
+                raise ConfigError(str(error)) from None
 
     def indexer(self, settings: Settings) -> Indexer:
         return indexer_for(settings, self.solr(settings), self.embeddings(settings))

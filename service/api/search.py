@@ -9,7 +9,7 @@ from service.api.auth import require_api_key
 from service.api.errors import documented_errors
 from service.api.identity import caller_scope
 from service.api.runtime import Runtime
-from service.errors import BadRequest
+from service.errors import BadRequest, ModelNotServed
 from service.retrieval import VectorRetriever
 from service.text import sanitize_query
 
@@ -55,14 +55,18 @@ async def vector_search(
                 f"model {model!r} is not served by the embeddings API; use one of "
                 f"{', '.join(served) or settings.embeddings_api_model}"
             )
-    passages = await VectorRetriever(
+    retriever = VectorRetriever(
         runtime.solr(settings),
         settings.passages_collection,
         embeddings,
         field=settings.vector_field,
         top_k=topK or settings.top_k,
         scope=caller_scope(request, settings),
-    ).run(text)
+    )
+    try:
+        passages = await retriever.run(text)
+    except ModelNotServed as error:  # listed by the API, yet it cannot embed (a chat model)
+        raise BadRequest(f"model {model!r} cannot embed text: {error.reason}") from None
     return VectorSearchResponse(
         content=PassagesContent(
             documents=[

@@ -11,6 +11,9 @@ from service.llm.types import ChatMessage
 from service.text.clean import clean_context
 
 FENCE = "######"
+# A title as the prompt shows it: long enough to name a document, short enough that a block's
+# head never crowds out its text (a source block keeps at least MIN_ROOM / 2 for text)
+MAX_PROMPT_TITLE = 200
 
 
 @dataclass(frozen=True)
@@ -52,7 +55,7 @@ class PromptBuilder:
         rendered = self._prompts.render(
             "source",
             number=item.number,
-            title=clean_context(document.title),
+            title=clean_context(document.title[:MAX_PROMPT_TITLE]),
             url=document.url,
             content=clean_context(item.chunk.text),
             **self._common,

@@ -17,11 +17,12 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from service.chains.builder import MAX_PROMPT_TITLE
 from service.chains.context import NumberedChunk
-from service.chains.packing import MIN_ROOM
+from service.chains.packing import MIN_ROOM, too_little_room
 from service.chains.prompts import PromptLibrary
 from service.chains.structured import parse_json_answer
-from service.errors import ServiceError, TechnicalError
+from service.errors import ServiceError
 from service.llm.client import ChatClient
 from service.llm.types import ChatMessage, Usage
 from service.text.clean import clean_context
@@ -73,8 +74,12 @@ class RelevanceGrader:
         minimum: Level,
         *,
         concurrency: int = 4,
+        max_requests: int | None = None,
     ) -> None:
+        """`max_requests`: grading requests allowed (the request's call budget, less the
+        answer's); chunks beyond the batches it allows, the least relevant, are left out."""
         self._llm = llm
+        self._max_requests = max_requests
         self._prompts = prompts
         self._budget = budget
         self._minimum = RANK[minimum]
@@ -84,15 +89,21 @@ class RelevanceGrader:
         """Indices of `chunks` per request, each request within the size budget."""
         room = self._budget - len(self._render(question, ""))
         if room < MIN_ROOM:
-            raise TechnicalError(
-                f"prompt.max.request.size ({self._budget}) leaves {room} characters for "
-                "passages in a grading request; raise it"
-            )
+            raise too_little_room(room, self._budget, "the grading instructions and question")
         sizes = [len(_block(index + 1, item)) for index, item in enumerate(chunks)]
         return pack_greedy(sizes, room)
 
     async def run(self, question: str, chunks: Sequence[NumberedChunk]) -> Graded:
         groups = self.batches(question, chunks)
+        if self._max_requests is not None and len(groups) > self._max_requests:
+            log.warning(
+                "grading would take %d requests, %d are allowed: the chunks of the last %d "
+                "batches are left out (llm.max.calls.per.request)",
+                len(groups),
+                self._max_requests,
+                len(groups) - self._max_requests,
+            )
+            groups = groups[: self._max_requests]
         results = await asyncio.gather(
             *(
                 self._grade(question, [(index, chunks[index]) for index in group])
@@ -148,6 +159,6 @@ class RelevanceGrader:
 
 def _block(passage_id: int, item: NumberedChunk) -> str:
     """One passage, fenced, its text cleaned like every document text sent to the LLM."""
-    title = clean_context(item.chunk.document.title)
+    title = clean_context(item.chunk.document.title[:MAX_PROMPT_TITLE])
     text = clean_context(item.chunk.text)
     return f'<passage id="{passage_id}">\n{title}\n{text}\n</passage>\n'

@@ -3,6 +3,10 @@
 Map requests run at the same time (at most `concurrency` at once). Partial answers that say
 their documents hold nothing relevant are dropped. When the partial answers do not fit in one
 reduce request, they are reduced in levels (a tree) until one answer remains.
+
+The maps and every reduce level are planned within the request's LLM call budget before the
+first call: partial answers are cut to `answer_reserve` characters, so how many fit in one
+reduce request, and so how many reduce calls there will be, is known in advance.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from service.chains.builder import PromptBuilder
 from service.chains.context import ChainResult, NumberedChunk, sources_of
 from service.chains.packing import Packer
 from service.chains.prepared import Prepared, complete
-from service.errors import NoValidAnswer
+from service.errors import NoValidAnswer, TooManyCalls
 from service.llm.client import ChatClient
 from service.llm.types import ChatMessage, Completion
 from service.text.pack import pack_greedy
@@ -39,7 +43,12 @@ class MapReduceChain:
         map_template: str = "map",
         reduce_template: str = "reduce",
         drop_irrelevant: bool = True,
+        answer_reserve: int = 800,
+        partial_ok: bool = True,
     ) -> None:
+        """`partial_ok`: when the call budget cannot cover every pack, leave the least
+        relevant out (RAG) rather than refuse with TooManyCalls (summaries, which would
+        silently miss part of the document)."""
         self._llm = llm
         self._builder = builder
         self._packer = Packer(builder, budget)
@@ -48,6 +57,8 @@ class MapReduceChain:
         self._map_template = map_template
         self._reduce_template = reduce_template
         self._drop_irrelevant = drop_irrelevant
+        self._reserve = answer_reserve
+        self._partial_ok = partial_ok
 
     async def run(self, numbered: list[NumberedChunk]) -> ChainResult:
         return await complete(self._llm, await self.prepare(numbered))
@@ -57,6 +68,14 @@ class MapReduceChain:
         # sized with the widest part number a request can show, so no map request outgrows it
         room = self._packer.room(self._map_template, no_answer=NO_ANSWER, part=WIDEST_PART)
         packs = self._packer.pack(numbered, room)
+        maps = self._maps_within(len(packs), self._llm.calls.left)
+        if maps < len(packs) and not self._partial_ok:
+            raise TooManyCalls(
+                f"{len(packs)} map requests and their reduce steps are needed, more than the "
+                f"{self._llm.calls.left} LLM calls llm.max.calls.per.request leaves: raise it, "
+                "or raise prompt.max.request.size so that fewer requests are needed"
+            )
+        packs = Packer.within_calls(packs, maps, "map-reduce")
         result = ChainResult("", sources_of([item for pack in packs for item in pack.items]))
         partials = await self._all(
             [
@@ -67,7 +86,7 @@ class MapReduceChain:
             ],
             result,
         )
-        answers = [text.strip() for text in partials]
+        answers = [text.strip()[: self._reserve] for text in partials]
         if self._drop_irrelevant:
             answers = [text for text in answers if not says_nothing_relevant(text)]
             log.info("map-reduce: %d of %d partial answers kept", len(answers), len(partials))
@@ -83,6 +102,25 @@ class MapReduceChain:
                 return Prepared(result, final=requests[0])
             answers = await self._all(requests, result)
         return Prepared(result, answer=answers[0])
+
+    def _maps_within(self, packs: int, calls: int) -> int:
+        """The most map requests that, with every reduce level they lead to, take at most
+        `calls` calls."""
+        room = self._packer.room(self._reduce_template, answers="")
+        widest = len(PromptBuilder.answer_block("x" * self._reserve))
+        per_reduce = max(2, room // widest)  # fewer: answers are merged in pairs, cut to fit
+
+        def calls_for(maps: int) -> int:
+            total = level = maps
+            while level > 1:
+                level = -(-level // per_reduce)
+                total += level
+            return total
+
+        maps = packs
+        while maps > 0 and calls_for(maps) > calls:
+            maps -= 1
+        return maps
 
     def _reduce_groups(self, answers: list[str]) -> list[list[str]]:
         """Groups of answer blocks that each fit one reduce request (one level of the tree)."""

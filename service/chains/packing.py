@@ -2,16 +2,30 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from service.chains.builder import PromptBuilder
 from service.chains.context import Chunk, NumberedChunk
-from service.errors import TechnicalError
+from service.errors import PromptTooLong, TooManyCalls
 from service.text.chunk import Chunker
 from service.text.pack import pack_greedy
 
-MIN_ROOM = 200  # characters for sources; below this the instructions leave no useful room
+log = logging.getLogger(__name__)
+
+# Characters a request must keep for sources. Below it, what the caller sent (history, a
+# system message, the question) leaves no useful room: the request is refused rather than
+# split into ever smaller packs, each one more LLM call.
+MIN_ROOM = 500
+
+
+def too_little_room(room: int, budget: int, what: str) -> PromptTooLong:
+    return PromptTooLong(
+        f"a request of at most {budget} characters (prompt.max.request.size, or the model's "
+        f"context) leaves {max(room, 0)} for sources once {what} are in; at least {MIN_ROOM} "
+        "are needed: shorten the history, the system message or the question"
+    )
 
 
 @dataclass(frozen=True)
@@ -38,15 +52,36 @@ class Packer:
         self._budget = budget
 
     def room(self, template: str, *, reserve: int = 0, **variables: object) -> int:
-        """Characters left for source blocks in a request of `template`."""
+        """Characters left for source blocks in a request of `template`; PromptTooLong (a
+        400) when that is under MIN_ROOM."""
         room = self._budget - reserve - self._builder.size(template, sources="", **variables)
         if room < MIN_ROOM:
-            raise TechnicalError(
-                f"prompt.max.request.size ({self._budget}) leaves {room} characters for "
-                f"documents once the {template} instructions, history and question are in; "
-                "raise it or shorten the history"
+            question = self._builder.question
+            history = sum(len(message.content) for message in question.history)
+            raise too_little_room(
+                room,
+                self._budget,
+                f"the {template} instructions, the history ({history} characters) and the "
+                f"question ({len(question.text)} characters)",
             )
         return room
+
+    @staticmethod
+    def within_calls(packs: list[Pack], calls: int, chain: str) -> list[Pack]:
+        """The first `calls` packs (the most relevant sources): a request never makes more
+        LLM calls than its budget allows, whatever the sources' size."""
+        if calls < 1:
+            raise TooManyCalls(f"no LLM call is left for the {chain} chain's answer")
+        if len(packs) > calls:
+            log.warning(
+                "%s: %d requests would be needed, %d calls are left: the %d least relevant "
+                "packs of sources are left out (llm.max.calls.per.request)",
+                chain,
+                len(packs),
+                calls,
+                len(packs) - calls,
+            )
+        return packs[:calls]
 
     def pack(
         self, numbered: Sequence[NumberedChunk], room: int, *, first: int | None = None
@@ -60,17 +95,20 @@ class Packer:
         ]
 
     def _fit(self, item: NumberedChunk, room: int) -> list[tuple[NumberedChunk, str]]:
+        """The chunk as one block, or split into pieces whose blocks fit `room`. The pieces
+        are as large as the room allows: first the room left beside the block's head (number,
+        title), then half of it, which always fits since cleaning at most doubles a text."""
         block = self._builder.block(item)
         if len(block) <= room:
             return [(item, block)]
-        text = item.chunk.text
-        target = max(1, len(text) * room // len(block) - 1)
-        while True:
+        head = len(self._builder.block(NumberedChunk(item.number, Chunk(item.chunk.document, ""))))
+        space = room - head  # most of the room: titles are capped in the block (PromptBuilder)
+        for target in (space, space // 2):
             pieces = [
                 NumberedChunk(item.number, Chunk(item.chunk.document, piece))
-                for piece in Chunker(target).run(text)
+                for piece in Chunker(target).run(item.chunk.text)
             ]
             blocks = [self._builder.block(piece) for piece in pieces]
-            if all(len(b) <= room for b in blocks) or target == 1:
-                return list(zip(pieces, blocks, strict=True))
-            target = max(1, target * 9 // 10)
+            if all(len(b) <= room for b in blocks):
+                break
+        return list(zip(pieces, blocks, strict=True))

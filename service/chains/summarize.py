@@ -17,13 +17,20 @@ class Summarizer:
     """
 
     def __init__(
-        self, llm: ChatClient, builder: PromptBuilder, budget: int, *, concurrency: int = 4
+        self,
+        llm: ChatClient,
+        builder: PromptBuilder,
+        budget: int,
+        *,
+        concurrency: int = 4,
+        answer_reserve: int = 800,
     ) -> None:
         self._llm = llm
         self._builder = builder
         self._budget = budget
         self._packer = Packer(builder, budget)
         self._concurrency = concurrency
+        self._reserve = answer_reserve
 
     async def run(self, numbered: list[NumberedChunk]) -> ChainResult:
         return await complete(self._llm, await self.prepare(numbered))
@@ -39,6 +46,8 @@ class Summarizer:
                 map_template="summarize",
                 reduce_template="summarize_reduce",
                 drop_irrelevant=False,
+                answer_reserve=self._reserve,
+                partial_ok=False,
             ).prepare(numbered)
         return Prepared(
             ChainResult("", sources_of(list(packs[0].items))),

@@ -43,11 +43,12 @@ class KeyInfo:
             return "***" if value.get_secret_value() else ""
         return value
 
-    def as_property(self, value: Any) -> str:
-        """A JSON value as rag.properties text; raises ValueError when it is the wrong type
-        (the typed validation of Settings then checks the text)."""
+    def as_property(self, value: Any) -> str | None:
+        """A JSON value as rag.properties text (None: remove the key, back to its default);
+        raises ValueError when it is the wrong type (the typed validation of Settings then
+        checks the text)."""
         if value is None:
-            return ""  # back to the default
+            return None
         if self.kind == "boolean":
             if not isinstance(value, bool):
                 raise ValueError("must be true or false")

@@ -1,9 +1,13 @@
 """Reading and editing Java `.properties` text, the format of Datafari's rag.properties.
 
-Reading follows java.util.Properties.load: `#`/`!` comments, `key=value`, `key: value` or
-`key value`, backslash line continuations and escapes (`\\t`, `\\n`, `\\uXXXX`...). Later keys
-win. Editing (`with_values`) rewrites only the lines of the keys it changes, so comments, blank
-lines, key order and keys the service does not know are kept as the admin wrote them.
+Reading follows java.util.Properties.load: lines end at `\\n`, `\\r` or `\\r\\n` (Java's
+terminators, not Python's splitlines, which also breaks at U+2028, `\\v`, `\\x1c`...), `#`/`!`
+comments, `key=value`, `key: value` or `key value`, backslash line continuations and escapes
+(`\\t`, `\\n`, `\\uXXXX`...). Later keys win. Editing (`with_values`) rewrites only the lines of
+the keys it changes, so comments, blank lines, key order and keys the service does not know
+are kept as the admin wrote them; a value is written with every control character, line or
+paragraph separator and surrogate escaped, so that whatever reader opens the file (ours, Java's,
+an editor's) sees one line and reads the value back unchanged: no value can add a key.
 """
 
 from __future__ import annotations
@@ -12,6 +16,15 @@ import re
 
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 _UNICODE_ESCAPE = re.compile(r"u([0-9a-fA-F]{4})")
+_LINE_END = re.compile(r"\r\n|\r|\n")
+# what any reader may take for a line break, or cannot encode: written as \uXXXX
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+_SHORT_ESCAPES = {"\t": "\\t", "\n": "\\n", "\r": "\\r", "\f": "\\f"}
+
+
+def _lines(text: str) -> list[str]:
+    lines = _LINE_END.split(text)
+    return lines[:-1] if lines and lines[-1] == "" else lines
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -23,10 +36,11 @@ def parse_properties(text: str) -> dict[str, str]:
     return result
 
 
-def with_values(text: str, values: dict[str, str]) -> str:
+def with_values(text: str, values: dict[str, str | None]) -> str:
     """`text` with each key of `values` set: its first definition rewritten in place (where
-    its comment is), later duplicates dropped, keys not yet in the file appended at the end."""
-    lines = text.splitlines()
+    its comment is), later duplicates dropped, keys not yet in the file appended at the end;
+    a None value removes the key (its default then applies)."""
+    lines = _lines(text)
     spans = _key_spans(lines)
     drop: set[int] = set()
     replace: dict[int, str] = {}
@@ -35,27 +49,35 @@ def with_values(text: str, values: dict[str, str]) -> str:
         if not found:
             continue
         (first, last), *later = found
-        replace[first] = f"{escape_key(key)}={escape_value(value)}"
-        drop.update(range(first + 1, last + 1))
+        if value is None:
+            drop.update(range(first, last + 1))
+        else:
+            replace[first] = f"{escape_key(key)}={escape_value(value)}"
+            drop.update(range(first + 1, last + 1))
         for start, end in later:
             drop.update(range(start, end + 1))
     edited = [replace.get(i, line) for i, line in enumerate(lines) if i not in drop or i in replace]
-    added = [key for key in values if key not in spans]
+    added = [key for key, value in values.items() if key not in spans and value is not None]
     if added:
         if edited and edited[-1].strip():
             edited.append("")
-        edited += [f"{escape_key(key)}={escape_value(values[key])}" for key in added]
+        edited += [f"{escape_key(key)}={escape_value(values[key] or '')}" for key in added]
     return "\n".join(edited) + "\n"
 
 
+def _escape_unsafe(text: str) -> str:
+    return _UNSAFE.sub(
+        lambda match: _SHORT_ESCAPES.get(match.group(), f"\\u{ord(match.group()):04x}"), text
+    )
+
+
 def escape_key(key: str) -> str:
-    return "".join("\\" + c if c in "=: \t\f#!\\" else c for c in key)
+    return _escape_unsafe("".join("\\" + c if c in "=: \t\f#!\\" else c for c in key))
 
 
 def escape_value(value: str) -> str:
-    """So that parse_properties gives `value` back (newlines and a leading space included)."""
-    out = value.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
-    out = out.replace("\t", "\\t").replace("\f", "\\f")
+    """So that parse_properties gives `value` back, on one line (see the module's docstring)."""
+    out = _escape_unsafe(value.replace("\\", "\\\\"))
     return "\\" + out if out.startswith(" ") else out
 
 
@@ -88,7 +110,7 @@ def _logical_lines(text: str) -> list[str]:
     """Join continued lines and drop blanks and comments."""
     lines: list[str] = []
     pending = ""
-    for raw in text.splitlines():
+    for raw in _lines(text):
         line = raw.lstrip()
         if not pending and (not line or line[0] in "#!"):
             continue

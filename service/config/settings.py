@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 
 def _key(alias: str, default: object, description: str, **constraints: object) -> object:
@@ -18,7 +18,9 @@ def _key(alias: str, default: object, description: str, **constraints: object) -
 class Settings(BaseModel):
     """Everything rag.properties can set; immutable, so a reload swaps the whole object."""
 
-    model_config = ConfigDict(populate_by_name=True, frozen=True, extra="forbid")
+    model_config = ConfigDict(
+        populate_by_name=True, frozen=True, extra="forbid", allow_inf_nan=False
+    )
 
     # -- features ------------------------------------------------------------------------
     enable_rag: bool = _key("ai.enable.rag", False, "Enable the /ai/rag endpoint.")
@@ -84,6 +86,17 @@ class Settings(BaseModel):
         "Seconds an open circuit breaker waits before letting one trial call through.",
         gt=0,
         le=3600,
+    )
+
+    llm_max_calls: int = _key(
+        "llm.max.calls.per.request",
+        16,
+        "LLM calls one answer may make in all (rewriting, query expansion, grading, map, reduce "
+        "and refine steps): the chains plan their requests within it, leaving out the least "
+        "relevant sources when they must; a request that cannot be answered within it gets a "
+        "400 before any call.",
+        ge=1,
+        le=1000,
     )
 
     # -- requests --------------------------------------------------------------------------
@@ -164,7 +177,7 @@ class Settings(BaseModel):
         le=64,
     )
     prompts_dir: str = _key(
-        "prompt.templates.dir", "prompts", "Folder of the jinja2 prompt templates."
+        "prompt.templates.dir", "prompts", "Folder of the jinja2 prompt templates.", min_length=1
     )
 
     queries_count: int = _key(
@@ -216,7 +229,9 @@ class Settings(BaseModel):
         "kNN over VectorMain, fused by reciprocal rank); solr.enable.vector.search=true means "
         "vector unless this says hybrid.",
     )
-    rrf_k: int = _key("hybrid.rrf.k", 60, "k of reciprocal rank fusion: 1/(k + rank).", ge=1)
+    rrf_k: int = _key(
+        "hybrid.rrf.k", 60, "k of reciprocal rank fusion: 1/(k + rank).", ge=1, le=100_000
+    )
     hybrid_bm25_weight: float = _key(
         "hybrid.weight.bm25", 1.0, "Weight of the BM25 ranking in the fusion.", ge=0, le=100
     )
@@ -339,6 +354,14 @@ class Settings(BaseModel):
         "(https://search.example.org); read at startup. Empty: same origin only.",
     )
 
+    openai_passthrough: bool = _key(
+        "openai.passthrough.enabled",
+        False,
+        "Let /v1/chat/completions relay requests that do no retrieval (no index_name, tools or "
+        "functions, other roles, non-text content) to the LLM as they are. Off: such requests "
+        "get a 400, so callers cannot use the LLM through the service for anything else.",
+    )
+
     # -- administration ------------------------------------------------------------------
     admin_token: SecretStr = _key(
         "admin.token", SecretStr(""), "Bearer token of the admin API (ADMIN_TOKEN env wins)."
@@ -352,6 +375,15 @@ class Settings(BaseModel):
         if self.vector_search_enabled or self.retrieval_method == "vector":
             return "vector"
         return "bm25"
+
+    @model_validator(mode="after")
+    def _jwt_identity_needs_a_key(self) -> Settings:
+        if self.security_enabled and self.security_identity == "jwt" and not self.jwt_key:
+            raise ValueError(
+                "security.identity=jwt needs security.jwt.key (without it no caller could be "
+                "identified and every request would fail)"
+            )
+        return self
 
     @field_validator("api_endpoint", "solr_url", "embeddings_endpoint")
     @classmethod

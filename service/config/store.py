@@ -70,7 +70,10 @@ def settings_from_mapping(
     except ValidationError as error:
         problems = []
         for item in error.errors():
-            key = str(item["loc"][0]) if item["loc"] else "?"
+            if not item["loc"]:  # a rule over several keys: its message names them
+                problems.append(str(item["msg"]).removeprefix("Value error, "))
+                continue
+            key = str(item["loc"][0])
             shown = "***" if key in secret_keys() else repr(cleaned.get(key, ""))
             problems.append(f"{key} = {shown}: {item['msg']}")
         raise ConfigError(f"{source}: invalid value(s): " + "; ".join(problems)) from None
@@ -144,13 +147,36 @@ class ConfigStore:
             names = (env_name(key),)
         return next((name for name in names if self._env.get(name)), None)
 
+    def preview(self, changes: Mapping[str, str | None]) -> Settings:
+        """The Settings `update(changes)` would give now, validated, without writing."""
+        self._check_keys(changes)
+        return self._apply(parse_properties(self._read_text()), changes)
+
     def update(
-        self, changes: Mapping[str, str], *, expected_version: str | None = None
+        self, changes: Mapping[str, str | None], *, expected_version: str | None = None
     ) -> tuple[Settings, str]:
-        """Sets keys of rag.properties (values as they would be written there; "" means the
-        default) and returns the new Settings and version. Raises ConfigError naming the key
-        when a change is invalid, ConfigConflict when the file is no longer
-        `expected_version`; the file is then untouched."""
+        """Sets keys of rag.properties (values as they would be written there; None removes
+        the key, so its default applies) and returns the new Settings and version. Raises
+        ConfigError naming the key when a change is invalid, ConfigConflict when the file is
+        no longer `expected_version`; the file is then untouched."""
+        self._check_keys(changes)
+        with self._lock, _exclusive(self.path):
+            text = self._read_text()
+            if expected_version is not None and expected_version != _fingerprint(text):
+                raise ConfigConflict(
+                    f"{self.path.name} changed since version {expected_version}; reload it "
+                    "and apply your change again"
+                )
+            before = parse_properties(text)
+            settings = self._apply(before, changes)
+            edited = with_values(text, dict(changes))
+            _write_atomically(self.path, edited)
+            self._settings = settings
+            self._stamp = self._read_stamp()
+        self._log_changes(before, changes)
+        return settings, _fingerprint(edited)
+
+    def _check_keys(self, changes: Mapping[str, str | None]) -> None:
         keys = known_keys()
         for key in changes:
             if key not in keys:
@@ -161,30 +187,20 @@ class ConfigStore:
                     f"{key}: set by the environment variable {variable}, which wins over "
                     "rag.properties; change it there"
                 )
-        with self._lock, _exclusive(self.path):
-            text = self._read_text()
-            if expected_version is not None and expected_version != _fingerprint(text):
-                raise ConfigConflict(
-                    f"{self.path.name} changed since version {expected_version}; reload it "
-                    "and apply your change again"
-                )
-            before = parse_properties(text)
-            values = {**before, **changes}
-            settings = settings_from_mapping(values, source=self.path.name, env=self._env)
-            edited = with_values(text, dict(changes))
-            _write_atomically(self.path, edited)
-            self._settings = settings
-            self._stamp = self._read_stamp()
-        self._log_changes(before, changes)
-        return settings, _fingerprint(edited)
 
-    def _log_changes(self, before: Mapping[str, str], changes: Mapping[str, str]) -> None:
+    def _apply(self, before: Mapping[str, str], changes: Mapping[str, str | None]) -> Settings:
+        values = {**before, **changes}
+        kept = {key: value for key, value in values.items() if value is not None}
+        return settings_from_mapping(kept, source=self.path.name, env=self._env)
+
+    def _log_changes(self, before: Mapping[str, str], changes: Mapping[str, str | None]) -> None:
         hidden = secret_keys()
         for key, value in changes.items():
             old = before.get(key, "")
             if old == value:
                 continue
-            shown_old, shown_new = ("***", "***") if key in hidden else (old, value)
+            new = "(default)" if value is None else value
+            shown_old, shown_new = ("***", "***") if key in hidden else (old, new)
             log.info(
                 "configuration changed: %s: %r -> %r",
                 key,

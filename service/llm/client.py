@@ -20,12 +20,14 @@ from typing import Any
 import httpx
 
 from service.errors import (
+    ModelNotServed,
     TechnicalError,
     UpstreamBadResponse,
     UpstreamTimeout,
     UpstreamUnavailable,
 )
 from service.llm.breaker import CircuitBreaker
+from service.llm.budget import CallBudget
 from service.llm.types import ChatMessage, Completion, Usage
 from service.metrics import LLM_CALL_SECONDS, upstream_error
 from service.observability import request_headers
@@ -33,6 +35,9 @@ from service.observability import request_headers
 log = logging.getLogger(__name__)
 
 RETRYABLE_STATUSES = frozenset({429, 502, 503, 504})
+# what says the upstream itself is unavailable (and so counts for its circuit breaker): a 500
+# or a 4xx answers one request, which a client may provoke at will, and says nothing of the rest
+UNAVAILABLE_STATUSES = RETRYABLE_STATUSES
 MAX_RETRY_AFTER_SECONDS = 10.0
 
 
@@ -49,6 +54,8 @@ class LLMOptions:
     read_timeout: float = 120.0
     retries: int = 2
     backoff_seconds: float = 0.5
+    # the request named the model: a 404 from the API is then the caller's error, not ours
+    model_chosen_by_caller: bool = False
 
 
 class BusyClock:
@@ -119,7 +126,12 @@ class OpenAICompatibleClient:
 
     @property
     def _where(self) -> str:
-        return f"{self.what} at {self.options.endpoint}"
+        """How errors name the upstream: by role, never by address (reasons reach anonymous
+        callers); the address goes to the log (`_log_failure`)."""
+        return self.what
+
+    def _log_failure(self, error: TechnicalError) -> None:
+        log.warning("%s (%s at %s)", error.reason, self.what, self.options.endpoint)
 
     def _url(self, path: str) -> str:
         return self.options.endpoint.rstrip("/") + "/" + path
@@ -155,8 +167,9 @@ class OpenAICompatibleClient:
         except (UpstreamUnavailable, UpstreamTimeout) as error:
             self.breaker.record_failure()
             upstream_error(self.upstream, error.metric)
+            self._log_failure(error)
             raise
-        if response.status_code >= 500 or response.status_code == 429:
+        if response.status_code in UNAVAILABLE_STATUSES:
             self.breaker.record_failure()
         else:
             self.breaker.record_success()
@@ -170,9 +183,15 @@ class OpenAICompatibleClient:
                 "; the prompt is too long for the model: lower prompt.max.request.size "
                 "(or prompt.max.request.tokens) below the model's context size"
             )
-        raise UpstreamBadResponse(
+        if self.options.model_chosen_by_caller and response.status_code == 404:
+            raise ModelNotServed(
+                f"{self._where} does not serve the model {self.options.model!r}: {message}"
+            )
+        failure = UpstreamBadResponse(
             f"{self._where} answered HTTP {response.status_code}: {message}{hint}"
         )
+        self._log_failure(failure)
+        raise failure
 
     async def _attempts(
         self, path: str, payload: dict[str, Any], *, stream: bool
@@ -233,14 +252,26 @@ class ChatClient(OpenAICompatibleClient):
     """Sends chat prompts to `/chat/completions`.
 
     `complete` returns the whole answer; `stream` returns a CompletionStream to iterate for
-    the text as the model writes it.
+    the text as the model writes it. Each spends one call of `calls`, the request's budget.
     """
 
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        options: LLMOptions,
+        breaker: CircuitBreaker | None = None,
+        calls: CallBudget | None = None,
+    ) -> None:
+        super().__init__(http, options, breaker)
+        self.calls = calls or CallBudget.unlimited()
+
     async def complete(self, messages: Sequence[ChatMessage]) -> Completion:
+        self.calls.spend()
         body = await self._post("chat/completions", self._payload(messages, stream=False))
         return _completion_from(body, self._where)
 
     def stream(self, messages: Sequence[ChatMessage]) -> CompletionStream:
+        self.calls.spend()
         return CompletionStream(self, self._payload(messages, stream=True))
 
     async def relay(self, payload: dict[str, Any]) -> httpx.Response:

@@ -55,6 +55,7 @@ def embeddings_client(
         LLMOptions(
             endpoint=settings.embeddings_endpoint,
             model=model or settings.embeddings_api_model,
+            model_chosen_by_caller=model is not None,
             token=settings.embeddings_token.get_secret_value(),
             connect_timeout=settings.llm_timeout_connect,
             read_timeout=settings.llm_timeout_read,

@@ -22,7 +22,7 @@ NO_SOURCES = (
 
 _FENCE = "######"
 TITLE_WEIGHT = 0.25
-_SOURCE_HEAD = re.compile(r"^\s*\[(\d+)\][ \t]*(.*)$")
+_SOURCE_HEAD = re.compile(r"^\s*\[(\d{1,9})\][ \t]*(.*)$")
 _QUESTION = re.compile(r"^[ \t]*Question:[ \t]*", re.M)
 _PARAGRAPH = re.compile(r"\n\s*\n")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")

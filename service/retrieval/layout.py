@@ -32,11 +32,12 @@ def required_fields(settings: Settings) -> dict[str, tuple[str, ...]]:
     }
 
 
-async def verify_layout(solr: SolrClient, settings: Settings) -> None:
-    """Returns when every collection and field is there; waits up to solr.startup.wait
-    seconds for Solr to answer at all, then raises SolrLayoutError."""
+async def verify_layout(solr: SolrClient, settings: Settings, *, wait: float | None = None) -> None:
+    """Returns when every collection and field is there; waits up to `wait` seconds
+    (solr.startup.wait) for Solr to answer at all, then raises SolrLayoutError."""
+    wait = settings.solr_startup_wait if wait is None else wait
     for collection, fields in required_fields(settings).items():
-        present = await _fields_when_reachable(solr, collection, settings.solr_startup_wait)
+        present = await _fields_when_reachable(solr, collection, wait)
         missing = [name for name in fields if name not in present]
         if missing:
             raise SolrLayoutError(
@@ -54,7 +55,8 @@ async def _fields_when_reachable(solr: SolrClient, collection: str, wait: float)
             return await solr.field_names(collection)
         except UpstreamBadResponse as error:
             raise SolrLayoutError(
-                f"Solr at {solr.base_url} has no usable collection {collection!r} ({error}): "
+                f"Solr at {solr.base_url} has no usable collection {collection!r} "
+                f"({error.reason}): "
                 f"create it from solr/configsets/{collection} (README, 'Solr'), or name "
                 "yours in solr.collection.documents / solr.collection.passages"
             ) from None

@@ -8,6 +8,7 @@ service's upstream errors, with a reason that names Solr and what to check.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -21,6 +22,8 @@ from service.errors import (
 )
 from service.metrics import upstream_error
 from service.observability import request_headers, request_id_var
+
+log = logging.getLogger(__name__)
 
 Params = Mapping[str, str | int | float | Sequence[str]]
 
@@ -97,11 +100,13 @@ class SolrClient:
             return await self._request_once(method, path, **kwargs)
         except TechnicalError as error:
             upstream_error("solr", error.metric)
+            # reasons reach anonymous callers, so they name Solr without its address
+            log.warning("%s (Solr at %s)", error.reason, self.base_url)
             raise
 
     async def _request_once(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
         url = self.base_url + path
-        where = f"Solr at {self.base_url}"
+        where = "Solr"
         kwargs["headers"] = {**request_headers(), **kwargs.get("headers", {})}
         try:
             response = await self._http.request(method, url, timeout=self._timeout, **kwargs)

@@ -1,0 +1,35 @@
+"""How many LLM calls one request may still make (`llm.max.calls.per.request`).
+
+What a client sends must cost a bounded amount of work: the chains plan their requests within
+this budget before the first call, and every call spends from it, so a plan that was wrong
+still cannot run past the limit.
+"""
+
+from __future__ import annotations
+
+from service.errors import TooManyCalls
+
+
+class CallBudget:
+    """>>> calls = CallBudget(16); calls.spend(); calls.left  # 15"""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+
+    @classmethod
+    def unlimited(cls) -> CallBudget:
+        """For one-off clients outside a request (the CLI, benchmarks)."""
+        return cls(2**31)
+
+    @property
+    def left(self) -> int:
+        return self.limit - self.used
+
+    def spend(self) -> None:
+        """Counts one call; raises TooManyCalls when none is left."""
+        if self.used >= self.limit:
+            raise TooManyCalls(
+                f"answering needs more than llm.max.calls.per.request = {self.limit} LLM calls"
+            )
+        self.used += 1
