@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
-from pathlib import Path
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, File, Form, Request, UploadFile
@@ -13,8 +13,9 @@ from service.api.auth import require_admin
 from service.api.errors import documented_errors
 from service.api.fields import DocumentId, LanguageCode
 from service.api.runtime import Runtime
-from service.errors import BadRequest
+from service.errors import BadRequest, DocumentNotFound, PayloadTooLarge
 from service.ingest import ExtractionFailed, SourceDocument, UnsupportedFile, extract_bytes
+from service.ingest.office import TooLarge
 
 router = APIRouter(tags=["ingestion"], dependencies=[Depends(require_admin)])
 
@@ -89,6 +90,7 @@ class UploadResponse(BaseModel):
 
 
 MAX_FILES = 100
+MAX_ID_CHARS = 512
 
 
 @router.post(
@@ -102,24 +104,34 @@ async def upload(
     language: Annotated[LanguageCode, Form()] = "en",
     allowed_groups: Annotated[str, Form(description="Comma-separated; none: public.")] = "",
 ) -> UploadResponse:
-    """Upload files: each becomes a FileShare document (id = its file name) with embedded
-    passages; page and section boundaries stay passage boundaries. A corrupt, encrypted or
-    unsupported file is skipped and reported; the others are ingested."""
+    """Upload files: each becomes a FileShare document with embedded passages, its id the
+    file's relative path as sent (`teamA/report.txt`; `..` and leading `/` dropped), as the
+    CLI names files below an ingested folder. Page and section boundaries stay passage
+    boundaries. A corrupt, encrypted or unsupported file, or a second file with the same id,
+    is skipped and reported; the others are ingested. A file that decompresses past the
+    limits (a zip bomb) fails the upload with a 413 naming it. Extraction runs in a worker
+    process, off the event loop."""
     if len(files) > MAX_FILES:
         raise BadRequest(f"at most {MAX_FILES} files per request")
+    runtime: Runtime = request.app.state.runtime
     groups = tuple(g.strip() for g in allowed_groups.split(",") if g.strip())
-    documents, skipped = [], []
+    documents: list[SourceDocument] = []
+    skipped: list[Skipped] = []
     for upload_file in files:
-        name = Path(upload_file.filename or "upload").name
+        name = upload_id(upload_file.filename or "")
+        if any(document.id == name for document in documents):
+            skipped.append(Skipped(file=name, reason="another file of this upload has this id"))
+            continue
         try:
-            document = extract_bytes(
-                name, await upload_file.read(), document_id=name, language=language
+            document = await runtime.extractor.run(
+                extract_bytes, name, await upload_file.read(), document_id=name, language=language
             )
+        except TooLarge as error:
+            raise PayloadTooLarge(f"{name}: {error}") from None
         except (UnsupportedFile, ExtractionFailed) as error:
             skipped.append(Skipped(file=name, reason=str(error)))
             continue
         documents.append(replace(document, allowed_groups=groups))
-    runtime: Runtime = request.app.state.runtime
     summary = await runtime.indexer(runtime.settings()).run(documents)
     return UploadResponse(
         content=UploadResult(
@@ -131,11 +143,22 @@ async def upload(
     )
 
 
+def upload_id(filename: str) -> str:
+    """The id of an uploaded file: its path as sent, relative, with / separators."""
+    parts = [part for part in re.split(r"[\\/]+", filename) if part not in ("", ".", "..")]
+    name = "/".join(parts)[-MAX_ID_CHARS:].lstrip("/")
+    return "".join(char for char in name if char.isprintable()) or "upload"
+
+
 @router.delete(
-    "/documents/{document_id}", response_model=IngestResponse, responses=documented_errors(401, 403)
+    "/documents/{document_id:path}",
+    response_model=IngestResponse,
+    responses=documented_errors(401, 403, 404),
 )
 async def delete(document_id: str, request: Request) -> IngestResponse:
-    """Remove a document and its passages (no error when it was not there)."""
+    """Remove a document and its passages; ids may hold `/` (`folder/x.txt`, or `%2F`).
+    404 when there is no such document."""
     runtime: Runtime = request.app.state.runtime
-    await runtime.indexer(runtime.settings()).delete(document_id)
+    if not await runtime.indexer(runtime.settings()).delete(document_id):
+        raise DocumentNotFound(f"no document with id {document_id!r} in FileShare")
     return IngestResponse(content=IngestResult(documents=1, passages=0, seconds=0.0))

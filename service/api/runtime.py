@@ -10,6 +10,7 @@ import httpx
 from service.chains import PromptLibrary, PromptStore, PromptTemplateError
 from service.config import ConfigError, ConfigStore, Settings
 from service.ingest.indexer import Indexer, indexer_for
+from service.ingest.sandbox import Extractor
 from service.llm import ChatClient, CircuitBreaker, EmbeddingsClient, LLMOptions
 from service.llm.budget import CallBudget
 from service.llm.embeddings import embeddings_client
@@ -42,6 +43,8 @@ class Runtime:
         self._pools: dict[str, httpx.AsyncClient] = {}
         # one breaker per upstream API, shared by every request (see llm.circuit.*)
         self._breakers: dict[tuple[str, str, int, float], CircuitBreaker] = {}
+        # uploaded files are extracted in a worker process (started on first use)
+        self.extractor = Extractor()
 
     async def start(self) -> None:
         """Opens the connection pools; checks Solr's layout (solr.startup.check), raising
@@ -62,6 +65,7 @@ class Runtime:
                 raise
 
     async def stop(self) -> None:
+        self.extractor.close()
         pools, self._pools = self._pools, {}
         for pool in pools.values():
             await pool.aclose()

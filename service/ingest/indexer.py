@@ -68,6 +68,8 @@ class Indexer:
         self, documents: Sequence[SourceDocument], progress: Progress | None = None
     ) -> IngestSummary:
         started = time.perf_counter()
+        # the same id twice: the last version wins, passages included (ids are unique keys)
+        documents = list({document.id: document for document in documents}.values())
         done = passages = 0
         for start in range(0, len(documents), self._batch_size):
             batch = documents[start : start + self._batch_size]
@@ -79,14 +81,21 @@ class Indexer:
         await self.commit()
         return IngestSummary(done, passages, time.perf_counter() - started)
 
-    async def delete(self, document_id: str) -> None:
-        """Removes a document and its passages."""
+    async def delete(self, document_id: str) -> bool:
+        """Removes a document and its passages; False when FileShare had no such document."""
+        found = await self._solr.select(
+            self._collection,
+            {"q": "{!term f=id}" + document_id, "defType": "lucene", "rows": 0},
+        )
+        if not found["response"]["numFound"]:
+            return False
         await self._solr.update(self._collection, [("delete", {"id": document_id})])
         if self._passages:
             await self._solr.update(
                 self._passages.collection, [("delete", _parent_query(document_id))]
             )
         await self.commit()
+        return True
 
     async def commit(self) -> None:
         await self._solr.commit(self._collection)

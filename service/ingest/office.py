@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import re
+import zipfile
 from dataclasses import dataclass
 
 
@@ -47,10 +48,39 @@ def pdf_text(data: bytes) -> Extracted:
     return Extracted(title, pages)
 
 
+class TooLarge(ExtractionFailed):
+    """The file would inflate past what extraction accepts (a zip bomb, or just too big)."""
+
+
+MAX_INFLATED_BYTES = 100 * 1024 * 1024  # a DOCX's parts, once decompressed
+MAX_INFLATE_RATIO = 200  # decompressed / compressed; ordinary DOCX files stay under 30
+
+
+def check_archive(data: bytes) -> None:
+    """Refuses a zip (DOCX) whose declared content is too large or too compressed, before any
+    of it is decompressed."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            inflated = sum(member.file_size for member in archive.infolist())
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return  # not a zip: the reader says what it is not
+    if inflated > MAX_INFLATED_BYTES:
+        raise TooLarge(
+            f"it holds {inflated >> 20} MB once decompressed; at most "
+            f"{MAX_INFLATED_BYTES >> 20} MB are accepted"
+        )
+    if inflated > MAX_INFLATE_RATIO * max(len(data), 1):
+        raise TooLarge(
+            f"it decompresses {inflated // max(len(data), 1)} times over (a zip bomb?); at most "
+            f"{MAX_INFLATE_RATIO} times are accepted"
+        )
+
+
 def docx_text(data: bytes) -> Extracted:
     import docx
     from docx.opc.exceptions import PackageNotFoundError
 
+    check_archive(data)
     try:
         document = docx.Document(io.BytesIO(data))
     except (PackageNotFoundError, ValueError, KeyError, OSError) as error:
