@@ -61,7 +61,7 @@ def test_routes_are_labelled_by_template_not_by_path(
     make_client: ClientFactory,
 ) -> None:
     client = make_client()
-    labels = {"endpoint": "/documents/{document_id}", "method": "DELETE"}
+    labels = {"endpoint": "/documents/{document_id:path}", "method": "DELETE"}
     before = sample(client, "solr_rag_requests_total", **labels, status="401")
     client.delete("/documents/some-id-1")
     client.delete("/documents/some-id-2")

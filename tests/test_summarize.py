@@ -47,7 +47,14 @@ def test_document_ten_times_larger_than_a_request_is_map_reduced(
     make_client: ClientFactory, llm: LLMScript
 ) -> None:
     budget = 1000  # the manual is 9,667 characters
-    client = make_client({**ENABLED, "prompt.max.request.size": budget, "chunking.chunk.size": 300})
+    client = make_client(
+        {
+            **ENABLED,
+            "prompt.max.request.size": budget,
+            "chunking.chunk.size": 300,
+            "llm.max.calls.per.request": 100,
+        }
+    )
     llm.answer = lambda request: "A short partial summary."
     response = client.post("/ai/summarize", json={"id": "turbine-manual"})
     assert response.status_code == 200, response.text

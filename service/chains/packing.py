@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from service.chains.builder import PromptBuilder
 from service.chains.context import Chunk, NumberedChunk
-from service.errors import PromptTooLong, TooManyCalls
+from service.errors import PromptTooLong, TechnicalError, TooManyCalls
 from service.text.chunk import Chunker
 from service.text.pack import pack_greedy
 
@@ -25,6 +25,15 @@ def too_little_room(room: int, budget: int, what: str) -> PromptTooLong:
         f"a request of at most {budget} characters (prompt.max.request.size, or the model's "
         f"context) leaves {max(room, 0)} for sources once {what} are in; at least {MIN_ROOM} "
         "are needed: shorten the history, the system message or the question"
+    )
+
+
+def too_small_a_budget(room: int, budget: int, template: str) -> TechnicalError:
+    """Not the caller's doing: the configured budget is too small for the instructions."""
+    return TechnicalError(
+        f"prompt.max.request.size ({budget}) leaves {max(room, 0)} characters for sources in "
+        f"a {template} request before any history or question; at least {MIN_ROOM} are "
+        "needed: raise it (or lower llm.maxTokens, which refine keeps room for)"
     )
 
 
@@ -58,6 +67,8 @@ class Packer:
         if room < MIN_ROOM:
             question = self._builder.question
             history = sum(len(message.content) for message in question.history)
+            if room + history + len(question.text) < MIN_ROOM:
+                raise too_small_a_budget(room, self._budget, template)
             raise too_little_room(
                 room,
                 self._budget,

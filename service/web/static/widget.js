@@ -21,6 +21,12 @@
     title: script.dataset.title || "Ask the documents",
   };
   const UNREACHABLE = "Sorry, the service cannot be reached. Please try again later.";
+  // What the service accepts of a history (100 messages of 20,000 characters) is far more
+  // than it uses (chat.memory.history.size, 6 by default): send the recent part only, so a
+  // long conversation never becomes a request the service must refuse.
+  const HISTORY_MESSAGES = 20;
+  const HISTORY_MESSAGE_CHARS = 4000;
+  const QUESTION_CHARS = 20000;
   let history = [];
   let busy = false;
   let counter = 0;
@@ -203,6 +209,13 @@
     }
   }
 
+  function recentHistory() {
+    return history.slice(-HISTORY_MESSAGES).map((message) => ({
+      role: message.role,
+      content: message.content.slice(0, HISTORY_MESSAGE_CHARS),
+    }));
+  }
+
   async function ask(text) {
     busy = true;
     send.disabled = true;
@@ -218,7 +231,7 @@
       const response = await fetch(options.endpoint + "/ai/rag", {
         method: "POST",
         headers,
-        body: JSON.stringify({ query: text, history, stream: true }),
+        body: JSON.stringify({ query: text, history: recentHistory(), stream: true }),
       });
       const type = response.headers.get("content-type") || "";
       if (!response.ok || !type.startsWith("text/event-stream")) {
@@ -253,10 +266,12 @@
         showError(answer, UNREACHABLE);
         return;
       }
-      history = history.concat([
-        { role: "user", content: text },
-        { role: "assistant", content: written },
-      ]);
+      history = history
+        .concat([
+          { role: "user", content: text },
+          { role: "assistant", content: written },
+        ])
+        .slice(-HISTORY_MESSAGES);
     } catch (_) {
       showError(answer, UNREACHABLE);
     } finally {
@@ -269,7 +284,7 @@
 
   form.addEventListener("submit", (event) => {
     event.preventDefault();
-    const text = question.value.trim();
+    const text = question.value.trim().slice(0, QUESTION_CHARS);
     if (!text || busy) return;
     question.value = "";
     ask(text);
