@@ -216,6 +216,20 @@ def test_two_questions_the_second_with_the_history_and_a_source_link(
     assert target and page.locator(target).count() == 1
 
 
+def test_a_long_conversation_sends_only_the_recent_history(
+    serve: Serve, page, llm: LLMScript
+) -> None:
+    """The service accepts 100 history messages: the 52nd question used to fail."""
+    base, _ = serve({"chat.memory.enabled": True})
+    page.goto(f"{base}/ui")
+    for number in range(1, 56):
+        answer = ask(page, f"Question {number} about the lighthouse?")
+        assert "Test answer to" in answer.inner_text(), (number, answer.inner_text())
+    sent = llm.requests[-1]
+    assert sent.body["messages"][-1]["role"] == "user"
+    assert len(page.locator(".message.assistant.error").all()) == 0
+
+
 def test_new_conversation_forgets_the_history(serve: Serve, page, llm: LLMScript) -> None:
     base, _ = serve({"chat.memory.enabled": True})
     page.goto(f"{base}/ui")

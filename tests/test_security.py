@@ -207,3 +207,28 @@ def test_an_invalid_token_is_401_never_a_wider_scope(
     assert response.json()["content"]["label"] == "ragUnauthorized"
     assert_no_secret(response, llm)
     assert llm.requests == []
+
+
+def test_jwt_identity_and_api_keys_work_together(
+    make_client: ClientFactory, secure: TestClient, monkeypatch, llm: LLMScript
+) -> None:
+    monkeypatch.setenv("SOLR_RAG_SECURITY_JWT_KEY", PUBLIC_PEM)
+    client = make_client(
+        {
+            "security.enabled": True,
+            "security.identity": "jwt",
+            "retrieval.method": "bm25",
+            "api.keys": "widget-key",
+        }
+    )
+    identity = bearer(token(["team-a"]))
+    without_key = client.post("/ai/rag", json={"query": "marmalade"}, headers=identity)
+    assert without_key.status_code == 401
+    response = client.post(
+        "/ai/rag",
+        json={"query": "marmalade recipe bergamot"},
+        headers={**identity, "X-API-Key": "widget-key"},
+    )
+    assert response.status_code == 200, response.text
+    assert [d["id"] for d in response.json()["content"]["documents"]] == ["acl-a"]
+    assert_no_secret(response, llm)

@@ -1,0 +1,150 @@
+"""Configuration edits cannot be smuggled or break the service (issue 14, items 5-7): every
+value round-trips to itself and adds no key, null means the default, every number is bounded,
+a value that would stop the next start is refused, and a token stays with its endpoint."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from service.config.catalog import catalog
+from service.config.properties import parse_properties, with_values
+from tests.conftest import ADMIN_TOKEN, ClientFactory
+from tests.support.llm_server import LLMScript
+
+ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+FILE = "# comment\nai.enable.rag=true\ncors.allowed.origins=\nllm.model=m\n"
+ANY_CHARACTER = st.characters(codec=None, categories=None)  # surrogates and controls included
+
+
+@settings(max_examples=500, deadline=None)
+@given(value=st.text(alphabet=ANY_CHARACTER, max_size=60))
+def test_any_value_written_reads_back_as_itself_and_adds_no_key(value: str) -> None:
+    written = with_values(FILE, {"cors.allowed.origins": value})
+    read = parse_properties(written)
+    assert read["cors.allowed.origins"] == value
+    assert set(read) == {"ai.enable.rag", "cors.allowed.origins", "llm.model"}
+    assert read["llm.model"] == "m"
+    for separator in ("\u2028", "\u2029", "\x85", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e"):
+        assert separator not in written  # no reader splits this file where we did not
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=st.text(alphabet=ANY_CHARACTER, max_size=40))
+def test_a_value_appended_as_a_new_key_round_trips_too(value: str) -> None:
+    read = parse_properties(with_values(FILE, {"api.keys": value}))
+    assert read["api.keys"] == value
+    assert len(read) == 4
+
+
+def values(client: TestClient) -> dict[str, object]:
+    body = client.get("/admin/config", headers=ADMIN).json()
+    return {item["key"]: item["value"] for item in body["settings"]}
+
+
+def test_a_line_separator_cannot_smuggle_a_key(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    client = make_client({"security.enabled": True})
+    smuggled = "https://a.example\u2028security.enabled=false\u0085chat.memory.enabled=true"
+    response = client.patch("/admin/config", json={"cors.allowed.origins": smuggled}, headers=ADMIN)
+    assert response.status_code == 200, response.text
+    runtime = client.app.state.runtime  # type: ignore[attr-defined]
+    reread = parse_properties(runtime.config.path.read_text(encoding="utf-8"))
+    assert reread["cors.allowed.origins"] == smuggled
+    assert reread["security.enabled"] == "true"
+    assert "chat.memory.enabled" not in reread
+    assert values(client)["security.enabled"] is True
+
+
+EDITABLE = [
+    info
+    for info in catalog()
+    if not info.read_only and info.key not in ("security.enabled", "ai.enable.rag")
+]
+
+
+# whose defaults cannot start the service in this test's folder (no prompts/ beside the test's
+# rag.properties; no Solr on port 8983): null is refused for them, as it must be
+UNSTARTABLE_DEFAULTS = {"prompt.templates.dir", "solr.url"}
+
+
+def test_null_puts_every_key_back_to_its_default(make_client: ClientFactory) -> None:
+    client = make_client()
+    for info in EDITABLE:
+        response = client.patch("/admin/config", json={info.key: None}, headers=ADMIN)
+        if info.key in UNSTARTABLE_DEFAULTS:
+            assert response.status_code == 422, (info.key, response.text)
+            continue
+        assert response.status_code == 200, (info.key, response.text)
+        shown = {item["key"]: item for item in response.json()["settings"]}[info.key]
+        assert shown["value"] == info.default, info.key
+    # the defaults point the LLM at api.openai.com, unreachable here: a clear 503, no crash
+    assert client.post("/ai/rag", json={"query": "lighthouse"}).status_code == 503
+
+
+NUMERIC = [info for info in catalog() if info.kind in ("integer", "number")]
+
+
+def test_every_numeric_key_has_an_upper_bound() -> None:
+    assert [info.key for info in NUMERIC if info.maximum is None] == []
+
+
+@pytest.mark.parametrize("info", NUMERIC, ids=[info.key for info in NUMERIC])
+def test_absurd_numbers_are_refused_and_nothing_is_written(
+    make_client: ClientFactory, info
+) -> None:
+    client = make_client()
+    path = client.app.state.runtime.config.path  # type: ignore[attr-defined]
+    before = path.read_bytes()
+    for absurd in ("1e400", "inf", "nan", "-1e400", str(10**30)):
+        response = client.patch("/admin/config", json={info.key: absurd}, headers=ADMIN)
+        assert response.status_code == 422, (info.key, absurd, response.text)
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"prompt.templates.dir": ""}, "prompt.templates.dir"),
+        ({"prompt.templates.dir": "/nonexistent/prompts"}, "prompt.templates.dir"),
+        ({"solr.collection.documents": "NoSuchCollection"}, "NoSuchCollection"),
+        ({"security.enabled": True, "security.identity": "jwt"}, "security.jwt.key"),
+    ],
+)
+def test_a_value_that_would_stop_the_next_start_is_refused(
+    make_client: ClientFactory, change: dict, named: str
+) -> None:
+    client = make_client()
+    path = client.app.state.runtime.config.path  # type: ignore[attr-defined]
+    before = path.read_bytes()
+    response = client.patch("/admin/config", json=change, headers=ADMIN)
+    assert response.status_code == 422, response.text
+    assert named in response.json()["content"]["reason"]
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "token"),
+    [("ai.api.endpoint", "ai.api.token"), ("ai.embeddings.endpoint", "ai.embeddings.token")],
+)
+def test_a_stored_token_never_follows_a_changed_endpoint(
+    make_client: ClientFactory, endpoint: str, token: str
+) -> None:
+    client = make_client({token: "sk-stored-secret"})
+    moved = {endpoint: "https://attacker.example/v1/"}
+    refused = client.patch("/admin/config", json={**moved, token: "***"}, headers=ADMIN)
+    assert refused.status_code == 422, refused.text
+    assert token in refused.json()["content"]["reason"]
+    assert client.patch("/admin/config", json=moved, headers=ADMIN).status_code == 422
+    assert values(client)[token] == "***"
+    cleared = client.patch("/admin/config", json={**moved, token: None}, headers=ADMIN)
+    assert cleared.status_code == 200, cleared.text
+    assert values(client)[token] == ""
+    given = client.patch(
+        "/admin/config", json={endpoint: "https://other.example/v1/", token: "sk-new"}, headers=ADMIN
+    )
+    assert given.status_code == 200, given.text
+    assert values(client)[token] == "***"
