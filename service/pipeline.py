@@ -12,6 +12,7 @@ and turns the Answer, or the ServiceError raised here, into JSON.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -148,6 +149,10 @@ class Staged:
     async def stream(self) -> AsyncIterator[str]:
         async for text in self.deadline.stream(stream(self.llm, self.prepared)):
             yield text
+            # pieces already buffered would otherwise be sent in one go, without the event
+            # loop ever running: a client that left is then written to thousands of times,
+            # and the LLM stream goes on, before its disconnect is noticed
+            await asyncio.sleep(0)
 
     def answer(self) -> Answer:
         self.timings.since("chain", self.chain_started)

@@ -44,9 +44,7 @@ def values(client: TestClient) -> dict[str, object]:
     return {item["key"]: item["value"] for item in body["settings"]}
 
 
-def test_a_line_separator_cannot_smuggle_a_key(
-    make_client: ClientFactory, llm: LLMScript
-) -> None:
+def test_a_line_separator_cannot_smuggle_a_key(make_client: ClientFactory, llm: LLMScript) -> None:
     client = make_client({"security.enabled": True})
     smuggled = "https://a.example\u2028security.enabled=false\u0085chat.memory.enabled=true"
     response = client.patch("/admin/config", json={"cors.allowed.origins": smuggled}, headers=ADMIN)
@@ -144,7 +142,9 @@ def test_a_stored_token_never_follows_a_changed_endpoint(
     assert cleared.status_code == 200, cleared.text
     assert values(client)[token] == ""
     given = client.patch(
-        "/admin/config", json={endpoint: "https://other.example/v1/", token: "sk-new"}, headers=ADMIN
+        "/admin/config",
+        json={endpoint: "https://other.example/v1/", token: "sk-new"},
+        headers=ADMIN,
     )
     assert given.status_code == 200, given.text
     assert values(client)[token] == "***"

@@ -292,9 +292,7 @@ PROBES = [
 
 @pytest.fixture
 def hostile(make_client: ClientFactory) -> TestClient:
-    return make_client(
-        {"ai.enable.summarization": True, "chat.memory.enabled": True, **RELAY}
-    )
+    return make_client({"ai.enable.summarization": True, "chat.memory.enabled": True, **RELAY})
 
 
 @pytest.mark.parametrize(("what", "body", "content_type"), BODIES, ids=[b[0] for b in BODIES])
@@ -402,3 +400,23 @@ def test_a_client_leaving_an_ai_rag_stream_stops_the_llm_stream(
             time.sleep(0.05)
     assert llm.requests[0].stream_abandoned
     assert not llm.requests[0].stream_completed
+
+
+def test_a_client_leaving_a_fast_stream_leaves_no_burst_of_send_errors(
+    tmp_path, base_properties: dict[str, object], corpus: object, llm: LLMScript,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    llm.answer = lambda request: "word " * 3000
+    path = write_properties(tmp_path / "rag.properties", base_properties)
+    with caplog.at_level(logging.WARNING), serve_in_thread(create_app(path)) as base:
+        for _ in range(3):
+            body = {"query": "lighthouse", "stream": True}
+            with httpx.stream("POST", f"{base}/ai/rag", json=body, timeout=10) as response:
+                for line in response.iter_lines():
+                    if line.startswith("event: token"):
+                        break
+        time.sleep(1)
+    port = base.rsplit(":", 1)[1]
+    sends = [r for r in caplog.records if "socket.send() raised exception" in r.getMessage()]
+    # the service's own server thread (the recording LLM writes to a closed socket too)
+    assert [r for r in sends if r.threadName == f"test-server-{port}"] == []

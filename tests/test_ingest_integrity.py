@@ -50,9 +50,7 @@ def test_the_same_id_twice_in_one_request_keeps_the_last_version_everywhere(
 ) -> None:
     long_first = {"id": "twice", "title": "Old", "content": "Obsolete paragraph. " * 300}
     short_last = {"id": "twice", "title": "New", "content": "The current osmium text."}
-    response = admin.post(
-        "/documents", json={"documents": [long_first, short_last]}, headers=ADMIN
-    )
+    response = admin.post("/documents", json={"documents": [long_first, short_last]}, headers=ADMIN)
     assert response.status_code == 200, response.text
     assert response.json()["content"]["documents"] == 1
     [stored] = solr_docs(solr_url, "FileShare", "{!term f=id}twice")
@@ -83,7 +81,9 @@ def test_uploaded_files_are_named_by_their_relative_path(admin: TestClient, solr
     }
 
 
-@pytest.mark.parametrize("path", ["/documents/folder/deep/x.txt", "/documents/folder%2Fdeep%2Fx.txt"])
+@pytest.mark.parametrize(
+    "path", ["/documents/folder/deep/x.txt", "/documents/folder%2Fdeep%2Fx.txt"]
+)
 def test_an_id_with_slashes_can_be_deleted(admin: TestClient, solr_url: str, path: str) -> None:
     document = {"id": "folder/deep/x.txt", "content": "Nested text about feldspar."}
     admin.post("/documents", json={"documents": [document]}, headers=ADMIN).raise_for_status()
@@ -111,9 +111,7 @@ def zip_bomb(inflated: int) -> bytes:
     return out.getvalue()
 
 
-def test_a_zip_bomb_is_refused_with_a_413_naming_the_file(
-    admin: TestClient, solr_url: str
-) -> None:
+def test_a_zip_bomb_is_refused_with_a_413_naming_the_file(admin: TestClient, solr_url: str) -> None:
     bomb = zip_bomb(300 << 20)
     assert len(bomb) < 2 << 20
     files = [("files", ("bomb.docx", bomb, "application/octet-stream"))]

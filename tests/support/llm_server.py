@@ -107,6 +107,7 @@ async def _stream(recorded: RecordedRequest, step: Step) -> AsyncIterator[str]:
             if number == 0:  # noted before it leaves: the client may read it at once
                 recorded.first_chunk_sent = time.monotonic()
             yield chunk(choices=[{"index": 0, "delta": {"content": word}}])
+            await asyncio.sleep(0)  # lets a disconnect be noticed, as a real server does
             if number == 0 and step.pause_after_first_chunk:
                 await asyncio.sleep(step.pause_after_first_chunk)
         yield chunk(choices=[{"index": 0, "delta": {}, "finish_reason": "stop"}])
