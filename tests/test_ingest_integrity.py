@@ -150,7 +150,7 @@ async def test_extraction_runs_off_the_event_loop(extractor: Extractor) -> None:
 async def test_a_file_needing_too_much_memory_is_too_large_and_the_service_unharmed(
     extractor: Extractor,
 ) -> None:
-    with pytest.raises(PayloadTooLarge, match="huge.pdf"):
+    with pytest.raises(PayloadTooLarge, match=r"huge\.pdf"):
         await extractor.run(extraction_jobs.hog, "huge.pdf", 2 << 30)
     assert await extractor.run(extraction_jobs.echo, "next.txt", "fine") == "fine"
 
