@@ -10,7 +10,11 @@ minus the LLM's (`timings.llm`, wall time with a call in flight), so it includes
 prompting and queueing in the service.
 
     python -m bench.load [--solr-url URL] [--latency 0.1] [--concurrency 1 50 200] [--requests 400]
-                         [--set rag.queries.count=3 ...]
+                         [--set rag.queries.count=3 ...] [--hostile 0.1]
+
+`--hostile 0.1`: one request in ten is an attack from the hostile-input corpus (deep JSON,
+NaN, lone surrogates, a 38 kB system message, relay attempts, invented methods, ...). The
+normal requests must still all succeed, and no attack may get a 5xx.
 """
 
 from __future__ import annotations
@@ -43,10 +47,33 @@ QUERIES = (
 WARM_UP = 20
 
 
+def _chat(*messages: dict[str, str], **fields: object) -> bytes:
+    return json.dumps({"messages": list(messages), **fields}).encode()
+
+
+_SYSTEM = {"role": "system", "content": "Be thorough. " * 3000}  # 38 kB
+_USER = {"role": "user", "content": "Who lit the lighthouse lamp?"}
+_HISTORY = [{"role": "user", "content": "y" * 20_000}] * 6
+# (method, path, body): what a hostile client sends
+HOSTILE: tuple[tuple[str, str, bytes], ...] = (
+    ("POST", "/v1/chat/completions", b"[" * 50_000 + b"]" * 50_000),
+    ("POST", "/v1/chat/completions", _chat(_USER).replace(b"]}", b'], "temperature": NaN}')),
+    ("POST", "/v1/chat/completions", _chat({"role": "user", "content": "[" + "9" * 5000 + "]"})),
+    ("POST", "/v1/chat/completions", _chat(_SYSTEM, _USER, index_name="FileShare")),
+    ("POST", "/ai/rag", b'{"query": "light\\ud800house"}'),
+    ("POST", "/ai/rag", json.dumps({"query": "x", "history": _HISTORY}).encode()),
+    ("POST", "/ai/rag", b'{"query": "lighthouse", "id": ' + b"9" * 5000 + b"}"),
+    ("GET", "/static/%00", b""),
+    ("GET", "/search/vector?queryrag=%00%01", b""),
+    ("BREW", "/ai/rag", b""),
+)
+
+
 @dataclass(frozen=True)
 class Outcome:
     status: int
     seconds: float
+    hostile: bool = False
     retrieve_ms: float = 0.0
     llm_ms: float = 0.0
     total_ms: float = 0.0
@@ -115,8 +142,27 @@ async def one_request(http: httpx.AsyncClient, base: str, query: str) -> Outcome
     )
 
 
-async def run_level(base: str, concurrency: int, requests: int) -> tuple[list[Outcome], float]:
-    """`requests` requests, at most `concurrency` in flight at any moment."""
+async def one_attack(http: httpx.AsyncClient, base: str, n: int) -> Outcome:
+    method, path, body = HOSTILE[n % len(HOSTILE)]
+    started = time.perf_counter()
+    try:
+        response = await http.request(
+            method, base + path, content=body or None, headers={"Content-Type": "application/json"}
+        )
+    except httpx.HTTPError as error:
+        print(f"  attack {method} {path[:40]} failed: {type(error).__name__}", flush=True)
+        return Outcome(status=0, seconds=time.perf_counter() - started, hostile=True)
+    if response.status_code >= 500:
+        print(f"  attack {method} {path[:40]}: HTTP {response.status_code}", flush=True)
+    return Outcome(response.status_code, time.perf_counter() - started, hostile=True)
+
+
+async def run_level(
+    base: str, concurrency: int, requests: int, hostile: float = 0.0
+) -> tuple[list[Outcome], float]:
+    """`requests` requests, at most `concurrency` in flight at any moment; a `hostile` share
+    of them attacks."""
+    every = round(1 / hostile) if hostile else 0
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx.AsyncClient(limits=limits, timeout=120) as http:
         for n in range(WARM_UP):
@@ -125,6 +171,8 @@ async def run_level(base: str, concurrency: int, requests: int) -> tuple[list[Ou
 
         async def bounded(n: int) -> Outcome:
             async with slots:
+                if every and n % every == every - 1:
+                    return await one_attack(http, base, n // every)
                 return await one_request(http, base, QUERIES[n % len(QUERIES)])
 
         started = time.perf_counter()
@@ -132,7 +180,9 @@ async def run_level(base: str, concurrency: int, requests: int) -> tuple[list[Ou
         return list(outcomes), time.perf_counter() - started
 
 
-def summarize(concurrency: int, outcomes: list[Outcome], wall: float) -> dict[str, float]:
+def summarize(concurrency: int, everything: list[Outcome], wall: float) -> dict[str, float]:
+    attacks = [o for o in everything if o.hostile]
+    outcomes = [o for o in everything if not o.hostile]
     ok = [o for o in outcomes if o.status == 200]
     latencies = [o.seconds * 1000 for o in ok]
     overheads = [o.overhead_ms for o in ok]
@@ -141,7 +191,9 @@ def summarize(concurrency: int, outcomes: list[Outcome], wall: float) -> dict[st
         "concurrency": concurrency,
         "requests": len(outcomes),
         "errors": len(outcomes) - len(ok),
-        "throughput_rps": len(outcomes) / wall,
+        "attacks": len(attacks),
+        "attacks_5xx": sum(1 for o in attacks if o.status >= 500 or o.status == 0),
+        "throughput_rps": len(everything) / wall,
         "latency_p50_ms": statistics.median(latencies) if latencies else 0.0,
         "latency_p99_ms": percentile(latencies, 0.99),
         "overhead_p50_ms": statistics.median(overheads) if overheads else 0.0,
@@ -161,6 +213,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=400, help="requests per level (max)")
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="a rag.properties key"
+    )
+    parser.add_argument(
+        "--hostile", type=float, default=0.0, help="share of requests that attack (0.1: 10%%)"
     )
     args = parser.parse_args(argv)
     overrides = dict(item.split("=", 1) for item in args.set)
@@ -187,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
             for concurrency in args.concurrency:
                 requests = min(args.requests, max(concurrency * 2, 100))
                 print(f"{concurrency} concurrent: {requests} requests...", flush=True)
-                outcomes, wall = asyncio.run(run_level(base, concurrency, requests))
+                outcomes, wall = asyncio.run(run_level(base, concurrency, requests, args.hostile))
                 rows.append(summarize(concurrency, outcomes, wall))
         finally:
             for server in servers:
@@ -195,15 +250,18 @@ def main(argv: list[str] | None = None) -> int:
                 server.wait(timeout=30)
 
     settings = ", ".join(args.set) or "shipped defaults, stuff chain"
-    print(f"\nLLM latency {args.latency * 1000:.0f} ms; {settings}; times in ms")
+    hostile = f"; {args.hostile:.0%} of requests attack" if args.hostile else ""
+    print(f"\nLLM latency {args.latency * 1000:.0f} ms; {settings}{hostile}; times in ms")
     print(
-        f"{'clients':>7} {'requests':>8} {'errors':>6} {'req/s':>6} {'p50':>7} {'p99':>7} "
+        f"{'clients':>7} {'requests':>8} {'errors':>6} {'attacks':>7} {'5xx':>4} {'req/s':>6} "
+        f"{'p50':>7} {'p99':>7} "
         f"{'Solr p50':>8} {'LLM p50':>7} {'overhead p50':>12} {'overhead p99':>12} "
         f"{'LLM calls':>9}"
     )
     for row in rows:
         print(
             f"{row['concurrency']:>7} {row['requests']:>8} {row['errors']:>6} "
+            f"{row['attacks']:>7} {row['attacks_5xx']:>4} "
             f"{row['throughput_rps']:>6.1f} {row['latency_p50_ms']:>7.1f} "
             f"{row['latency_p99_ms']:>7.1f} {row['solr_p50_ms']:>8.1f} {row['llm_p50_ms']:>7.1f} "
             f"{row['overhead_p50_ms']:>12.1f} {row['overhead_p99_ms']:>12.1f} "
@@ -211,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "load.json").write_text(json.dumps(rows, indent=1))
-    return 1 if any(row["errors"] for row in rows) else 0
+    return 1 if any(row["errors"] or row["attacks_5xx"] for row in rows) else 0
 
 
 if __name__ == "__main__":
