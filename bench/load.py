@@ -34,6 +34,7 @@ import httpx
 
 from bench.support import RESULTS, ROOT, given_or_started, local_solr, percentile
 from service.cli import start_server
+from service.processes import stop_group
 from tests.support.corpus import load_corpus
 from tests.support.servers import free_port
 
@@ -246,8 +247,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(summarize(concurrency, outcomes, wall))
         finally:
             for server in servers:
-                server.terminate()
-                server.wait(timeout=30)
+                stop_group(server, timeout=30)
 
     settings = ", ".join(args.set) or "shipped defaults, stuff chain"
     hostile = f"; {args.hostile:.0%} of requests attack" if args.hostile else ""

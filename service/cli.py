@@ -14,6 +14,7 @@ import httpx
 
 from service.config import ConfigError, Settings
 from service.observability import configure_logging
+from service.processes import start_group, stop_group
 from service.retrieval.layout import SolrLayoutError, verify_layout
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -92,17 +93,18 @@ def _serve(args: argparse.Namespace) -> int:
     settings = app.state.runtime.settings()
     if settings.solr_startup_check:  # here, so a bad layout is one clear line, no traceback
         asyncio.run(_verify_solr(settings))
+    # the model server ends with this process, however it ends (service.processes)
     model_server = _start_model_server(args.model_port) if args.with_model_server else None
-    if args.samples:
-        asyncio.run(_ingest_into_solr(settings, [], "en", samples=True, if_empty=True))
-    base = f"http://{args.host}:{args.port}"
-    print(
-        f"\nsolr-rag is starting on {base} (API docs: {base}/docs)\nTry:\n"
-        f"  curl -s {base}/ai/rag -H 'Content-Type: application/json' \\\n"
-        '       -d \'{"query": "What does the assert statement do?"}\'\n',
-        flush=True,
-    )
     try:
+        if args.samples:
+            asyncio.run(_ingest_into_solr(settings, [], "en", samples=True, if_empty=True))
+        base = f"http://{args.host}:{args.port}"
+        print(
+            f"\nsolr-rag is starting on {base} (API docs: {base}/docs)\nTry:\n"
+            f"  curl -s {base}/ai/rag -H 'Content-Type: application/json' \\\n"
+            '       -d \'{"query": "What does the assert statement do?"}\'\n',
+            flush=True,
+        )
         # on SIGTERM, requests in flight may finish within their own deadline
         uvicorn.run(
             app,
@@ -114,8 +116,7 @@ def _serve(args: argparse.Namespace) -> int:
         )
     finally:
         if model_server is not None:
-            model_server.terminate()
-            model_server.wait(timeout=10)
+            stop_group(model_server)
     return 0
 
 
@@ -139,9 +140,10 @@ def start_server(
     seconds: float = 60,
     env: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
-    """A server process, returned once `health_url` answers 200; SystemExit naming `what` if
-    it exits or does not answer within `seconds`."""
-    process = subprocess.Popen(command, cwd=REPO_ROOT, env=env)
+    """A server process (a process group of its own, ending with this process: stop it with
+    `stop_group`), returned once `health_url` answers 200; SystemExit naming `what` if it
+    exits or does not answer within `seconds`."""
+    process = start_group(command, cwd=REPO_ROOT, env=env)
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline and process.poll() is None:
         try:
@@ -149,7 +151,7 @@ def start_server(
                 return process
         except httpx.TransportError:
             time.sleep(0.2)
-    process.terminate()
+    stop_group(process)
     raise SystemExit(f"{what} did not start ({' '.join(command)})")
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import subprocess
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -28,6 +29,18 @@ from tests.support.llm_server import LLMScript, create_llm_app
 from tests.support.servers import free_port, serve_in_thread
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """SIGTERM (a CI timeout, `kill`) ends the run like Ctrl-C: fixtures are torn down, so
+    the servers they started stop too."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
 SOLR_SCRIPT = ROOT / "solr" / "local" / "solr.sh"
 
 

@@ -155,6 +155,21 @@ def test_a_history_that_leaves_no_room_is_a_bad_request(
     assert llm.requests == []
 
 
+def chain_client(
+    make_client: ClientFactory, strategy: str, *, chunk: int, limit: int = 16
+) -> TestClient:
+    """Requests of at most 2,000 characters, short answers: many packs per document."""
+    return make_client(
+        {
+            "prompt.chunking.strategy": strategy,
+            "prompt.max.request.size": 2000,
+            "chunking.chunk.size": chunk,
+            "llm.max.calls.per.request": limit,
+            "llm.maxTokens": 50,
+        }
+    )
+
+
 @pytest.fixture
 def long_titled(make_client: ClientFactory) -> Iterator[TestClient]:
     """A document with a 1,000-character title and 20,000 characters of text."""
@@ -173,14 +188,7 @@ def long_titled(make_client: ClientFactory) -> Iterator[TestClient]:
 def test_a_long_title_costs_a_bounded_number_of_calls(
     make_client: ClientFactory, long_titled: TestClient, llm: LLMScript, strategy: str
 ) -> None:
-    client = make_client(
-        {
-            "prompt.chunking.strategy": strategy,
-            "prompt.max.request.size": 2000,
-            "chunking.chunk.size": 500,
-            "llm.maxTokens": 50,
-        }
-    )
+    client = chain_client(make_client, strategy, chunk=500)
     response = client.post("/ai/rag", json={"query": "quartzite", "id": "hostile-long-title"})
     assert response.status_code == 200, response.text
     assert 1 < len(llm.requests) <= 16  # llm.max.calls.per.request, by default
@@ -192,15 +200,7 @@ def test_a_long_title_costs_a_bounded_number_of_calls(
 def test_the_chains_plan_within_the_call_limit(
     make_client: ClientFactory, llm: LLMScript, strategy: str, limit: int
 ) -> None:
-    client = make_client(
-        {
-            "prompt.chunking.strategy": strategy,
-            "prompt.max.request.size": 2000,
-            "chunking.chunk.size": 300,
-            "llm.max.calls.per.request": limit,
-            "llm.maxTokens": 50,
-        }
-    )
+    client = chain_client(make_client, strategy, chunk=300, limit=limit)
     llm.answer = lambda request: "A partial answer [1]."
     response = client.post("/ai/rag", json={"query": "turbine", "id": "turbine-manual"})
     assert response.status_code == 200, response.text
@@ -395,10 +395,7 @@ def test_a_client_leaving_an_ai_rag_stream_stops_the_llm_stream(
             for line in response.iter_lines():
                 if line.startswith("event: token"):
                     break
-        deadline = time.monotonic() + 4
-        while not llm.requests[0].stream_abandoned and time.monotonic() < deadline:
-            time.sleep(0.05)
-    assert llm.requests[0].stream_abandoned
+        assert llm.requests[0].wait_until_abandoned()
     assert not llm.requests[0].stream_completed
 
 

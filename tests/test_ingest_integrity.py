@@ -18,6 +18,7 @@ from service.errors import PayloadTooLarge, TechnicalError
 from service.ingest.sandbox import Extractor
 from tests.conftest import ADMIN_TOKEN, ClientFactory
 from tests.support import extraction_jobs
+from tests.support.corpus import remove_documents
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 IDS = ("twice", "teamA/report.txt", "teamB/report.txt", "folder/deep/x.txt", "bomb.docx")
@@ -26,14 +27,7 @@ IDS = ("twice", "teamA/report.txt", "teamB/report.txt", "folder/deep/x.txt", "bo
 @pytest.fixture
 def admin(make_client: ClientFactory, solr_url: str) -> Iterator[TestClient]:
     yield make_client()
-    for collection, field in (("FileShare", "id"), ("VectorMain", "parent_id")):
-        query = " OR ".join(f'{field}:"{document_id}"' for document_id in IDS)
-        httpx.post(
-            f"{solr_url}/{collection}/update",
-            params={"commit": "true"},
-            json={"delete": {"query": query}},
-            timeout=30,
-        ).raise_for_status()
+    remove_documents(solr_url, IDS)
 
 
 def solr_docs(solr_url: str, collection: str, query: str) -> list[dict]:

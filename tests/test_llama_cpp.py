@@ -24,6 +24,7 @@ import httpx
 import pytest
 from openai import OpenAI
 
+from service.processes import start_group, stop_group
 from tests.conftest import ClientFactory
 from tests.support.servers import free_port
 
@@ -56,7 +57,8 @@ def llama_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = free_port()
     log = tmp_path_factory.mktemp("llama") / "llama-server.log"
     with open(log, "wb") as output:
-        process = subprocess.Popen(
+        # its own process group: the launcher is a Python script running the real binary
+        process = start_group(
             [server, "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
              "--ctx-size", str(CONTEXT_TOKENS)],
             stdout=output,
@@ -76,8 +78,7 @@ def llama_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             time.sleep(0.25)
         yield f"{base}/v1/"
     finally:
-        process.terminate()
-        process.wait(timeout=30)
+        stop_group(process, timeout=30)
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from reportlab.pdfgen import canvas
 
 from service.ingest import ExtractionFailed, PassageSplitter, extract_bytes
 from tests.conftest import ADMIN_TOKEN, ROOT, ClientFactory, write_properties
+from tests.support.corpus import remove_documents
 from tests.support.llm_server import LLMScript
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
@@ -89,14 +90,7 @@ def test_unreadable_files_fail_with_a_reason(name: str, data: bytes, reason: str
 @pytest.fixture
 def cleanup(solr_url: str) -> object:
     yield
-    for collection, field in (("FileShare", "id"), ("VectorMain", "parent_id")):
-        query = f"{field}:(hangar.pdf OR apiary.docx OR locked.pdf OR broken.docx)"
-        httpx.post(
-            f"{solr_url}/{collection}/update",
-            params={"commit": "true"},
-            json={"delete": {"query": query}},
-            timeout=30,
-        ).raise_for_status()
+    remove_documents(solr_url, ["hangar.pdf", "apiary.docx", "locked.pdf", "broken.docx"])
 
 
 @pytest.mark.usefixtures("cleanup")

@@ -4,7 +4,10 @@ the load benchmark's."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
+
+import httpx
 
 from service.ingest import SourceDocument
 
@@ -23,3 +26,15 @@ def load_corpus() -> list[SourceDocument]:
         )
         for r in records
     ]
+
+
+def remove_documents(solr_url: str, ids: Iterable[str]) -> None:
+    """Documents a test added, gone from FileShare, and their passages from VectorMain."""
+    quoted = " OR ".join(json.dumps(document_id) for document_id in ids)
+    for collection, field in (("FileShare", "id"), ("VectorMain", "parent_id")):
+        httpx.post(
+            f"{solr_url}/{collection}/update",
+            params={"commit": "true"},
+            json={"delete": {"query": f"{field}:({quoted})"}},
+            timeout=30,
+        ).raise_for_status()

@@ -44,6 +44,13 @@ class RecordedRequest:
             return "\n".join(part.get("text", "") for part in last if isinstance(part, dict))
         return last
 
+    def wait_until_abandoned(self, seconds: float = 4) -> bool:
+        """Whether the client (the service) left this stream before its end, within `seconds`."""
+        deadline = time.monotonic() + seconds
+        while not self.stream_abandoned and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return self.stream_abandoned
+
     @property
     def size(self) -> int:
         return sum(len(m["content"]) for m in self.messages if isinstance(m["content"], str))
