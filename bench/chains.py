@@ -29,8 +29,8 @@ from service.chains import (
 )
 from service.llm import ChatClient, LLMOptions
 from service.retrieval import RetrievedDocument
-from tests.support.llm_server import LLMScript, create_llm_app
-from tests.support.servers import serve_in_thread
+from testing.llm_server import LLMScript, create_llm_app
+from testing.servers import serve_in_thread
 
 ROOT = Path(__file__).resolve().parent.parent
 BUDGET = 5000

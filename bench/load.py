@@ -35,8 +35,8 @@ import httpx
 from bench.support import RESULTS, ROOT, given_or_started, local_solr, percentile
 from service.cli import start_server
 from service.processes import stop_group
-from tests.support.corpus import load_corpus
-from tests.support.servers import free_port
+from testing.corpus import load_corpus
+from testing.servers import free_port
 
 QUERIES = (
     "Who lit the lighthouse lamp?",
@@ -229,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"indexed {index_corpus(solr_url)} documents into FileShare", flush=True)
         llm_port, service_port = free_port(), free_port()
         llm_url, base = f"http://127.0.0.1:{llm_port}", f"http://127.0.0.1:{service_port}"
-        llm = [sys.executable, "-m", "tests.support.llm_server", "--port", str(llm_port)]
+        llm = [sys.executable, "-m", "testing.llm_server", "--port", str(llm_port)]
         quiet = {**os.environ, "LOG_LEVEL": "WARNING"}
         # servers of their own, not threads here: the load generator would steal their CPU
         servers = [

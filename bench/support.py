@@ -10,7 +10,7 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from service.models.server import create_model_app
-from tests.support.servers import free_port, serve_in_thread
+from testing.servers import free_port, serve_in_thread
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import httpx
 
-from service.config import ConfigError, Settings
+from service.config import Settings
+from service.errors import ExtractionFailed, SetupError
 from service.observability import configure_logging
 from service.processes import start_group, stop_group
-from service.retrieval.layout import SolrLayoutError, verify_layout
+from service.retrieval.layout import verify_layout
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SOLR_SCRIPT = REPO_ROOT / "solr" / "local" / "solr.sh"
@@ -29,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging()
     try:
         return int(args.run(args) or 0)
-    except (ConfigError, SolrLayoutError) as error:
+    except SetupError as error:  # a bad config, prompt template or Solr layout: one line
         print(f"solr-rag: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -172,7 +173,7 @@ async def _ingest_into_solr(
     settings: Settings, paths: list[Path], language: str, samples: bool, if_empty: bool
 ) -> int:
     """Files (and the sample corpus) into FileShare, their embedded passages into VectorMain."""
-    from service.ingest import ExtractionFailed, UnsupportedFile, extract, find_files
+    from service.ingest import extract, find_files
     from service.ingest.indexer import indexer_for
     from service.ingest.samples import export_samples
     from service.llm.embeddings import embeddings_client
@@ -184,20 +185,17 @@ async def _ingest_into_solr(
     async with httpx.AsyncClient() as http:
         solr = SolrClient(http, settings.solr_url, read_timeout=settings.solr_timeout_read)
         collection = settings.documents_collection
-        if if_empty:
-            found = await solr.select(collection, {"q": "*:*", "defType": "lucene", "rows": 0})
-            if found["response"]["numFound"] > 0:
-                print(f"{collection} already holds documents: nothing to ingest")
-                return 0
-        embeddings = embeddings_client(http, settings)
+        indexer = indexer_for(settings, solr, embeddings_client(http, settings))
+        if if_empty and await indexer.count() > 0:
+            print(f"{collection} already holds documents: nothing to ingest")
+            return 0
         documents, skipped = [], 0
         for file, root in find_files(paths):
             try:
                 documents.append(extract(file, root, language=language))
-            except (UnsupportedFile, ExtractionFailed) as error:
+            except ExtractionFailed as error:  # UnsupportedFile too
                 skipped += 1
                 print(f"skipped {file}: {error}", file=sys.stderr)
-        indexer = indexer_for(settings, solr, embeddings)
         summary = await indexer.run(documents, _progress_bar("documents"))
         print(f"\nIngested {summary} into {collection} and {settings.passages_collection}")
         if skipped:

@@ -1,9 +1,21 @@
-"""The failures a request can end in, each with its HTTP status and user-facing message.
+"""Every failure the service names, in one tree.
 
-Stages raise these; the web layer turns them into Datafari's error envelope once, at the edge
-(`service.api.errors`). The `kind` is the part of Datafari's label after the feature name:
-`rag` + `NoFileFound` is `ragNoFileFound`, `summarization` + `NoFileFound` is
-`summarizationNoFileFound`.
+    SolrRagError
+    ├── SetupError            the service cannot start: ConfigError, PromptTemplateError,
+    │                         SolrLayoutError (the CLI prints one line and exits 2)
+    ├── ConfigConflict        an admin edit based on a version that is gone
+    ├── ExtractionFailed      one file cannot be read (ingestion reports it and goes on):
+    │                         UnsupportedFile, TooLarge
+    └── ServiceError          a request's failure: one HTTP status and one user-facing
+        │                     message per class, never overridden
+        ├── BadRequest, PromptTooLong, TooManyCalls, NotFound, MethodNotAllowed, ...
+        └── TechnicalError    Solr, the LLM or our own code: UpstreamUnavailable (503),
+                              UpstreamTimeout (504), UpstreamBadResponse (502)
+
+Stages raise these; the web layer turns a ServiceError into Datafari's envelope (or OpenAI's
+error shape under /v1/) once, at the edge (`service.api.errors`). A ServiceError's `kind` is
+the part of Datafari's label after the feature name: `rag` + `NoFileFound` is
+`ragNoFileFound`, `summarization` + `NoFileFound` is `summarizationNoFileFound`.
 """
 
 from __future__ import annotations
@@ -14,19 +26,56 @@ TECHNICAL_MESSAGE = (
 )
 
 
-class ServiceError(Exception):
-    """A failure with a documented label; `reason` is technical detail and never holds secrets."""
+class SolrRagError(Exception):
+    """The root of every failure the service names."""
+
+
+class SetupError(SolrRagError):
+    """Something the service needs to start is missing or invalid."""
+
+
+class ConfigError(SetupError):
+    """rag.properties (or an override) holds a value the service cannot run with."""
+
+
+class PromptTemplateError(SetupError):
+    """A prompt template cannot be read, does not parse, or needs a variable nobody gives."""
+
+
+class SolrLayoutError(SetupError):
+    """Solr lacks a collection or a field the service uses."""
+
+
+class ConfigConflict(SolrRagError):
+    """rag.properties changed between the version an edit was based on and the edit."""
+
+
+class ExtractionFailed(SolrRagError):
+    """A file cannot be read: corrupt, encrypted, or without text."""
+
+
+class UnsupportedFile(ExtractionFailed):
+    """A file of a kind this version cannot extract text from."""
+
+
+class TooLarge(ExtractionFailed):
+    """A file would inflate past what extraction accepts (a zip bomb, or just too big)."""
+
+
+class ServiceError(SolrRagError):
+    """A failure with a documented label and status; `reason` is technical detail and never
+    holds secrets or addresses (it reaches anonymous callers)."""
 
     kind = "TechnicalError"
     status = 500
     message = TECHNICAL_MESSAGE
     openai_code: str | None = None  # the `code` OpenAI clients see; None: the kind
+    # OpenAI clients see the reason alone (KAITO's exact sentences), not message + reason
+    openai_reason_only = False
 
-    def __init__(self, reason: str, *, status: int | None = None) -> None:
+    def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
-        if status is not None:
-            self.status = status
 
 
 class FeatureDisabled(ServiceError):
@@ -60,6 +109,40 @@ class BadRequest(ServiceError):
         "Sorry, It appears there is an issue with the request. "
         "Please check your question and try again."
     )
+
+
+class NotFound(ServiceError):
+    """No route answers this path."""
+
+    kind = "BadRequest"
+    status = 404
+    message = "Sorry, there is nothing at this address."
+
+
+class MethodNotAllowed(ServiceError):
+    """The route exists, for other HTTP methods."""
+
+    kind = "BadRequest"
+    status = 405
+    message = "Sorry, this address does not answer that HTTP method."
+
+
+class InvalidChatRequest(BadRequest):
+    """An OpenAI chat request that breaks KAITO's rules (seed 001), in its words."""
+
+    openai_reason_only = True
+
+
+class ContextLengthExceeded(InvalidChatRequest):
+    """The chat's messages alone are longer than the model's context window."""
+
+    openai_code = "context_length_exceeded"
+
+
+class RelayDisabled(InvalidChatRequest):
+    """A chat request without retrieval, while relaying to the LLM is off."""
+
+    openai_code = "passthrough_disabled"
 
 
 class PromptTooLong(BadRequest):
@@ -105,6 +188,15 @@ class DocumentNotFound(ServiceError):
     """
 
     kind = "FileNotFound"
+    status = 404
+    message = "Sorry, the requested file does not exist, or is not available."
+
+
+class SummarySourceNotFound(ServiceError):
+    """The `id` to summarize is not in FileShare, or not visible (Datafari's label for
+    summarization, with our 404)."""
+
+    kind = "NoFileFound"
     status = 404
     message = "Sorry, the requested file does not exist, or is not available."
 

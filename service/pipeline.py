@@ -47,6 +47,7 @@ from service.errors import (
     EmptyDocument,
     FeatureDisabled,
     NoDocumentFound,
+    SummarySourceNotFound,
 )
 from service.llm import ChatClient, ChatMessage, EmbeddingsClient, Usage
 from service.metrics import observe_answer
@@ -60,8 +61,33 @@ _CITATION = re.compile(r"\[(\d{1,3})\]")
 
 
 @dataclass(frozen=True)
+class Overrides:
+    """What one request may change of the settings for itself (the OpenAI endpoint: the
+    retrieval its index names, its model, temperature, max_tokens and token budget)."""
+
+    retrieval_method: str | None = None
+    max_request_tokens: int | None = None
+    model: str | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+
+    def apply(self, settings: Settings) -> Settings:
+        """`settings` with these changes, validated like rag.properties values."""
+        changes: dict[str, object] = {}
+        if self.retrieval_method is not None:
+            changes["retrieval_method"] = self.retrieval_method
+            changes["vector_search_enabled"] = False  # Datafari's switch must not win here
+        if self.max_request_tokens is not None:
+            changes["max_request_tokens"] = self.max_request_tokens
+        return settings.overridden(**changes) if changes else settings
+
+
+NO_OVERRIDES = Overrides()
+
+
+@dataclass(frozen=True)
 class RagQuery:
-    """A validated /ai/rag request."""
+    """A validated RAG request, from /ai/rag or /v1/chat/completions."""
 
     query: str
     document_id: str | None = None
@@ -72,6 +98,7 @@ class RagQuery:
     always_use_history: bool = False
     # what the caller may see (security on); the default searches everything
     scope: Scope = EVERYTHING
+    overrides: Overrides = NO_OVERRIDES
 
 
 @dataclass(frozen=True)
@@ -188,6 +215,11 @@ class _Pipeline(Generic[Q]):
         self._llm = llm
         self._embeddings = embeddings
         self._prompts = prompts
+
+    @property
+    def model(self) -> str:
+        """The model the answers come from (the request's, or llm.model)."""
+        return self._llm.options.model
 
     async def run(self, request: Q) -> Answer:
         return await (await self.prepare(request)).complete()
@@ -370,9 +402,7 @@ class SummarizePipeline(_Pipeline[SummarizeQuery]):
             return RetrievedDocument(id="", title="", url="", content=request.text or "")
         document = await self._document(request.document_id, request.scope)
         if document is None:
-            raise NoDocumentFound(
-                f"no document with id {request.document_id!r} in FileShare", status=404
-            )
+            raise SummarySourceNotFound(f"no document with id {request.document_id!r} in FileShare")
         return document
 
 

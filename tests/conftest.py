@@ -24,9 +24,9 @@ from service.ingest.indexer import indexer_for
 from service.llm import EmbeddingsClient, LLMOptions
 from service.models.server import create_model_app
 from service.retrieval import SolrClient
-from tests.support.corpus import load_corpus
-from tests.support.llm_server import LLMScript, create_llm_app
-from tests.support.servers import free_port, serve_in_thread
+from testing.corpus import load_corpus
+from testing.llm_server import LLMScript, create_llm_app
+from testing.servers import free_port, serve_in_thread
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -11,8 +11,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.config.properties import parse_properties
+from testing.llm_server import LLMScript
 from tests.conftest import ADMIN_TOKEN, ClientFactory
-from tests.support.llm_server import LLMScript
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 SECRET = "sk-live-secret-0123456789"

@@ -16,9 +16,9 @@ import pytest
 
 from service.api.app import create_app
 from service.config.properties import parse_properties
+from testing.llm_server import LLMScript, Step
+from testing.servers import serve_in_thread
 from tests.conftest import ADMIN_TOKEN, ROOT, write_properties
-from tests.support.llm_server import LLMScript, Step
-from tests.support.servers import serve_in_thread
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 

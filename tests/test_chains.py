@@ -9,8 +9,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.chains.answer import NO_ANSWER
+from testing.llm_server import LLMScript, RecordedRequest, Step
 from tests.conftest import ClientFactory, load_corpus
-from tests.support.llm_server import LLMScript, RecordedRequest, Step
 
 BLOCK = re.compile(r"^######\n\[(\d+)\] [^\n]*\n[^\n]*\n", re.M)
 BUDGET = 2500

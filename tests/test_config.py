@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from service.api.app import create_app
-from service.config import ConfigError, ConfigStore, load_settings
+from service.config import ConfigStore, load_settings
 from service.config.properties import parse_properties, with_values
 from service.config.settings import known_keys
+from service.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from service.config.catalog import catalog
 from service.config.properties import parse_properties, with_values
+from testing.llm_server import LLMScript
 from tests.conftest import ADMIN_TOKEN, ClientFactory
-from tests.support.llm_server import LLMScript
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 FILE = "# comment\nai.enable.rag=true\ncors.allowed.origins=\nllm.model=m\n"

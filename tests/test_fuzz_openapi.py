@@ -14,9 +14,9 @@ from collections.abc import Iterator
 import pytest
 
 from service.api.app import create_app
+from testing.llm_server import LLMScript
+from testing.servers import serve_in_thread
 from tests.conftest import ROOT, write_properties
-from tests.support.llm_server import LLMScript
-from tests.support.servers import serve_in_thread
 
 CHECKS = ",".join(
     [

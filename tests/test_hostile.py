@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 
 from service.api.app import create_app
 from service.models import extractive
+from testing.llm_server import LLMScript, Step
+from testing.servers import serve_in_thread
 from tests.conftest import ADMIN_TOKEN, ClientFactory, write_properties
-from tests.support.llm_server import LLMScript, Step
-from tests.support.servers import serve_in_thread
 
 AUTH = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 RELAY = {"openai.passthrough.enabled": True}

@@ -16,9 +16,9 @@ from fastapi.testclient import TestClient
 
 from service.errors import PayloadTooLarge, TechnicalError
 from service.ingest.sandbox import Extractor
+from testing import extraction_jobs
+from testing.corpus import remove_documents
 from tests.conftest import ADMIN_TOKEN, ClientFactory
-from tests.support import extraction_jobs
-from tests.support.corpus import remove_documents
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 IDS = ("twice", "teamA/report.txt", "teamB/report.txt", "folder/deep/x.txt", "bomb.docx")

@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from service.processes import start_group, stop_group
+from testing.servers import free_port
 from tests.conftest import ROOT, write_properties
-from tests.support.servers import free_port
 
 
 def alive(pid: int) -> bool:

@@ -25,8 +25,8 @@ import pytest
 from openai import OpenAI
 
 from service.processes import start_group, stop_group
+from testing.servers import free_port
 from tests.conftest import ClientFactory
-from tests.support.servers import free_port
 
 CONTEXT_TOKENS = 2048
 

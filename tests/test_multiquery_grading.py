@@ -13,10 +13,10 @@ from fastapi.testclient import TestClient
 
 from service.retrieval import RetrievedDocument
 from service.retrieval.multiquery import MultiQueryRetriever
+from testing.llm_server import LLMScript, RecordedRequest, Step, default_answer
+from testing.servers import serve_in_thread
+from testing.solr_proxy import ProxyLog, create_solr_proxy
 from tests.conftest import ClientFactory
-from tests.support.llm_server import LLMScript, RecordedRequest, Step, default_answer
-from tests.support.servers import serve_in_thread
-from tests.support.solr_proxy import ProxyLog, create_solr_proxy
 
 SEARCH_DELAY = 0.4
 

@@ -10,10 +10,10 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from service.observability import JsonFormatter, RequestIdFilter
+from testing.llm_server import LLMScript, Step
+from testing.servers import free_port, serve_in_thread
+from testing.solr_proxy import ProxyLog, create_solr_proxy
 from tests.conftest import ClientFactory
-from tests.support.llm_server import LLMScript, Step
-from tests.support.servers import free_port, serve_in_thread
-from tests.support.solr_proxy import ProxyLog, create_solr_proxy
 
 
 def sample(client: TestClient, name: str, **labels: str) -> float:

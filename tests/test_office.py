@@ -15,10 +15,11 @@ import pytest
 from reportlab.lib.pagesizes import A4
 from reportlab.pdfgen import canvas
 
-from service.ingest import ExtractionFailed, PassageSplitter, extract_bytes
+from service.errors import ExtractionFailed
+from service.ingest import PassageSplitter, extract_bytes
+from testing.corpus import remove_documents
+from testing.llm_server import LLMScript
 from tests.conftest import ADMIN_TOKEN, ROOT, ClientFactory, write_properties
-from tests.support.corpus import remove_documents
-from tests.support.llm_server import LLMScript
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 PAGE_ONE = "The zeppelin hangar at Friedrichshafen was built in 1909 for airship assembly."

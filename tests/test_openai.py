@@ -11,10 +11,10 @@ import pytest
 from openai import APIError, BadRequestError, OpenAI
 
 from service.api.app import create_app
-from service.api.openai import NO_USER_PROMPT, TOO_LONG, split_conversation
+from service.conversation import NO_USER_PROMPT, TOO_LONG, split_conversation
+from testing.llm_server import LLMScript, Step
+from testing.servers import serve_in_thread
 from tests.conftest import write_properties
-from tests.support.llm_server import LLMScript, Step
-from tests.support.servers import serve_in_thread
 
 ServiceFactory = Callable[..., str]
 RELAY = {"openai.passthrough.enabled": True}

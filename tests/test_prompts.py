@@ -9,7 +9,8 @@ import pytest
 from jinja2.exceptions import SecurityError
 
 from service.api.app import create_app
-from service.chains import PromptLibrary, PromptStore, PromptTemplateError
+from service.chains import PromptLibrary, PromptStore
+from service.errors import PromptTemplateError
 from tests.conftest import write_properties
 
 PROMPTS = Path(__file__).resolve().parent.parent / "prompts"

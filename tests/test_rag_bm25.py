@@ -6,8 +6,8 @@ import re
 
 from fastapi.testclient import TestClient
 
+from testing.llm_server import LLMScript, Step
 from tests.conftest import ClientFactory
-from tests.support.llm_server import LLMScript, Step
 
 SOURCE_BLOCK = re.compile(r"^######\n\[(\d+)\] [^\n]*\n([^\n]*)", re.M)
 

@@ -8,9 +8,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.errors import TECHNICAL_MESSAGE
+from testing.llm_server import LLMScript, Step
+from testing.servers import free_port
 from tests.conftest import ClientFactory
-from tests.support.llm_server import LLMScript, Step
-from tests.support.servers import free_port
 
 
 def ask_lighthouse(client: TestClient):

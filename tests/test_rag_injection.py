@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.support.llm_server import LLMScript
+from testing.llm_server import LLMScript
 
 # "doc-xq17" is an id whose words appear in no document text: only a query that reached the
 # id field (by local params or a field query) could find it.

@@ -18,12 +18,12 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.api.app import create_app
+from service.errors import SolrLayoutError
 from service.llm.breaker import CircuitBreaker
 from service.retrieval import SolrClient
-from service.retrieval.layout import SolrLayoutError
+from testing.llm_server import LLMScript, Step, create_llm_app
+from testing.servers import free_port, serve_in_thread
 from tests.conftest import ADMIN_TOKEN, ROOT, SOLR_SCRIPT, ClientFactory, write_properties
-from tests.support.llm_server import LLMScript, Step, create_llm_app
-from tests.support.servers import free_port, serve_in_thread
 from tests.test_rag_errors import error_of
 
 

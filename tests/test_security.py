@@ -11,8 +11,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from fastapi.testclient import TestClient
 
+from testing.llm_server import LLMScript
 from tests.conftest import ADMIN_TOKEN, ClientFactory
-from tests.support.llm_server import LLMScript
 
 AUTH = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 SECRET_B = "bergamot-xq marmalade"  # only group B may read this

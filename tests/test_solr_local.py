@@ -8,8 +8,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from testing.servers import free_port
 from tests.conftest import SOLR_SCRIPT
-from tests.support.servers import free_port
 
 
 def analyzed(solr_url: str, field_type: str, text: str) -> list[str]:

@@ -7,8 +7,8 @@ import time
 
 from fastapi.testclient import TestClient
 
+from testing.llm_server import LLMScript, Step
 from tests.conftest import ClientFactory
-from tests.support.llm_server import LLMScript, Step
 
 
 def read_events(response) -> list[tuple[str, dict]]:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from testing.llm_server import LLMScript
 from tests.conftest import ClientFactory
-from tests.support.llm_server import LLMScript
 
 ENABLED = {"ai.enable.summarization": True}
 

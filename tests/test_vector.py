@@ -20,8 +20,8 @@ from service.retrieval import (
     VectorRetriever,
     reciprocal_rank_fusion,
 )
+from testing.llm_server import LLMScript
 from tests.conftest import ADMIN_TOKEN, ClientFactory
-from tests.support.llm_server import LLMScript
 
 REFERENCE = json.loads(
     (Path(__file__).parent / "fixtures" / "minilm_reference.json").read_text(encoding="utf-8")

@@ -18,11 +18,15 @@ from pydantic import BaseModel, Field
 
 from service.api.auth import require_admin
 from service.api.errors import documented_errors
-from service.api.health import check
-from service.api.runtime import Runtime
-from service.config import ConfigConflict, ConfigError, Settings
+from service.config import Settings
 from service.config.catalog import by_key, catalog
-from service.errors import ConfigChangedMeanwhile, InvalidConfigChange
+from service.errors import (
+    ConfigChangedMeanwhile,
+    ConfigConflict,
+    ConfigError,
+    InvalidConfigChange,
+)
+from service.runtime import Runtime
 
 router = APIRouter(tags=["admin"], dependencies=[Depends(require_admin)])
 
@@ -172,39 +176,17 @@ def _keep_tokens_with_their_endpoints(current: Settings, changed: Settings) -> N
 @router.post("/admin/test-connection", responses=documented_errors(403))
 async def test_connection(request: Request) -> dict[str, dict[str, str]]:
     """Reaches each service the saved configuration names: the LLM (its model list, and
-    whether llm.model is in it), the embeddings API, and both Solr collections."""
+    whether llm.model is in it), the embeddings API, and both Solr collections; the admin is
+    told where each one is (anonymous reasons never hold addresses)."""
     runtime: Runtime = request.app.state.runtime
     settings = runtime.settings()
-    solr = runtime.solr(settings)
-    llm = runtime.llm(settings)
-    models: list[str] = []
-
-    async def llm_models() -> None:
-        models.extend(await llm.list_models())
-
-    results = await asyncio.gather(
-        check(llm_models()),
-        check(runtime.embeddings(settings).list_models()),
-        check(solr.ping(settings.documents_collection)),
-        check(solr.ping(settings.passages_collection)),
-    )
-    report = dict(
-        zip(
-            (
-                "llm",
-                "embeddings",
-                f"solr:{settings.documents_collection}",
-                f"solr:{settings.passages_collection}",
-            ),
-            results,
-            strict=True,
-        )
-    )
-    # the admin is told where each one is (anonymous reasons never hold addresses)
+    probe = await runtime.probe(settings)
+    report = probe.checks
     report["llm"]["at"] = settings.api_endpoint
     report["embeddings"]["at"] = settings.embeddings_endpoint
     for collection in (settings.documents_collection, settings.passages_collection):
         report[f"solr:{collection}"]["at"] = settings.solr_url
+    models = probe.llm_models
     if report["llm"]["status"] == "up" and settings.llm_model and models:
         listed = settings.llm_model in models
         report["llm"]["model"] = (

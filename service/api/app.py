@@ -26,7 +26,7 @@ from service.api.errors import install_error_handlers
 from service.api.limits import BodySizeLimit
 from service.api.payload import JsonGuard
 from service.api.request_context import RequestContext
-from service.api.runtime import Runtime
+from service.runtime import Runtime
 
 log = logging.getLogger(__name__)
 

@@ -7,8 +7,8 @@ import hmac
 
 from fastapi import Request
 
-from service.api.runtime import Runtime
 from service.errors import FeatureDisabled, Unauthorized
+from service.runtime import Runtime
 
 
 def bearer_token(request: Request) -> str:

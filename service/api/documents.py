@@ -12,10 +12,15 @@ from pydantic import BaseModel, ConfigDict, Field
 from service.api.auth import require_admin
 from service.api.errors import documented_errors
 from service.api.fields import DocumentId, LanguageCode
-from service.api.runtime import Runtime
-from service.errors import BadRequest, DocumentNotFound, PayloadTooLarge
-from service.ingest import ExtractionFailed, SourceDocument, UnsupportedFile, extract_bytes
-from service.ingest.office import TooLarge
+from service.errors import (
+    BadRequest,
+    DocumentNotFound,
+    ExtractionFailed,
+    PayloadTooLarge,
+    TooLarge,
+)
+from service.ingest import SourceDocument, extract_bytes
+from service.runtime import Runtime
 
 router = APIRouter(tags=["ingestion"], dependencies=[Depends(require_admin)])
 
@@ -128,7 +133,7 @@ async def upload(
             )
         except TooLarge as error:
             raise PayloadTooLarge(f"{name}: {error}") from None
-        except (UnsupportedFile, ExtractionFailed) as error:
+        except ExtractionFailed as error:  # UnsupportedFile too
             skipped.append(Skipped(file=name, reason=str(error)))
             continue
         documents.append(replace(document, allowed_groups=groups))

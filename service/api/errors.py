@@ -16,7 +16,14 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from service.errors import BadRequest, ServiceError, TechnicalError
+from service.errors import (
+    BadRequest,
+    MethodNotAllowed,
+    NotFound,
+    PayloadTooLarge,
+    ServiceError,
+    TechnicalError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -79,9 +86,8 @@ def openai_error_body(status: int, message: str, code: str | None) -> dict[str, 
 
 def openai_body_of(error: ServiceError) -> dict[str, object]:
     """A ServiceError in OpenAI's shape: the user sentence and the reason in one message."""
-    return openai_error_body(
-        error.status, f"{error.message} ({error.reason})", error.openai_code or error.kind
-    )
+    message = error.reason if error.openai_reason_only else f"{error.message} ({error.reason})"
+    return openai_error_body(error.status, message, error.openai_code or error.kind)
 
 
 def error_body(feature: str, error: ServiceError) -> dict[str, object]:
@@ -126,6 +132,14 @@ def describe_validation_errors(error: RequestValidationError) -> str:
     return "; ".join(problems) or "invalid request"
 
 
+# what Starlette's routing answers, as our errors
+_HTTP_ERRORS: dict[int, type[ServiceError]] = {
+    404: NotFound,
+    405: MethodNotAllowed,
+    413: PayloadTooLarge,
+}
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ServiceError)
     async def _service_error(request: Request, error: ServiceError) -> JSONResponse:
@@ -140,7 +154,8 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
         if request.url.path.startswith(("/ai/", "/v1/", "/documents", "/search", "/admin")):
-            return error_response(request, BadRequest(str(error.detail), status=error.status_code))
+            kind = _HTTP_ERRORS.get(error.status_code, BadRequest)
+            return error_response(request, kind(str(error.detail)))
         return JSONResponse({"detail": error.detail}, status_code=error.status_code)
 
     # anything else is rendered by service.api.request_context, inside the request's context

@@ -6,29 +6,13 @@ upstream addresses, circuit breaker states)."""
 
 from __future__ import annotations
 
-import asyncio
-
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from service.api.auth import is_admin
-from service.api.runtime import Runtime
-from service.errors import ServiceError
+from service.runtime import Runtime
 
 router = APIRouter(tags=["operations"])
-
-CHECK_TIMEOUT_SECONDS = 5.0
-
-
-async def check(coroutine: object) -> dict[str, str]:
-    """`{"status": "up"}`, or `down` with the reason, within CHECK_TIMEOUT_SECONDS."""
-    try:
-        await asyncio.wait_for(coroutine, CHECK_TIMEOUT_SECONDS)  # type: ignore[arg-type]
-    except ServiceError as error:
-        return {"status": "down", "reason": error.reason}
-    except TimeoutError:
-        return {"status": "down", "reason": f"no answer within {CHECK_TIMEOUT_SECONDS:g}s"}
-    return {"status": "up"}
 
 
 @router.get("/health/live")
@@ -46,19 +30,8 @@ async def ready(request: Request) -> JSONResponse:
     """200 when requests can be answered; 503 (with what is down) otherwise."""
     runtime: Runtime = request.app.state.runtime
     settings = runtime.settings()
-    solr = runtime.solr(settings)
-    llm = runtime.llm(settings)
-    documents, passages, model = await asyncio.gather(
-        check(solr.ping(settings.documents_collection)),
-        check(solr.ping(settings.passages_collection)),
-        check(llm.list_models()),
-    )
-    checks = {
-        "config": {"status": "up"},
-        f"solr:{settings.documents_collection}": documents,
-        f"solr:{settings.passages_collection}": passages,
-        "llm": model,
-    }
+    probe = await runtime.probe(settings, embeddings=False)
+    checks = {"config": {"status": "up"}, **probe.checks}
     # readiness is what our upstreams answer now; a breaker opened by some requests' failures
     # (which a client may provoke) is shown, never taken as the service being down
     healthy = all(result["status"] == "up" for result in checks.values())
@@ -67,7 +40,7 @@ async def ready(request: Request) -> JSONResponse:
         checks[f"solr:{settings.documents_collection}"]["at"] = settings.solr_url
         checks[f"solr:{settings.passages_collection}"]["at"] = settings.solr_url
         checks["llm"]["at"] = settings.api_endpoint
-        checks["llm"]["circuit"] = llm.breaker.state
+        checks["llm"]["circuit"] = runtime.llm(settings).breaker.state
         checks["embeddings"] = {
             "at": settings.embeddings_endpoint,
             "circuit": runtime.embeddings(settings).breaker.state,

@@ -13,7 +13,7 @@ from fastapi.responses import FileResponse, HTMLResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from service import __version__
-from service.api.runtime import Runtime
+from service.runtime import Runtime
 
 WEB = Path(__file__).resolve().parent.parent / "web"
 

@@ -13,11 +13,11 @@ from service.api.auth import require_api_key
 from service.api.errors import as_service_error, documented_errors, error_body
 from service.api.fields import DocumentId, LanguageCode
 from service.api.identity import caller_scope
-from service.api.runtime import Runtime
 from service.api.sse import SSE_HEADERS, sse_event
 from service.llm import ChatMessage
 from service.pipeline import Answer, RagQuery, Staged
 from service.retrieval import Scope
+from service.runtime import Runtime
 
 router = APIRouter(tags=["rag"], dependencies=[Depends(require_api_key)])
 

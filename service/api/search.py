@@ -8,9 +8,8 @@ from pydantic import BaseModel
 from service.api.auth import require_api_key
 from service.api.errors import documented_errors
 from service.api.identity import caller_scope
-from service.api.runtime import Runtime
 from service.errors import BadRequest, ModelNotServed
-from service.retrieval import VectorRetriever
+from service.runtime import Runtime
 from service.text import sanitize_query
 
 router = APIRouter(tags=["search"], dependencies=[Depends(require_api_key)])
@@ -47,22 +46,16 @@ async def vector_search(
     text = sanitize_query(queryrag or q)
     if not text:
         raise BadRequest("queryrag (or q) is required")
-    embeddings = runtime.embeddings(settings, model=model)
+    retriever = runtime.vector_retriever(
+        settings, model=model, top_k=topK, scope=caller_scope(request, settings)
+    )
     if model and model != settings.embeddings_api_model:
-        served = await embeddings.list_models()
+        served = await runtime.embeddings(settings, model=model).list_models()
         if model not in served:
             raise BadRequest(
                 f"model {model!r} is not served by the embeddings API; use one of "
                 f"{', '.join(served) or settings.embeddings_api_model}"
             )
-    retriever = VectorRetriever(
-        runtime.solr(settings),
-        settings.passages_collection,
-        embeddings,
-        field=settings.vector_field,
-        top_k=topK or settings.top_k,
-        scope=caller_scope(request, settings),
-    )
     try:
         passages = await retriever.run(text)
     except ModelNotServed as error:  # listed by the API, yet it cannot embed (a chat model)

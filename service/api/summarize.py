@@ -10,8 +10,8 @@ from service.api.errors import documented_errors
 from service.api.fields import DocumentId, LanguageCode
 from service.api.identity import caller_scope
 from service.api.rag import DocumentOut, RagContent, UsageOut
-from service.api.runtime import Runtime
 from service.pipeline import SummarizeQuery
+from service.runtime import Runtime
 
 router = APIRouter(tags=["summarize"], dependencies=[Depends(require_api_key)])
 

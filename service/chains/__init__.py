@@ -7,7 +7,7 @@ query rewriting and summarization; templates come from prompts/.
 from service.chains.builder import PromptBuilder, Question
 from service.chains.context import ChainResult, Chunk, NumberedChunk, Source, number_chunks
 from service.chains.mapreduce import MapReduceChain
-from service.chains.prompts import PromptLibrary, PromptStore, PromptTemplateError
+from service.chains.prompts import PromptLibrary, PromptStore
 from service.chains.refine import RefineChain
 from service.chains.rewrite import QueryRewriter, Rewrite
 from service.chains.stuff import StuffChain
@@ -21,7 +21,6 @@ __all__ = [
     "PromptBuilder",
     "PromptLibrary",
     "PromptStore",
-    "PromptTemplateError",
     "QueryRewriter",
     "Question",
     "RefineChain",

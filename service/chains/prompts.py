@@ -14,6 +14,8 @@ from pathlib import Path
 from jinja2 import StrictUndefined, TemplateError, meta
 from jinja2.sandbox import SandboxedEnvironment
 
+from service.errors import PromptTemplateError
+
 
 @dataclass(frozen=True)
 class TemplateSpec:
@@ -45,10 +47,6 @@ SPECS: dict[str, TemplateSpec] = {
     "summarize": _spec("part", required=("sources",)),
     "summarize_reduce": _spec(required=("answers",)),
 }
-
-
-class PromptTemplateError(Exception):
-    """A template in prompts/ is missing, does not parse, or uses the wrong variables."""
 
 
 class PromptLibrary:

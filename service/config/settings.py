@@ -367,6 +367,10 @@ class Settings(BaseModel):
         "admin.token", SecretStr(""), "Bearer token of the admin API (ADMIN_TOKEN env wins)."
     )
 
+    def overridden(self, **changes: object) -> Settings:
+        """A copy with `changes` (by field name), validated like values read from the file."""
+        return type(self).model_validate({**self.model_dump(), **changes})
+
     @property
     def retrieval(self) -> Literal["bm25", "vector", "hybrid"]:
         """The retrieval in force (Datafari's switch and ours agree on this)."""

@@ -27,14 +27,11 @@ from pydantic import SecretStr, ValidationError
 
 from service.config.properties import parse_properties, with_values
 from service.config.settings import Settings, known_keys
+from service.errors import ConfigConflict, ConfigError
 
 log = logging.getLogger(__name__)
 
 ENV_PREFIX = "SOLR_RAG_"
-
-
-class ConfigError(Exception):
-    """rag.properties (or an override) holds a value the service cannot run with."""
 
 
 def env_name(key: str) -> str:
@@ -229,10 +226,6 @@ class ConfigStore:
         except OSError:
             return None
         return _Stamp(stat.st_mtime_ns, stat.st_size)
-
-
-class ConfigConflict(Exception):
-    """rag.properties changed between the version an edit was based on and the edit."""
 
 
 def _fingerprint(text: str) -> str:

@@ -2,9 +2,7 @@
 
 from service.ingest.extract import (
     SUPPORTED_SUFFIXES,
-    ExtractionFailed,
     SourceDocument,
-    UnsupportedFile,
     extract,
     extract_bytes,
     find_files,
@@ -14,14 +12,12 @@ from service.ingest.passages import Passage, PassageSplitter
 
 __all__ = [
     "SUPPORTED_SUFFIXES",
-    "ExtractionFailed",
     "Indexer",
     "IngestSummary",
     "Passage",
     "PassageIndex",
     "PassageSplitter",
     "SourceDocument",
-    "UnsupportedFile",
     "extract",
     "extract_bytes",
     "find_files",

@@ -10,7 +10,8 @@ from datetime import UTC, datetime
 from html.parser import HTMLParser
 from pathlib import Path
 
-from service.ingest.office import ExtractionFailed, docx_text, pdf_text, tidy_text
+from service.errors import UnsupportedFile
+from service.ingest.office import docx_text, pdf_text, tidy_text
 
 TEXT_SUFFIXES = frozenset({".txt", ".text", ".md", ".markdown", ".rst"})
 HTML_SUFFIXES = frozenset({".html", ".htm"})
@@ -51,11 +52,7 @@ class SourceDocument:
         return document
 
 
-class UnsupportedFile(Exception):
-    """A file this version cannot extract text from."""
-
-
-__all__ = ["ExtractionFailed", "SourceDocument", "UnsupportedFile", "extract", "extract_bytes"]
+__all__ = ["SourceDocument", "extract", "extract_bytes"]
 
 
 def find_files(paths: list[Path]) -> Iterator[tuple[Path, Path]]:

@@ -81,13 +81,17 @@ class Indexer:
         await self.commit()
         return IngestSummary(done, passages, time.perf_counter() - started)
 
+    async def count(self, document_id: str | None = None) -> int:
+        """Documents in FileShare: all of them, or those with this id (0 or 1)."""
+        query = "*:*" if document_id is None else "{!term f=id}" + document_id
+        found = await self._solr.select(
+            self._collection, {"q": query, "defType": "lucene", "rows": 0}
+        )
+        return int(found["response"]["numFound"])
+
     async def delete(self, document_id: str) -> bool:
         """Removes a document and its passages; False when FileShare had no such document."""
-        found = await self._solr.select(
-            self._collection,
-            {"q": "{!term f=id}" + document_id, "defType": "lucene", "rows": 0},
-        )
-        if not found["response"]["numFound"]:
+        if not await self.count(document_id):
             return False
         await self._solr.update(self._collection, [("delete", {"id": document_id})])
         if self._passages:

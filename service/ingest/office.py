@@ -12,9 +12,7 @@ import re
 import zipfile
 from dataclasses import dataclass
 
-
-class ExtractionFailed(Exception):
-    """The file cannot be read: corrupt, encrypted, or without text."""
+from service.errors import ExtractionFailed, TooLarge
 
 
 @dataclass(frozen=True)
@@ -46,10 +44,6 @@ def pdf_text(data: bytes) -> Extracted:
     if not pages:
         raise ExtractionFailed("the PDF holds no text (a scan needs OCR first)")
     return Extracted(title, pages)
-
-
-class TooLarge(ExtractionFailed):
-    """The file would inflate past what extraction accepts (a zip bomb, or just too big)."""
 
 
 MAX_INFLATED_BYTES = 100 * 1024 * 1024  # a DOCX's parts, once decompressed

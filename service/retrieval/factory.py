@@ -12,6 +12,25 @@ from service.retrieval.solr import SolrClient
 from service.retrieval.vector import VectorRetriever
 
 
+def vector_retriever(
+    settings: Settings,
+    solr: SolrClient,
+    embeddings: EmbeddingsClient,
+    *,
+    scope: Scope = EVERYTHING,
+    top_k: int | None = None,
+) -> VectorRetriever:
+    """kNN over VectorMain's passages, whatever `retrieval.method` says (/search/vector)."""
+    return VectorRetriever(
+        solr,
+        settings.passages_collection,
+        embeddings,
+        field=settings.vector_field,
+        top_k=top_k or settings.top_k,
+        scope=scope,
+    )
+
+
 def build_retriever(
     settings: Settings,
     solr: SolrClient,
@@ -32,14 +51,7 @@ def build_retriever(
             tie=settings.solr_bm25_tie,
             scope=Scope(groups=scope.groups),
         )
-    semantic = VectorRetriever(
-        solr,
-        settings.passages_collection,
-        embeddings,
-        field=settings.vector_field,
-        top_k=rows,
-        scope=scope,
-    )
+    semantic = vector_retriever(settings, solr, embeddings, scope=scope, top_k=rows)
     if settings.retrieval == "vector":
         return semantic
     lexical = Bm25Retriever(

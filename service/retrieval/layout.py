@@ -11,7 +11,12 @@ import logging
 import time
 
 from service.config import Settings
-from service.errors import UpstreamBadResponse, UpstreamTimeout, UpstreamUnavailable
+from service.errors import (
+    SolrLayoutError,
+    UpstreamBadResponse,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+)
 from service.retrieval.solr import SolrClient
 
 log = logging.getLogger(__name__)
@@ -19,10 +24,6 @@ log = logging.getLogger(__name__)
 SHARED_FIELDS = ("id", "title", "url", "content", "language", "allowed_groups", "denied_groups")
 PASSAGE_FIELDS = ("parent_id", "chunk_index")
 RETRY_SECONDS = 1.0
-
-
-class SolrLayoutError(Exception):
-    """Solr is unreachable, or lacks a collection or a field the service uses."""
 
 
 def required_fields(settings: Settings) -> dict[str, tuple[str, ...]]:

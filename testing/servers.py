@@ -30,7 +30,7 @@ def serve_in_thread(
     thread = threading.Thread(target=server.run, name=f"test-server-{port}", daemon=True)
     thread.start()
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + 60  # a loaded machine (CI, a build) may start slowly
     while True:
         try:
             httpx.get(base + health_path, timeout=1)

@@ -11,7 +11,7 @@ import httpx
 
 from service.ingest import SourceDocument
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures"
 
 
 def load_corpus() -> list[SourceDocument]:

@@ -2,23 +2,50 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
 import httpx
 
-from service.chains import PromptLibrary, PromptStore, PromptTemplateError
-from service.config import ConfigError, ConfigStore, Settings
+from service.chains import PromptLibrary, PromptStore
+from service.config import ConfigStore, Settings
+from service.errors import ConfigError, PromptTemplateError, ServiceError, SolrLayoutError
 from service.ingest.indexer import Indexer, indexer_for
 from service.ingest.sandbox import Extractor
 from service.llm import ChatClient, CircuitBreaker, EmbeddingsClient, LLMOptions
 from service.llm.budget import CallBudget
 from service.llm.embeddings import embeddings_client
-from service.pipeline import RagPipeline, SummarizePipeline
-from service.retrieval import SolrClient
-from service.retrieval.layout import SolrLayoutError, verify_layout
+from service.pipeline import NO_OVERRIDES, Overrides, RagPipeline, SummarizePipeline
+from service.retrieval import Scope, SolrClient, VectorRetriever
+from service.retrieval.factory import vector_retriever
+from service.retrieval.layout import verify_layout
 
 P = TypeVar("P", RagPipeline, SummarizePipeline)
+
+PROBE_TIMEOUT_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class Probe:
+    """Each upstream's state (`{"status": "up"}`, or `down` with the reason) and the models
+    the LLM lists."""
+
+    checks: dict[str, dict[str, str]]
+    llm_models: list[str]
+
+
+async def _probed(call: Awaitable[object]) -> dict[str, str]:
+    try:
+        await asyncio.wait_for(call, PROBE_TIMEOUT_SECONDS)
+    except ServiceError as error:
+        return {"status": "down", "reason": error.reason}
+    except TimeoutError:
+        return {"status": "down", "reason": f"no answer within {PROBE_TIMEOUT_SECONDS:g}s"}
+    return {"status": "up"}
+
 
 # keys that decide where Solr and the collections are: an edit of one is checked against Solr
 SOLR_LAYOUT_KEYS = frozenset(
@@ -136,15 +163,49 @@ class Runtime:
             except SolrLayoutError as error:
                 raise ConfigError(str(error)) from None
 
+    async def probe(self, settings: Settings, *, embeddings: bool = True) -> Probe:
+        """Can each upstream the settings name be reached now? The LLM and the embeddings API
+        list their models, each Solr collection answers a ping; each within
+        PROBE_TIMEOUT_SECONDS. Reasons name upstreams, never their addresses."""
+        solr = self.solr(settings)
+        llm = self.llm(settings)
+        models: list[str] = []
+
+        async def llm_models() -> None:
+            models.extend(await llm.list_models())
+
+        checks = {
+            "llm": llm_models(),
+            f"solr:{settings.documents_collection}": solr.ping(settings.documents_collection),
+            f"solr:{settings.passages_collection}": solr.ping(settings.passages_collection),
+        }
+        if embeddings:
+            checks["embeddings"] = self.embeddings(settings).list_models()
+        results = await asyncio.gather(*(_probed(check) for check in checks.values()))
+        return Probe(dict(zip(checks, results, strict=True)), models)
+
+    def vector_retriever(
+        self, settings: Settings, *, model: str | None, top_k: int | None, scope: Scope
+    ) -> VectorRetriever:
+        """kNN over the passages, with the embedding model a caller may name."""
+        embeddings = self.embeddings(settings, model=model)
+        return vector_retriever(settings, self.solr(settings), embeddings, scope=scope, top_k=top_k)
+
     def indexer(self, settings: Settings) -> Indexer:
         return indexer_for(settings, self.solr(settings), self.embeddings(settings))
 
     def prompt_library(self, settings: Settings) -> PromptLibrary:
         return self.prompts.current(self._prompts_folder(settings))
 
-    def rag_pipeline(
-        self, settings: Settings | None = None, llm: ChatClient | None = None
-    ) -> RagPipeline:
+    def rag_pipeline(self, overrides: Overrides = NO_OVERRIDES) -> RagPipeline:
+        """The pipeline of one request, on the settings in force with its overrides."""
+        settings = overrides.apply(self.settings())
+        llm = self.llm(
+            settings,
+            model=overrides.model,
+            max_tokens=overrides.max_tokens,
+            temperature=overrides.temperature,
+        )
         return self._pipeline(RagPipeline, settings, llm)
 
     def summarize_pipeline(self) -> SummarizePipeline:
