@@ -32,14 +32,14 @@ import httpx
 
 from bench.support import RESULTS, ROOT, given_or_started, local_solr, model_server
 from service.chains import PromptLibrary
-from service.chains.multiquery import QueryExpander
+from service.chains.expand import QueryExpander
 from service.config import Settings, settings_from_mapping
 from service.ingest import SourceDocument
 from service.ingest.indexer import indexer_for
 from service.llm import ChatClient, EmbeddingsClient, LLMOptions
 from service.retrieval import RetrievedDocument, SolrClient
 from service.retrieval.factory import build_retriever
-from service.retrieval.multiquery import MultiQueryRetriever
+from service.retrieval.fusion import MultiQueryRetriever
 from service.text import sanitize_query
 
 DATA = Path(__file__).resolve().parent / "data" / "cranfield"

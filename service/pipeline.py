@@ -34,10 +34,10 @@ from service.chains import (
     Summarizer,
     number_chunks,
 )
-from service.chains.grading import RelevanceGrader
-from service.chains.instructions import FORMAT_INSTRUCTIONS, language_name
-from service.chains.multiquery import QueryExpander
-from service.chains.prepared import Prepared, complete, stream
+from service.chains.expand import QueryExpander
+from service.chains.grade import RelevanceGrader
+from service.chains.prompts import FORMAT_INSTRUCTIONS, language_name
+from service.chains.result import Prepared, complete, stream
 from service.config import Settings
 from service.config.settings import answer_reserve, request_budget
 from service.deadline import Deadline
@@ -53,7 +53,7 @@ from service.llm import ChatClient, ChatMessage, EmbeddingsClient, Usage
 from service.metrics import observe_answer
 from service.retrieval import DocumentById, RetrievedDocument, SolrClient
 from service.retrieval.factory import build_retriever
-from service.retrieval.multiquery import MultiQueryRetriever
+from service.retrieval.fusion import MultiQueryRetriever
 from service.retrieval.scope import EVERYTHING, Scope
 from service.text import Chunker, normalize_question, sanitize_query
 

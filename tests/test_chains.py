@@ -8,7 +8,7 @@ import re
 import pytest
 from fastapi.testclient import TestClient
 
-from service.chains.answer import NO_ANSWER
+from service.chains.result import NO_ANSWER
 from testing.llm_server import LLMScript, RecordedRequest, Step
 from tests.conftest import ClientFactory, load_corpus
 

@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.retrieval import RetrievedDocument
-from service.retrieval.multiquery import MultiQueryRetriever
+from service.retrieval.fusion import MultiQueryRetriever
 from testing.llm_server import LLMScript, RecordedRequest, Step, default_answer
 from testing.servers import serve_in_thread
 from testing.solr_proxy import ProxyLog, create_solr_proxy

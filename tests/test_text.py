@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from service.text import Chunker, clean_context, normalize_question, pack_greedy, sanitize_query
+from service.chains.packing import pack_greedy
+from service.text import Chunker, clean_context, normalize_question, sanitize_query
 
 
 @pytest.mark.parametrize(

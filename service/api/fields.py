@@ -6,7 +6,7 @@ from typing import Annotated
 
 from pydantic import StringConstraints
 
-from service.chains.instructions import LANGUAGE_CODE
+from service.chains.prompts import LANGUAGE_CODE
 
 # Any printable text up to 512 characters: ids are paths and URLs; no control characters.
 DocumentId = Annotated[str, StringConstraints(pattern=r"^[^\x00-\x1f\x7f]{1,512}$")]

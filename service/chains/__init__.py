@@ -4,11 +4,10 @@ stuff (one request), map-reduce (concurrent maps, tree reduce), refine (sequenti
 query rewriting and summarization; templates come from prompts/.
 """
 
-from service.chains.builder import PromptBuilder, Question
-from service.chains.context import ChainResult, Chunk, NumberedChunk, Source, number_chunks
 from service.chains.mapreduce import MapReduceChain
-from service.chains.prompts import PromptLibrary, PromptStore
+from service.chains.prompts import PromptBuilder, PromptLibrary, PromptStore, Question
 from service.chains.refine import RefineChain
+from service.chains.result import ChainResult, Chunk, NumberedChunk, Source, number_chunks
 from service.chains.rewrite import QueryRewriter, Rewrite
 from service.chains.stuff import StuffChain
 from service.chains.summarize import Summarizer

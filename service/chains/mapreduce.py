@@ -15,15 +15,20 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
-from service.chains.answer import NO_ANSWER, says_nothing_relevant
-from service.chains.builder import PromptBuilder
-from service.chains.context import ChainResult, NumberedChunk, sources_of
-from service.chains.packing import Packer
-from service.chains.prepared import Prepared, complete
+from service.chains.packing import Packer, pack_greedy
+from service.chains.prompts import PromptBuilder
+from service.chains.result import (
+    NO_ANSWER,
+    ChainResult,
+    NumberedChunk,
+    Prepared,
+    complete,
+    says_nothing_relevant,
+    sources_of,
+)
 from service.errors import NoValidAnswer, TooManyCalls
 from service.llm.client import ChatClient
 from service.llm.types import ChatMessage, Completion
-from service.text.pack import pack_greedy
 
 log = logging.getLogger(__name__)
 

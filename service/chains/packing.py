@@ -1,4 +1,5 @@
-"""Packing numbered chunks into the fewest requests that fit the size budget."""
+"""Packing numbered chunks into the fewest requests that fit the size budget; the only
+packing there is (greedy, in relevance order)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,12 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from service.chains.builder import PromptBuilder
-from service.chains.context import Chunk, NumberedChunk
+from service.chains.prompts import PromptBuilder
+from service.chains.result import Chunk, NumberedChunk
 from service.errors import PromptTooLong, TechnicalError, TooManyCalls
 from service.text.chunk import Chunker
-from service.text.pack import pack_greedy
+
+# -- packs of chunks, each within a request's room -------------------------------------------------
 
 log = logging.getLogger(__name__)
 
@@ -123,3 +125,29 @@ class Packer:
             if all(len(b) <= room for b in blocks):
                 break
         return list(zip(pieces, blocks, strict=True))
+
+
+# -- greedy packing of sized items -----------------------------------------------------------------
+
+
+def pack_greedy(sizes: Sequence[int], budget: int, *, first: int | None = None) -> list[list[int]]:
+    """Indices of `sizes` grouped in order; each group sums to at most `budget` (the first
+    group to at most `first`, when the first request has other room than the rest).
+
+    Every group holds at least one item, so an item larger than the budget gets a group of its
+    own (the caller splits or truncates it). For items kept in order, filling each group as far
+    as it goes gives the fewest groups possible.
+    """
+    groups: list[list[int]] = []
+    current: list[int] = []
+    used = 0
+    for index, size in enumerate(sizes):
+        limit = first if first is not None and not groups else budget
+        if current and used + size > limit:
+            groups.append(current)
+            current, used = [], 0
+        current.append(index)
+        used += size
+    if current:
+        groups.append(current)
+    return groups

@@ -1,20 +1,24 @@
-"""Prompt templates: jinja2 files in `prompts/`, rendered in a sandbox, checked when loaded.
-
-Each template has a fixed set of variables it may use. A template that uses a variable nobody
-provides, or that leaves out one it must show (the question, the sources), fails at load with
-a message naming the file and the variables, not in the middle of a request.
-"""
+"""Everything a prompt is made of: the jinja2 templates of prompts/ (sandboxed, their
+variables checked at load), the instructions added to them (language, form), and the builder
+that renders a request's messages and measures them against prompt.max.request.size."""
 
 from __future__ import annotations
 
 import logging
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from jinja2 import StrictUndefined, TemplateError, meta
 from jinja2.sandbox import SandboxedEnvironment
 
+from service.chains.result import NumberedChunk
 from service.errors import PromptTemplateError
+from service.llm.types import ChatMessage
+from service.text.clean import clean_context
+
+# -- the templates ---------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -126,3 +130,111 @@ def _folder_stamp(folder: Path) -> tuple[tuple[str, int], ...]:
         return tuple(sorted((p.name, p.stat().st_mtime_ns) for p in folder.glob("*.j2")))
     except OSError:
         return ()
+
+
+# -- instructions: the answer's language and form --------------------------------------------------
+
+# ISO 639-1 codes of the languages a search UI most often asks for; others are named by code.
+LANGUAGE_NAMES = {
+    "ar": "Arabic", "cs": "Czech", "da": "Danish", "de": "German", "el": "Greek",
+    "en": "English", "es": "Spanish", "fi": "Finnish", "fr": "French", "he": "Hebrew",
+    "hi": "Hindi", "hu": "Hungarian", "id": "Indonesian", "it": "Italian", "ja": "Japanese",
+    "ko": "Korean", "nl": "Dutch", "no": "Norwegian", "pl": "Polish", "pt": "Portuguese",
+    "ro": "Romanian", "ru": "Russian", "sv": "Swedish", "th": "Thai", "tr": "Turkish",
+    "uk": "Ukrainian", "vi": "Vietnamese", "zh": "Chinese",
+}  # fmt: skip
+
+LANGUAGE_CODE = re.compile(r"^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8})?$")
+
+# Datafari's `format` values.
+FORMAT_INSTRUCTIONS = {
+    "default": "",
+    "text": "Write the answer as plain paragraphs of text, without lists.",
+    "bulletpoint": "Write the answer as a list of bullet points, one idea per point.",
+    "stepbystep": "Write the answer as numbered steps, in the order they should be done.",
+}
+
+
+def language_name(code: str | None) -> str:
+    """'fr' -> 'French'; '' or None -> '' (answer in the question's language)."""
+    if not code:
+        return ""
+    base = re.split(r"[-_]", code)[0].lower()
+    return LANGUAGE_NAMES.get(base, f"the language whose ISO code is {code}")
+
+
+# -- the builder: a request's messages and their size ----------------------------------------------
+
+FENCE = "######"
+# A title as the prompt shows it: long enough to name a document, short enough that a block's
+# head never crowds out its text (a source block keeps at least MIN_ROOM / 2 for text)
+MAX_PROMPT_TITLE = 200
+
+
+@dataclass(frozen=True)
+class Question:
+    """What every request of a chain carries besides its sources."""
+
+    text: str
+    history: tuple[ChatMessage, ...] = ()
+    language: str = ""
+    format_instruction: str = ""
+
+
+class PromptBuilder:
+    """Builds [system, *history, user] for any user template; sizes are in characters.
+
+    The size of a request is the sum of its message contents (Datafari's measure). Sources and
+    partial answers reach templates already rendered, each as one block, so a request's size is
+    exactly its size without them plus the size of each block it holds.
+
+    >>> builder = PromptBuilder(prompts, Question("When are apple trees pruned?"))
+    >>> builder.messages("stuff", sources=builder.block(chunk))
+    """
+
+    def __init__(
+        self, prompts: PromptLibrary, question: Question, *, system_template: str = "system"
+    ) -> None:
+        self._prompts = prompts
+        self.question = question
+        self._common = {
+            "language": question.language,
+            "history": [message.as_dict() for message in question.history],
+        }
+        self._system = prompts.render(
+            system_template, format_instruction=question.format_instruction, **self._common
+        )
+
+    def block(self, item: NumberedChunk) -> str:
+        document = item.chunk.document
+        rendered = self._prompts.render(
+            "source",
+            number=item.number,
+            title=clean_context(document.title[:MAX_PROMPT_TITLE]),
+            url=document.url,
+            content=clean_context(item.chunk.text),
+            **self._common,
+        )
+        return rendered + "\n"
+
+    @staticmethod
+    def answer_block(text: str) -> str:
+        """A partial answer, fenced like a source (and unable to forge a fence)."""
+        return f"{FENCE}\n{text.replace(FENCE, '').strip()}\n"
+
+    def messages(self, template: str, **variables: object) -> list[ChatMessage]:
+        user = self._prompts.render(
+            template, question=self.question.text, **self._common, **variables
+        )
+        return [
+            ChatMessage("system", self._system),
+            *self.question.history,
+            ChatMessage("user", user),
+        ]
+
+    def size(self, template: str, **variables: object) -> int:
+        return size_of(self.messages(template, **variables))
+
+
+def size_of(messages: Sequence[ChatMessage]) -> int:
+    return sum(len(message.content) for message in messages)

@@ -9,11 +9,16 @@ from __future__ import annotations
 
 import logging
 
-from service.chains.answer import clean_answer
-from service.chains.builder import PromptBuilder
-from service.chains.context import ChainResult, NumberedChunk, sources_of
 from service.chains.packing import Packer
-from service.chains.prepared import Prepared, complete
+from service.chains.prompts import PromptBuilder
+from service.chains.result import (
+    ChainResult,
+    NumberedChunk,
+    Prepared,
+    clean_answer,
+    complete,
+    sources_of,
+)
 from service.llm.client import ChatClient
 from service.llm.types import ChatMessage
 

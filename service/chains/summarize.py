@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from service.chains.builder import PromptBuilder
-from service.chains.context import ChainResult, NumberedChunk, sources_of
 from service.chains.mapreduce import MapReduceChain
 from service.chains.packing import Packer
-from service.chains.prepared import Prepared, complete
+from service.chains.prompts import PromptBuilder
+from service.chains.result import ChainResult, NumberedChunk, Prepared, complete, sources_of
 from service.llm.client import ChatClient
 
 

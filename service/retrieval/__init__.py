@@ -2,7 +2,7 @@
 
 from service.retrieval.base import RetrievedDocument, Retriever
 from service.retrieval.bm25 import Bm25Retriever, DocumentById
-from service.retrieval.hybrid import HybridRetriever, reciprocal_rank_fusion
+from service.retrieval.fusion import HybridRetriever, reciprocal_rank_fusion
 from service.retrieval.scope import Scope
 from service.retrieval.solr import SolrClient
 from service.retrieval.vector import VectorRetriever

@@ -6,7 +6,7 @@ from service.config import Settings
 from service.llm.embeddings import EmbeddingsClient
 from service.retrieval.base import Retriever
 from service.retrieval.bm25 import Bm25Retriever
-from service.retrieval.hybrid import HybridRetriever
+from service.retrieval.fusion import HybridRetriever
 from service.retrieval.scope import EVERYTHING, Scope
 from service.retrieval.solr import SolrClient
 from service.retrieval.vector import VectorRetriever

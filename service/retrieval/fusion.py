@@ -1,12 +1,17 @@
-"""Hybrid retrieval: BM25 and kNN over the same passages, fused by reciprocal rank."""
+"""Fusing rankings by reciprocal rank: hybrid retrieval (BM25 and kNN of one query) and
+multi-query retrieval (several queries at once), with duplicates removed."""
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import re
 from collections.abc import Sequence
 from dataclasses import replace
 
 from service.retrieval.base import RetrievedDocument, Retriever
+
+# -- hybrid: BM25 and kNN of one query -------------------------------------------------------------
 
 
 def reciprocal_rank_fusion(
@@ -53,3 +58,41 @@ class HybridRetriever:
             k=self._k,
             limit=self._limit,
         )
+
+
+# -- multi-query: several queries at once ----------------------------------------------------------
+
+_SPACE = re.compile(r"\s+")
+
+
+def content_key(document: RetrievedDocument) -> str:
+    """The same text, whatever its spacing or case, gives the same key."""
+    normalized = _SPACE.sub(" ", document.content).strip().casefold()
+    return hashlib.sha256(normalized.encode("utf-8")).hexdigest()
+
+
+def without_duplicate_content(documents: Sequence[RetrievedDocument]) -> list[RetrievedDocument]:
+    seen: set[str] = set()
+    kept = []
+    for document in documents:
+        key = content_key(document)
+        if key not in seen:
+            seen.add(key)
+            kept.append(document)
+    return kept
+
+
+class MultiQueryRetriever:
+    """>>> documents = await MultiQueryRetriever(retriever, k=60, limit=10).run(queries)"""
+
+    def __init__(self, retriever: Retriever, *, k: int, limit: int) -> None:
+        self._retriever = retriever
+        self._k = k
+        self._limit = limit
+
+    async def run(self, queries: Sequence[str]) -> list[RetrievedDocument]:
+        rankings = await asyncio.gather(*(self._retriever.run(query) for query in queries))
+        fused = reciprocal_rank_fusion(
+            [(1.0, ranking) for ranking in rankings], k=self._k, limit=len(queries) * self._limit
+        )
+        return without_duplicate_content(fused)[: self._limit]

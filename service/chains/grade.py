@@ -17,16 +17,14 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from service.chains.builder import MAX_PROMPT_TITLE
-from service.chains.context import NumberedChunk
-from service.chains.packing import MIN_ROOM, too_little_room
-from service.chains.prompts import PromptLibrary
+from service.chains.packing import MIN_ROOM, pack_greedy, too_little_room
+from service.chains.prompts import MAX_PROMPT_TITLE, PromptLibrary
+from service.chains.result import NumberedChunk
 from service.chains.structured import parse_json_answer
 from service.errors import ServiceError
 from service.llm.client import ChatClient
 from service.llm.types import ChatMessage, Usage
 from service.text.clean import clean_context
-from service.text.pack import pack_greedy
 
 log = logging.getLogger(__name__)
 

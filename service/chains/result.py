@@ -1,0 +1,155 @@
+"""What a chain works on and what it produces: chunks numbered as sources, the result
+(answer, sources, cost), the reading of what the LLM wrote, and the last request a chain
+leaves to send (whole or streamed)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+from service.errors import NoValidAnswer
+from service.llm.client import ChatClient
+from service.llm.types import ChatMessage, Usage
+from service.retrieval.base import RetrievedDocument
+
+# -- chunks, numbered as sources, and the result ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A piece of a retrieved document, small enough to go in a prompt."""
+
+    document: RetrievedDocument
+    text: str
+
+
+@dataclass(frozen=True)
+class NumberedChunk:
+    """A chunk with the number its document is cited by ([1], [2]...)."""
+
+    number: int
+    chunk: Chunk
+
+
+def number_chunks(chunks: list[Chunk]) -> list[NumberedChunk]:
+    """Documents are numbered 1, 2... in the order their first chunk appears."""
+    numbers: dict[str, int] = {}
+    numbered = []
+    for chunk in chunks:
+        key = chunk.document.source_id
+        numbers.setdefault(key, len(numbers) + 1)
+        numbered.append(NumberedChunk(numbers[key], chunk))
+    return numbered
+
+
+@dataclass(frozen=True)
+class Source:
+    """A document whose content was sent to the LLM, under its citation number."""
+
+    number: int
+    document: RetrievedDocument
+    snippets: tuple[str, ...]
+
+
+def sources_of(sent: list[NumberedChunk]) -> list[Source]:
+    """The documents behind the chunks that were sent, in citation order."""
+    by_number: dict[int, list[NumberedChunk]] = {}
+    for item in sent:
+        by_number.setdefault(item.number, []).append(item)
+    return [
+        Source(number, items[0].chunk.document, tuple(item.chunk.text for item in items))
+        for number, items in sorted(by_number.items())
+    ]
+
+
+@dataclass
+class ChainResult:
+    """What a chain produced: the answer, the sources it was given, and what it cost."""
+
+    answer: str
+    sources: list[Source]
+    llm_calls: int = 0
+    usage: Usage = field(default_factory=Usage)
+
+    def add_usage(self, usage: Usage) -> None:
+        self.llm_calls += 1
+        self.usage = Usage(
+            self.usage.prompt_tokens + usage.prompt_tokens,
+            self.usage.completion_tokens + usage.completion_tokens,
+        )
+
+
+# -- reading what the LLM wrote --------------------------------------------------------------------
+
+# What map requests are told to answer when their documents hold nothing relevant.
+NO_ANSWER = "NO_RELEVANT_CONTENT"
+
+# Short answers that say the same in words, as models (and the extractive answerer) often do.
+_NOTHING_FOUND = re.compile(
+    r"(could not|couldn't|cannot|can't|unable to) find|no relevant|"
+    r"(do|does) not (contain|mention|say)|not (mentioned|covered) in the (documents|context)",
+    re.I,
+)
+_SHORT = 200
+
+
+def clean_answer(text: str) -> str:
+    """Datafari's clean-up: literal `\\n` back to newlines, then trimmed. Empty is no answer."""
+    answer = text.replace("\\n", "\n").strip()
+    if not answer:
+        raise NoValidAnswer("the LLM returned an empty answer")
+    return answer
+
+
+def says_nothing_relevant(text: str) -> bool:
+    """True for a partial answer that only says its documents did not help."""
+    stripped = text.strip()
+    if not stripped or NO_ANSWER in stripped.upper().replace(" ", "_"):
+        return True
+    return len(stripped) <= _SHORT and bool(_NOTHING_FOUND.search(stripped))
+
+
+# -- the last request: sent whole or streamed ------------------------------------------------------
+
+
+@dataclass
+class Prepared:
+    """A chain's state before its last request: `final` to send, or `answer` already known."""
+
+    result: ChainResult
+    final: list[ChatMessage] | None = None
+    answer: str | None = None
+
+
+async def complete(llm: ChatClient, prepared: Prepared) -> ChainResult:
+    result = prepared.result
+    if prepared.final is None:
+        result.answer = clean_answer(prepared.answer or "")
+        return result
+    completion = await llm.complete(prepared.final)
+    result.add_usage(completion.usage)
+    result.answer = clean_answer(completion.text)
+    return result
+
+
+async def stream(llm: ChatClient, prepared: Prepared) -> AsyncIterator[str]:
+    """Yields the answer's text as it comes (Datafari's literal `\\n` already turned into
+    newlines); when done, `prepared.result.answer` holds the cleaned whole."""
+    result = prepared.result
+    if prepared.final is None:
+        result.answer = clean_answer(prepared.answer or "")
+        yield result.answer
+        return
+    upstream = llm.stream(prepared.final)
+    pending = ""  # a trailing backslash waits for the next piece: it may start a `\\n`
+    async for delta in upstream:
+        text = (pending + delta).replace("\\n", "\n")
+        pending = "\\" if text.endswith("\\") else ""
+        text = text[:-1] if pending else text
+        if text:
+            yield text
+    if pending:
+        yield pending
+    result.add_usage(upstream.usage)
+    result.answer = clean_answer(upstream.text)
