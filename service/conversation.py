@@ -13,7 +13,7 @@
   and with RAG to half the window at most, so that the sources fit in the other half.
 
     >>> query = chat_query(body, settings, scope)   # raises InvalidChatRequest (a 400)
-    >>> answer = await runtime.rag_pipeline(query.overrides).run(query)
+    >>> reply = await runtime.rag_pipeline(query.overrides).run(query)
 """
 
 from __future__ import annotations

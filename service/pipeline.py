@@ -6,8 +6,11 @@
                    -> chain (stuff | map-reduce | refine) -> answer + the documents it was given
     /ai/summarize: document (by id, or posted text) -> chunk -> summarize (stuff | map-reduce)
 
-The web layer builds a query object and a pipeline per request (from the settings in force)
-and turns the Answer, or the ServiceError raised here, into JSON.
+A router builds the query object and asks the runtime for a pipeline (the settings in force,
+with the request's overrides); `pipeline.run(query)` is its one way in and returns a Reply:
+everything up to the final LLM request is done, so errors come before any answer is sent. The
+router awaits `reply.complete()` for the Answer, or iterates the reply for a stream, and turns
+the Answer, or the ServiceError raised here, into JSON.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from service.chains import (
 from service.chains.expand import QueryExpander
 from service.chains.grade import RelevanceGrader
 from service.chains.prompts import FORMAT_INSTRUCTIONS, language_name
-from service.chains.result import Prepared, complete, stream
+from service.chains.result import Prepared
 from service.config import Settings
 from service.config.settings import answer_reserve, request_budget
 from service.deadline import Deadline
@@ -154,11 +157,12 @@ class Timings(dict[str, float]):
 
 
 @dataclass
-class Staged:
-    """A request whose chain has done everything but its final LLM request.
+class Reply:
+    """A request whose retrieval and intermediate LLM calls are done, its last request to go.
 
-    `complete()` sends that request and returns the Answer; or iterate `stream()` for the
-    answer's text as the LLM writes it, then call `answer()`.
+    `await reply.complete()` sends that request and returns the Answer; or `async for text in
+    reply` for the answer's text as the LLM writes it, then `reply.answer()`. One path
+    (`Prepared.finish`) either way, within the request's deadline.
     """
 
     llm: ChatClient
@@ -170,11 +174,16 @@ class Staged:
     deadline: Deadline = field(default_factory=lambda: Deadline(float("inf")))
 
     async def complete(self) -> Answer:
-        await self.deadline.run(complete(self.llm, self.prepared))
+        async for _ in self._texts(stream=False):
+            pass
         return self.answer()
 
-    async def stream(self) -> AsyncIterator[str]:
-        async for text in self.deadline.stream(stream(self.llm, self.prepared)):
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self._texts(stream=True)
+
+    async def _texts(self, *, stream: bool) -> AsyncIterator[str]:
+        texts = self.prepared.finish(self.llm, stream=stream)
+        async for text in self.deadline.stream(texts):
             yield text
             # pieces already buffered would otherwise be sent in one go, without the event
             # loop ever running: a client that left is then written to thousands of times,
@@ -221,18 +230,16 @@ class _Pipeline(Generic[Q]):
         """The model the answers come from (the request's, or llm.model)."""
         return self._llm.options.model
 
-    async def run(self, request: Q) -> Answer:
-        return await (await self.prepare(request)).complete()
-
-    async def prepare(self, request: Q) -> Staged:
-        """Everything up to the final LLM request, within the request's deadline, which the
-        returned Staged keeps for that last request."""
+    async def run(self, request: Q) -> Reply:
+        """The request's one way in: everything up to the final LLM request, within the
+        request's deadline, which the returned Reply keeps for that last request. Errors found
+        here (bad input, nothing found, Solr down) come before any answer is sent."""
         deadline = Deadline(self.settings.request_timeout)
         staged = await deadline.run(self._prepare(request))
         staged.deadline = deadline
         return staged
 
-    async def _prepare(self, request: Q) -> Staged:
+    async def _prepare(self, request: Q) -> Reply:
         raise NotImplementedError
 
     async def _document(self, document_id: str, scope: Scope) -> RetrievedDocument | None:
@@ -249,7 +256,7 @@ class _Pipeline(Generic[Q]):
 
 
 class RagPipeline(_Pipeline[RagQuery]):
-    async def _prepare(self, request: RagQuery) -> Staged:
+    async def _prepare(self, request: RagQuery) -> Reply:
         """Validation, rewriting, retrieval, chunking and the chain's intermediate requests:
         errors found here come before any answer."""
         settings = self.settings
@@ -308,7 +315,7 @@ class RagPipeline(_Pipeline[RagQuery]):
         builder = PromptBuilder(self._prompts, question)
         chain_started = time.perf_counter()
         prepared = await self._chain(builder, numbered).prepare(numbered)
-        return Staged(self._llm, prepared, timings, started, chain_started, extra_usage)
+        return Reply(self._llm, prepared, timings, started, chain_started, extra_usage)
 
     def _chain(
         self, builder: PromptBuilder, numbered: list[NumberedChunk]
@@ -369,7 +376,7 @@ class RagPipeline(_Pipeline[RagQuery]):
 
 
 class SummarizePipeline(_Pipeline[SummarizeQuery]):
-    async def _prepare(self, request: SummarizeQuery) -> Staged:
+    async def _prepare(self, request: SummarizeQuery) -> Reply:
         settings = self.settings
         if not settings.enable_summarization:
             raise FeatureDisabled("ai.enable.summarization is false in rag.properties")
@@ -393,9 +400,7 @@ class SummarizePipeline(_Pipeline[SummarizeQuery]):
             concurrency=settings.map_concurrency,
             answer_reserve=answer_reserve(settings),
         )
-        return Staged(
-            self._llm, await summarizer.prepare(numbered), timings, started, chain_started
-        )
+        return Reply(self._llm, await summarizer.prepare(numbered), timings, started, chain_started)
 
     async def _source(self, request: SummarizeQuery) -> RetrievedDocument:
         if request.document_id is None:

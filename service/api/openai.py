@@ -32,7 +32,7 @@ from service.api.sse import SSE_HEADERS, sse_event
 from service.config import Settings
 from service.conversation import chat_query, needs_relay
 from service.errors import InvalidChatRequest, RelayDisabled, UpstreamBadResponse
-from service.pipeline import Answer, Staged
+from service.pipeline import Answer, Reply
 from service.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -80,16 +80,16 @@ async def chat_completions(request: Request) -> Response:
         return await _relay(runtime, settings, {k: v for k, v in body.items() if k != "index_name"})
     query = chat_query(body, settings, caller_scope(request, settings))
     pipeline = runtime.rag_pipeline(query.overrides)
-    staged = await pipeline.prepare(query)
+    reply = await pipeline.run(query)
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"
     model_name = pipeline.model or "default"
     if body.get("stream"):
         return StreamingResponse(
-            _stream(staged, completion_id, model_name, request.state.request_id),
+            _stream(reply, completion_id, model_name, request.state.request_id),
             media_type="text/event-stream",
             headers=SSE_HEADERS,
         )
-    answer = await staged.complete()
+    answer = await reply.complete()
     return JSONResponse(
         {
             "id": completion_id,
@@ -147,7 +147,7 @@ async def _relay(runtime: Runtime, settings: Settings, body: dict[str, Any]) -> 
 
 
 async def _stream(
-    staged: Staged, completion_id: str, model: str, request_id: str
+    reply: Reply, completion_id: str, model: str, request_id: str
 ) -> AsyncIterator[str]:
     def chunk(delta: dict[str, str], finish: str | None = None, **extra: object) -> str:
         return sse_event(
@@ -163,9 +163,9 @@ async def _stream(
 
     try:
         yield chunk({"role": "assistant", "content": ""})
-        async for text in staged.stream():
+        async for text in reply:
             yield chunk({"content": text})
-        answer = staged.answer()
+        answer = reply.answer()
         yield chunk({}, "stop", usage=_usage(answer), sources=_sources(answer))
     except Exception as error:  # the stream has begun: the error becomes a chunk
         yield sse_event(openai_body_of(as_service_error(error, request_id)))

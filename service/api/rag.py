@@ -15,7 +15,7 @@ from service.api.fields import DocumentId, LanguageCode
 from service.api.identity import caller_scope
 from service.api.sse import SSE_HEADERS, sse_event
 from service.llm import ChatMessage
-from service.pipeline import Answer, RagQuery, Staged
+from service.pipeline import Answer, RagQuery, Reply
 from service.retrieval import Scope
 from service.runtime import Runtime
 
@@ -127,22 +127,22 @@ async def rag(body: RagRequest, request: Request) -> RagResponse | StreamingResp
     runtime: Runtime = request.app.state.runtime
     pipeline = runtime.rag_pipeline()
     query = body.to_query(caller_scope(request, pipeline.settings))
-    if not body.stream:
-        return RagResponse.of(await pipeline.run(query))
     # everything but the final LLM request happens now, so its errors are plain JSON errors
-    staged = await pipeline.prepare(query)
+    reply = await pipeline.run(query)
+    if not body.stream:
+        return RagResponse.of(await reply.complete())
     return StreamingResponse(
-        _events(staged, request.state.request_id),
+        _events(reply, request.state.request_id),
         media_type="text/event-stream",
         headers=SSE_HEADERS,
     )
 
 
-async def _events(staged: Staged, request_id: str) -> AsyncIterator[str]:
+async def _events(reply: Reply, request_id: str) -> AsyncIterator[str]:
     try:
-        async for text in staged.stream():
+        async for text in reply:
             yield sse_event({"text": text}, "token")
-        response = RagResponse.of(staged.answer())
+        response = RagResponse.of(reply.answer())
         documents = [document.model_dump() for document in response.content.documents]
         yield sse_event({"documents": documents}, "sources")
         yield sse_event(

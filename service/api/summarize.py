@@ -51,9 +51,10 @@ async def summarize(body: SummarizeRequest, request: Request) -> SummarizeRespon
     runtime: Runtime = request.app.state.runtime
     pipeline = runtime.summarize_pipeline()
     scope = caller_scope(request, pipeline.settings)
-    answer = await pipeline.run(
+    reply = await pipeline.run(
         SummarizeQuery(document_id=body.id, text=body.text, lang=body.lang, scope=scope)
     )
+    answer = await reply.complete()
     documents = [
         DocumentOut(id=d.id, title=d.title, url=d.url, content="", cited=d.cited)
         for d in answer.documents

@@ -22,7 +22,6 @@ from service.chains.result import (
     ChainResult,
     NumberedChunk,
     Prepared,
-    complete,
     says_nothing_relevant,
     sources_of,
 )
@@ -66,7 +65,7 @@ class MapReduceChain:
         self._partial_ok = partial_ok
 
     async def run(self, numbered: list[NumberedChunk]) -> ChainResult:
-        return await complete(self._llm, await self.prepare(numbered))
+        return await (await self.prepare(numbered)).complete(self._llm)
 
     async def prepare(self, numbered: list[NumberedChunk]) -> Prepared:
         """The maps and every reduce level but the last; the last reduce is left to send."""

@@ -16,7 +16,6 @@ from service.chains.result import (
     NumberedChunk,
     Prepared,
     clean_answer,
-    complete,
     sources_of,
 )
 from service.llm.client import ChatClient
@@ -37,7 +36,7 @@ class RefineChain:
         self._reserve = answer_reserve
 
     async def run(self, numbered: list[NumberedChunk]) -> ChainResult:
-        return await complete(self._llm, await self.prepare(numbered))
+        return await (await self.prepare(numbered)).complete(self._llm)
 
     async def prepare(self, numbered: list[NumberedChunk]) -> Prepared:
         """Every request but the last; the last (the final answer) is left to send."""

@@ -115,41 +115,44 @@ def says_nothing_relevant(text: str) -> bool:
 
 @dataclass
 class Prepared:
-    """A chain's state before its last request: `final` to send, or `answer` already known."""
+    """A chain's state before its last request: `final` to send, or `answer` already known.
+
+    `finish` is the one way to that answer, consumed whole (`complete`) or streamed: only a
+    chain's last request ever streams, so the rest of the chain never waits on a client.
+    """
 
     result: ChainResult
     final: list[ChatMessage] | None = None
     answer: str | None = None
 
+    async def complete(self, llm: ChatClient) -> ChainResult:
+        async for _ in self.finish(llm, stream=False):
+            pass
+        return self.result
 
-async def complete(llm: ChatClient, prepared: Prepared) -> ChainResult:
-    result = prepared.result
-    if prepared.final is None:
-        result.answer = clean_answer(prepared.answer or "")
-        return result
-    completion = await llm.complete(prepared.final)
-    result.add_usage(completion.usage)
-    result.answer = clean_answer(completion.text)
-    return result
-
-
-async def stream(llm: ChatClient, prepared: Prepared) -> AsyncIterator[str]:
-    """Yields the answer's text as it comes (Datafari's literal `\\n` already turned into
-    newlines); when done, `prepared.result.answer` holds the cleaned whole."""
-    result = prepared.result
-    if prepared.final is None:
-        result.answer = clean_answer(prepared.answer or "")
-        yield result.answer
-        return
-    upstream = llm.stream(prepared.final)
-    pending = ""  # a trailing backslash waits for the next piece: it may start a `\\n`
-    async for delta in upstream:
-        text = (pending + delta).replace("\\n", "\n")
-        pending = "\\" if text.endswith("\\") else ""
-        text = text[:-1] if pending else text
-        if text:
-            yield text
-    if pending:
-        yield pending
-    result.add_usage(upstream.usage)
-    result.answer = clean_answer(upstream.text)
+    async def finish(self, llm: ChatClient, *, stream: bool) -> AsyncIterator[str]:
+        """The answer's text (Datafari's literal `\\n` already turned into newlines): as the LLM
+        writes it when `stream`, else in one piece; then `result.answer` holds it, cleaned."""
+        result = self.result
+        if self.final is None:
+            result.answer = clean_answer(self.answer or "")
+            yield result.answer
+            return
+        if not stream:
+            completion = await llm.complete(self.final)
+            result.add_usage(completion.usage)
+            result.answer = clean_answer(completion.text)
+            yield result.answer
+            return
+        upstream = llm.stream(self.final)
+        pending = ""  # a trailing backslash waits for the next piece: it may start a `\\n`
+        async for delta in upstream:
+            text = (pending + delta).replace("\\n", "\n")
+            pending = "\\" if text.endswith("\\") else ""
+            text = text[:-1] if pending else text
+            if text:
+                yield text
+        if pending:
+            yield pending
+        result.add_usage(upstream.usage)
+        result.answer = clean_answer(upstream.text)

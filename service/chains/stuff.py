@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from service.chains.packing import Pack, Packer
 from service.chains.prompts import PromptBuilder
-from service.chains.result import ChainResult, NumberedChunk, Prepared, complete, sources_of
+from service.chains.result import ChainResult, NumberedChunk, Prepared, sources_of
 from service.llm.client import ChatClient
 
 
@@ -27,7 +27,7 @@ class StuffChain:
         return len(self._packs(numbered)) == 1
 
     async def run(self, numbered: list[NumberedChunk]) -> ChainResult:
-        return await complete(self._llm, await self.prepare(numbered))
+        return await (await self.prepare(numbered)).complete(self._llm)
 
     async def prepare(self, numbered: list[NumberedChunk]) -> Prepared:
         first = self._packs(numbered)[0]

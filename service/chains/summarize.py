@@ -5,7 +5,7 @@ from __future__ import annotations
 from service.chains.mapreduce import MapReduceChain
 from service.chains.packing import Packer
 from service.chains.prompts import PromptBuilder
-from service.chains.result import ChainResult, NumberedChunk, Prepared, complete, sources_of
+from service.chains.result import ChainResult, NumberedChunk, Prepared, sources_of
 from service.llm.client import ChatClient
 
 
@@ -32,7 +32,7 @@ class Summarizer:
         self._reserve = answer_reserve
 
     async def run(self, numbered: list[NumberedChunk]) -> ChainResult:
-        return await complete(self._llm, await self.prepare(numbered))
+        return await (await self.prepare(numbered)).complete(self._llm)
 
     async def prepare(self, numbered: list[NumberedChunk]) -> Prepared:
         packs = self._packer.pack(numbered, self._packer.room("summarize", part=""))

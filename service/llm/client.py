@@ -31,6 +31,7 @@ from service.llm.budget import CallBudget
 from service.llm.types import ChatMessage, Completion, Usage
 from service.metrics import LLM_CALL_SECONDS, upstream_error
 from service.observability import request_headers
+from service.upstream import upstream_call
 
 log = logging.getLogger(__name__)
 
@@ -105,16 +106,12 @@ class OpenAICompatibleClient:
 
     async def list_models(self) -> list[str]:
         """The model ids the server offers (GET /models): a cheap reachability check."""
-        try:
+        with upstream_call(
+            self._where, timed_out="did not list its models in time", unreachable="is unreachable"
+        ):
             response = await self._http.get(
                 self._url("models"), headers=self._headers(), timeout=self._timeout
             )
-        except httpx.TimeoutException:
-            raise UpstreamTimeout(f"{self._where} did not list its models in time") from None
-        except httpx.TransportError as error:
-            raise UpstreamUnavailable(
-                f"{self._where} is unreachable ({type(error).__name__})"
-            ) from None
         if response.status_code >= 400:
             raise UpstreamBadResponse(
                 f"{self._where} answered HTTP {response.status_code} to GET /models"
@@ -206,24 +203,23 @@ class OpenAICompatibleClient:
                 headers=self._headers(),
                 timeout=self._timeout,
             )
+            # A timeout is not retried: the model may still be working, and a second wait of
+            # the same length would double the user's.
             try:
-                response = await self._http.send(request, stream=stream)
-            except httpx.TimeoutException:
-                # A read timeout is not retried: the model may still be working, and a second
-                # wait of the same length would double the user's.
-                raise UpstreamTimeout(
-                    f"{self._where} did not answer within {self.options.read_timeout:g}s; "
-                    "raise its read timeout or use a faster model (llm.timeout.read for the LLM)"
-                ) from None
-            except httpx.TransportError as error:
+                with upstream_call(
+                    self._where,
+                    timed_out=f"did not answer within {self.options.read_timeout:g}s; raise its "
+                    "read timeout or use a faster model (llm.timeout.read for the LLM)",
+                    unreachable="is unreachable; check its endpoint in rag.properties and that "
+                    "the server runs",
+                ):
+                    response = await self._http.send(request, stream=stream)
+            except UpstreamUnavailable:
                 if attempt < self.options.retries:
                     attempt += 1
                     await self._sleep(attempt, None)
                     continue
-                raise UpstreamUnavailable(
-                    f"{self._where} is unreachable ({type(error).__name__}); check its "
-                    "endpoint in rag.properties and that the server runs"
-                ) from None
+                raise
             if response.status_code < 400:
                 return response
             await response.aread()
@@ -321,7 +317,11 @@ class CompletionStream:
 
     async def _deltas(self, response: httpx.Response) -> AsyncIterator[str]:
         client = self._client
-        try:
+        with upstream_call(
+            client._where,
+            timed_out=f"stopped sending for {client.options.read_timeout:g}s",
+            unreachable="broke off the stream",
+        ):
             async for line in response.aiter_lines():
                 data = line[5:].strip() if line.startswith("data:") else ""
                 if not data:
@@ -331,14 +331,6 @@ class CompletionStream:
                 for delta in self._read(data):
                     self.text += delta
                     yield delta
-        except httpx.TimeoutException:
-            raise UpstreamTimeout(
-                f"{client._where} stopped sending for {client.options.read_timeout:g}s"
-            ) from None
-        except httpx.TransportError as error:
-            raise UpstreamUnavailable(
-                f"{client._where} broke off the stream ({type(error).__name__})"
-            ) from None
 
     def _read(self, data: str) -> list[str]:
         where = self._client._where

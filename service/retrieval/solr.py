@@ -17,11 +17,10 @@ import httpx
 from service.errors import (
     TechnicalError,
     UpstreamBadResponse,
-    UpstreamTimeout,
-    UpstreamUnavailable,
 )
 from service.metrics import upstream_error
 from service.observability import request_headers, request_id_var
+from service.upstream import upstream_call
 
 log = logging.getLogger(__name__)
 
@@ -108,18 +107,13 @@ class SolrClient:
         url = self.base_url + path
         where = "Solr"
         kwargs["headers"] = {**request_headers(), **kwargs.get("headers", {})}
-        try:
+        with upstream_call(
+            where,
+            timed_out=f"did not answer {path} in time; check Solr's load or raise "
+            "solr.timeout.read",
+            unreachable="is unreachable; check that Solr runs and solr.url is right",
+        ):
             response = await self._http.request(method, url, timeout=self._timeout, **kwargs)
-        except httpx.TimeoutException:
-            raise UpstreamTimeout(
-                f"{where} did not answer {path} in time; check Solr's load or raise "
-                "solr.timeout.read"
-            ) from None
-        except httpx.TransportError as error:
-            raise UpstreamUnavailable(
-                f"{where} is unreachable ({type(error).__name__}); check that Solr runs and "
-                "solr.url is right"
-            ) from None
         if response.status_code >= 400:
             raise UpstreamBadResponse(
                 f"{where} answered {response.status_code} to {path}: {_solr_message(response)}"
