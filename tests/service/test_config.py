@@ -15,7 +15,7 @@ from service.config.properties import parse_properties, with_values
 from service.config.settings import known_keys
 from service.errors import ConfigError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 DATAFARI_KEYS = {
     "ai.enable.rag": "false",

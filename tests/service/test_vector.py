@@ -24,7 +24,7 @@ from testing.llm_server import LLMScript
 from tests.conftest import ADMIN_TOKEN, ClientFactory
 
 REFERENCE = json.loads(
-    (Path(__file__).parent / "fixtures" / "minilm_reference.json").read_text(encoding="utf-8")
+    (Path(__file__).parents[1] / "fixtures" / "minilm_reference.json").read_text(encoding="utf-8")
 )
 # Shares no word with the lighthouse document (nor its stems): only meaning can find it.
 NO_SHARED_WORDS = "Who switched on the beacon at nightfall?"

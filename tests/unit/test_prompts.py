@@ -13,7 +13,7 @@ from service.chains import PromptLibrary, PromptStore
 from service.errors import PromptTemplateError
 from tests.conftest import write_properties
 
-PROMPTS = Path(__file__).resolve().parent.parent / "prompts"
+PROMPTS = Path(__file__).resolve().parents[2] / "prompts"
 
 
 @pytest.fixture

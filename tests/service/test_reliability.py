@@ -24,7 +24,7 @@ from service.retrieval import SolrClient
 from testing.llm_server import LLMScript, Step, create_llm_app
 from testing.servers import free_port, serve_in_thread
 from tests.conftest import ADMIN_TOKEN, ROOT, SOLR_SCRIPT, ClientFactory, write_properties
-from tests.test_rag_errors import error_of
+from tests.service.test_rag_errors import error_of
 
 
 def ask(client: TestClient) -> httpx.Response:
