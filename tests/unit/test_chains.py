@@ -1,0 +1,144 @@
+"""The prompt chains and packing on their own: chunks of the test corpus, the real prompt
+templates, and the recording LLM server over real HTTP (no service in between)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+
+import httpx
+import pytest
+
+from service.chains import MapReduceChain, PromptBuilder, Question, RefineChain, StuffChain
+from service.chains.packing import MIN_ROOM, Packer, pack_greedy
+from service.chains.prompts import PromptLibrary
+from service.chains.result import Chunk, NumberedChunk, number_chunks
+from service.errors import PromptTooLong, TechnicalError, TooManyCalls
+from service.llm import ChatClient, ChatMessage, LLMOptions
+from service.llm.budget import CallBudget
+from service.retrieval import RetrievedDocument
+from testing.corpus import load_corpus
+from testing.llm_server import LLMScript
+from tests.conftest import ROOT
+
+PROMPTS = PromptLibrary(ROOT / "prompts")
+DOCUMENTS = {document.id: document for document in load_corpus()}
+LlmFactory = Callable[[int], ChatClient]
+
+
+def chunks_of(*ids: str, size: int = 400) -> list[NumberedChunk]:
+    from service.text import Chunker
+
+    found = []
+    for doc_id in ids:
+        source = DOCUMENTS[doc_id]
+        document = RetrievedDocument(doc_id, source.title, source.url, source.content)
+        found += [Chunk(document, text) for text in Chunker(size).run(source.content)]
+    return number_chunks(found)
+
+
+def builder(history: tuple[ChatMessage, ...] = ()) -> PromptBuilder:
+    return PromptBuilder(PROMPTS, Question("How is the turbine maintained?", history=history))
+
+
+@pytest.fixture
+async def make_llm(llm: LLMScript, llm_base_url: str) -> AsyncIterator[LlmFactory]:
+    """make_llm(calls) -> a client of the recording LLM with that call budget."""
+    async with httpx.AsyncClient() as http:
+        options = LLMOptions(endpoint=f"{llm_base_url}/v1/", model="test-model", retries=0)
+        yield lambda calls: ChatClient(http, options, calls=CallBudget(calls))
+
+
+async def test_stuff_sends_one_request_with_the_first_pack(
+    make_llm: LlmFactory, llm: LLMScript
+) -> None:
+    result = await StuffChain(make_llm(16), builder(), 3000).run(chunks_of("lighthouse", "orchard"))
+    assert len(llm.requests) == 1
+    assert [source.document.id for source in result.sources] == ["lighthouse", "orchard"]
+    assert "[1] The lighthouse keeper" in llm.requests[0].prompt
+    assert result.answer.startswith("Test answer to:")
+    assert result.llm_calls == 1
+
+
+async def test_refine_carries_the_answer_through_every_pack_within_the_budget(
+    make_llm: LlmFactory, llm: LLMScript
+) -> None:
+    llm.answer = lambda request: "Answer so far [1]."
+    numbered = chunks_of("turbine-manual")
+    result = await RefineChain(make_llm(4), builder(), 2500, answer_reserve=200).run(numbered)
+    assert len(llm.requests) == 4  # the manual needs more packs: the tail is left out
+    assert all(request.size <= 2500 for request in llm.requests)
+    assert all("Answer so far [1]." in r.prompt for r in llm.requests[1:])
+    assert result.llm_calls == 4
+
+
+async def test_map_reduce_plans_maps_and_reduce_levels_within_the_budget(
+    make_llm: LlmFactory, llm: LLMScript
+) -> None:
+    llm.answer = lambda request: "Partial [1]."
+    chain = MapReduceChain(make_llm(5), builder(), 2000, concurrency=4, answer_reserve=200)
+    result = await chain.run(chunks_of("turbine-manual", size=300))
+    assert len(llm.requests) <= 5
+    assert result.llm_calls == len(llm.requests)
+    assert result.answer == "Partial [1]."
+
+
+async def test_a_summary_that_cannot_fit_its_calls_is_refused_before_any(
+    make_llm: LlmFactory, llm: LLMScript
+) -> None:
+    chain = MapReduceChain(make_llm(3), builder(), 1500, answer_reserve=200, partial_ok=False)
+    with pytest.raises(TooManyCalls, match="llm.max.calls.per.request"):
+        await chain.run(chunks_of("turbine-manual", size=300))
+    assert llm.requests == []
+
+
+async def test_the_call_budget_stops_what_a_plan_missed(make_llm: LlmFactory) -> None:
+    client = make_llm(1)
+    await client.complete([ChatMessage("user", "one")])
+    with pytest.raises(TooManyCalls):
+        await client.complete([ChatMessage("user", "two")])
+
+
+def test_packs_are_greedy_and_within_the_room() -> None:
+    packer = Packer(builder(), 2000)
+    room = packer.room("stuff")
+    packs = packer.pack(chunks_of("turbine-manual", size=300), room)
+    assert all(len(pack.sources) <= room for pack in packs)
+    for pack, following in zip(packs, packs[1:], strict=False):
+        assert len(pack.sources) + len(following.blocks[0]) > room  # the next did not fit
+
+
+def test_a_chunk_too_large_is_split_into_pieces_as_large_as_the_room() -> None:
+    packer = Packer(builder(), 2000)
+    room = packer.room("stuff")
+    [whole] = chunks_of("turbine-manual", size=100_000)
+    packs = packer.pack([whole], room)
+    pieces = [item for pack in packs for item in pack.items]
+    assert all(item.number == 1 for item in pieces)
+    assert all(len(block) <= room for pack in packs for block in pack.blocks)
+    assert min(len(item.chunk.text) for item in pieces[:-1]) > room // 2  # no tiny pieces
+
+
+def test_a_long_title_does_not_shrink_the_pieces() -> None:
+    packer = Packer(builder(), 2000)
+    room = packer.room("stuff")
+    document = RetrievedDocument("long", "Title " * 200, "", "Text of the document. " * 300)
+    packs = packer.pack(number_chunks([Chunk(document, document.content)]), room)
+    assert len(packs) <= 10  # 6,600 characters of text, not a piece per word
+    assert all(len(block) <= room for pack in packs for block in pack.blocks)
+
+
+def test_a_history_that_leaves_too_little_room_is_the_callers_error() -> None:
+    history = (ChatMessage("user", "x" * 1800),)
+    with pytest.raises(PromptTooLong, match="history"):
+        Packer(builder(history), 2500).room("stuff")
+
+
+def test_a_budget_too_small_for_the_instructions_is_the_configurations() -> None:
+    with pytest.raises(TechnicalError, match=r"prompt\.max\.request\.size"):
+        Packer(builder(), MIN_ROOM + 100).room("refine_step", reserve=400, previous_answer="")
+
+
+def test_pack_greedy_fills_each_group_in_order() -> None:
+    assert pack_greedy([3, 3, 3, 5, 1], 6) == [[0, 1], [2], [3, 4]]
+    assert pack_greedy([9, 1], 5) == [[0], [1]]  # an item over the budget gets its own group
+    assert pack_greedy([2, 2, 2], 4, first=2) == [[0], [1, 2]]

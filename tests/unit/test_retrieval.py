@@ -1,0 +1,124 @@
+"""The retrievers on their own, against the real Solr holding the test corpus (no HTTP to the
+service): BM25 on FileShare, kNN on VectorMain with the model server's embeddings, their
+fusion, multi-query fusion, and one document by id."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+
+from service.llm import EmbeddingsClient, LLMOptions
+from service.retrieval import Bm25Retriever, DocumentById, RetrievedDocument, SolrClient
+from service.retrieval.fusion import (
+    HybridRetriever,
+    MultiQueryRetriever,
+    reciprocal_rank_fusion,
+    without_duplicate_content,
+)
+from service.retrieval.scope import Scope
+from service.retrieval.vector import VectorRetriever
+
+pytestmark = pytest.mark.usefixtures("corpus")
+
+
+@pytest.fixture
+async def solr(solr_url: str) -> AsyncIterator[SolrClient]:
+    async with httpx.AsyncClient() as http:
+        yield SolrClient(http, solr_url)
+
+
+@pytest.fixture
+async def embeddings(model_server_url: str) -> AsyncIterator[EmbeddingsClient]:
+    async with httpx.AsyncClient() as http:
+        options = LLMOptions(endpoint=f"{model_server_url}/v1/", model="all-MiniLM-L6-v2")
+        yield EmbeddingsClient(http, options)
+
+
+def bm25(solr: SolrClient, collection: str = "FileShare", **options: object) -> Bm25Retriever:
+    settings = {"fields": "title content", "operator": "OR", "rows": 5, **options}
+    return Bm25Retriever(solr, collection, **settings)  # type: ignore[arg-type]
+
+
+def ids(documents: list[RetrievedDocument]) -> list[str]:
+    return [document.source_id for document in documents]
+
+
+async def test_bm25_ranks_the_matching_document_first(solr: SolrClient) -> None:
+    found = await bm25(solr).run("lighthouse lamp")
+    assert ids(found)[0] == "lighthouse"
+    assert found[0].score > 0
+
+
+async def test_bm25_operator_and_needs_every_word(solr: SolrClient) -> None:
+    either = set(ids(await bm25(solr).run("zebra quokka")))
+    both = ids(await bm25(solr, operator="AND").run("zebra quokka"))
+    assert {"zebra-quokka", "zebra-only", "quokka-only"} <= either
+    assert both == ["zebra-quokka"]
+
+
+async def test_a_scope_limits_the_search_to_one_parent(solr: SolrClient) -> None:
+    scoped = bm25(solr, "VectorMain", scope=Scope().with_parent("orchard"))
+    assert set(ids(await scoped.run("apple pruning lighthouse"))) == {"orchard"}
+
+
+async def test_document_by_id_finds_it_or_nothing(solr: SolrClient) -> None:
+    by_id = DocumentById(solr, "FileShare")
+    manual = await by_id.run("turbine-manual", Scope())
+    assert manual is not None and "wind turbine" in manual.content.lower()
+    assert await by_id.run("no-such-document", Scope()) is None
+
+
+async def test_knn_finds_passages_by_meaning(
+    solr: SolrClient, embeddings: EmbeddingsClient
+) -> None:
+    knn = VectorRetriever(solr, "VectorMain", embeddings, field="vector_384", top_k=3)
+    found = await knn.run("When should fruit trees be cut back?")
+    assert ids(found)[0] == "orchard"
+    assert all(passage.parent_id for passage in found)
+
+
+async def test_hybrid_fuses_both_rankings(solr: SolrClient, embeddings: EmbeddingsClient) -> None:
+    lexical = bm25(solr, "VectorMain")
+    semantic = VectorRetriever(solr, "VectorMain", embeddings, field="vector_384", top_k=5)
+    hybrid = HybridRetriever(lexical, semantic, k=60, limit=5)
+    query = "keeper of the lighthouse"
+    fused = await hybrid.run(query)
+    assert ids(fused)[0] == "lighthouse"
+    union = {d.id for d in await lexical.run(query)} | {d.id for d in await semantic.run(query)}
+    assert {d.id for d in fused} <= union
+
+
+async def test_multi_query_retrieval_fuses_each_querys_documents(solr: SolrClient) -> None:
+    found = await MultiQueryRetriever(bm25(solr), k=60, limit=4).run(
+        ["lighthouse lamp", "apple orchard pruning"]
+    )
+    assert {"lighthouse", "orchard"} <= set(ids(found))
+    assert len(found) <= 4
+
+
+def doc(doc_id: str, content: str = "") -> RetrievedDocument:
+    return RetrievedDocument(id=doc_id, title=doc_id, url="", content=content or doc_id)
+
+
+def test_reciprocal_rank_fusion_sums_weighted_reciprocal_ranks() -> None:
+    fused = reciprocal_rank_fusion(
+        [(1.0, [doc("a"), doc("b")]), (2.0, [doc("b"), doc("c")])], k=1, limit=10
+    )
+    assert [d.id for d in fused] == ["b", "c", "a"]
+    assert fused[0].score == pytest.approx(1 / 3 + 2 / 2)
+    assert fused[1].score == pytest.approx(2 / 3)
+    assert fused[2].score == pytest.approx(1 / 2)
+
+
+def test_fusion_keeps_first_appearance_on_ties_and_honours_the_limit() -> None:
+    fused = reciprocal_rank_fusion([(1.0, [doc("x")]), (1.0, [doc("y")])], k=60, limit=1)
+    assert [d.id for d in fused] == ["x"]
+
+
+def test_the_same_text_twice_is_kept_once_whatever_its_spacing() -> None:
+    kept = without_duplicate_content(
+        [doc("a", "Same  text."), doc("b", "same text."), doc("c", "Other.")]
+    )
+    assert [d.id for d in kept] == ["a", "c"]
