@@ -17,6 +17,8 @@ T = TypeVar("T")
 
 
 class Deadline:
+    """The seconds one request has left, for every stage it runs."""
+
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
         self._expires = time.monotonic() + seconds

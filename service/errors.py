@@ -79,30 +79,40 @@ class ServiceError(SolrRagError):
 
 
 class FeatureDisabled(ServiceError):
+    """The feature is switched off in rag.properties (or has no token to guard it)."""
+
     kind = "ErrorNotEnabled"
     status = 403
     message = "Sorry, it seems the feature is not enabled."
 
 
 class Unauthorized(ServiceError):
+    """A required token or API key is missing or wrong."""
+
     kind = "Unauthorized"
     status = 401
     message = "Sorry, this needs a valid token."
 
 
 class InvalidConfigChange(ServiceError):
+    """An admin edit that fails validation; nothing was written."""
+
     kind = "InvalidConfig"
     status = 422
     message = "Sorry, this configuration change is not valid: nothing was saved."
 
 
 class ConfigChangedMeanwhile(ServiceError):
+    """An admin edit based on a version of rag.properties that is gone."""
+
     kind = "Conflict"
     status = 409
     message = "The configuration changed meanwhile: reload it and apply your change again."
 
 
 class BadRequest(ServiceError):
+    """The request itself is malformed or asks for what cannot be done."""
+
     kind = "BadRequest"
     status = 400
     message = (
@@ -202,12 +212,16 @@ class SummarySourceNotFound(ServiceError):
 
 
 class EmptyDocument(ServiceError):
+    """The document to summarize holds no text."""
+
     kind = "EmptyFile"
     status = 428
     message = "Sorry, the requested file is empty: there is nothing to summarize."
 
 
 class NoValidAnswer(ServiceError):
+    """The LLM answered nothing usable."""
+
     kind = "NoValidAnswer"
     status = 428
     message = "Sorry, I could not find an answer to your question."
@@ -227,6 +241,8 @@ class UpstreamUnavailable(TechnicalError):
 
 
 class UpstreamTimeout(TechnicalError):
+    """Solr or the LLM did not answer in time, or the request's deadline passed."""
+
     status = 504
     metric = "timeout"
 

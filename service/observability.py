@@ -42,6 +42,8 @@ def request_headers() -> dict[str, str]:
 
 
 class RequestIdFilter(logging.Filter):
+    """Gives every log record the id of the request being served."""
+
     def filter(self, record: logging.LogRecord) -> bool:
         if not hasattr(record, "request_id"):  # an `extra` may name it already
             record.request_id = request_id_var.get()

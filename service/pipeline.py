@@ -128,6 +128,8 @@ class AnswerDocument:
 
 @dataclass
 class Answer:
+    """What a request produced: the answer, its sources, timings and cost."""
+
     message: str
     documents: list[AnswerDocument]
     timings: dict[str, float] = field(default_factory=dict)
@@ -256,6 +258,8 @@ class _Pipeline(Generic[Q]):
 
 
 class RagPipeline(_Pipeline[RagQuery]):
+    """/ai/rag and /v1/chat/completions: retrieve, chunk, grade, then a chain."""
+
     async def _prepare(self, request: RagQuery) -> Reply:
         """Validation, rewriting, retrieval, chunking and the chain's intermediate requests:
         errors found here come before any answer."""
@@ -376,6 +380,8 @@ class RagPipeline(_Pipeline[RagQuery]):
 
 
 class SummarizePipeline(_Pipeline[SummarizeQuery]):
+    """/ai/summarize: one document (or text), stuffed or map-reduced."""
+
     async def _prepare(self, request: SummarizeQuery) -> Reply:
         settings = self.settings
         if not settings.enable_summarization:

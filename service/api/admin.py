@@ -32,6 +32,8 @@ router = APIRouter(tags=["admin"], dependencies=[Depends(require_admin)])
 
 
 class KeyOut(BaseModel):
+    """One rag.properties key as the admin API shows it."""
+
     key: str
     value: Any = Field(description="The value in force; a token shows only `***` when set.")
     type: str = Field(description="boolean, integer, number, string, choice or secret.")
@@ -48,6 +50,8 @@ class KeyOut(BaseModel):
 
 
 class ConfigOut(BaseModel):
+    """Every key, with the version of the file they were read from."""
+
     version: str = Field(description="Send it back as If-Match to refuse overwriting others.")
     path: str
     settings: list[KeyOut]

@@ -26,6 +26,8 @@ router = APIRouter(tags=["ingestion"], dependencies=[Depends(require_admin)])
 
 
 class DocumentIn(BaseModel):
+    """One document to index, as POST /documents takes it."""
+
     model_config = ConfigDict(extra="ignore")
 
     id: DocumentId
@@ -51,16 +53,22 @@ class DocumentIn(BaseModel):
 
 
 class IngestRequest(BaseModel):
+    """The body of POST /documents."""
+
     documents: list[DocumentIn] = Field(min_length=1, max_length=1000)
 
 
 class IngestResult(BaseModel):
+    """What an ingestion did."""
+
     documents: int
     passages: int
     seconds: float
 
 
 class IngestResponse(BaseModel):
+    """The answer of POST /documents and DELETE /documents/{id}."""
+
     status: str = "OK"
     content: IngestResult
 
@@ -81,15 +89,21 @@ async def ingest(body: IngestRequest, request: Request) -> IngestResponse:
 
 
 class Skipped(BaseModel):
+    """A file that was not ingested, and why."""
+
     file: str
     reason: str
 
 
 class UploadResult(IngestResult):
+    """What an upload did, skipped files included."""
+
     skipped: list[Skipped] = Field(description="Files not ingested, and why.")
 
 
 class UploadResponse(BaseModel):
+    """The answer of POST /documents/files."""
+
     status: str = "OK"
     content: UploadResult
 

@@ -44,6 +44,8 @@ def feature_of(request: Request) -> str:
 
 
 class ErrorContent(BaseModel):
+    """The content of Datafari's error envelope."""
+
     code: str = Field(description="The HTTP status, as a string (Datafari's shape).")
     label: str = Field(description="Feature + kind, e.g. ragNoFileFound.")
     message: str = Field(description="A sentence for the user.")
@@ -51,17 +53,23 @@ class ErrorContent(BaseModel):
 
 
 class ErrorEnvelope(BaseModel):
+    """Datafari's error envelope: status ERROR and what went wrong."""
+
     status: Literal["ERROR"]
     content: ErrorContent
 
 
 class OpenAIErrorDetail(BaseModel):
+    """What went wrong, as OpenAI clients read it."""
+
     message: str
     type: str
     code: str | None
 
 
 class OpenAIErrorBody(BaseModel):
+    """OpenAI's error shape, for /v1/."""
+
     error: OpenAIErrorDetail
 
 

@@ -16,6 +16,8 @@ from service.errors import PayloadTooLarge
 
 
 class BodySizeLimit:
+    """ASGI middleware: refuses bodies over request.max.bytes before they are read whole."""
+
     def __init__(self, app: ASGIApp, limit: Callable[[], int]) -> None:
         self.app = app
         self.limit = limit

@@ -27,6 +27,8 @@ MAX_MESSAGE_CHARS = 20_000
 
 
 class HistoryMessage(BaseModel):
+    """One earlier message of the conversation."""
+
     model_config = ConfigDict(extra="ignore")
 
     role: Literal["user", "assistant"]
@@ -68,6 +70,8 @@ class RagRequest(BaseModel):
 
 
 class DocumentOut(BaseModel):
+    """A source of the answer."""
+
     id: str
     title: str
     url: str
@@ -76,17 +80,23 @@ class DocumentOut(BaseModel):
 
 
 class RagContent(BaseModel):
+    """The answer and its sources."""
+
     message: str
     documents: list[DocumentOut]
 
 
 class UsageOut(BaseModel):
+    """What the answer cost in LLM calls and tokens."""
+
     llm_calls: int
     prompt_tokens: int
     completion_tokens: int
 
 
 class RagResponse(BaseModel):
+    """The answer of POST /ai/rag, in Datafari's envelope."""
+
     status: Literal["OK"] = "OK"
     content: RagContent
     timings: dict[str, float] = Field(

@@ -33,6 +33,8 @@ KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPT
 
 
 class RequestContext:
+    """ASGI middleware: the request's id, access log line, metrics and unexpected 500."""
+
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 

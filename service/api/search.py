@@ -16,6 +16,8 @@ router = APIRouter(tags=["search"], dependencies=[Depends(require_api_key)])
 
 
 class PassageOut(BaseModel):
+    """A passage found by /search/vector, with its score."""
+
     id: str
     parent_id: str | None
     title: str
@@ -25,10 +27,14 @@ class PassageOut(BaseModel):
 
 
 class PassagesContent(BaseModel):
+    """The passages found."""
+
     documents: list[PassageOut]
 
 
 class VectorSearchResponse(BaseModel):
+    """The answer of GET /search/vector."""
+
     status: str = "OK"
     content: PassagesContent
 

@@ -37,6 +37,8 @@ class SummarizeRequest(BaseModel):
 
 
 class SummarizeResponse(BaseModel):
+    """The answer of POST /ai/summarize, in Datafari's envelope."""
+
     status: str = "OK"
     content: RagContent
     timings: dict[str, float]

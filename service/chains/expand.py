@@ -26,6 +26,8 @@ _PLACEHOLDER = re.compile(r"^<[^<>]*>$")
 
 
 class GeneratedQueries(BaseModel):
+    """The JSON the LLM must answer with: the search queries it wrote."""
+
     queries: list[str] = Field(min_length=1, max_length=20)
 
 

@@ -33,11 +33,15 @@ RANK: dict[str, int] = {"LOW": 0, "MEDIUM": 1, "HIGH": 2}
 
 
 class Grade(BaseModel):
+    """One passage's relevance, as the LLM graded it."""
+
     id: int
     relevance: Level
 
 
 class Grades(BaseModel):
+    """The JSON the LLM must answer with: one grade per passage."""
+
     grades: list[Grade]
 
 

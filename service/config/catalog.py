@@ -25,6 +25,8 @@ READ_ONLY = frozenset({"solr.vector.field", "admin.token"})
 
 @dataclass(frozen=True)
 class KeyInfo:
+    """What one rag.properties key is, for people: type, default, limits, help."""
+
     key: str
     field: str
     kind: Kind

@@ -48,6 +48,8 @@ class Passage:
 
 
 class PassageSplitter:
+    """A document's text as VectorMain passages, never crossing a page or section."""
+
     def __init__(self, size: int, overlap: int) -> None:
         self._chunker = Chunker(size, overlap)
 

@@ -18,6 +18,8 @@ State = Literal["closed", "open", "half-open"]
 
 
 class CircuitBreaker:
+    """Pauses calls to an upstream API that keeps being unavailable."""
+
     def __init__(
         self,
         threshold: int,

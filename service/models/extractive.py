@@ -85,6 +85,8 @@ _STOP_WORDS = frozenset(
 
 @dataclass(frozen=True)
 class Sentence:
+    """A sentence of a source, with its words ready for scoring."""
+
     source: int
     text: str
     terms: tuple[str, ...]

@@ -36,6 +36,8 @@ CREATED = int(time.time())
 
 
 class Message(BaseModel):
+    """One chat message, as OpenAI clients send it."""
+
     model_config = ConfigDict(extra="allow")
 
     role: str
@@ -48,6 +50,8 @@ class Message(BaseModel):
 
 
 class EmbeddingsRequest(BaseModel):
+    """The body of POST /v1/embeddings."""
+
     model_config = ConfigDict(extra="allow")
 
     model: str | None = None
@@ -56,6 +60,8 @@ class EmbeddingsRequest(BaseModel):
 
 
 class ChatRequest(BaseModel):
+    """The body of POST /v1/chat/completions."""
+
     model_config = ConfigDict(extra="allow")
 
     model: str | None = None

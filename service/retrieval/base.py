@@ -24,6 +24,8 @@ class RetrievedDocument:
 
 
 class Retriever(Protocol):
+    """Anything that finds documents for a query."""
+
     async def run(self, query: str) -> list[RetrievedDocument]:
         """Documents for `query`, most relevant first."""
         ...

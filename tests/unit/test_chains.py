@@ -3,6 +3,7 @@ templates, and the recording LLM server over real HTTP (no service in between)."
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import AsyncIterator, Callable
 
 import httpx
@@ -86,7 +87,7 @@ async def test_a_summary_that_cannot_fit_its_calls_is_refused_before_any(
     make_llm: LlmFactory, llm: LLMScript
 ) -> None:
     chain = MapReduceChain(make_llm(3), builder(), 1500, answer_reserve=200, partial_ok=False)
-    with pytest.raises(TooManyCalls, match="llm.max.calls.per.request"):
+    with pytest.raises(TooManyCalls, match=r"llm\.max\.calls\.per\.request"):
         await chain.run(chunks_of("turbine-manual", size=300))
     assert llm.requests == []
 
@@ -103,7 +104,7 @@ def test_packs_are_greedy_and_within_the_room() -> None:
     room = packer.room("stuff")
     packs = packer.pack(chunks_of("turbine-manual", size=300), room)
     assert all(len(pack.sources) <= room for pack in packs)
-    for pack, following in zip(packs, packs[1:], strict=False):
+    for pack, following in itertools.pairwise(packs):
         assert len(pack.sources) + len(following.blocks[0]) > room  # the next did not fit
 
 
