@@ -24,7 +24,7 @@ from typing import Any
 
 from service.config import Settings
 from service.config.settings import CHARS_PER_TOKEN
-from service.errors import ContextLengthExceeded, InvalidChatRequest
+from service.errors import ContextLengthExceeded, InvalidChatRequest, UnsupportedParameter
 from service.llm import ChatMessage
 from service.pipeline import Overrides, RagQuery
 from service.retrieval import Scope
@@ -54,6 +54,7 @@ def chat_query(body: dict[str, Any], settings: Settings, scope: Scope) -> RagQue
     """The RagQuery of a chat request that needs no relay, with its overrides: the retrieval
     its index names, the model, temperature and max_tokens it asks for, and the token budget
     its context window leaves."""
+    _refuse_unsupported(body)
     messages = body["messages"]
     question, history = split_conversation(messages)
     window = settings.llm_context_window
@@ -107,6 +108,17 @@ def split_conversation(messages: list[dict[str, Any]]) -> tuple[str, list[ChatMe
 def estimate_tokens(messages: list[dict[str, Any]]) -> int:
     characters = sum(len(_text(message.get("content"))) for message in messages)
     return math.ceil(characters / CHARS_PER_TOKEN)
+
+
+def _refuse_unsupported(body: dict[str, Any]) -> None:
+    """OpenAI options a RAG answer cannot honour are refused, never silently ignored."""
+    n = body.get("n")
+    if n is not None and n != 1:
+        raise UnsupportedParameter(
+            "n: RAG answers have one choice; send n=1 (or leave it out), or ask n times"
+        )
+    if body.get("logprobs") or body.get("top_logprobs"):
+        raise UnsupportedParameter("logprobs: RAG answers do not report token probabilities")
 
 
 def _method_of(index: str, settings: Settings) -> str:

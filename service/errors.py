@@ -143,6 +143,13 @@ class InvalidChatRequest(BadRequest):
     openai_reason_only = True
 
 
+class UnsupportedParameter(InvalidChatRequest):
+    """An OpenAI option RAG answers cannot honour (`n` > 1, `logprobs`): refused, never
+    silently ignored."""
+
+    openai_code = "unsupported_parameter"
+
+
 class ContextLengthExceeded(InvalidChatRequest):
     """The chat's messages alone are longer than the model's context window."""
 

@@ -163,7 +163,10 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
         if request.url.path.startswith(("/ai/", "/v1/", "/documents", "/search", "/admin")):
             kind = _HTTP_ERRORS.get(error.status_code, BadRequest)
-            return error_response(request, kind(str(error.detail)))
-        return JSONResponse({"detail": error.detail}, status_code=error.status_code)
+            response = error_response(request, kind(str(error.detail)))
+        else:
+            response = JSONResponse({"detail": error.detail}, status_code=error.status_code)
+        response.headers.update(error.headers or {})  # a 405's Allow
+        return response
 
     # anything else is rendered by service.api.request_context, inside the request's context

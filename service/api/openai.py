@@ -31,7 +31,12 @@ from service.api.identity import caller_scope
 from service.api.sse import SSE_HEADERS, sse_event
 from service.config import Settings
 from service.conversation import chat_query, needs_relay
-from service.errors import InvalidChatRequest, RelayDisabled, UpstreamBadResponse
+from service.errors import (
+    InvalidChatRequest,
+    ModelNotServed,
+    RelayDisabled,
+    UpstreamBadResponse,
+)
 from service.pipeline import Answer, Reply
 from service.runtime import Runtime
 
@@ -49,18 +54,26 @@ PASSTHROUGH_OFF = (
 
 @router.get("/v1/models")
 async def models(request: Request) -> dict[str, Any]:
-    settings = request.app.state.runtime.settings()
-    return {
-        "object": "list",
-        "data": [
-            {
-                "id": settings.llm_model or "default",
-                "object": "model",
-                "created": 0,
-                "owned_by": "solr-rag",
-            }
-        ],
-    }
+    """The models answers come from (the configured one)."""
+    return {"object": "list", "data": [_model_card(_served_model(request))]}
+
+
+@router.get("/v1/models/{model_id:path}", responses=documented_errors(404, model=OpenAIErrorBody))
+async def model(model_id: str, request: Request) -> dict[str, Any]:
+    """One model of the list; 404 `model_not_found` for any other name."""
+    served = _served_model(request)
+    if model_id != served:
+        raise ModelNotServed(f"model {model_id!r} is not served here; GET /v1/models lists them")
+    return _model_card(served)
+
+
+def _served_model(request: Request) -> str:
+    runtime: Runtime = request.app.state.runtime
+    return runtime.settings().llm_model or "default"
+
+
+def _model_card(model_id: str) -> dict[str, Any]:
+    return {"id": model_id, "object": "model", "created": 0, "owned_by": "solr-rag"}
 
 
 @router.post(
@@ -85,7 +98,7 @@ async def chat_completions(request: Request) -> Response:
     model_name = pipeline.model or "default"
     if body.get("stream"):
         return StreamingResponse(
-            _stream(reply, completion_id, model_name, request.state.request_id),
+            _stream(reply, completion_id, model_name, request.state.request_id, _wants_usage(body)),
             media_type="text/event-stream",
             headers=SSE_HEADERS,
         )
@@ -146,27 +159,41 @@ async def _relay(runtime: Runtime, settings: Settings, body: dict[str, Any]) -> 
     return StreamingResponse(chunks(), media_type=media, headers=SSE_HEADERS)
 
 
+def _wants_usage(body: dict[str, Any]) -> bool:
+    options = body.get("stream_options")
+    return isinstance(options, dict) and options.get("include_usage") is True
+
+
 async def _stream(
-    reply: Reply, completion_id: str, model: str, request_id: str
+    reply: Reply, completion_id: str, model: str, request_id: str, include_usage: bool
 ) -> AsyncIterator[str]:
-    def chunk(delta: dict[str, str], finish: str | None = None, **extra: object) -> str:
+    """OpenAI's chunks: the role, the text as it comes, the end with the sources (and the
+    usage); with `stream_options.include_usage`, a last chunk with `choices: []` and the
+    usage, as OpenAI sends it."""
+
+    def chunk(choices: list[dict[str, Any]], **extra: object) -> str:
         return sse_event(
             {
                 "id": completion_id,
                 "object": "chat.completion.chunk",
                 "created": int(time.time()),
                 "model": model,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+                "choices": choices,
                 **extra,
             }
         )
 
+    def delta(content: dict[str, str], finish: str | None = None, **extra: object) -> str:
+        return chunk([{"index": 0, "delta": content, "finish_reason": finish}], **extra)
+
     try:
-        yield chunk({"role": "assistant", "content": ""})
+        yield delta({"role": "assistant", "content": ""})
         async for text in reply:
-            yield chunk({"content": text})
+            yield delta({"content": text})
         answer = reply.answer()
-        yield chunk({}, "stop", usage=_usage(answer), sources=_sources(answer))
+        yield delta({}, "stop", usage=_usage(answer), sources=_sources(answer))
+        if include_usage:
+            yield chunk([], usage=_usage(answer))
     except Exception as error:  # the stream has begun: the error becomes a chunk
         yield sse_event(openai_body_of(as_service_error(error, request_id)))
     yield "data: [DONE]\n\n"

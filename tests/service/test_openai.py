@@ -8,7 +8,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from openai import APIError, BadRequestError, OpenAI
+from openai import APIError, BadRequestError, NotFoundError, OpenAI
 
 from service.api.app import create_app
 from service.conversation import NO_USER_PROMPT, TOO_LONG, split_conversation
@@ -305,3 +305,70 @@ def test_a_client_that_leaves_cancels_the_upstream(service: ServiceFactory, llm:
                 break
     assert llm.requests[0].wait_until_abandoned()
     assert not llm.requests[0].stream_completed
+
+
+# -- OpenAI options: honoured or refused, never silently ignored ------------------------------
+
+
+def test_a_listed_model_can_be_retrieved_and_another_is_model_not_found(
+    service: ServiceFactory,
+) -> None:
+    openai = client_for(service())
+    listed = [model.id for model in openai.models.list()]
+    assert listed == ["test-model"]
+    assert openai.models.retrieve("test-model").id == "test-model"
+    with pytest.raises(NotFoundError) as raised:
+        openai.models.retrieve("gpt-imaginary")
+    assert raised.value.body["code"] == "model_not_found"  # type: ignore[index]
+
+
+@pytest.mark.parametrize(("option", "named"), [({"n": 2}, "n"), ({"logprobs": True}, "logprobs")])
+def test_options_rag_cannot_honour_are_refused(
+    service: ServiceFactory, llm: LLMScript, option: dict, named: str
+) -> None:
+    response = httpx.post(
+        f"{service()}/v1/chat/completions",
+        json={"messages": ask("lighthouse"), "index_name": "FileShare", **option},
+    )
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "unsupported_parameter"
+    assert error["message"].startswith(named)
+    assert llm.requests == []
+
+
+def test_include_usage_ends_the_stream_with_a_usage_chunk(service: ServiceFactory) -> None:
+    chunks = list(
+        client_for(service()).chat.completions.create(
+            model="test-model",
+            messages=ask("lighthouse"),
+            stream=True,
+            stream_options={"include_usage": True},
+            extra_body={"index_name": "FileShare"},
+        )
+    )
+    assert chunks[-1].choices == []
+    assert chunks[-1].usage is not None and chunks[-1].usage.total_tokens > 0
+    assert chunks[-2].choices[0].finish_reason == "stop"
+
+
+@pytest.mark.parametrize("method", ["GET", "PUT", "DELETE"])
+def test_other_methods_on_a_post_route_are_405_with_allow(
+    service: ServiceFactory, method: str
+) -> None:
+    response = httpx.request(method, f"{service()}/v1/chat/completions")
+    assert response.status_code == 405
+    assert response.headers["allow"] == "POST"
+    assert response.json()["error"]["type"] == "invalid_request_error"
+
+
+def test_a_model_the_llm_does_not_serve_is_404_not_a_retried_5xx(
+    service: ServiceFactory, llm: LLMScript
+) -> None:
+    llm.then(Step(content="The model `gpt-imaginary` does not exist", status=404))
+    with pytest.raises(NotFoundError) as raised:
+        client_for(service()).chat.completions.create(
+            model="gpt-imaginary", messages=ask("lighthouse"), extra_body={"index_name": "bm25"}
+        )
+    assert raised.value.body["code"] == "model_not_found"  # type: ignore[index]
+    assert len(llm.requests) == 1  # the SDK did not retry it
