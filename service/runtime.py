@@ -37,6 +37,16 @@ class Probe:
     llm_models: list[str]
 
 
+def addresses(settings: Settings) -> dict[str, str]:
+    """Where each upstream a probe names is: told to the admin only."""
+    return {
+        "llm": settings.api_endpoint,
+        "embeddings": settings.embeddings_endpoint,
+        f"solr:{settings.documents_collection}": settings.solr_url,
+        f"solr:{settings.passages_collection}": settings.solr_url,
+    }
+
+
 async def _probed(call: Awaitable[object]) -> dict[str, str]:
     try:
         await asyncio.wait_for(call, PROBE_TIMEOUT_SECONDS)

@@ -26,7 +26,7 @@ from service.errors import (
     ConfigError,
     InvalidConfigChange,
 )
-from service.runtime import Runtime
+from service.runtime import Runtime, addresses
 
 router = APIRouter(tags=["admin"], dependencies=[Depends(require_admin)])
 
@@ -186,10 +186,8 @@ async def test_connection(request: Request) -> dict[str, dict[str, str]]:
     settings = runtime.settings()
     probe = await runtime.probe(settings)
     report = probe.checks
-    report["llm"]["at"] = settings.api_endpoint
-    report["embeddings"]["at"] = settings.embeddings_endpoint
-    for collection in (settings.documents_collection, settings.passages_collection):
-        report[f"solr:{collection}"]["at"] = settings.solr_url
+    for name, address in addresses(settings).items():
+        report[name]["at"] = address
     models = probe.llm_models
     if report["llm"]["status"] == "up" and settings.llm_model and models:
         listed = settings.llm_model in models

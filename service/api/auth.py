@@ -32,10 +32,9 @@ def require_admin(request: Request) -> None:
     """A FastAPI dependency: `Authorization: Bearer <admin.token>`, compared in constant time.
     With no admin token configured, admin endpoints are off (not open)."""
     runtime: Runtime = request.app.state.runtime
-    expected = runtime.settings().admin_token.get_secret_value()
-    if not expected:
+    if not runtime.settings().admin_token.get_secret_value():
         raise FeatureDisabled("no admin token is configured: set ADMIN_TOKEN or admin.token")
-    if not _matches(bearer_token(request), expected):
+    if not is_admin(request):
         raise Unauthorized("missing or wrong admin bearer token")
 
 

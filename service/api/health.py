@@ -10,7 +10,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from service.api.auth import is_admin
-from service.runtime import Runtime
+from service.runtime import Runtime, addresses
 
 router = APIRouter(tags=["operations"])
 
@@ -37,14 +37,10 @@ async def ready(request: Request) -> JSONResponse:
     healthy = all(result["status"] == "up" for result in checks.values())
     if is_admin(request):  # where things are: for operators only
         checks["config"]["path"] = str(runtime.config.path)
-        checks[f"solr:{settings.documents_collection}"]["at"] = settings.solr_url
-        checks[f"solr:{settings.passages_collection}"]["at"] = settings.solr_url
-        checks["llm"]["at"] = settings.api_endpoint
+        for name, address in addresses(settings).items():
+            checks.setdefault(name, {})["at"] = address
         checks["llm"]["circuit"] = runtime.llm(settings).breaker.state
-        checks["embeddings"] = {
-            "at": settings.embeddings_endpoint,
-            "circuit": runtime.embeddings(settings).breaker.state,
-        }
+        checks["embeddings"]["circuit"] = runtime.embeddings(settings).breaker.state
     return JSONResponse(
         {"status": "up" if healthy else "down", "checks": checks},
         status_code=200 if healthy else 503,
