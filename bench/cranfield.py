@@ -191,13 +191,15 @@ async def evaluate(
         table: dict[str, dict] = {}
         for method in ("bm25", "vector", "hybrid"):
             settings = settings_for(solr_url, embeddings_url, method, overrides)
-            retriever = build_retriever(settings, solr, embeddings)
+            retriever = build_retriever(settings.retrieval, settings.solr, solr, embeddings)
             table[method] = await score(retriever.run, queries, judgments)
             print(f"  {method}: done")
         if llm_url:
             settings = settings_for(solr_url, embeddings_url, "hybrid", overrides)
             fused = MultiQueryRetriever(
-                build_retriever(settings, solr, embeddings), k=settings.rrf_k, limit=CANDIDATES
+                build_retriever(settings.retrieval, settings.solr, solr, embeddings),
+                k=settings.retrieval.rrf_k,
+                limit=CANDIDATES,
             )
             llm = ChatClient(http, LLMOptions(endpoint=llm_url, model=llm_model, max_tokens=120))
             expander = QueryExpander(llm, PromptLibrary(ROOT / "prompts"))

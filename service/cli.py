@@ -92,7 +92,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     app = create_app(args.config.resolve())
     settings = app.state.runtime.settings()
-    if settings.solr_startup_check:  # here, so a bad layout is one clear line, no traceback
+    if settings.solr.startup_check:  # here, so a bad layout is one clear line, no traceback
         asyncio.run(_verify_solr(settings))
     # the model server ends with this process, however it ends (service.processes)
     model_server = _start_model_server(args.model_port) if args.with_model_server else None
@@ -113,7 +113,7 @@ def _serve(args: argparse.Namespace) -> int:
             port=args.port,
             log_level="info",
             access_log=False,  # the service logs each request itself (service.api.app)
-            timeout_graceful_shutdown=int(settings.request_timeout) + 1,
+            timeout_graceful_shutdown=int(settings.server.request_timeout) + 1,
         )
     finally:
         if model_server is not None:
@@ -125,7 +125,7 @@ async def _verify_solr(settings: Settings) -> None:
     from service.retrieval import SolrClient
 
     async with httpx.AsyncClient() as http:
-        await verify_layout(SolrClient(http, settings.solr_url), settings)
+        await verify_layout(SolrClient(http, settings.solr.url), settings.solr)
 
 
 def _start_model_server(port: int) -> subprocess.Popen[bytes]:
@@ -183,8 +183,8 @@ async def _ingest_into_solr(
         export_samples(SAMPLES_FOLDER)
         paths = [*paths, SAMPLES_FOLDER]
     async with httpx.AsyncClient() as http:
-        solr = SolrClient(http, settings.solr_url, read_timeout=settings.solr_timeout_read)
-        collection = settings.documents_collection
+        solr = SolrClient(http, settings.solr.url, read_timeout=settings.solr.timeout_read)
+        collection = settings.solr.documents_collection
         indexer = indexer_for(settings, solr, embeddings_client(http, settings))
         if if_empty and await indexer.count() > 0:
             print(f"{collection} already holds documents: nothing to ingest")
@@ -197,7 +197,7 @@ async def _ingest_into_solr(
                 skipped += 1
                 print(f"skipped {file}: {error}", file=sys.stderr)
         summary = await indexer.run(documents, _progress_bar("documents"))
-        print(f"\nIngested {summary} into {collection} and {settings.passages_collection}")
+        print(f"\nIngested {summary} into {collection} and {settings.solr.passages_collection}")
         if skipped:
             print(f"{skipped} file(s) skipped (see above)")
         return 0

@@ -1,31 +1,44 @@
-"""An OpenAI chat completion request as a RAG request: KAITO RAGEngine's rules (seeds 000/001).
+"""An OpenAI chat completion request as a RAG request: KAITO RAGEngine's rules (seeds 000/001),
+grounded by default.
 
-- RAG applies when the body names an index in `index_name`: `FileShare` (BM25 over whole
-  documents), `VectorMain` (passages, by the configured vector or hybrid search), or a method
-  directly: `bm25`, `vector`, `hybrid`.
-- The request is for the LLM as it is (`needs_relay`) when no index is named, when `tools` or
-  `functions` are present, when a message has a role other than system/developer/user/
-  assistant, or when user content is not text.
+`retrieval_of(body, settings)` decides, in this order:
+- `tools` or `functions`, a role other than system/developer/user/assistant, or user content
+  that is not text: the LLM as it is (KAITO's bypass); with a rag* model, a 400 instead.
+- `index_name` names the index (KAITO): `FileShare` (BM25 over whole documents),
+  `VectorMain` (passages, by the configured vector or hybrid search), `rag` (the configured
+  retrieval) or a method directly: `bm25`, `vector`, `hybrid`; `""` opts out: the LLM as it is.
+- A rag* model (`rag`, `rag-bm25`, `rag-vector`, `rag-hybrid`, listed by GET /v1/models)
+  names the retrieval, for clients that can only pick a model.
+- With `openai.passthrough.enabled`, any other model named: the LLM as it is.
+- Otherwise `openai.default.index` (shipped: `rag`); empty: the LLM as it is.
+The LLM as it is needs `openai.passthrough.enabled` (the router's 400 otherwise).
 - The user messages after the last assistant message, joined by a blank line, are the
   question; every other message is history, sent with every LLM request.
 - Prompt size: tokens are counted as 4 characters each (a documented estimate: no tokenizer
   download); over `llm.context.window` -> 400; `max_tokens` above what is left is lowered,
   and with RAG to half the window at most, so that the sources fit in the other half.
 
-    >>> query = chat_query(body, settings, scope)   # raises InvalidChatRequest (a 400)
-    >>> reply = await runtime.rag_pipeline(query.overrides).run(query)
+    >>> plan = plan_of(body, settings, scope)   # raises InvalidChatRequest (a 400)
+    >>> reply = await runtime.rag_pipeline(plan.query.overrides).run(plan.query)
 """
 
 from __future__ import annotations
 
 import logging
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from service.config import Settings
 from service.config.settings import CHARS_PER_TOKEN
-from service.errors import ContextLengthExceeded, InvalidChatRequest, UnsupportedParameter
+from service.errors import (
+    ContextLengthExceeded,
+    InvalidChatRequest,
+    RelayDisabled,
+    UnsupportedParameter,
+)
 from service.llm import ChatMessage
+from service.llm.answer_format import AnswerFormat
 from service.pipeline import Overrides, RagQuery
 from service.retrieval import Scope
 
@@ -33,36 +46,106 @@ log = logging.getLogger(__name__)
 
 CHAT_ROLES = frozenset({"system", "developer", "user", "assistant"})
 METHODS = frozenset({"bm25", "vector", "hybrid"})
+# the models GET /v1/models lists for clients that only pick a model: each names a retrieval
+# ("": the configured one)
+RAG_MODELS = {"rag": "", "rag-bm25": "bm25", "rag-vector": "vector", "rag-hybrid": "hybrid"}
 MAX_MODEL_NAME = 256
 NO_USER_PROMPT = "There must be a user prompt since the latest assistant message."
 TOO_LONG = "Prompt length exceeds context window."
 
 
-def needs_relay(body: dict[str, Any]) -> bool:
-    """Whether the request is for the LLM as it is, without retrieval."""
-    if body.get("index_name") is None or body.get("tools") or body.get("functions"):
-        return True
+PASSTHROUGH_OFF = (
+    "This request is for the LLM without retrieval (tools or functions, another role, non-text "
+    'content, or index_name ""), and relaying it to the LLM as it is is off here: send text '
+    "messages (they are answered from the index), or ask the administrator to set "
+    "openai.passthrough.enabled=true."
+)
+
+
+@dataclass(frozen=True)
+class ChatPlan:
+    """How one chat request is answered: `query` through the pipeline (None: relayed to the
+    LLM as it is), the model name the response shows (None: the LLM's), and whether the
+    sources are also written inside the message."""
+
+    query: RagQuery | None
+    model: str | None = None
+    inline_sources: bool = False
+
+
+def plan_of(body: dict[str, Any], settings: Settings, scope: Scope) -> ChatPlan:
+    """The plan of a chat request; raises InvalidChatRequest (a 400) for what cannot be
+    answered, RelayDisabled when it is for the LLM and relaying is off."""
+    method = retrieval_of(body, settings)
+    if method is None:
+        if not settings.server.openai_passthrough:
+            raise RelayDisabled(PASSTHROUGH_OFF)
+        return ChatPlan(query=None)
+    query = chat_query(body, settings, scope, method)
+    rag_model = rag_model_of(body)
+    inline = settings.server.openai_sources_inline
+    return ChatPlan(
+        query=query,
+        model=rag_model,
+        inline_sources=not query.form.json
+        and (inline == "always" or (inline == "rag-models" and rag_model is not None)),
+    )
+
+
+def retrieval_of(body: dict[str, Any], settings: Settings) -> str | None:
+    """The retrieval method a chat request is answered with, or None: the LLM as it is."""
+    rag_model = rag_model_of(body)
+    beyond = _beyond_rag(body)
+    if beyond:
+        if rag_model is not None:
+            raise UnsupportedParameter(
+                f"{beyond}: the {rag_model} model answers from the index, with text only; send "
+                "them to the LLM's own model name instead"
+            )
+        return None
+    index = body.get("index_name")
+    if index is not None:
+        return _method_of(str(index), settings) if index != "" else None
+    if rag_model is not None:
+        return RAG_MODELS[rag_model] or settings.retrieval.in_force
+    if settings.server.openai_passthrough and body.get("model"):
+        return None
+    default = settings.server.openai_default_index
+    return _method_of(default, settings) if default else None
+
+
+def rag_model_of(body: dict[str, Any]) -> str | None:
+    """The rag* model the request names, if any."""
+    model = body.get("model")
+    return model if isinstance(model, str) and model in RAG_MODELS else None
+
+
+def _beyond_rag(body: dict[str, Any]) -> str | None:
+    """What makes the request one a RAG answer cannot take (KAITO's bypass), if anything."""
+    if body.get("tools") or body.get("functions"):
+        return "tools" if body.get("tools") else "functions"
     for message in body["messages"]:
         if message["role"] not in CHAT_ROLES:
-            return True
+            return f"messages: the role {str(message['role'])[:40]!r}"
         if message["role"] == "user" and not _is_text(message.get("content")):
-            return True
-    return False
+            return "messages: content that is not text"
+    return None
 
 
-def chat_query(body: dict[str, Any], settings: Settings, scope: Scope) -> RagQuery:
-    """The RagQuery of a chat request that needs no relay, with its overrides: the retrieval
-    its index names, the model, temperature and max_tokens it asks for, and the token budget
-    its context window leaves."""
+def chat_query(body: dict[str, Any], settings: Settings, scope: Scope, method: str) -> RagQuery:
+    """The RagQuery of a chat request answered by `method`, with its overrides: the model,
+    temperature and max_tokens it asks for, and the token budget its context window leaves;
+    and its answer's form (stop, response_format)."""
     _refuse_unsupported(body)
+    form = AnswerFormat.of(stop=body.get("stop"), response_format=body.get("response_format"))
     messages = body["messages"]
     question, history = split_conversation(messages)
-    window = settings.llm_context_window
+    window = settings.llm.context_window
     prompt_tokens = estimate_tokens(messages)
     if prompt_tokens > window:
         raise ContextLengthExceeded(TOO_LONG)
     asked = body.get("max_completion_tokens") or body.get("max_tokens")
-    max_tokens = int(asked) if isinstance(asked, int) and asked > 0 else settings.llm_max_tokens
+    max_tokens = int(asked) if isinstance(asked, int) and asked > 0 else settings.llm.max_tokens
     # what is left after the prompt, and at most half the window: the sources get the rest
     allowed = min(window - prompt_tokens, window // 2)
     if max_tokens > allowed:
@@ -71,8 +154,8 @@ def chat_query(body: dict[str, Any], settings: Settings, scope: Scope) -> RagQue
         )
         max_tokens = allowed
     overrides = Overrides(
-        retrieval_method=_method_of(str(body["index_name"]), settings),
-        max_request_tokens=min(settings.max_request_tokens or window, window - max_tokens),
+        retrieval_method=method,
+        max_request_tokens=min(settings.prompt.max_request_tokens or window, window - max_tokens),
         model=_model_of(body),
         max_tokens=max_tokens,
         temperature=_temperature_of(body),
@@ -83,6 +166,7 @@ def chat_query(body: dict[str, Any], settings: Settings, scope: Scope) -> RagQue
         always_use_history=True,
         scope=scope,
         overrides=overrides,
+        form=form,
     )
 
 
@@ -123,20 +207,25 @@ def _refuse_unsupported(body: dict[str, Any]) -> None:
 
 def _method_of(index: str, settings: Settings) -> str:
     key = index.lower()
+    configured = settings.retrieval.in_force
     if key == "fileshare":
         return "bm25"
     if key == "vectormain":
-        return settings.retrieval if settings.retrieval != "bm25" else "hybrid"
+        return configured if configured != "bm25" else "hybrid"
+    if key == "rag":
+        return configured
     if key in METHODS:
         return key
     raise InvalidChatRequest(
-        f"Unknown index_name {index!r}: use FileShare, VectorMain, bm25, vector or hybrid."
+        f"Unknown index_name {index[:100]!r}: use FileShare, VectorMain, rag, bm25, vector or "
+        'hybrid (or "" for the LLM without retrieval).'
     )
 
 
 def _model_of(body: dict[str, Any]) -> str | None:
+    """The LLM model the caller names (a rag* model: the configured one)."""
     model = body.get("model")
-    if model is None or model == "":
+    if model is None or model == "" or rag_model_of(body):
         return None
     if not isinstance(model, str) or len(model) > MAX_MODEL_NAME:
         raise InvalidChatRequest(

@@ -42,7 +42,6 @@ from service.chains.grade import RelevanceGrader
 from service.chains.prompts import FORMAT_INSTRUCTIONS, language_name
 from service.chains.result import Prepared
 from service.config import Settings
-from service.config.settings import answer_reserve, request_budget
 from service.deadline import Deadline
 from service.errors import (
     BadRequest,
@@ -53,6 +52,7 @@ from service.errors import (
     SummarySourceNotFound,
 )
 from service.llm import ChatClient, ChatMessage, EmbeddingsClient, Usage
+from service.llm.answer_format import PLAIN, AnswerFormat
 from service.metrics import observe_answer
 from service.retrieval import DocumentById, RetrievedDocument, SolrClient
 from service.retrieval.factory import build_retriever
@@ -78,11 +78,11 @@ class Overrides:
         """`settings` with these changes, validated like rag.properties values."""
         changes: dict[str, object] = {}
         if self.retrieval_method is not None:
-            changes["retrieval_method"] = self.retrieval_method
-            changes["vector_search_enabled"] = False  # Datafari's switch must not win here
+            changes["retrieval.method"] = self.retrieval_method
+            changes["solr.enable.vector.search"] = False  # Datafari's switch must not win here
         if self.max_request_tokens is not None:
-            changes["max_request_tokens"] = self.max_request_tokens
-        return settings.overridden(**changes) if changes else settings
+            changes["prompt.max.request.tokens"] = self.max_request_tokens
+        return settings.overridden(changes) if changes else settings
 
 
 NO_OVERRIDES = Overrides()
@@ -102,6 +102,8 @@ class RagQuery:
     # what the caller may see (security on); the default searches everything
     scope: Scope = EVERYTHING
     overrides: Overrides = NO_OVERRIDES
+    # the answer's stop sequences and response format (the OpenAI endpoint's)
+    form: AnswerFormat = PLAIN
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,7 @@ class Answer:
     llm_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    finish_reason: str = "stop"  # "length" when max_tokens cut the answer
 
     def add_usage(self, usage: Usage) -> None:
         self.llm_calls += 1
@@ -164,7 +167,8 @@ class Reply:
 
     `await reply.complete()` sends that request and returns the Answer; or `async for text in
     reply` for the answer's text as the LLM writes it, then `reply.answer()`. One path
-    (`Prepared.finish`) either way, within the request's deadline.
+    (`Prepared.finish`) either way, within the request's deadline. A JSON answer is checked
+    whole before any of it is sent, so it streams as one piece.
     """
 
     llm: ChatClient
@@ -173,6 +177,7 @@ class Reply:
     started: float
     chain_started: float
     extra_usage: tuple[Usage, ...] = ()
+    form: AnswerFormat = PLAIN
     deadline: Deadline = field(default_factory=lambda: Deadline(float("inf")))
 
     async def complete(self) -> Answer:
@@ -184,7 +189,8 @@ class Reply:
         return self._texts(stream=True)
 
     async def _texts(self, *, stream: bool) -> AsyncIterator[str]:
-        texts = self.prepared.finish(self.llm, stream=stream)
+        stream = stream and not self.form.json
+        texts = self.prepared.finish(self.llm, stream=stream, form=self.form)
         async for text in self.deadline.stream(texts):
             yield text
             # pieces already buffered would otherwise be sent in one go, without the event
@@ -236,7 +242,7 @@ class _Pipeline(Generic[Q]):
         """The request's one way in: everything up to the final LLM request, within the
         request's deadline, which the returned Reply keeps for that last request. Errors found
         here (bad input, nothing found, Solr down) come before any answer is sent."""
-        deadline = Deadline(self.settings.request_timeout)
+        deadline = Deadline(self.settings.server.request_timeout)
         staged = await deadline.run(self._prepare(request))
         staged.deadline = deadline
         return staged
@@ -245,14 +251,14 @@ class _Pipeline(Generic[Q]):
         raise NotImplementedError
 
     async def _document(self, document_id: str, scope: Scope) -> RetrievedDocument | None:
-        collection = self.settings.documents_collection
+        collection = self.settings.solr.documents_collection
         return await DocumentById(self._solr, collection).run(document_id, scope)
 
     def _chunk(self, documents: list[RetrievedDocument]) -> list[NumberedChunk]:
-        if not self.settings.chunking_enable:
+        if not self.settings.prompt.chunking_enable:
             chunks = [Chunk(doc, doc.content) for doc in documents if doc.content.strip()]
         else:
-            chunker = Chunker(self.settings.chunk_size)
+            chunker = Chunker(self.settings.prompt.chunk_size)
             chunks = [Chunk(doc, text) for doc in documents for text in chunker.run(doc.content)]
         return number_chunks(chunks)
 
@@ -264,7 +270,7 @@ class RagPipeline(_Pipeline[RagQuery]):
         """Validation, rewriting, retrieval, chunking and the chain's intermediate requests:
         errors found here come before any answer."""
         settings = self.settings
-        if not settings.enable_rag:
+        if not settings.server.enable_rag:
             raise FeatureDisabled("ai.enable.rag is false in rag.properties")
         search_query = sanitize_query(request.query)
         if not search_query:
@@ -279,7 +285,7 @@ class RagPipeline(_Pipeline[RagQuery]):
         timings = Timings()
         extra_usage: tuple[Usage, ...] = ()
         calls = self._llm.calls  # the request's LLM call budget: one is kept for the answer
-        if settings.query_rewriting_enabled and request.document_id is None and calls.left > 1:
+        if settings.chat.rewriting_enabled and request.document_id is None and calls.left > 1:
             with timings.stage("rewrite"):
                 rewrite = await QueryRewriter(self._llm, self._prompts).run(
                     question.text, question.history
@@ -287,10 +293,13 @@ class RagPipeline(_Pipeline[RagQuery]):
             extra_usage = (rewrite.usage,) if rewrite.usage else ()
             search_query = sanitize_query(rewrite.query) or search_query
         queries = (search_query,)
-        if settings.queries_count > 1 and request.document_id is None and calls.left > 1:
+        if settings.retrieval.queries_count > 1 and request.document_id is None and calls.left > 1:
             with timings.stage("expand"):
                 expansion = await QueryExpander(self._llm, self._prompts).run(
-                    search_query, question.text, question.history, count=settings.queries_count
+                    search_query,
+                    question.text,
+                    question.history,
+                    count=settings.retrieval.queries_count,
                 )
             extra_usage += (expansion.usage,) if expansion.usage else ()
             queries = tuple(q for q in map(sanitize_query, expansion.queries) if q)
@@ -299,45 +308,47 @@ class RagPipeline(_Pipeline[RagQuery]):
         numbered = self._chunk(documents)
         if not numbered:
             raise NoDocumentFound("the retrieved documents hold no text")
-        if settings.grading_enabled and calls.left > 1:
+        if settings.retrieval.grading_enabled and calls.left > 1:
             with timings.stage("grade"):
                 graded = await RelevanceGrader(
                     self._llm,
                     self._prompts,
-                    request_budget(settings),
-                    settings.grading_min,
-                    concurrency=settings.map_concurrency,
+                    settings.prompt.budget,
+                    settings.retrieval.grading_min,
+                    concurrency=settings.prompt.map_concurrency,
                     max_requests=calls.left - 1,
                 ).run(question.text, numbered)
             extra_usage += tuple(graded.usages)
             if not graded.kept:
                 raise NoDocumentFound(
-                    f"relevance grading found no chunk at {settings.grading_min} or above "
-                    f"among {len(numbered)}"
+                    f"relevance grading found no chunk at {settings.retrieval.grading_min} or "
+                    f"above among {len(numbered)}"
                 )
             numbered = number_chunks([item.chunk for item in graded.kept])
         builder = PromptBuilder(self._prompts, question)
         chain_started = time.perf_counter()
         prepared = await self._chain(builder, numbered).prepare(numbered)
-        return Reply(self._llm, prepared, timings, started, chain_started, extra_usage)
+        return Reply(
+            self._llm, prepared, timings, started, chain_started, extra_usage, request.form
+        )
 
     def _chain(
         self, builder: PromptBuilder, numbered: list[NumberedChunk]
     ) -> StuffChain | MapReduceChain | RefineChain:
         settings = self.settings
-        budget = request_budget(settings)
+        budget = settings.prompt.budget
         stuff = StuffChain(self._llm, builder, budget)
-        if settings.chunking_strategy == "stuff" or stuff.fits_in_one_request(numbered):
+        if settings.prompt.strategy == "stuff" or stuff.fits_in_one_request(numbered):
             return stuff
-        if settings.chunking_strategy == "mapreduce":
+        if settings.prompt.strategy == "mapreduce":
             return MapReduceChain(
                 self._llm,
                 builder,
                 budget,
-                concurrency=settings.map_concurrency,
-                answer_reserve=answer_reserve(settings),
+                concurrency=settings.prompt.map_concurrency,
+                answer_reserve=settings.answer_reserve,
             )
-        return RefineChain(self._llm, builder, budget, answer_reserve=answer_reserve(settings))
+        return RefineChain(self._llm, builder, budget, answer_reserve=settings.answer_reserve)
 
     async def _retrieve(
         self, queries: tuple[str, ...], document_id: str | None, scope: Scope
@@ -353,30 +364,38 @@ class RagPipeline(_Pipeline[RagQuery]):
                 raise DocumentNotFound(
                     f"no document with id {document_id!r} in FileShare, or not visible"
                 )
-            if settings.retrieval == "bm25":
+            if settings.retrieval.in_force == "bm25":
                 return [document]
             retriever = build_retriever(
-                settings, self._solr, self._embeddings, scope=scope.with_parent(document_id)
+                settings.retrieval,
+                settings.solr,
+                self._solr,
+                self._embeddings,
+                scope=scope.with_parent(document_id),
             )
             return await retriever.run(query) or [document]
-        retriever = build_retriever(settings, self._solr, self._embeddings, scope=scope)
+        retriever = build_retriever(
+            settings.retrieval, settings.solr, self._solr, self._embeddings, scope=scope
+        )
         if len(queries) == 1:
             documents = await retriever.run(query)
         else:
-            limit = settings.max_files if settings.retrieval == "bm25" else settings.top_k
-            documents = await MultiQueryRetriever(retriever, k=settings.rrf_k, limit=limit).run(
-                queries
+            fused = MultiQueryRetriever(
+                retriever, k=settings.retrieval.rrf_k, limit=settings.retrieval.limit
             )
+            documents = await fused.run(queries)
         if not documents:
-            raise NoDocumentFound(f"the {settings.retrieval} search found nothing for {query!r}")
+            raise NoDocumentFound(
+                f"the {settings.retrieval.in_force} search found nothing for {query!r}"
+            )
         return documents
 
     def _history(self, request: RagQuery) -> tuple[ChatMessage, ...]:
         if request.always_use_history:
             return request.history
-        if not self.settings.chat_memory_enabled or self.settings.history_size == 0:
+        if not self.settings.chat.memory_enabled or self.settings.chat.history_size == 0:
             return ()
-        return request.history[-self.settings.history_size :]
+        return request.history[-self.settings.chat.history_size :]
 
 
 class SummarizePipeline(_Pipeline[SummarizeQuery]):
@@ -384,7 +403,7 @@ class SummarizePipeline(_Pipeline[SummarizeQuery]):
 
     async def _prepare(self, request: SummarizeQuery) -> Reply:
         settings = self.settings
-        if not settings.enable_summarization:
+        if not settings.server.enable_summarization:
             raise FeatureDisabled("ai.enable.summarization is false in rag.properties")
         started = time.perf_counter()
         timings = Timings()
@@ -402,9 +421,9 @@ class SummarizePipeline(_Pipeline[SummarizeQuery]):
         summarizer = Summarizer(
             self._llm,
             builder,
-            request_budget(settings),
-            concurrency=settings.map_concurrency,
-            answer_reserve=answer_reserve(settings),
+            settings.prompt.budget,
+            concurrency=settings.prompt.map_concurrency,
+            answer_reserve=settings.answer_reserve,
         )
         return Reply(self._llm, await summarizer.prepare(numbered), timings, started, chain_started)
 
@@ -437,4 +456,5 @@ def _answer(result: ChainResult, timings: Timings) -> Answer:
     answer.llm_calls = result.llm_calls
     answer.prompt_tokens = result.usage.prompt_tokens
     answer.completion_tokens = result.usage.completion_tokens
+    answer.finish_reason = result.finish_reason
     return answer

@@ -40,10 +40,10 @@ class Probe:
 def addresses(settings: Settings) -> dict[str, str]:
     """Where each upstream a probe names is: told to the admin only."""
     return {
-        "llm": settings.api_endpoint,
-        "embeddings": settings.embeddings_endpoint,
-        f"solr:{settings.documents_collection}": settings.solr_url,
-        f"solr:{settings.passages_collection}": settings.solr_url,
+        "llm": settings.llm.endpoint,
+        "embeddings": settings.embeddings.endpoint,
+        f"solr:{settings.solr.documents_collection}": settings.solr.url,
+        f"solr:{settings.solr.passages_collection}": settings.solr.url,
     }
 
 
@@ -94,9 +94,9 @@ class Runtime:
             for name in ("solr", "llm", "embeddings")
         }
         settings = self.settings()
-        if settings.solr_startup_check:
+        if settings.solr.startup_check:
             try:
-                await verify_layout(self.solr(settings), settings)
+                await verify_layout(self.solr(settings), settings.solr)
             except SolrLayoutError:
                 await self.stop()
                 raise
@@ -113,9 +113,9 @@ class Runtime:
     def solr(self, settings: Settings) -> SolrClient:
         return SolrClient(
             self._client("solr"),
-            settings.solr_url,
-            connect_timeout=settings.solr_timeout_connect,
-            read_timeout=settings.solr_timeout_read,
+            settings.solr.url,
+            connect_timeout=settings.solr.timeout_connect,
+            read_timeout=settings.solr.timeout_read,
         )
 
     def llm(
@@ -130,32 +130,32 @@ class Runtime:
         return ChatClient(
             self._client("llm"),
             LLMOptions(
-                endpoint=settings.api_endpoint,
-                model=settings.llm_model if model is None else model,
-                token=settings.api_token.get_secret_value(),
-                temperature=settings.llm_temperature if temperature is None else temperature,
-                max_tokens=max_tokens or settings.llm_max_tokens,
-                connect_timeout=settings.llm_timeout_connect,
-                read_timeout=settings.llm_timeout_read,
-                retries=settings.llm_retries,
+                endpoint=settings.llm.endpoint,
+                model=settings.llm.model if model is None else model,
+                token=settings.llm.token.get_secret_value(),
+                temperature=settings.llm.temperature if temperature is None else temperature,
+                max_tokens=max_tokens or settings.llm.max_tokens,
+                connect_timeout=settings.llm.timeout_connect,
+                read_timeout=settings.llm.timeout_read,
+                retries=settings.llm.retries,
                 model_chosen_by_caller=model is not None,
             ),
-            self.breaker(settings, "llm", settings.api_endpoint),
-            CallBudget(settings.llm_max_calls),  # a client is built per request
+            self.breaker(settings, "llm", settings.llm.endpoint),
+            CallBudget(settings.llm.max_calls),  # a client is built per request
         )
 
     def embeddings(self, settings: Settings, *, model: str | None = None) -> EmbeddingsClient:
-        breaker = self.breaker(settings, "embeddings", settings.embeddings_endpoint)
+        breaker = self.breaker(settings, "embeddings", settings.embeddings.endpoint)
         return embeddings_client(self._client("embeddings"), settings, model=model, breaker=breaker)
 
     def breaker(self, settings: Settings, upstream: str, endpoint: str) -> CircuitBreaker:
         """The circuit breaker of one API (the LLM and the embeddings API have one each, even
         on one endpoint: a failing chat model must not stop retrieval); a new one when its
         settings change."""
-        key = (upstream, endpoint, settings.llm_circuit_failures, settings.llm_circuit_cooldown)
+        key = (upstream, endpoint, settings.llm.circuit_failures, settings.llm.circuit_cooldown)
         if key not in self._breakers:
             self._breakers[key] = CircuitBreaker(
-                settings.llm_circuit_failures, settings.llm_circuit_cooldown
+                settings.llm.circuit_failures, settings.llm.circuit_cooldown
             )
         return self._breakers[key]
 
@@ -167,9 +167,9 @@ class Runtime:
             PromptLibrary(self._prompts_folder(settings))
         except PromptTemplateError as error:
             raise ConfigError(f"prompt.templates.dir: {error}") from None
-        if settings.solr_startup_check and changed & SOLR_LAYOUT_KEYS:
+        if settings.solr.startup_check and changed & SOLR_LAYOUT_KEYS:
             try:
-                await verify_layout(self.solr(settings), settings, wait=0)
+                await verify_layout(self.solr(settings), settings.solr, wait=0)
             except SolrLayoutError as error:
                 raise ConfigError(str(error)) from None
 
@@ -184,10 +184,11 @@ class Runtime:
         async def llm_models() -> None:
             models.extend(await llm.list_models())
 
+        layout = settings.solr
         checks = {
             "llm": llm_models(),
-            f"solr:{settings.documents_collection}": solr.ping(settings.documents_collection),
-            f"solr:{settings.passages_collection}": solr.ping(settings.passages_collection),
+            f"solr:{layout.documents_collection}": solr.ping(layout.documents_collection),
+            f"solr:{layout.passages_collection}": solr.ping(layout.passages_collection),
         }
         if embeddings:
             checks["embeddings"] = self.embeddings(settings).list_models()
@@ -199,7 +200,13 @@ class Runtime:
     ) -> VectorRetriever:
         """kNN over the passages, with the embedding model a caller may name."""
         embeddings = self.embeddings(settings, model=model)
-        return vector_retriever(settings, self.solr(settings), embeddings, scope=scope, top_k=top_k)
+        return vector_retriever(
+            settings.solr,
+            self.solr(settings),
+            embeddings,
+            top_k=top_k or settings.retrieval.top_k,
+            scope=scope,
+        )
 
     def indexer(self, settings: Settings) -> Indexer:
         return indexer_for(settings, self.solr(settings), self.embeddings(settings))
@@ -235,7 +242,7 @@ class Runtime:
 
     def _prompts_folder(self, settings: Settings) -> Path:
         """Relative folders are read from where rag.properties lives."""
-        folder = Path(settings.prompts_dir)
+        folder = Path(settings.prompt.templates_dir)
         return folder if folder.is_absolute() else self.config.path.parent / folder
 
     def _client(self, upstream: str) -> httpx.AsyncClient:

@@ -66,6 +66,7 @@ class Step:
     body: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
     pause_after_first_chunk: float = 0.0  # streaming: a slow model after its first word
+    finish_reason: str = "stop"  # "length": as if max_tokens cut the answer
 
 
 def default_answer(request: RecordedRequest) -> str:
@@ -117,7 +118,7 @@ async def _stream(recorded: RecordedRequest, step: Step) -> AsyncIterator[str]:
             await asyncio.sleep(0)  # lets a disconnect be noticed, as a real server does
             if number == 0 and step.pause_after_first_chunk:
                 await asyncio.sleep(step.pause_after_first_chunk)
-        yield chunk(choices=[{"index": 0, "delta": {}, "finish_reason": "stop"}])
+        yield chunk(choices=[{"index": 0, "delta": {}, "finish_reason": step.finish_reason}])
         usage = {"prompt_tokens": 11, "completion_tokens": len(words), "total_tokens": 11}
         yield chunk(choices=[], usage=usage)
         yield "data: [DONE]\n\n"
@@ -168,7 +169,7 @@ def create_llm_app(script: LLMScript) -> FastAPI:
                     {
                         "index": 0,
                         "message": {"role": "assistant", "content": step.content},
-                        "finish_reason": "stop",
+                        "finish_reason": step.finish_reason,
                     }
                 ],
                 "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},

@@ -93,7 +93,7 @@ def corpus(solr_url: str, model_server_url: str) -> list[SourceDocument]:
             for collection in ("FileShare", "VectorMain"):
                 await solr.delete_by_query(collection, "*:*")
             embeddings = EmbeddingsClient(
-                http, LLMOptions(endpoint=settings.embeddings_endpoint, model="all-MiniLM-L6-v2")
+                http, LLMOptions(endpoint=settings.embeddings.endpoint, model="all-MiniLM-L6-v2")
             )
             await indexer_for(settings, solr, embeddings).run(documents)
 

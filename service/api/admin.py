@@ -153,24 +153,21 @@ def _as_properties(changes: dict[str, Any]) -> dict[str, str | None]:
     return written
 
 
-# each endpoint (rag.properties key, Settings field) and the token sent to it
+# each endpoint key and the key of the token sent to it
 _TOKEN_OF_ENDPOINT = (
-    (("ai.api.endpoint", "api_endpoint"), ("ai.api.token", "api_token")),
-    (
-        ("ai.embeddings.endpoint", "embeddings_endpoint"),
-        ("ai.embeddings.token", "embeddings_token"),
-    ),
+    ("ai.api.endpoint", "ai.api.token"),
+    ("ai.embeddings.endpoint", "ai.embeddings.token"),
 )
 
 
 def _keep_tokens_with_their_endpoints(current: Settings, changed: Settings) -> None:
     """A change of endpoint that keeps a stored token would send that token to the new
     address (an admin session could exfiltrate it): the change must give the token again."""
-    for (endpoint_key, endpoint), (token_key, token) in _TOKEN_OF_ENDPOINT:
-        kept = getattr(current, token).get_secret_value()
-        if not kept or getattr(changed, token).get_secret_value() != kept:
+    for endpoint_key, token_key in _TOKEN_OF_ENDPOINT:
+        kept = current.value(token_key).get_secret_value()
+        if not kept or changed.value(token_key).get_secret_value() != kept:
             continue
-        if getattr(changed, endpoint).rstrip("/") != getattr(current, endpoint).rstrip("/"):
+        if changed.value(endpoint_key).rstrip("/") != current.value(endpoint_key).rstrip("/"):
             raise InvalidConfigChange(
                 f"{endpoint_key}: changing it needs {token_key} again in the same change (or "
                 f"{token_key}: null to clear it): the stored token is never sent to a new address"
@@ -189,11 +186,11 @@ async def test_connection(request: Request) -> dict[str, dict[str, str]]:
     for name, address in addresses(settings).items():
         report[name]["at"] = address
     models = probe.llm_models
-    if report["llm"]["status"] == "up" and settings.llm_model and models:
-        listed = settings.llm_model in models
+    if report["llm"]["status"] == "up" and settings.llm.model and models:
+        listed = settings.llm.model in models
         report["llm"]["model"] = (
-            f"{settings.llm_model} is served"
+            f"{settings.llm.model} is served"
             if listed
-            else f"{settings.llm_model} is not in the server's list ({', '.join(models[:5])})"
+            else f"{settings.llm.model} is not in the server's list ({', '.join(models[:5])})"
         )
     return report

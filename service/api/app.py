@@ -6,6 +6,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
@@ -22,8 +23,10 @@ from service.api import (
     search,
     summarize,
 )
+from service.api.docs import install_docs
 from service.api.errors import install_error_handlers
 from service.api.limits import BodySizeLimit
+from service.api.openai_schema import add_schemas
 from service.api.payload import JsonGuard
 from service.api.request_context import RequestContext
 from service.runtime import Runtime
@@ -49,13 +52,15 @@ def create_app(config_path: Path) -> FastAPI:
         version=__version__,
         description="Retrieval-augmented generation over Apache Solr, Datafari RagAPI compatible.",
         lifespan=lifespan,
+        docs_url=None,  # served offline by service.api.docs
+        redoc_url=None,
     )
     app.state.runtime = runtime
     install_error_handlers(app)
     # inner to outer: JSON bodies checked, once their size is bounded
     app.add_middleware(JsonGuard)
-    app.add_middleware(BodySizeLimit, limit=lambda: runtime.settings().request_max_bytes)
-    origins = [o.strip() for o in runtime.settings().cors_origins.split(",") if o.strip()]
+    app.add_middleware(BodySizeLimit, limit=lambda: runtime.settings().server.request_max_bytes)
+    origins = [o.strip() for o in runtime.settings().server.cors_origins.split(",") if o.strip()]
     if origins:
         app.add_middleware(
             CORSMiddleware,
@@ -73,6 +78,20 @@ def create_app(config_path: Path) -> FastAPI:
     app.include_router(health.router)
     app.include_router(metrics.router)
     app.include_router(pages.router)
+    install_docs(app)
     app.add_middleware(RequestContext)  # outermost: every response gets its id and log line
+    _document_by_hand(app)
 
     return app
+
+
+def _document_by_hand(app: FastAPI) -> None:
+    """/openapi.json with the schemas routes refer to by hand (the chat request body)."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            add_schemas(generate())
+        return app.openapi_schema  # type: ignore[return-value]
+
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -24,7 +24,7 @@ def _matches(given: str, expected: str) -> bool:
 def is_admin(request: Request) -> bool:
     """Whether the request carries the admin token (no token configured: nobody is)."""
     runtime: Runtime = request.app.state.runtime
-    expected = runtime.settings().admin_token.get_secret_value()
+    expected = runtime.settings().security.admin_token.get_secret_value()
     return bool(expected) and _matches(bearer_token(request), expected)
 
 
@@ -32,7 +32,7 @@ def require_admin(request: Request) -> None:
     """A FastAPI dependency: `Authorization: Bearer <admin.token>`, compared in constant time.
     With no admin token configured, admin endpoints are off (not open)."""
     runtime: Runtime = request.app.state.runtime
-    if not runtime.settings().admin_token.get_secret_value():
+    if not runtime.settings().security.admin_token.get_secret_value():
         raise FeatureDisabled("no admin token is configured: set ADMIN_TOKEN or admin.token")
     if not is_admin(request):
         raise Unauthorized("missing or wrong admin bearer token")
@@ -41,7 +41,7 @@ def require_admin(request: Request) -> None:
 def require_api_key(request: Request) -> None:
     """A FastAPI dependency of the public endpoints: one of `api.keys`, when any is set."""
     runtime: Runtime = request.app.state.runtime
-    keys = [k.strip() for k in runtime.settings().api_keys.get_secret_value().split(",")]
+    keys = [k.strip() for k in runtime.settings().security.api_keys.get_secret_value().split(",")]
     keys = [key for key in keys if key]
     if not keys:
         return

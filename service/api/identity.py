@@ -9,7 +9,7 @@ import jwt
 from fastapi import Request
 
 from service.api.auth import bearer_token
-from service.config import Settings
+from service.config.settings import SecuritySettings
 from service.errors import BadRequest, TechnicalError, Unauthorized
 from service.retrieval import Scope
 from service.retrieval.scope import EVERYTHING
@@ -18,15 +18,15 @@ GROUP = re.compile(r"^[\w.@:-]{1,128}$")
 MAX_GROUPS = 200
 
 
-def caller_scope(request: Request, settings: Settings) -> Scope:
+def caller_scope(request: Request, security: SecuritySettings) -> Scope:
     """Everything with security off; else the caller's groups (none: public only)."""
-    if not settings.security_enabled:
+    if not security.enabled:
         return EVERYTHING
-    if settings.security_identity == "jwt":
-        groups, where = _groups_from_jwt(request, settings), settings.jwt_groups_claim
+    if security.identity == "jwt":
+        groups, where = _groups_from_jwt(request, security), security.jwt_groups_claim
     else:
-        raw = request.headers.get(settings.security_groups_header, "")
-        groups, where = [g.strip() for g in raw.split(",")], settings.security_groups_header
+        raw = request.headers.get(security.groups_header, "")
+        groups, where = [g.strip() for g in raw.split(",")], security.groups_header
     unique = tuple(dict.fromkeys(group for group in groups if group))
     if len(unique) > MAX_GROUPS or not all(GROUP.match(group) for group in unique):
         raise BadRequest(
@@ -36,30 +36,30 @@ def caller_scope(request: Request, settings: Settings) -> Scope:
     return Scope(groups=unique)
 
 
-def _groups_from_jwt(request: Request, settings: Settings) -> list[str]:
+def _groups_from_jwt(request: Request, security: SecuritySettings) -> list[str]:
     """The groups claim of the bearer token, once its signature, expiry and (when configured)
     audience and issuer are verified; no token: no groups."""
     token = bearer_token(request)
     if not token:
         return []
-    key = settings.jwt_key.get_secret_value()
+    key = security.jwt_key.get_secret_value()
     if not key:
         raise TechnicalError("security.identity is jwt but security.jwt.key is empty")
-    algorithms = [a.strip() for a in settings.jwt_algorithms.split(",")]
+    algorithms = [a.strip() for a in security.jwt_algorithms.split(",")]
     try:
         claims = jwt.decode(
             token,
             key,
             algorithms=algorithms,
-            audience=settings.jwt_audience or None,
-            issuer=settings.jwt_issuer or None,
-            options={"require": ["exp"], "verify_aud": bool(settings.jwt_audience)},
+            audience=security.jwt_audience or None,
+            issuer=security.jwt_issuer or None,
+            options={"require": ["exp"], "verify_aud": bool(security.jwt_audience)},
         )
     except jwt.PyJWTError as error:
         raise Unauthorized(f"the identity token is not valid: {error}") from None
-    groups = claims.get(settings.jwt_groups_claim, [])
+    groups = claims.get(security.jwt_groups_claim, [])
     if isinstance(groups, str):
         groups = groups.split(",")
     if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
-        raise BadRequest(f"the token's {settings.jwt_groups_claim} claim must list group names")
+        raise BadRequest(f"the token's {security.jwt_groups_claim} claim must list group names")
     return [group.strip() for group in groups]

@@ -1,19 +1,22 @@
 """POST /v1/chat/completions and GET /v1/models: the OpenAI API over the search index.
 
 Parse, hand the request to the pipeline, render: the rules that make a chat request a RAG
-request (KAITO RAGEngine's, seeds 000/001) are service.conversation's. Requests without
-retrieval are relayed to the LLM as they are, only with `openai.passthrough.enabled` (else a
+request (KAITO RAGEngine's, seeds 000/001, grounded by default) are service.conversation's.
+Requests for the LLM as it is are relayed only with `openai.passthrough.enabled` (else a
 400), so the service is no open LLM proxy. Answers are OpenAI chat completions (or chunks,
-streamed) with a `sources` field.
+streamed) with the sources as `sources`, `citations` and, for the rag* models, a Sources list
+inside the message.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -28,13 +31,21 @@ from service.api.errors import (
     openai_body_of,
 )
 from service.api.identity import caller_scope
-from service.api.sse import SSE_HEADERS, sse_event
+from service.api.openai_schema import (
+    ChatCompletion,
+    ChatCompletionChunk,
+    ChatCompletionRequest,
+    Model,
+    ModelList,
+    request_body,
+)
+from service.api.sse import SSE_HEADERS, event_stream, sse_event
 from service.config import Settings
-from service.conversation import chat_query, needs_relay
+from service.conversation import RAG_MODELS, plan_of
 from service.errors import (
     InvalidChatRequest,
     ModelNotServed,
-    RelayDisabled,
+    ServiceError,
     UpstreamBadResponse,
 )
 from service.pipeline import Answer, Reply
@@ -44,82 +55,88 @@ log = logging.getLogger(__name__)
 
 router = APIRouter(tags=["openai"], dependencies=[Depends(require_api_key)])
 
-PASSTHROUGH_OFF = (
-    "This request does no retrieval (no index_name, or tools, functions, another role or "
-    "non-text content), and relaying it to the LLM as it is is off here: name an index "
-    "(index_name: FileShare, VectorMain, bm25, vector or hybrid) with text messages, or ask the "
-    "administrator to set openai.passthrough.enabled=true."
+MODEL_LIST_TIMEOUT_SECONDS = 5.0
+
+
+@router.get("/v1/models", response_model=ModelList)
+async def models(request: Request) -> ModelList:
+    """The models a request may name: the rag* models (answers from the index, with the
+    configured retrieval or a given one), then the LLM's own (answers from the index unless
+    openai.passthrough.enabled relays them)."""
+    return ModelList(data=[_card(name) for name in await _served(request.app.state.runtime)])
+
+
+@router.get(
+    "/v1/models/{model_id:path}",
+    response_model=Model,
+    responses=documented_errors(404, model=OpenAIErrorBody),
 )
-
-
-@router.get("/v1/models")
-async def models(request: Request) -> dict[str, Any]:
-    """The models answers come from (the configured one)."""
-    return {"object": "list", "data": [_model_card(_served_model(request))]}
-
-
-@router.get("/v1/models/{model_id:path}", responses=documented_errors(404, model=OpenAIErrorBody))
-async def model(model_id: str, request: Request) -> dict[str, Any]:
+async def model(model_id: str, request: Request) -> Model:
     """One model of the list; 404 `model_not_found` for any other name."""
-    served = _served_model(request)
-    if model_id != served:
-        raise ModelNotServed(f"model {model_id!r} is not served here; GET /v1/models lists them")
-    return _model_card(served)
+    if model_id not in await _served(request.app.state.runtime):
+        raise ModelNotServed(
+            f"model {model_id[:256]!r} is not served here; GET /v1/models lists them"
+        )
+    return _card(model_id)
 
 
-def _served_model(request: Request) -> str:
-    runtime: Runtime = request.app.state.runtime
-    return runtime.settings().llm_model or "default"
+async def _served(runtime: Runtime) -> list[str]:
+    """rag*, the configured model, and with the relay on the LLM's list (when it answers)."""
+    settings = runtime.settings()
+    names = [*RAG_MODELS, settings.llm.model or "default"]
+    if settings.server.openai_passthrough:
+        try:
+            listed = await asyncio.wait_for(
+                runtime.llm(settings).list_models(), MODEL_LIST_TIMEOUT_SECONDS
+            )
+        except (ServiceError, TimeoutError) as error:
+            log.info("the LLM's models are not listed: %s", error)
+            listed = []
+        names += [name for name in listed if name not in names]
+    return names
 
 
-def _model_card(model_id: str) -> dict[str, Any]:
-    return {"id": model_id, "object": "model", "created": 0, "owned_by": "solr-rag"}
+def _card(model_id: str) -> Model:
+    owner = "solr-rag" if model_id in RAG_MODELS else "llm"
+    return Model(id=model_id, created=0, owned_by=owner)
 
 
 @router.post(
     "/v1/chat/completions",
-    response_model=None,
-    responses=documented_errors(model=OpenAIErrorBody),
+    response_model=ChatCompletion,
+    openapi_extra={"requestBody": request_body(ChatCompletionRequest)},
+    responses={
+        200: event_stream(
+            "A chat.completion; with `stream`, its chunks as Server-Sent Events "
+            "(`data: {chat.completion.chunk}` ... `data: [DONE]`).",
+            ChatCompletionChunk.__name__,
+        ),
+        **documented_errors(404, 428, model=OpenAIErrorBody),
+    },
 )
 async def chat_completions(request: Request) -> Response:
-    """KAITO's rules (service.conversation): RAG when the body names an index, the LLM as it
-    is otherwise (when openai.passthrough.enabled)."""
+    """An OpenAI chat completion answered from the index (service.conversation's rules), or
+    relayed to the LLM as it is (openai.passthrough.enabled)."""
     runtime: Runtime = request.app.state.runtime
     body = await _json_body(request)
     settings = runtime.settings()
-    if needs_relay(body):
-        if not settings.openai_passthrough:
-            raise RelayDisabled(PASSTHROUGH_OFF)
+    plan = plan_of(body, settings, caller_scope(request, settings.security))
+    if plan.query is None:
         return await _relay(runtime, settings, {k: v for k, v in body.items() if k != "index_name"})
-    query = chat_query(body, settings, caller_scope(request, settings))
-    pipeline = runtime.rag_pipeline(query.overrides)
-    reply = await pipeline.run(query)
-    completion_id = f"chatcmpl-{uuid.uuid4().hex}"
-    model_name = pipeline.model or "default"
+    pipeline = runtime.rag_pipeline(plan.query.overrides)
+    reply = await pipeline.run(plan.query)
+    render = Rendering(
+        completion_id=f"chatcmpl-{uuid.uuid4().hex}",
+        model=plan.model or pipeline.model or "default",
+        inline_sources=plan.inline_sources,
+    )
     if body.get("stream"):
         return StreamingResponse(
-            _stream(reply, completion_id, model_name, request.state.request_id, _wants_usage(body)),
+            _stream(reply, render, request.state.request_id, _wants_usage(body)),
             media_type="text/event-stream",
             headers=SSE_HEADERS,
         )
-    answer = await reply.complete()
-    return JSONResponse(
-        {
-            "id": completion_id,
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": model_name,
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": answer.message},
-                    "finish_reason": "stop",
-                }
-            ],
-            "usage": _usage(answer),
-            "sources": _sources(answer),
-        }
-    )
+    return JSONResponse(render.completion(await reply.complete()))
 
 
 async def _json_body(request: Request) -> dict[str, Any]:
@@ -165,38 +182,94 @@ def _wants_usage(body: dict[str, Any]) -> bool:
 
 
 async def _stream(
-    reply: Reply, completion_id: str, model: str, request_id: str, include_usage: bool
+    reply: Reply, render: Rendering, request_id: str, include_usage: bool
 ) -> AsyncIterator[str]:
-    """OpenAI's chunks: the role, the text as it comes, the end with the sources (and the
-    usage); with `stream_options.include_usage`, a last chunk with `choices: []` and the
-    usage, as OpenAI sends it."""
+    """OpenAI's chunks: the role, the text as it comes (then the inline sources), the end
+    with the sources (and the usage); with `stream_options.include_usage`, a last chunk with
+    `choices: []` and the usage, as OpenAI sends it."""
+    try:
+        yield render.delta({"role": "assistant", "content": ""})
+        async for text in reply:
+            yield render.delta({"content": text})
+        answer = reply.answer()
+        if render.inline_sources and answer.documents:
+            yield render.delta({"content": sources_block(answer)})
+        yield render.delta({}, answer.finish_reason, **render.extensions(answer))
+        if include_usage:
+            yield render.chunk([], usage=_usage(answer))
+    except Exception as error:  # the stream has begun: the error becomes a chunk
+        yield sse_event(openai_body_of(as_service_error(error, request_id)))
+    yield "data: [DONE]\n\n"
 
-    def chunk(choices: list[dict[str, Any]], **extra: object) -> str:
+
+@dataclass(frozen=True)
+class Rendering:
+    """An Answer as OpenAI's chat.completion, or as its chunks."""
+
+    completion_id: str
+    model: str
+    inline_sources: bool
+
+    def completion(self, answer: Answer) -> dict[str, Any]:
+        message = answer.message
+        if self.inline_sources and answer.documents:
+            message += sources_block(answer)
+        return {
+            "id": self.completion_id,
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": message},
+                    "finish_reason": answer.finish_reason,
+                }
+            ],
+            **self.extensions(answer),
+        }
+
+    def extensions(self, answer: Answer) -> dict[str, Any]:
+        """The usage, and the sources two ways: `sources` (ours, whole) and `citations`
+        (their URLs in citation order, the convention search-augmented APIs use)."""
+        return {
+            "usage": _usage(answer),
+            "sources": _sources(answer),
+            "citations": [d.url or d.id for d in answer.documents],
+        }
+
+    def chunk(self, choices: list[dict[str, Any]], **extra: object) -> str:
         return sse_event(
             {
-                "id": completion_id,
+                "id": self.completion_id,
                 "object": "chat.completion.chunk",
                 "created": int(time.time()),
-                "model": model,
+                "model": self.model,
                 "choices": choices,
                 **extra,
             }
         )
 
-    def delta(content: dict[str, str], finish: str | None = None, **extra: object) -> str:
-        return chunk([{"index": 0, "delta": content, "finish_reason": finish}], **extra)
+    def delta(self, content: dict[str, str], finish: str | None = None, **extra: object) -> str:
+        return self.chunk([{"index": 0, "delta": content, "finish_reason": finish}], **extra)
 
-    try:
-        yield delta({"role": "assistant", "content": ""})
-        async for text in reply:
-            yield delta({"content": text})
-        answer = reply.answer()
-        yield delta({}, "stop", usage=_usage(answer), sources=_sources(answer))
-        if include_usage:
-            yield chunk([], usage=_usage(answer))
-    except Exception as error:  # the stream has begun: the error becomes a chunk
-        yield sse_event(openai_body_of(as_service_error(error, request_id)))
-    yield "data: [DONE]\n\n"
+
+def sources_block(answer: Answer) -> str:
+    """The sources written after the answer, as Markdown: `[n] [title](url)`."""
+    lines = []
+    for document in answer.documents:
+        title = _one_line(document.title or document.id)
+        lines.append(
+            f"[{document.number}] [{title}]({document.url})"
+            if document.url
+            else f"[{document.number}] {title}"
+        )
+    return "\n\nSources:\n" + "\n".join(lines)
+
+
+def _one_line(text: str) -> str:
+    """A title fit for a Markdown link: one line, no brackets that would end the link."""
+    return " ".join(text.replace("[", "(").replace("]", ")").split())[:200]
 
 
 def _usage(answer: Answer) -> dict[str, int]:

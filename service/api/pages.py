@@ -73,7 +73,7 @@ async def admin_page() -> HTMLResponse:
 async def chat_page(request: Request) -> HTMLResponse:
     runtime: Runtime = request.app.state.runtime
     settings = runtime.settings()
-    return _page("chat.html", chat_memory=settings.chat_memory_enabled)
+    return _page("chat.html", chat_memory=settings.chat.memory_enabled)
 
 
 @router.get("/ui/widget.js")

@@ -13,7 +13,7 @@ from service.api.auth import require_api_key
 from service.api.errors import as_service_error, documented_errors, error_body
 from service.api.fields import DocumentId, LanguageCode
 from service.api.identity import caller_scope
-from service.api.sse import SSE_HEADERS, sse_event
+from service.api.sse import SSE_HEADERS, event_stream, sse_event
 from service.llm import ChatMessage
 from service.pipeline import Answer, RagQuery, Reply
 from service.retrieval import Scope
@@ -128,7 +128,11 @@ class RagResponse(BaseModel):
     "/ai/rag",
     response_model=RagResponse,
     responses={
-        200: {"content": {"text/event-stream": {}}},
+        200: event_stream(
+            "The answer; with `stream`, Server-Sent Events: `token` ({text}) as the LLM "
+            "writes, then `sources` ({documents}), then `done` ({status, message, timings, "
+            "usage}); `error` (the error envelope) if it fails midway."
+        ),
         **documented_errors(403, 404, 428),
     },
 )
@@ -136,7 +140,7 @@ async def rag(body: RagRequest, request: Request) -> RagResponse | StreamingResp
     """Answer `query` from the documents Solr finds, with those documents as sources."""
     runtime: Runtime = request.app.state.runtime
     pipeline = runtime.rag_pipeline()
-    query = body.to_query(caller_scope(request, pipeline.settings))
+    query = body.to_query(caller_scope(request, pipeline.settings.security))
     # everything but the final LLM request happens now, so its errors are plain JSON errors
     reply = await pipeline.run(query)
     if not body.stream:

@@ -53,14 +53,14 @@ async def vector_search(
     if not text:
         raise BadRequest("queryrag (or q) is required")
     retriever = runtime.vector_retriever(
-        settings, model=model, top_k=topK, scope=caller_scope(request, settings)
+        settings, model=model, top_k=topK, scope=caller_scope(request, settings.security)
     )
-    if model and model != settings.embeddings_api_model:
+    if model and model != settings.embeddings.model:
         served = await runtime.embeddings(settings, model=model).list_models()
         if model not in served:
             raise BadRequest(
                 f"model {model!r} is not served by the embeddings API; use one of "
-                f"{', '.join(served) or settings.embeddings_api_model}"
+                f"{', '.join(served) or settings.embeddings.model}"
             )
     try:
         passages = await retriever.run(text)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
@@ -12,3 +13,12 @@ def sse_event(data: object, event: str | None = None) -> str:
     payload = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
     head = f"event: {event}\n" if event else ""
     return head + "".join(f"data: {line}\n" for line in payload.split("\n")) + "\n"
+
+
+def event_stream(description: str, data_schema: str | None = None) -> dict[str, Any]:
+    """The OpenAPI description of a 200 answered as Server-Sent Events (whose `data` are the
+    component `data_schema`, when named)."""
+    media: dict[str, Any] = {"schema": {"type": "string"}}
+    if data_schema:
+        media["x-event-data"] = {"$ref": f"#/components/schemas/{data_schema}"}
+    return {"description": description, "content": {"text/event-stream": media}}

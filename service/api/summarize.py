@@ -52,7 +52,7 @@ async def summarize(body: SummarizeRequest, request: Request) -> SummarizeRespon
     """Summarize a document; map-reduce over its parts when it exceeds one request."""
     runtime: Runtime = request.app.state.runtime
     pipeline = runtime.summarize_pipeline()
-    scope = caller_scope(request, pipeline.settings)
+    scope = caller_scope(request, pipeline.settings.security)
     reply = await pipeline.run(
         SummarizeQuery(document_id=body.id, text=body.text, lang=body.lang, scope=scope)
     )

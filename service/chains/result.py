@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from dataclasses import dataclass, field
 
 from service.errors import NoValidAnswer
+from service.llm.answer_format import PLAIN, AnswerFormat, StopCut
 from service.llm.client import ChatClient
 from service.llm.types import ChatMessage, Usage
 from service.retrieval.base import RetrievedDocument
@@ -71,6 +73,8 @@ class ChainResult:
     sources: list[Source]
     llm_calls: int = 0
     usage: Usage = field(default_factory=Usage)
+    # why the last request ended: "stop", or "length" when max_tokens cut the answer
+    finish_reason: str = "stop"
 
     def add_usage(self, usage: Usage) -> None:
         self.llm_calls += 1
@@ -125,34 +129,59 @@ class Prepared:
     final: list[ChatMessage] | None = None
     answer: str | None = None
 
-    async def complete(self, llm: ChatClient) -> ChainResult:
-        async for _ in self.finish(llm, stream=False):
+    async def complete(self, llm: ChatClient, form: AnswerFormat = PLAIN) -> ChainResult:
+        async for _ in self.finish(llm, stream=False, form=form):
             pass
         return self.result
 
-    async def finish(self, llm: ChatClient, *, stream: bool) -> AsyncIterator[str]:
-        """The answer's text (Datafari's literal `\\n` already turned into newlines): as the LLM
-        writes it when `stream`, else in one piece; then `result.answer` holds it, cleaned."""
+    async def finish(
+        self, llm: ChatClient, *, stream: bool, form: AnswerFormat = PLAIN
+    ) -> AsyncIterator[str]:
+        """The answer's text (Datafari's literal `\\n` already turned into newlines, cut at
+        the first of `form`'s stop sequences): as the LLM writes it when `stream`, else in one
+        piece; then `result.answer` holds it, cleaned and, for a JSON form, checked."""
         result = self.result
+        cut = StopCut(form.stop)
         if self.final is None:
-            result.answer = clean_answer(self.answer or "")
-            yield result.answer
-            return
-        if not stream:
-            completion = await llm.complete(self.final)
+            text = cut.feed(self.answer or "") + cut.flush()
+        elif not stream:
+            completion = await llm.complete(self.final, form.payload())
             result.add_usage(completion.usage)
-            result.answer = clean_answer(completion.text)
+            result.finish_reason = completion.finish_reason
+            text = cut.feed(completion.text.replace("\\n", "\n")) + cut.flush()
+        else:
+            text = ""
+            upstream = llm.stream(self.final, form.payload())
+            async with aclosing(_newlines(upstream)) as pieces:
+                async for piece in pieces:
+                    kept = cut.feed(piece)
+                    text += kept
+                    if kept:
+                        yield kept
+                    if cut.stopped:
+                        break
+            text += (rest := cut.flush())
+            if rest:
+                yield rest
+            result.add_usage(upstream.usage)
+            result.finish_reason = upstream.finish_reason
+        if cut.stopped:
+            result.finish_reason = "stop"
+        result.answer = clean_answer(text)
+        form.check(result.answer)
+        if not stream or self.final is None:
             yield result.answer
-            return
-        upstream = llm.stream(self.final)
-        pending = ""  # a trailing backslash waits for the next piece: it may start a `\\n`
-        async for delta in upstream:
-            text = (pending + delta).replace("\\n", "\n")
-            pending = "\\" if text.endswith("\\") else ""
-            text = text[:-1] if pending else text
-            if text:
-                yield text
-        if pending:
-            yield pending
-        result.add_usage(upstream.usage)
-        result.answer = clean_answer(upstream.text)
+
+
+async def _newlines(pieces: AsyncIterator[str]) -> AsyncIterator[str]:
+    """Datafari's literal `\\n` as newlines, also when a piece ends between its two
+    characters (a trailing backslash waits for the next piece)."""
+    pending = ""
+    async for delta in pieces:
+        text = (pending + delta).replace("\\n", "\n")
+        pending = "\\" if text.endswith("\\") else ""
+        text = text[:-1] if pending else text
+        if text:
+            yield text
+    if pending:
+        yield pending

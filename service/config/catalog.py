@@ -14,7 +14,7 @@ from typing import Any, Literal
 import annotated_types
 from pydantic import SecretStr
 
-from service.config.settings import Settings
+from service.config.settings import Settings, key_field, known_keys
 
 Kind = Literal["boolean", "integer", "number", "string", "choice", "secret"]
 
@@ -28,7 +28,6 @@ class KeyInfo:
     """What one rag.properties key is, for people: type, default, limits, help."""
 
     key: str
-    field: str
     kind: Kind
     default: Any
     description: str
@@ -40,7 +39,7 @@ class KeyInfo:
 
     def shown(self, settings: Settings) -> Any:
         """The value in force, as JSON; a secret only says whether it is set."""
-        value = getattr(settings, self.field)
+        value = settings.value(self.key)
         if isinstance(value, SecretStr):
             return "***" if value.get_secret_value() else ""
         return value
@@ -65,16 +64,15 @@ class KeyInfo:
 
 
 def catalog() -> list[KeyInfo]:
-    return [_info(name) for name in Settings.model_fields]
+    return [_info(key) for key in known_keys()]
 
 
 def by_key() -> dict[str, KeyInfo]:
     return {info.key: info for info in catalog()}
 
 
-def _info(name: str) -> KeyInfo:
-    field = Settings.model_fields[name]
-    key = field.alias or name
+def _info(key: str) -> KeyInfo:
+    field = key_field(key)
     annotation = field.annotation
     choices: tuple[str, ...] = ()
     if typing.get_origin(annotation) is Literal:
@@ -104,7 +102,6 @@ def _info(name: str) -> KeyInfo:
             maximum = float(rule.le)  # type: ignore[arg-type]
     return KeyInfo(
         key=key,
-        field=name,
         kind=kind,
         default=default,
         description=field.description or "",

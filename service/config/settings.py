@@ -1,105 +1,65 @@
-"""The typed configuration: one field per rag.properties key, validated at load.
+"""The typed configuration: rag.properties keys grouped into parts, validated at load.
 
-Field names are Python names; each field's alias is its rag.properties key. Defaults are
-Datafari's (seed 003) for its keys; the other keys are ours.
+Each part is one concern (the LLM, the embeddings API, Solr, retrieval, prompting, the chat,
+security, the server) and each stage is handed the part it needs, not the whole file. A
+field's alias is its rag.properties key; the file stays flat (Datafari's keys, ours beside
+them), and `Settings.of(mapping)` sorts its keys into the parts. Defaults are Datafari's
+(seed 003) for its keys; the other keys are ours.
+
+    >>> settings = Settings.of({"llm.model": "gpt-4o-mini", "chunking.maxFiles": "5"})
+    >>> settings.llm.model, settings.retrieval.max_files
+    ('gpt-4o-mini', 5)
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from functools import cache
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
+
+Retrieval = Literal["bm25", "vector", "hybrid"]
+
+CHARS_PER_TOKEN = 4  # a documented estimate: English text averages about 4 characters a token
 
 
-def _key(alias: str, default: object, description: str, **constraints: object) -> object:
+def _key(alias: str, default: object, description: str, **constraints: object) -> Any:
     return Field(default, alias=alias, description=description, **constraints)  # type: ignore[call-overload]
 
 
-class Settings(BaseModel):
-    """Everything rag.properties can set; immutable, so a reload swaps the whole object."""
+def _http_url(value: str) -> str:
+    if not value.startswith(("http://", "https://")):
+        raise ValueError("must start with http:// or https://")
+    return value
+
+
+HttpUrl = Annotated[str, AfterValidator(_http_url)]
+
+
+class Part(BaseModel):
+    """A group of rag.properties keys: immutable, validated like the file's values."""
 
     model_config = ConfigDict(
         populate_by_name=True, frozen=True, extra="forbid", allow_inf_nan=False
     )
 
-    # -- features ------------------------------------------------------------------------
+
+class ServerSettings(Part):
+    """Which endpoints are on, and what one request may cost."""
+
     enable_rag: bool = _key("ai.enable.rag", False, "Enable the /ai/rag endpoint.")
     enable_summarization: bool = _key(
         "ai.enable.summarization", False, "Enable the /ai/summarize endpoint."
     )
-
-    # -- LLM service ---------------------------------------------------------------------
-    llm_service: Literal["openai"] = _key(
-        "ai.llm.service", "openai", "Type of LLM API: openai (any OpenAI-compatible server)."
-    )
-    api_endpoint: str = _key(
-        "ai.api.endpoint",
-        "https://api.openai.com/v1/",
-        "Base URL of the OpenAI-compatible API (the part before /chat/completions).",
-        min_length=1,
-    )
-    api_token: SecretStr = _key(
-        "ai.api.token", SecretStr(""), "API token sent as a bearer token; never shown."
-    )
-    llm_model: str = _key(
-        "llm.model", "gpt-3.5-turbo", "Model name sent to the LLM API (blank: the API's default)."
-    )
-    llm_temperature: float = _key(
-        "llm.temperature", 0.0, "Randomness of the answers, 0 to 2 (0 recommended).", ge=0, le=2
-    )
-    llm_max_tokens: int = _key(
-        "llm.maxTokens", 200, "Maximum number of tokens in an LLM answer.", ge=1, le=1_000_000
-    )
-    llm_context_window: int = _key(
-        "llm.context.window",
-        16385,
-        "The model's context window in tokens (counted as 4 characters a token): the OpenAI "
-        "endpoint refuses longer prompts and lowers max_tokens to what is left.",
-        ge=256,
-        le=10_000_000,
-    )
-    llm_timeout_connect: float = _key(
-        "llm.timeout.connect", 5.0, "Seconds to connect to the LLM API.", gt=0, le=600
-    )
-    llm_timeout_read: float = _key(
-        "llm.timeout.read", 120.0, "Seconds to wait for an LLM answer.", gt=0, le=3600
-    )
-    llm_retries: int = _key(
-        "llm.retries",
-        2,
-        "Retries of an LLM call on connect errors, 429 and 502/503/504.",
-        ge=0,
-        le=10,
-    )
-
-    llm_circuit_failures: int = _key(
-        "llm.circuit.failures",
-        5,
-        "Failed calls in a row (after retries) that open the circuit breaker: calls to that API "
-        "then fail at once until llm.circuit.cooldown has passed (0: no breaker).",
-        ge=0,
-        le=1000,
-    )
-    llm_circuit_cooldown: float = _key(
-        "llm.circuit.cooldown",
-        30.0,
-        "Seconds an open circuit breaker waits before letting one trial call through.",
-        gt=0,
-        le=3600,
-    )
-
-    llm_max_calls: int = _key(
-        "llm.max.calls.per.request",
-        16,
-        "LLM calls one answer may make in all (rewriting, query expansion, grading, map, reduce "
-        "and refine steps): the chains plan their requests within it, leaving out the least "
-        "relevant sources when they must; a request that cannot be answered within it gets a "
-        "400 before any call.",
-        ge=1,
-        le=1000,
-    )
-
-    # -- requests --------------------------------------------------------------------------
     request_timeout: float = _key(
         "request.timeout",
         300.0,
@@ -115,8 +75,273 @@ class Settings(BaseModel):
         ge=1024,
         le=1_073_741_824,
     )
+    cors_origins: str = _key(
+        "cors.allowed.origins",
+        "",
+        "Origins of search pages that embed the chat widget from another host, comma-separated "
+        "(https://search.example.org); read at startup. Empty: same origin only.",
+    )
+    openai_passthrough: bool = _key(
+        "openai.passthrough.enabled",
+        False,
+        "Let /v1/chat/completions relay requests that do no retrieval (tools or functions, other "
+        'roles, non-text content, index_name "", or a model other than the rag* ones) to the '
+        "LLM as they are. Off: tools, roles and content the RAG answer cannot take get a 400, "
+        "and every other request is answered from the index, so callers cannot use the LLM "
+        "through the service for anything else.",
+    )
+    openai_default_index: Literal[
+        "", "rag", "FileShare", "VectorMain", "bm25", "vector", "hybrid"
+    ] = _key(
+        "openai.default.index",
+        "rag",
+        "The index /v1/chat/completions answers from when a request names none (no "
+        "index_name, no rag* model): rag (the configured retrieval.method), FileShare, "
+        "VectorMain, bm25, vector or hybrid; empty: such requests go to the LLM as they "
+        "are (KAITO's rule; needs openai.passthrough.enabled).",
+    )
+    openai_sources_inline: Literal["rag-models", "always", "never"] = _key(
+        "openai.sources.inline",
+        "rag-models",
+        "Whether /v1/chat/completions answers end with a Sources list (titles and links) "
+        "inside the message, for clients that drop the sources and citations fields: "
+        "rag-models (when the request names a rag* model), always, or never.",
+    )
 
-    # -- retrieval and chunking ----------------------------------------------------------
+
+class LLMSettings(Part):
+    """The OpenAI-compatible chat API: where, which model, how long to wait, how often."""
+
+    service: Literal["openai"] = _key(
+        "ai.llm.service", "openai", "Type of LLM API: openai (any OpenAI-compatible server)."
+    )
+    endpoint: HttpUrl = _key(
+        "ai.api.endpoint",
+        "https://api.openai.com/v1/",
+        "Base URL of the OpenAI-compatible API (the part before /chat/completions).",
+        min_length=1,
+    )
+    token: SecretStr = _key(
+        "ai.api.token", SecretStr(""), "API token sent as a bearer token; never shown."
+    )
+    model: str = _key(
+        "llm.model", "gpt-3.5-turbo", "Model name sent to the LLM API (blank: the API's default)."
+    )
+    temperature: float = _key(
+        "llm.temperature", 0.0, "Randomness of the answers, 0 to 2 (0 recommended).", ge=0, le=2
+    )
+    max_tokens: int = _key(
+        "llm.maxTokens", 200, "Maximum number of tokens in an LLM answer.", ge=1, le=1_000_000
+    )
+    context_window: int = _key(
+        "llm.context.window",
+        16385,
+        "The model's context window in tokens (counted as 4 characters a token): the OpenAI "
+        "endpoint refuses longer prompts and lowers max_tokens to what is left.",
+        ge=256,
+        le=10_000_000,
+    )
+    timeout_connect: float = _key(
+        "llm.timeout.connect", 5.0, "Seconds to connect to the LLM API.", gt=0, le=600
+    )
+    timeout_read: float = _key(
+        "llm.timeout.read", 120.0, "Seconds to wait for an LLM answer.", gt=0, le=3600
+    )
+    retries: int = _key(
+        "llm.retries",
+        2,
+        "Retries of an LLM call on connect errors, 429 and 502/503/504.",
+        ge=0,
+        le=10,
+    )
+    circuit_failures: int = _key(
+        "llm.circuit.failures",
+        5,
+        "Failed calls in a row (after retries) that open the circuit breaker: calls to that API "
+        "then fail at once until llm.circuit.cooldown has passed (0: no breaker).",
+        ge=0,
+        le=1000,
+    )
+    circuit_cooldown: float = _key(
+        "llm.circuit.cooldown",
+        30.0,
+        "Seconds an open circuit breaker waits before letting one trial call through.",
+        gt=0,
+        le=3600,
+    )
+    max_calls: int = _key(
+        "llm.max.calls.per.request",
+        16,
+        "LLM calls one answer may make in all (rewriting, query expansion, grading, map, reduce "
+        "and refine steps): the chains plan their requests within it, leaving out the least "
+        "relevant sources when they must; a request that cannot be answered within it gets a "
+        "400 before any call.",
+        ge=1,
+        le=1000,
+    )
+
+    @field_validator("model")
+    @classmethod
+    def _strip(cls, value: str) -> str:
+        return value.strip()
+
+
+class EmbeddingsSettings(Part):
+    """The OpenAI-compatible embeddings API, and how passages are cut for it."""
+
+    endpoint: HttpUrl = _key(
+        "ai.embeddings.endpoint",
+        "http://127.0.0.1:8001/v1/",
+        "Base URL of the OpenAI-compatible embeddings API (before /embeddings).",
+        min_length=1,
+    )
+    token: SecretStr = _key(
+        "ai.embeddings.token", SecretStr(""), "Bearer token of the embeddings API; never shown."
+    )
+    model: str = _key(
+        "ai.embeddings.model", "all-MiniLM-L6-v2", "Model name sent to the embeddings API."
+    )
+    passage_size: int = _key(
+        "vector.chunk.size",
+        1000,
+        "Maximum size of a VectorMain passage, in characters.",
+        ge=50,
+        le=100_000,
+    )
+    passage_overlap: int = _key(
+        "vector.chunk.overlap",
+        100,
+        "Characters shared by consecutive passages.",
+        ge=0,
+        le=10_000,
+    )
+
+
+class SolrSettings(Part):
+    """Where Solr is, its two collections, the vector field, and how long to wait for it."""
+
+    url: HttpUrl = _key(
+        "solr.url", "http://127.0.0.1:8983/solr", "Base URL of Solr (up to /solr).", min_length=1
+    )
+    documents_collection: str = _key(
+        "solr.collection.documents", "FileShare", "Collection of whole documents."
+    )
+    passages_collection: str = _key(
+        "solr.collection.passages", "VectorMain", "Collection of passages (vector search)."
+    )
+    vector_field: str = _key(
+        "solr.vector.field", "vector_384", "DenseVectorField of VectorMain holding the vectors."
+    )
+    embeddings_model: str = _key(
+        "solr.embeddings.model", "default_model", "Name of the embedding model in Solr's store."
+    )
+    timeout_connect: float = _key(
+        "solr.timeout.connect", 5.0, "Seconds to connect to Solr.", gt=0, le=600
+    )
+    timeout_read: float = _key(
+        "solr.timeout.read", 30.0, "Seconds to wait for a Solr answer.", gt=0, le=3600
+    )
+    startup_check: bool = _key(
+        "solr.startup.check",
+        True,
+        "At startup, check that Solr's collections and the fields the service uses exist, and "
+        "refuse to start with a message naming what is missing.",
+    )
+    startup_wait: float = _key(
+        "solr.startup.wait",
+        30.0,
+        "Seconds the startup check waits for Solr to answer (it may still be starting).",
+        ge=0,
+        le=3600,
+    )
+
+    @field_validator("vector_field", "embeddings_model")
+    @classmethod
+    def _strip(cls, value: str) -> str:
+        return value.strip()
+
+
+class RetrievalSettings(Part):
+    """How candidates are found: BM25, kNN or both fused, how many, with which queries."""
+
+    method: Retrieval = _key(
+        "retrieval.method",
+        "bm25",
+        "bm25 (FileShare documents), vector (VectorMain passages by kNN) or hybrid (BM25 and "
+        "kNN over VectorMain, fused by reciprocal rank); solr.enable.vector.search=true means "
+        "vector unless this says hybrid.",
+    )
+    vector_search_enabled: bool = _key(
+        "solr.enable.vector.search", False, "Retrieve passages by kNN from VectorMain."
+    )
+    max_files: int = _key(
+        "chunking.maxFiles", 3, "Documents retrieved by the BM25 search.", ge=1, le=100
+    )
+    operator: Literal["AND", "OR"] = _key(
+        "rag.operator", "OR", "Operator between query terms in the BM25 search (q.op)."
+    )
+    bm25_fields: str = _key(
+        "solr.bm25.qf",
+        "title content",
+        "Fields and boosts of the BM25 search (edismax qf).",
+        min_length=1,
+    )
+    bm25_tie: float = _key(
+        "solr.bm25.tie",
+        1.0,
+        "How much a query word's matches in the other fields add to its best field's score "
+        "(edismax tie): 1 sums them, as if title and text were one field; 0 keeps the best.",
+        ge=0,
+        le=1,
+    )
+    top_k: int = _key("solr.topK", 10, "Passages retrieved by vector search.", ge=1, le=1000)
+    rrf_k: int = _key(
+        "hybrid.rrf.k", 60, "k of reciprocal rank fusion: 1/(k + rank).", ge=1, le=100_000
+    )
+    bm25_weight: float = _key(
+        "hybrid.weight.bm25", 1.0, "Weight of the BM25 ranking in the fusion.", ge=0, le=100
+    )
+    vector_weight: float = _key(
+        "hybrid.weight.vector", 1.0, "Weight of the kNN ranking in the fusion.", ge=0, le=100
+    )
+    queries_count: int = _key(
+        "rag.queries.count",
+        1,
+        "Search queries per question (1: the question only): one LLM call writes the others, "
+        "all are searched at once and their results fused by reciprocal rank.",
+        ge=1,
+        le=5,
+    )
+    grading_enabled: bool = _key(
+        "rag.grading.enabled",
+        False,
+        "Let the LLM grade each retrieved chunk against the question first; chunks below "
+        "rag.grading.min are not used.",
+    )
+    grading_min: Literal["LOW", "MEDIUM", "HIGH"] = _key(
+        "rag.grading.min",
+        "HIGH",
+        "Lowest relevance grade a chunk needs to be used: LOW, MEDIUM or HIGH.",
+    )
+
+    @property
+    def in_force(self) -> Retrieval:
+        """The retrieval in force (Datafari's switch and ours agree on this)."""
+        if self.method == "hybrid":
+            return "hybrid"
+        if self.vector_search_enabled or self.method == "vector":
+            return "vector"
+        return "bm25"
+
+    @property
+    def limit(self) -> int:
+        """How many documents (BM25) or passages (kNN, hybrid) one search returns."""
+        return self.max_files if self.in_force == "bm25" else self.top_k
+
+
+class PromptSettings(Part):
+    """How retrieved text becomes LLM requests: chunks, the request budget, the chain."""
+
     chunking_enable: bool = _key(
         "chunking.enable", True, "Split retrieved documents into chunks before prompting."
     )
@@ -127,29 +352,7 @@ class Settings(BaseModel):
         ge=50,
         le=1_000_000,
     )
-    max_files: int = _key(
-        "chunking.maxFiles", 3, "Documents retrieved by the BM25 search.", ge=1, le=100
-    )
-    rag_operator: Literal["AND", "OR"] = _key(
-        "rag.operator", "OR", "Operator between query terms in the BM25 search (q.op)."
-    )
-    solr_bm25_fields: str = _key(
-        "solr.bm25.qf",
-        "title content",
-        "Fields and boosts of the BM25 search (edismax qf).",
-        min_length=1,
-    )
-    solr_bm25_tie: float = _key(
-        "solr.bm25.tie",
-        1.0,
-        "How much a query word's matches in the other fields add to its best field's score "
-        "(edismax tie): 1 sums them, as if title and text were one field; 0 keeps the best.",
-        ge=0,
-        le=1,
-    )
-
-    # -- prompting -----------------------------------------------------------------------
-    chunking_strategy: Literal["stuff", "mapreduce", "refine"] = _key(
+    strategy: Literal["stuff", "mapreduce", "refine"] = _key(
         "prompt.chunking.strategy",
         "refine",
         "How chunks that do not fit in one request are handled: stuff, mapreduce or refine.",
@@ -176,141 +379,55 @@ class Settings(BaseModel):
         ge=1,
         le=64,
     )
-    prompts_dir: str = _key(
+    templates_dir: str = _key(
         "prompt.templates.dir", "prompts", "Folder of the jinja2 prompt templates.", min_length=1
     )
 
-    queries_count: int = _key(
-        "rag.queries.count",
-        1,
-        "Search queries per question (1: the question only): one LLM call writes the others, "
-        "all are searched at once and their results fused by reciprocal rank.",
-        ge=1,
-        le=5,
-    )
-    grading_enabled: bool = _key(
-        "rag.grading.enabled",
-        False,
-        "Let the LLM grade each retrieved chunk against the question first; chunks below "
-        "rag.grading.min are not used.",
-    )
-    grading_min: Literal["LOW", "MEDIUM", "HIGH"] = _key(
-        "rag.grading.min",
-        "HIGH",
-        "Lowest relevance grade a chunk needs to be used: LOW, MEDIUM or HIGH.",
-    )
+    @field_validator("templates_dir")
+    @classmethod
+    def _strip(cls, value: str) -> str:
+        return value.strip()
 
-    # -- conversation --------------------------------------------------------------------
-    chat_memory_enabled: bool = _key(
+    @property
+    def budget(self) -> int:
+        """Characters one LLM request may hold: prompt.max.request.size, or less with a token
+        cap."""
+        if self.max_request_tokens:
+            return min(self.max_request_size, self.max_request_tokens * CHARS_PER_TOKEN)
+        return self.max_request_size
+
+
+class ChatSettings(Part):
+    """What the conversation's history is used for."""
+
+    memory_enabled: bool = _key(
         "chat.memory.enabled", False, "Send the chat history to the LLM with each request."
-    )
-    query_rewriting_enabled: bool = _key(
-        "chat.query.rewriting.enabled", False, "Let the LLM rewrite the search query first."
     )
     history_size: int = _key(
         "chat.memory.history.size", 6, "Messages of history sent to the LLM.", ge=0, le=100
     )
-
-    # -- vector search -------------------------------------------------------------------
-    vector_search_enabled: bool = _key(
-        "solr.enable.vector.search", False, "Retrieve passages by kNN from VectorMain."
-    )
-    embeddings_model: str = _key(
-        "solr.embeddings.model", "default_model", "Name of the embedding model in Solr's store."
-    )
-    vector_field: str = _key(
-        "solr.vector.field", "vector_384", "DenseVectorField of VectorMain holding the vectors."
-    )
-    top_k: int = _key("solr.topK", 10, "Passages retrieved by vector search.", ge=1, le=1000)
-    retrieval_method: Literal["bm25", "vector", "hybrid"] = _key(
-        "retrieval.method",
-        "bm25",
-        "bm25 (FileShare documents), vector (VectorMain passages by kNN) or hybrid (BM25 and "
-        "kNN over VectorMain, fused by reciprocal rank); solr.enable.vector.search=true means "
-        "vector unless this says hybrid.",
-    )
-    rrf_k: int = _key(
-        "hybrid.rrf.k", 60, "k of reciprocal rank fusion: 1/(k + rank).", ge=1, le=100_000
-    )
-    hybrid_bm25_weight: float = _key(
-        "hybrid.weight.bm25", 1.0, "Weight of the BM25 ranking in the fusion.", ge=0, le=100
-    )
-    hybrid_vector_weight: float = _key(
-        "hybrid.weight.vector", 1.0, "Weight of the kNN ranking in the fusion.", ge=0, le=100
-    )
-    embeddings_endpoint: str = _key(
-        "ai.embeddings.endpoint",
-        "http://127.0.0.1:8001/v1/",
-        "Base URL of the OpenAI-compatible embeddings API (before /embeddings).",
-        min_length=1,
-    )
-    embeddings_token: SecretStr = _key(
-        "ai.embeddings.token", SecretStr(""), "Bearer token of the embeddings API; never shown."
-    )
-    embeddings_api_model: str = _key(
-        "ai.embeddings.model", "all-MiniLM-L6-v2", "Model name sent to the embeddings API."
-    )
-    passage_size: int = _key(
-        "vector.chunk.size",
-        1000,
-        "Maximum size of a VectorMain passage, in characters.",
-        ge=50,
-        le=100_000,
-    )
-    passage_overlap: int = _key(
-        "vector.chunk.overlap",
-        100,
-        "Characters shared by consecutive passages.",
-        ge=0,
-        le=10_000,
+    rewriting_enabled: bool = _key(
+        "chat.query.rewriting.enabled", False, "Let the LLM rewrite the search query first."
     )
 
-    # -- Solr ----------------------------------------------------------------------------
-    solr_url: str = _key(
-        "solr.url", "http://127.0.0.1:8983/solr", "Base URL of Solr (up to /solr).", min_length=1
-    )
-    documents_collection: str = _key(
-        "solr.collection.documents", "FileShare", "Collection of whole documents."
-    )
-    passages_collection: str = _key(
-        "solr.collection.passages", "VectorMain", "Collection of passages (vector search)."
-    )
-    solr_timeout_connect: float = _key(
-        "solr.timeout.connect", 5.0, "Seconds to connect to Solr.", gt=0, le=600
-    )
-    solr_timeout_read: float = _key(
-        "solr.timeout.read", 30.0, "Seconds to wait for a Solr answer.", gt=0, le=3600
-    )
-    solr_startup_check: bool = _key(
-        "solr.startup.check",
-        True,
-        "At startup, check that Solr's collections and the fields the service uses exist, and "
-        "refuse to start with a message naming what is missing.",
-    )
-    solr_startup_wait: float = _key(
-        "solr.startup.wait",
-        30.0,
-        "Seconds the startup check waits for Solr to answer (it may still be starting).",
-        ge=0,
-        le=3600,
-    )
 
-    # -- security ------------------------------------------------------------------------
-    security_enabled: bool = _key(
+class SecuritySettings(Part):
+    """Who may call, who may administer, and which documents a caller may see."""
+
+    enabled: bool = _key(
         "security.enabled",
         False,
         "Document-level security: searches return only documents whose allowed_groups meet "
         "the caller's groups (or that have none), never those whose denied_groups do.",
     )
-    security_groups_header: str = _key(
+    groups_header: str = _key(
         "security.groups.header",
         "X-User-Groups",
         "Request header with the caller's groups, comma-separated, set by the trusted proxy "
         "in front of the service (which must remove any such header clients send).",
         pattern=r"^[A-Za-z0-9-]{1,64}$",
     )
-
-    security_identity: Literal["header", "jwt"] = _key(
+    identity: Literal["header", "jwt"] = _key(
         "security.identity",
         "header",
         "Where the caller's groups come from: header (security.groups.header, set by a trusted "
@@ -338,85 +455,91 @@ class Settings(BaseModel):
     jwt_issuer: str = _key(
         "security.jwt.issuer", "", "Required `iss` of identity tokens (empty: not checked)."
     )
-
-    # -- access ----------------------------------------------------------------------------
     api_keys: SecretStr = _key(
         "api.keys",
         SecretStr(""),
         "API keys the public endpoints (/ai/*, /v1/*, /search/*) require, comma-separated, sent "
         "as `Authorization: Bearer <key>` or `X-API-Key: <key>`; empty: no key needed.",
     )
-
-    cors_origins: str = _key(
-        "cors.allowed.origins",
-        "",
-        "Origins of search pages that embed the chat widget from another host, comma-separated "
-        "(https://search.example.org); read at startup. Empty: same origin only.",
-    )
-
-    openai_passthrough: bool = _key(
-        "openai.passthrough.enabled",
-        False,
-        "Let /v1/chat/completions relay requests that do no retrieval (no index_name, tools or "
-        "functions, other roles, non-text content) to the LLM as they are. Off: such requests "
-        "get a 400, so callers cannot use the LLM through the service for anything else.",
-    )
-
-    # -- administration ------------------------------------------------------------------
     admin_token: SecretStr = _key(
         "admin.token", SecretStr(""), "Bearer token of the admin API (ADMIN_TOKEN env wins)."
     )
 
-    def overridden(self, **changes: object) -> Settings:
-        """A copy with `changes` (by field name), validated like values read from the file."""
-        return type(self).model_validate({**self.model_dump(), **changes})
-
-    @property
-    def retrieval(self) -> Literal["bm25", "vector", "hybrid"]:
-        """The retrieval in force (Datafari's switch and ours agree on this)."""
-        if self.retrieval_method == "hybrid":
-            return "hybrid"
-        if self.vector_search_enabled or self.retrieval_method == "vector":
-            return "vector"
-        return "bm25"
-
     @model_validator(mode="after")
-    def _jwt_identity_needs_a_key(self) -> Settings:
-        if self.security_enabled and self.security_identity == "jwt" and not self.jwt_key:
+    def _jwt_identity_needs_a_key(self) -> SecuritySettings:
+        if self.enabled and self.identity == "jwt" and not self.jwt_key:
             raise ValueError(
                 "security.identity=jwt needs security.jwt.key (without it no caller could be "
                 "identified and every request would fail)"
             )
         return self
 
-    @field_validator("api_endpoint", "solr_url", "embeddings_endpoint")
+
+class Settings(BaseModel):
+    """Everything rag.properties can set, by part; immutable, so a reload swaps the whole."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    server: ServerSettings = ServerSettings()
+    llm: LLMSettings = LLMSettings()
+    embeddings: EmbeddingsSettings = EmbeddingsSettings()
+    solr: SolrSettings = SolrSettings()
+    retrieval: RetrievalSettings = RetrievalSettings()
+    prompt: PromptSettings = PromptSettings()
+    chat: ChatSettings = ChatSettings()
+    security: SecuritySettings = SecuritySettings()
+
     @classmethod
-    def _http_url(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
-            raise ValueError("must start with http:// or https://")
-        return value
+    def of(cls, values: Mapping[str, object]) -> Settings:
+        """Settings from rag.properties keys (text or typed values); pydantic's
+        ValidationError names each bad key by the error's last location."""
+        parts: dict[str, dict[str, object]] = {part: {} for part in cls.model_fields}
+        places = key_places()
+        for key, value in values.items():
+            if key not in places:
+                raise KeyError(key)
+            part, _ = places[key]
+            parts[part][key] = value
+        return cls.model_validate(parts)
 
-    @field_validator("llm_model", "embeddings_model", "vector_field", "prompts_dir")
-    @classmethod
-    def _strip(cls, value: str) -> str:
-        return value.strip()
+    def value(self, key: str) -> Any:
+        """The typed value of one rag.properties key."""
+        part, name = key_places()[key]
+        return getattr(getattr(self, part), name)
+
+    def values(self) -> dict[str, Any]:
+        """Every key with its typed value."""
+        return {key: self.value(key) for key in key_places()}
+
+    def overridden(self, changes: Mapping[str, object]) -> Settings:
+        """A copy with `changes` (rag.properties keys), validated like values from the file."""
+        return type(self).of({**self.values(), **changes})
+
+    @property
+    def answer_reserve(self) -> int:
+        """Characters to keep free for an earlier answer carried into a request (refine)."""
+        return self.llm.max_tokens * CHARS_PER_TOKEN
 
 
-CHARS_PER_TOKEN = 4  # a documented estimate: English text averages about 4 characters a token
+@cache
+def key_places() -> dict[str, tuple[str, str]]:
+    """rag.properties key -> (part, field), for every key."""
+    places: dict[str, tuple[str, str]] = {}
+    for part, holder in Settings.model_fields.items():
+        model = holder.annotation
+        assert isinstance(model, type) and issubclass(model, Part)
+        for name, field in model.model_fields.items():
+            places[field.alias or name] = (part, name)
+    return places
 
 
-def request_budget(settings: Settings) -> int:
-    """Characters one LLM request may hold: prompt.max.request.size, or less with a token cap."""
-    if settings.max_request_tokens:
-        return min(settings.max_request_size, settings.max_request_tokens * CHARS_PER_TOKEN)
-    return settings.max_request_size
+def key_field(key: str) -> Any:
+    """The pydantic field of one key: its type, default, limits and help text."""
+    part, name = key_places()[key]
+    model = Settings.model_fields[part].annotation
+    return model.model_fields[name]  # type: ignore[union-attr]
 
 
-def answer_reserve(settings: Settings) -> int:
-    """Characters to keep free for an earlier answer carried into a request (refine)."""
-    return settings.llm_max_tokens * CHARS_PER_TOKEN
-
-
-def known_keys() -> dict[str, str]:
-    """rag.properties key -> field name."""
-    return {field.alias or name: name for name, field in Settings.model_fields.items()}
+def known_keys() -> list[str]:
+    """Every rag.properties key, part by part."""
+    return list(key_places())

@@ -26,7 +26,7 @@ from pathlib import Path
 from pydantic import SecretStr, ValidationError
 
 from service.config.properties import parse_properties, with_values
-from service.config.settings import Settings, known_keys
+from service.config.settings import Settings, key_field, known_keys
 from service.errors import ConfigConflict, ConfigError
 
 log = logging.getLogger(__name__)
@@ -42,7 +42,7 @@ def settings_from_mapping(
     values: Mapping[str, str], *, source: str, env: Mapping[str, str] | None = None
 ) -> Settings:
     """Validate raw key/value strings (plus env overrides); the error names every bad key."""
-    keys = known_keys()
+    keys = set(known_keys())
     raw: dict[str, str] = {}
     for key, value in values.items():
         if key not in keys:
@@ -56,21 +56,20 @@ def settings_from_mapping(
     if admin_token:
         raw["admin.token"] = admin_token
 
-    fields = Settings.model_fields
     cleaned = {
         key: value.strip()
         for key, value in raw.items()
-        if value.strip() or fields[keys[key]].annotation in (str, SecretStr)
+        if value.strip() or key_field(key).annotation in (str, SecretStr)
     }
     try:
-        return Settings.model_validate(cleaned)
+        return Settings.of(cleaned)
     except ValidationError as error:
         problems = []
         for item in error.errors():
-            if not item["loc"]:  # a rule over several keys: its message names them
+            key = str(item["loc"][-1]) if item["loc"] else ""
+            if key not in keys:  # a rule over several keys: its message names them
                 problems.append(str(item["msg"]).removeprefix("Value error, "))
                 continue
-            key = str(item["loc"][0])
             shown = "***" if key in secret_keys() else repr(cleaned.get(key, ""))
             problems.append(f"{key} = {shown}: {item['msg']}")
         raise ConfigError(f"{source}: invalid value(s): " + "; ".join(problems)) from None
@@ -89,11 +88,7 @@ def admin_token_from(env: Mapping[str, str]) -> str:
 
 def secret_keys() -> frozenset[str]:
     """Keys whose values are never shown (tokens)."""
-    return frozenset(
-        field.alias or name
-        for name, field in Settings.model_fields.items()
-        if field.annotation is SecretStr
-    )
+    return frozenset(key for key in known_keys() if key_field(key).annotation is SecretStr)
 
 
 def load_settings(path: Path, env: Mapping[str, str] | None = None) -> Settings:
@@ -174,7 +169,7 @@ class ConfigStore:
         return settings, _fingerprint(edited)
 
     def _check_keys(self, changes: Mapping[str, str | None]) -> None:
-        keys = known_keys()
+        keys = set(known_keys())
         for key in changes:
             if key not in keys:
                 raise ConfigError(f"{key}: unknown key (see rag.properties for the known ones)")

@@ -125,13 +125,14 @@ class Indexer:
 
 def indexer_for(settings: Settings, solr: SolrClient, embeddings: EmbeddingsClient) -> Indexer:
     """The indexer the settings describe: FileShare documents and embedded VectorMain passages."""
+    layout, cutting = settings.solr, settings.embeddings
     return Indexer(
         solr,
-        settings.documents_collection,
+        layout.documents_collection,
         passages=PassageIndex(
-            collection=settings.passages_collection,
-            splitter=PassageSplitter(settings.passage_size, settings.passage_overlap),
-            vector_field=settings.vector_field,
+            collection=layout.passages_collection,
+            splitter=PassageSplitter(cutting.passage_size, cutting.passage_overlap),
+            vector_field=layout.vector_field,
             embeddings=embeddings,
         ),
     )

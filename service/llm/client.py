@@ -13,7 +13,7 @@ import json
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -261,14 +261,19 @@ class ChatClient(OpenAICompatibleClient):
         super().__init__(http, options, breaker)
         self.calls = calls or CallBudget.unlimited()
 
-    async def complete(self, messages: Sequence[ChatMessage]) -> Completion:
+    async def complete(
+        self, messages: Sequence[ChatMessage], extra: Mapping[str, Any] | None = None
+    ) -> Completion:
+        """The whole answer; `extra` adds fields to the payload (stop, response_format)."""
         self.calls.spend()
-        body = await self._post("chat/completions", self._payload(messages, stream=False))
+        body = await self._post("chat/completions", self._payload(messages, False, extra))
         return _completion_from(body, self._where)
 
-    def stream(self, messages: Sequence[ChatMessage]) -> CompletionStream:
+    def stream(
+        self, messages: Sequence[ChatMessage], extra: Mapping[str, Any] | None = None
+    ) -> CompletionStream:
         self.calls.spend()
-        return CompletionStream(self, self._payload(messages, stream=True))
+        return CompletionStream(self, self._payload(messages, True, extra))
 
     async def relay(self, payload: dict[str, Any]) -> httpx.Response:
         """Sends an OpenAI request body as it is (the bypass of the OpenAI-compatible endpoint)
@@ -277,12 +282,15 @@ class ChatClient(OpenAICompatibleClient):
             "chat/completions", payload, stream=bool(payload.get("stream")), errors=False
         )
 
-    def _payload(self, messages: Sequence[ChatMessage], *, stream: bool) -> dict[str, Any]:
+    def _payload(
+        self, messages: Sequence[ChatMessage], stream: bool, extra: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
         payload: dict[str, Any] = {
             "messages": [message.as_dict() for message in messages],
             "temperature": self.options.temperature,
             "max_tokens": self.options.max_tokens,
             "stream": stream,
+            **(extra or {}),
         }
         if stream:
             payload["stream_options"] = {"include_usage": True}
@@ -301,6 +309,7 @@ class CompletionStream:
         self._payload = payload
         self.text = ""
         self.usage = Usage()
+        self.finish_reason = "stop"
 
     async def __aiter__(self) -> AsyncIterator[str]:
         client = self._client
@@ -347,6 +356,10 @@ class CompletionStream:
             self.usage = _usage_from(chunk["usage"])
         deltas = []
         for choice in chunk.get("choices") or []:
+            if not isinstance(choice, dict):
+                continue
+            if isinstance(choice.get("finish_reason"), str):
+                self.finish_reason = choice["finish_reason"]
             content = (choice.get("delta") or {}).get("content")
             if isinstance(content, str) and content:
                 deltas.append(content)
@@ -372,10 +385,12 @@ def _completion_from(body: Any, where: str) -> Completion:
         text = choice["message"]["content"]
     except (KeyError, IndexError, TypeError):
         raise UpstreamBadResponse(f"{where} answered without choices[0].message.content") from None
+    reason = choice.get("finish_reason")
     return Completion(
         text=text if isinstance(text, str) else "",
         usage=_usage_from(body.get("usage") or {}),
         model=str(body.get("model", "")),
+        finish_reason=reason if isinstance(reason, str) and reason else "stop",
     )
 
 

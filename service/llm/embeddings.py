@@ -53,13 +53,13 @@ def embeddings_client(
     return EmbeddingsClient(
         http,
         LLMOptions(
-            endpoint=settings.embeddings_endpoint,
-            model=model or settings.embeddings_api_model,
+            endpoint=settings.embeddings.endpoint,
+            model=model or settings.embeddings.model,
             model_chosen_by_caller=model is not None,
-            token=settings.embeddings_token.get_secret_value(),
-            connect_timeout=settings.llm_timeout_connect,
-            read_timeout=settings.llm_timeout_read,
-            retries=settings.llm_retries,
+            token=settings.embeddings.token.get_secret_value(),
+            connect_timeout=settings.llm.timeout_connect,
+            read_timeout=settings.llm.timeout_read,
+            retries=settings.llm.retries,
         ),
         breaker,
     )

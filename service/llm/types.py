@@ -34,3 +34,5 @@ class Completion:
     text: str
     usage: Usage = field(default_factory=Usage)
     model: str = ""
+    # why the model stopped: "stop" (it ended, or a stop sequence), "length" (max_tokens)...
+    finish_reason: str = "stop"

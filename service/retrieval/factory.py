@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from service.config import Settings
+from service.config.settings import RetrievalSettings, SolrSettings
 from service.llm.embeddings import EmbeddingsClient
 from service.retrieval.base import Retriever
 from service.retrieval.bm25 import Bm25Retriever
@@ -13,61 +13,62 @@ from service.retrieval.vector import VectorRetriever
 
 
 def vector_retriever(
-    settings: Settings,
+    layout: SolrSettings,
     solr: SolrClient,
     embeddings: EmbeddingsClient,
     *,
+    top_k: int,
     scope: Scope = EVERYTHING,
-    top_k: int | None = None,
 ) -> VectorRetriever:
     """kNN over VectorMain's passages, whatever `retrieval.method` says (/search/vector)."""
     return VectorRetriever(
         solr,
-        settings.passages_collection,
+        layout.passages_collection,
         embeddings,
-        field=settings.vector_field,
-        top_k=top_k or settings.top_k,
+        field=layout.vector_field,
+        top_k=top_k,
         scope=scope,
     )
 
 
 def build_retriever(
-    settings: Settings,
+    method: RetrievalSettings,
+    layout: SolrSettings,
     solr: SolrClient,
     embeddings: EmbeddingsClient,
     *,
     scope: Scope = EVERYTHING,
-    top_k: int | None = None,
 ) -> Retriever:
-    """`scope` limits what is searched: the caller's groups, one document's passages."""
-    rows = top_k or settings.top_k
-    if settings.retrieval == "bm25":
+    """The search `method` names, on the collections `layout` names; `scope` limits what is
+    searched: the caller's groups, one document's passages."""
+    rows = method.limit
+    if method.in_force == "bm25":
         return Bm25Retriever(
             solr,
-            settings.documents_collection,
-            fields=settings.solr_bm25_fields,
-            operator=settings.rag_operator,
-            rows=settings.max_files,
-            tie=settings.solr_bm25_tie,
+            layout.documents_collection,
+            fields=method.bm25_fields,
+            operator=method.operator,
+            rows=rows,
+            tie=method.bm25_tie,
             scope=Scope(groups=scope.groups),
         )
-    semantic = vector_retriever(settings, solr, embeddings, scope=scope, top_k=rows)
-    if settings.retrieval == "vector":
+    semantic = vector_retriever(layout, solr, embeddings, scope=scope, top_k=rows)
+    if method.in_force == "vector":
         return semantic
     lexical = Bm25Retriever(
         solr,
-        settings.passages_collection,
-        fields=settings.solr_bm25_fields,
-        operator=settings.rag_operator,
+        layout.passages_collection,
+        fields=method.bm25_fields,
+        operator=method.operator,
         rows=rows,
-        tie=settings.solr_bm25_tie,
+        tie=method.bm25_tie,
         scope=scope,
     )
     return HybridRetriever(
         lexical,
         semantic,
-        k=settings.rrf_k,
-        lexical_weight=settings.hybrid_bm25_weight,
-        semantic_weight=settings.hybrid_vector_weight,
+        k=method.rrf_k,
+        lexical_weight=method.bm25_weight,
+        semantic_weight=method.vector_weight,
         limit=rows,
     )

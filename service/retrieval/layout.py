@@ -10,7 +10,7 @@ import asyncio
 import logging
 import time
 
-from service.config import Settings
+from service.config.settings import SolrSettings
 from service.errors import (
     SolrLayoutError,
     UpstreamBadResponse,
@@ -26,18 +26,20 @@ PASSAGE_FIELDS = ("parent_id", "chunk_index")
 RETRY_SECONDS = 1.0
 
 
-def required_fields(settings: Settings) -> dict[str, tuple[str, ...]]:
+def required_fields(layout: SolrSettings) -> dict[str, tuple[str, ...]]:
     return {
-        settings.documents_collection: SHARED_FIELDS,
-        settings.passages_collection: (*SHARED_FIELDS, *PASSAGE_FIELDS, settings.vector_field),
+        layout.documents_collection: SHARED_FIELDS,
+        layout.passages_collection: (*SHARED_FIELDS, *PASSAGE_FIELDS, layout.vector_field),
     }
 
 
-async def verify_layout(solr: SolrClient, settings: Settings, *, wait: float | None = None) -> None:
+async def verify_layout(
+    solr: SolrClient, layout: SolrSettings, *, wait: float | None = None
+) -> None:
     """Returns when every collection and field is there; waits up to `wait` seconds
     (solr.startup.wait) for Solr to answer at all, then raises SolrLayoutError."""
-    wait = settings.solr_startup_wait if wait is None else wait
-    for collection, fields in required_fields(settings).items():
+    wait = layout.startup_wait if wait is None else wait
+    for collection, fields in required_fields(layout).items():
         present = await _fields_when_reachable(solr, collection, wait)
         missing = [name for name in fields if name not in present]
         if missing:
@@ -46,7 +48,7 @@ async def verify_layout(solr: SolrClient, settings: Settings, *, wait: float | N
                 f"the service uses: create it from solr/configsets/{collection} (README, "
                 "'Solr'), or fix solr.vector.field in rag.properties"
             )
-    log.info("Solr layout checked: %s", ", ".join(required_fields(settings)))
+    log.info("Solr layout checked: %s", ", ".join(required_fields(layout)))
 
 
 async def _fields_when_reachable(solr: SolrClient, collection: str, wait: float) -> set[str]:

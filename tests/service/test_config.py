@@ -66,7 +66,7 @@ def test_defaults_are_datafaris(tmp_path: Path) -> None:
     empty = tmp_path / "rag.properties"
     empty.write_text("")
     settings = load_settings(empty, {})
-    by_alias = settings.model_dump(by_alias=True)
+    by_alias = settings.values()
     for key, expected in DATAFARI_KEYS.items():
         value = by_alias[key]
         shown = value.get_secret_value() if hasattr(value, "get_secret_value") else value
@@ -78,7 +78,7 @@ def test_shipped_rag_properties_lists_every_key_and_is_valid() -> None:
     values = parse_properties(path.read_text())
     assert set(known_keys()) <= set(values)
     settings = load_settings(path, {})
-    assert settings.enable_rag is True
+    assert settings.server.enable_rag is True
 
 
 def test_invalid_value_names_the_key(tmp_path: Path) -> None:
@@ -109,7 +109,7 @@ def test_unknown_key_is_a_warning(tmp_path: Path, caplog: pytest.LogCaptureFixtu
     path.write_text("ai.enable.rag=true\nmystery.key=1\n")
     with caplog.at_level(logging.WARNING):
         settings = load_settings(path, {})
-    assert settings.enable_rag is True
+    assert settings.server.enable_rag is True
     assert "mystery.key" in caplog.text
 
 
@@ -118,16 +118,16 @@ def test_environment_overrides_the_file(tmp_path: Path) -> None:
     path.write_text("chunking.maxFiles=3\nllm.maxTokens=100\n")
     env = {"SOLR_RAG_CHUNKING_MAXFILES": "7", "SOLR_RAG_LLM_MAXTOKENS": "50", "ADMIN_TOKEN": "t"}
     settings = load_settings(path, env)
-    assert (settings.max_files, settings.llm_max_tokens) == (7, 50)
-    assert settings.admin_token.get_secret_value() == "t"
+    assert (settings.retrieval.max_files, settings.llm.max_tokens) == (7, 50)
+    assert settings.security.admin_token.get_secret_value() == "t"
 
 
 def test_blank_model_means_the_apis_default(tmp_path: Path) -> None:
     path = tmp_path / "rag.properties"
     path.write_text("llm.model=\nchunking.maxFiles=\n")
     settings = load_settings(path, {})
-    assert settings.llm_model == ""
-    assert settings.max_files == 3
+    assert settings.llm.model == ""
+    assert settings.retrieval.max_files == 3
 
 
 def _rewrite(path: Path, text: str) -> None:
@@ -141,9 +141,9 @@ def test_store_reloads_a_changed_file(tmp_path: Path) -> None:
     path = tmp_path / "rag.properties"
     path.write_text("chunking.maxFiles=3\n")
     store = ConfigStore(path, env={})
-    assert store.current().max_files == 3
+    assert store.current().retrieval.max_files == 3
     _rewrite(path, "chunking.maxFiles=5\n")
-    assert store.current().max_files == 5
+    assert store.current().retrieval.max_files == 5
 
 
 def test_store_keeps_the_last_good_config_when_the_file_breaks(
@@ -155,7 +155,7 @@ def test_store_keeps_the_last_good_config_when_the_file_breaks(
     time.sleep(0.01)
     _rewrite(path, "chunking.maxFiles=lots\n")
     with caplog.at_level(logging.ERROR):
-        assert store.current().max_files == 4
+        assert store.current().retrieval.max_files == 4
     assert "chunking.maxFiles" in caplog.text
 
 

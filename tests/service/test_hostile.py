@@ -70,7 +70,8 @@ def test_the_extractive_answerer_answers_any_prompt(prompt: str) -> None:
 
 
 def test_relaying_is_off_unless_configured(make_client: ClientFactory, llm: LLMScript) -> None:
-    response = make_client().post("/v1/chat/completions", json={"messages": ask("hi")})
+    for_the_llm = {"messages": ask("hi"), "index_name": ""}  # no retrieval
+    response = make_client().post("/v1/chat/completions", json=for_the_llm)
     assert response.status_code == 400
     assert response.json()["error"]["code"] == "passthrough_disabled"
     assert llm.requests == []
@@ -82,7 +83,9 @@ def test_llm_500s_provoked_by_a_client_do_not_open_the_breaker(
     client = make_client({**RELAY, "llm.circuit.failures": 2, "llm.circuit.cooldown": 30})
     llm.then(*[Step(content="I choke on this prompt", status=500) for _ in range(5)])
     for _ in range(5):
-        relayed = client.post("/v1/chat/completions", json={"messages": ask("[999]")})
+        relayed = client.post(
+            "/v1/chat/completions", json={"messages": ask("[999]"), "index_name": ""}
+        )
         assert relayed.status_code == 500  # the relay passes the LLM's answer on, as it is
     answer = client.post("/ai/rag", json={"query": "lighthouse"})
     assert answer.status_code == 200, answer.text
@@ -93,11 +96,10 @@ def test_the_relay_needs_the_api_key_like_everything_else(
     make_client: ClientFactory, llm: LLMScript
 ) -> None:
     client = make_client({**RELAY, "api.keys": "k1"})
-    refused = client.post("/v1/chat/completions", json={"messages": ask("hi")})
+    for_the_llm = {"messages": ask("hi"), "index_name": ""}
+    refused = client.post("/v1/chat/completions", json=for_the_llm)
     assert refused.status_code == 401
-    allowed = client.post(
-        "/v1/chat/completions", json={"messages": ask("hi")}, headers={"X-API-Key": "k1"}
-    )
+    allowed = client.post("/v1/chat/completions", json=for_the_llm, headers={"X-API-Key": "k1"})
     assert allowed.status_code == 200
     assert len(llm.requests) == 1
 

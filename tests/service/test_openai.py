@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 from openai import APIError, BadRequestError, NotFoundError, OpenAI
+from pydantic import BaseModel
 
 from service.api.app import create_app
 from service.conversation import NO_USER_PROMPT, TOO_LONG, split_conversation
@@ -220,9 +222,12 @@ def test_nothing_found_is_an_openai_error(service: ServiceFactory) -> None:
     assert response.json()["error"]["code"] == "NoFileFound"
 
 
-def test_models_lists_the_configured_model(service: ServiceFactory) -> None:
+LISTED = ["rag", "rag-bm25", "rag-vector", "rag-hybrid", "test-model"]
+
+
+def test_models_lists_the_rag_models_then_the_configured_one(service: ServiceFactory) -> None:
     models = client_for(service()).models.list()
-    assert [model.id for model in models.data] == ["test-model"]
+    assert [model.id for model in models.data] == LISTED
 
 
 def test_streamed_rag_answer_with_sources_in_the_last_chunk(
@@ -315,8 +320,9 @@ def test_a_listed_model_can_be_retrieved_and_another_is_model_not_found(
 ) -> None:
     openai = client_for(service())
     listed = [model.id for model in openai.models.list()]
-    assert listed == ["test-model"]
+    assert listed == LISTED
     assert openai.models.retrieve("test-model").id == "test-model"
+    assert openai.models.retrieve("rag-hybrid").owned_by == "solr-rag"
     with pytest.raises(NotFoundError) as raised:
         openai.models.retrieve("gpt-imaginary")
     assert raised.value.body["code"] == "model_not_found"  # type: ignore[index]
@@ -372,3 +378,180 @@ def test_a_model_the_llm_does_not_serve_is_404_not_a_retried_5xx(
         )
     assert raised.value.body["code"] == "model_not_found"  # type: ignore[index]
     assert len(llm.requests) == 1  # the SDK did not retry it
+
+
+# -- grounded by default: plain OpenAI clients get answers from the index ---------------------
+
+
+def test_a_plain_request_is_answered_from_the_index(
+    service: ServiceFactory, llm: LLMScript
+) -> None:
+    completion = client_for(service()).chat.completions.create(
+        model="gpt-4o-mini", messages=ask("When was the lighthouse lamp electrified?")
+    )
+    assert completion.model_extra is not None
+    assert completion.model_extra["sources"][0]["id"] == "lighthouse"
+    assert completion.model_extra["citations"][0] == completion.model_extra["sources"][0]["url"]
+    assert "the lighthouse was electrified" in llm.requests[0].prompt
+    assert llm.requests[0].body["model"] == "gpt-4o-mini"  # the model it named answers
+    assert "Sources:" not in completion.choices[0].message.content  # not a rag* model
+
+
+def test_a_rag_model_writes_its_sources_into_the_message(
+    service: ServiceFactory, llm: LLMScript
+) -> None:
+    llm.then(Step(content="Electrified in 1952 [1]."))
+    completion = client_for(service()).chat.completions.create(
+        model="rag", messages=ask("When was the lighthouse lamp electrified?")
+    )
+    content = completion.choices[0].message.content or ""
+    answer, sources = content.split("\n\nSources:\n")
+    assert answer == "Electrified in 1952 [1]."
+    first = completion.model_extra["sources"][0]  # type: ignore[index]
+    assert sources.splitlines()[0] == f"[1] [{first['title']}]({first['url']})"
+    assert completion.model == "rag"
+    assert llm.requests[0].body["model"] == "test-model"  # the configured LLM answers
+
+
+def test_a_streamed_rag_model_answer_ends_with_its_sources(
+    service: ServiceFactory, llm: LLMScript
+) -> None:
+    llm.then(Step(content="Electrified in 1952 [1]."))
+    chunks = list(
+        client_for(service()).chat.completions.create(
+            model="rag-bm25", messages=ask("When was the lighthouse lamp electrified?"), stream=True
+        )
+    )
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text.startswith("Electrified in 1952 [1].\n\nSources:\n[1] [")
+    last = chunks[-1]
+    assert last.choices[0].finish_reason == "stop"
+    assert last.model_extra["citations"]  # type: ignore[index]
+    assert {c.model for c in chunks} == {"rag-bm25"}
+
+
+def test_the_llms_own_model_name_relays_when_relaying_is_on(
+    service: ServiceFactory, llm: LLMScript
+) -> None:
+    llm.then(Step(content="Plain LLM answer."))
+    openai = client_for(service(RELAY))
+    plain = openai.chat.completions.create(model="test-model", messages=ask("lighthouse"))
+    assert plain.choices[0].message.content == "Plain LLM answer."
+    grounded = openai.chat.completions.create(model="rag", messages=ask("lighthouse"))
+    assert grounded.model_extra["sources"]  # type: ignore[index]
+
+
+# -- OpenAI options: stop, length, response_format, tools ---------------------------------------
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_stop_ends_the_answer_even_when_the_llm_ignores_it(
+    service: ServiceFactory, llm: LLMScript, stream: bool
+) -> None:
+    llm.then(Step(content="The lamp was electrified. END Then it was automated."))
+    response = client_for(service()).chat.completions.create(
+        model="test-model", messages=ask("lighthouse"), stop=["END"], stream=stream
+    )
+    if stream:
+        chunks = list(response)  # type: ignore[arg-type]
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        reason = chunks[-1].choices[0].finish_reason
+    else:
+        text, reason = response.choices[0].message.content, response.choices[0].finish_reason  # type: ignore[union-attr]
+    assert text.strip() == "The lamp was electrified."
+    assert reason == "stop"
+    assert llm.requests[-1].body["stop"] == ["END"]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_answer_cut_by_max_tokens_finishes_with_length(
+    service: ServiceFactory, llm: LLMScript, stream: bool
+) -> None:
+    llm.then(Step(content="The lamp was", finish_reason="length"))
+    response = client_for(service()).chat.completions.create(
+        model="test-model", messages=ask("lighthouse"), max_tokens=3, stream=stream
+    )
+    if stream:
+        chunks = [c for c in response if c.choices]  # type: ignore[union-attr]
+        assert chunks[-1].choices[0].finish_reason == "length"
+    else:
+        assert response.choices[0].finish_reason == "length"  # type: ignore[union-attr]
+    assert llm.requests[-1].body["max_tokens"] == 3
+
+
+def test_json_object_is_passed_on_and_the_answer_checked(
+    service: ServiceFactory, llm: LLMScript
+) -> None:
+    openai = client_for(service())
+    llm.then(Step(content='{"year": 1952, "source": 1}'))
+    completion = openai.chat.completions.create(
+        model="rag",
+        messages=ask("When was the lighthouse lamp electrified? Answer in JSON."),
+        response_format={"type": "json_object"},
+    )
+    assert json.loads(completion.choices[0].message.content or "") == {"year": 1952, "source": 1}
+    assert llm.requests[-1].body["response_format"] == {"type": "json_object"}
+    llm.then(Step(content="In 1952 [1]."))  # a model that cannot write JSON
+    with pytest.raises(BadRequestError) as raised:
+        openai.chat.completions.create(
+            model="rag", messages=ask("lighthouse"), response_format={"type": "json_object"}
+        )
+    assert raised.value.body["code"] == "unsupported_parameter"  # type: ignore[index]
+
+
+class Electrification(BaseModel):
+    year: int
+    cited: list[int]
+
+
+def test_parse_gets_an_answer_that_matches_the_schema(
+    service: ServiceFactory, llm: LLMScript
+) -> None:
+    openai = client_for(service())
+    llm.then(Step(content='{"year": 1952, "cited": [1]}'))
+    parsed = openai.chat.completions.parse(
+        model="rag", messages=ask("lighthouse"), response_format=Electrification
+    )
+    assert parsed.choices[0].message.parsed == Electrification(year=1952, cited=[1])
+    sent = llm.requests[-1].body["response_format"]
+    assert sent["type"] == "json_schema" and sent["json_schema"]["name"] == "Electrification"
+    llm.then(Step(content='{"year": "nineteen fifty-two"}'))
+    with pytest.raises(BadRequestError) as raised:
+        openai.chat.completions.parse(
+            model="rag", messages=ask("lighthouse"), response_format=Electrification
+        )
+    assert "does not match the schema" in raised.value.body["message"]  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        ({"stop": ["a", "b", "c", "d", "e"]}, "stop"),
+        ({"stop": [""]}, "stop"),
+        ({"response_format": {"type": "yaml"}}, "response_format"),
+        (
+            {"response_format": {"type": "json_schema", "json_schema": {"schema": {}}}},
+            "response_format",
+        ),
+        (
+            {
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {"name": "x", "schema": {"type": 5}},
+                }
+            },
+            "response_format",
+        ),
+        ({"model": "rag", "tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
+    ],
+)
+def test_options_that_cannot_be_honoured_are_400_before_any_llm_call(
+    service: ServiceFactory, llm: LLMScript, fields: dict, named: str
+) -> None:
+    response = httpx.post(
+        f"{service(RELAY)}/v1/chat/completions",
+        json={"model": "rag", "messages": ask("lighthouse"), **fields},
+    )
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["message"].startswith(named)
+    assert llm.requests == []

@@ -6,13 +6,19 @@ from __future__ import annotations
 import pytest
 
 from service.api.payload import MAX_DEPTH, json_problem
-from service.config import settings_from_mapping
-from service.conversation import TOO_LONG, chat_query, needs_relay
-from service.errors import ContextLengthExceeded, InvalidChatRequest
-from service.pipeline import Overrides
+from service.config import Settings, settings_from_mapping
+from service.conversation import TOO_LONG, plan_of, retrieval_of
+from service.errors import (
+    ContextLengthExceeded,
+    InvalidChatRequest,
+    RelayDisabled,
+    UnsupportedParameter,
+)
+from service.pipeline import Overrides, RagQuery
 from service.retrieval import Scope
 
 SETTINGS = settings_from_mapping({"llm.context.window": "1000"}, source="test", env={})
+RELAYING = SETTINGS.overridden({"openai.passthrough.enabled": True})
 USER = {"role": "user", "content": "What is the lamp?"}
 
 
@@ -20,11 +26,18 @@ def body(**fields: object) -> dict:
     return {"messages": [USER], "index_name": "FileShare", **fields}
 
 
+def query_of(request: dict) -> RagQuery:
+    query = plan_of(request, SETTINGS, Scope()).query
+    assert query is not None
+    return query
+
+
 @pytest.mark.parametrize(
     ("fields", "relay"),
     [
         ({}, False),
-        ({"index_name": None}, True),
+        ({"index_name": None}, False),  # grounded by default: openai.default.index
+        ({"index_name": ""}, True),
         ({"tools": [{"type": "function"}]}, True),
         ({"functions": [{"name": "f"}]}, True),
         ({"messages": [USER, {"role": "tool", "content": "4"}]}, True),
@@ -33,7 +46,69 @@ def body(**fields: object) -> dict:
     ],
 )
 def test_what_is_relayed_to_the_llm_as_it_is(fields: dict, relay: bool) -> None:
-    assert needs_relay(body(**fields)) is relay
+    assert (retrieval_of(body(**fields), SETTINGS) is None) is relay
+
+
+def chat(**fields: object) -> dict:
+    return {"messages": [USER], **fields}
+
+
+@pytest.mark.parametrize(
+    ("settings", "fields", "method"),
+    [
+        # no index named: the default index, whatever model the client picked
+        (SETTINGS, {"model": "gpt-4o"}, "bm25"),
+        (SETTINGS.overridden({"retrieval.method": "hybrid"}), {}, "hybrid"),
+        (SETTINGS.overridden({"openai.default.index": "VectorMain"}), {}, "hybrid"),
+        # the rag* models name a retrieval; the index_name wins over them
+        (SETTINGS, {"model": "rag-vector"}, "vector"),
+        (SETTINGS.overridden({"retrieval.method": "vector"}), {"model": "rag"}, "vector"),
+        (SETTINGS, {"model": "rag-hybrid", "index_name": "FileShare"}, "bm25"),
+        # relaying on: the LLM's own model name opts out, a rag* model does not
+        (RELAYING, {"model": "gpt-4o"}, None),
+        (RELAYING, {"model": "rag-bm25"}, "bm25"),
+        (RELAYING, {}, "bm25"),
+        # KAITO's rule, by configuration: no index, no retrieval
+        (RELAYING.overridden({"openai.default.index": ""}), {}, None),
+    ],
+)
+def test_which_retrieval_answers_a_chat(settings: Settings, fields: dict, method: str) -> None:
+    assert retrieval_of(chat(**fields), settings) == method
+
+
+def test_the_rag_models_refuse_what_they_cannot_take() -> None:
+    tools = chat(model="rag", tools=[{"type": "function"}])
+    with pytest.raises(UnsupportedParameter, match=r"^tools"):
+        retrieval_of(tools, RELAYING)
+
+
+def test_a_request_for_the_llm_needs_the_relay() -> None:
+    with pytest.raises(RelayDisabled):
+        plan_of(chat(index_name=""), SETTINGS, Scope())
+    assert plan_of(chat(index_name=""), RELAYING, Scope()).query is None
+
+
+@pytest.mark.parametrize(
+    ("settings", "model", "inline"),
+    [
+        (SETTINGS, "rag", True),
+        (SETTINGS, "gpt-4o", False),
+        (SETTINGS.overridden({"openai.sources.inline": "always"}), "gpt-4o", True),
+        (SETTINGS.overridden({"openai.sources.inline": "never"}), "rag", False),
+    ],
+)
+def test_sources_go_inside_the_message_for_the_rag_models(
+    settings: Settings, model: str, inline: bool
+) -> None:
+    plan = plan_of(chat(model=model), settings, Scope())
+    assert plan.inline_sources is inline
+    assert plan.model == (model if model == "rag" else None)
+
+
+def test_a_json_answer_never_gets_sources_inside_it() -> None:
+    plan = plan_of(chat(model="rag", response_format={"type": "json_object"}), SETTINGS, Scope())
+    assert plan.inline_sources is False
+    assert plan.query is not None and plan.query.form.json
 
 
 @pytest.mark.parametrize(
@@ -41,14 +116,14 @@ def test_what_is_relayed_to_the_llm_as_it_is(fields: dict, relay: bool) -> None:
     [("FileShare", "bm25"), ("VectorMain", "hybrid"), ("vector", "vector"), ("BM25", "bm25")],
 )
 def test_the_index_names_the_retrieval(index: str, method: str) -> None:
-    query = chat_query(body(index_name=index), SETTINGS, Scope())
+    query = query_of(body(index_name=index))
     assert query.overrides.retrieval_method == method
     assert query.query == "What is the lamp?"
     assert query.always_use_history
 
 
 def test_max_tokens_is_lowered_to_half_the_window_and_the_budget_follows() -> None:
-    overrides = chat_query(body(max_tokens=5000, model="m", temperature=0.5), SETTINGS, Scope())
+    overrides = query_of(body(max_tokens=5000, model="m", temperature=0.5))
     assert overrides.overrides == Overrides(
         retrieval_method="bm25", max_request_tokens=500, model="m", max_tokens=500, temperature=0.5
     )
@@ -56,7 +131,7 @@ def test_max_tokens_is_lowered_to_half_the_window_and_the_budget_follows() -> No
 
 def test_overrides_are_validated_like_the_file() -> None:
     changed = Overrides(retrieval_method="hybrid", max_request_tokens=300).apply(SETTINGS)
-    assert (changed.retrieval, changed.max_request_tokens) == ("hybrid", 300)
+    assert (changed.retrieval.in_force, changed.prompt.max_request_tokens) == ("hybrid", 300)
     with pytest.raises(ValueError):
         Overrides(retrieval_method="telepathy").apply(SETTINGS)
 
@@ -73,12 +148,12 @@ def test_overrides_are_validated_like_the_file() -> None:
 )
 def test_requests_that_break_the_rules_are_invalid(fields: dict) -> None:
     with pytest.raises(InvalidChatRequest):
-        chat_query(body(**fields), SETTINGS, Scope())
+        query_of(body(**fields))
 
 
 def test_a_chat_longer_than_the_window_is_refused_in_kaitos_words() -> None:
     with pytest.raises(ContextLengthExceeded, match=TOO_LONG):
-        chat_query(body(messages=[{"role": "user", "content": "x" * 4004}]), SETTINGS, Scope())
+        query_of(body(messages=[{"role": "user", "content": "x" * 4004}]))
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,172 @@
+"""What the caller asks of the answer's form: stop sequences and a JSON response format.
+
+Only the final LLM request of a chain carries them (a map or refine step cut short by a stop
+sequence, or forced into JSON, would break the chain). Neither is taken on trust: the text is
+cut at the first stop sequence here too (a server may ignore `stop`), and a JSON answer is
+parsed and, for `json_schema`, validated before it is returned.
+
+    >>> form = AnswerFormat.of(stop=["\\n\\n"], response_format={"type": "json_object"})
+    >>> form.payload()
+    {'stop': ['\\n\\n'], 'response_format': {'type': 'json_object'}}
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import jsonschema
+from jsonschema.validators import Draft202012Validator, extend
+
+from service.errors import InvalidChatRequest, UnsupportedParameter
+
+MAX_STOP_SEQUENCES = 4  # OpenAI's limit
+MAX_STOP_CHARS = 256
+MAX_SCHEMA_CHARS = 65_536
+
+
+def _unchecked(*_: object) -> None:
+    """A schema keyword not checked: regular expressions from a caller could run for ever."""
+
+
+# the caller's schema is checked without its regular expressions (pattern, patternProperties)
+_Validator = extend(
+    Draft202012Validator, validators={"pattern": _unchecked, "patternProperties": _unchecked}
+)
+
+
+@dataclass(frozen=True)
+class AnswerFormat:
+    """Stop sequences and a response format for the answer (both optional)."""
+
+    stop: tuple[str, ...] = ()
+    response_format: dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, *, stop: object = None, response_format: object = None) -> AnswerFormat:
+        """Validated from an OpenAI request's `stop` and `response_format`; raises
+        InvalidChatRequest (a 400) naming what is wrong."""
+        return cls(_stop_sequences(stop), _response_format(response_format))
+
+    @property
+    def json(self) -> bool:
+        """Whether the answer must be JSON (then it is checked whole before it is sent)."""
+        return self.response_format is not None
+
+    def payload(self) -> dict[str, Any]:
+        """The fields the final request adds to the LLM's payload."""
+        fields: dict[str, Any] = {}
+        if self.stop:
+            fields["stop"] = list(self.stop)
+        if self.response_format is not None:
+            fields["response_format"] = self.response_format
+        return fields
+
+    def check(self, text: str) -> None:
+        """Raises UnsupportedParameter (a 400) when a JSON answer was asked for and the LLM
+        wrote something else: the configured model cannot honour response_format."""
+        if self.response_format is None:
+            return
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            raise UnsupportedParameter(
+                "response_format: the LLM did not answer in JSON (the configured model may not "
+                "support JSON output; ask without response_format, or use a model that does)"
+            ) from None
+        if self.response_format["type"] == "json_object" and not isinstance(value, dict):
+            raise UnsupportedParameter("response_format: the LLM's JSON answer is not an object")
+        schema = self.response_format.get("json_schema", {}).get("schema")
+        if schema is not None:
+            error = jsonschema.exceptions.best_match(_Validator(schema).iter_errors(value))
+            if error is not None:
+                raise UnsupportedParameter(
+                    f"response_format: the LLM's JSON answer does not match the schema "
+                    f"({error.message[:200]})"
+                )
+
+
+PLAIN = AnswerFormat()
+
+
+def _stop_sequences(stop: object) -> tuple[str, ...]:
+    if stop is None:
+        return ()
+    sequences = [stop] if isinstance(stop, str) else stop
+    if (
+        not isinstance(sequences, list)
+        or len(sequences) > MAX_STOP_SEQUENCES
+        or not all(isinstance(s, str) and 0 < len(s) <= MAX_STOP_CHARS for s in sequences)
+    ):
+        raise InvalidChatRequest(
+            f"stop must be a string or a list of at most {MAX_STOP_SEQUENCES} non-empty "
+            f"strings of at most {MAX_STOP_CHARS} characters"
+        )
+    return tuple(sequences)
+
+
+def _response_format(value: object) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    kind = value.get("type") if isinstance(value, dict) else None
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return {"type": "json_object"}
+    if kind != "json_schema":
+        raise InvalidChatRequest("response_format.type must be text, json_object or json_schema")
+    spec = value.get("json_schema")
+    schema = spec.get("schema") if isinstance(spec, dict) else None
+    if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
+        raise InvalidChatRequest("response_format.json_schema needs a name and a schema")
+    if schema is not None:
+        if not isinstance(schema, dict) or len(json.dumps(schema)) > MAX_SCHEMA_CHARS:
+            raise InvalidChatRequest(
+                f"response_format.json_schema.schema must be a JSON Schema object of at most "
+                f"{MAX_SCHEMA_CHARS} characters"
+            )
+        try:
+            _Validator.check_schema(schema)
+        except jsonschema.exceptions.SchemaError as error:
+            raise InvalidChatRequest(
+                f"response_format.json_schema.schema is not a valid JSON Schema: "
+                f"{error.message[:200]}"
+            ) from None
+    return {"type": "json_schema", "json_schema": spec}
+
+
+class StopCut:
+    """Cuts a text at the first of `sequences`, also when it arrives in pieces: a piece is held
+    back only while its end could still begin a stop sequence."""
+
+    def __init__(self, sequences: tuple[str, ...]) -> None:
+        self._sequences = sequences
+        self._held = ""
+        self.stopped = False
+
+    def feed(self, piece: str) -> str:
+        """The part of `piece` (with what was held) that is certainly before any stop."""
+        if self.stopped:
+            return ""
+        text = self._held + piece
+        cut = min((i for i in (text.find(s) for s in self._sequences) if i >= 0), default=-1)
+        if cut >= 0:
+            self.stopped, self._held = True, ""
+            return text[:cut]
+        keep = max((_overlap(text, s) for s in self._sequences), default=0)
+        self._held = text[len(text) - keep :] if keep else ""
+        return text[: len(text) - keep]
+
+    def flush(self) -> str:
+        """What was held back, once the text has ended without a stop."""
+        held, self._held = self._held, ""
+        return "" if self.stopped else held
+
+
+def _overlap(text: str, sequence: str) -> int:
+    """Length of the longest end of `text` that begins `sequence` (shorter than it)."""
+    for size in range(min(len(text), len(sequence) - 1), 0, -1):
+        if sequence.startswith(text[-size:]):
+            return size
+    return 0
