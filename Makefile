@@ -23,10 +23,12 @@ setup: $(BIN)/.installed
 
 run: setup
 	$(BIN)/solr-rag solr start --port $(SOLR_PORT)
-	$(BIN)/solr-rag serve --with-model-server --samples --port $(PORT) --model-port $(MODEL_PORT)
+	$(BIN)/solr-rag serve --with-model-server --samples --port $(PORT) \
+	  $(if $(filter-out 8983,$(SOLR_PORT)),--solr-port $(SOLR_PORT)) \
+	  $(if $(filter-out 8001,$(MODEL_PORT)),--model-port $(MODEL_PORT))
 
 stop:
-	-$(BIN)/solr-rag solr stop
+	-$(BIN)/solr-rag solr stop --port $(SOLR_PORT)
 
 # Debian's Chromium for the browser tests (Playwright drives it; no browser download)
 browser:

@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 
 from service.config import Settings
+from service.config.store import env_name
 from service.errors import ExtractionFailed, SetupError
 from service.observability import configure_logging
 from service.processes import start_group, stop_group
@@ -21,6 +22,7 @@ from service.retrieval.layout import verify_layout
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SOLR_SCRIPT = REPO_ROOT / "solr" / "local" / "solr.sh"
 DEFAULT_CONFIG = Path(os.environ.get("SOLR_RAG_CONFIG", "rag.properties"))
+DEFAULT_MODEL_PORT = 8001
 SAMPLES_FOLDER = REPO_ROOT / ".cache" / "samples" / "python-reference"
 
 
@@ -50,7 +52,17 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also run the local model server (for the embedded default)",
     )
-    serve.add_argument("--model-port", type=int, default=8001)
+    serve.add_argument(
+        "--model-port",
+        type=int,
+        help="the local model server's port (default 8001); when given, the LLM and "
+        "embeddings endpoints point at it",
+    )
+    serve.add_argument(
+        "--solr-port",
+        type=int,
+        help="a local Solr's port: solr.url becomes http://127.0.0.1:PORT/solr",
+    )
     serve.add_argument(
         "--samples",
         action="store_true",
@@ -74,7 +86,7 @@ def _parser() -> argparse.ArgumentParser:
 
     model = commands.add_parser("model-server", help="run the local model server")
     model.add_argument("--host", default="127.0.0.1")
-    model.add_argument("--port", type=int, default=8001)
+    model.add_argument("--port", type=int, default=DEFAULT_MODEL_PORT)
     model.set_defaults(run=_model_server)
 
     solr = commands.add_parser("solr", help="the local Solr 9.8 (from Maven Central jars)")
@@ -90,12 +102,15 @@ def _serve(args: argparse.Namespace) -> int:
 
     from service.api.app import create_app
 
+    for variable, value in _port_overrides(args).items():
+        os.environ.setdefault(variable, value)  # a variable the operator set wins
     app = create_app(args.config.resolve())
     settings = app.state.runtime.settings()
     if settings.solr.startup_check:  # here, so a bad layout is one clear line, no traceback
         asyncio.run(_verify_solr(settings))
     # the model server ends with this process, however it ends (service.processes)
-    model_server = _start_model_server(args.model_port) if args.with_model_server else None
+    model_port = args.model_port or DEFAULT_MODEL_PORT
+    model_server = _start_model_server(model_port) if args.with_model_server else None
     try:
         if args.samples:
             asyncio.run(_ingest_into_solr(settings, [], "en", samples=True, if_empty=True))
@@ -119,6 +134,19 @@ def _serve(args: argparse.Namespace) -> int:
         if model_server is not None:
             stop_group(model_server)
     return 0
+
+
+def _port_overrides(args: argparse.Namespace) -> dict[str, str]:
+    """`--solr-port` and `--model-port` are shorthands for the environment variables that
+    point solr.url and the two endpoints at them, so `make run SOLR_PORT=... MODEL_PORT=...`
+    needs no edit of rag.properties. Without them the file decides."""
+    variables = {}
+    if args.solr_port:
+        variables[env_name("solr.url")] = f"http://127.0.0.1:{args.solr_port}/solr"
+    if args.model_port and args.with_model_server:
+        for key in ("ai.api.endpoint", "ai.embeddings.endpoint"):
+            variables[env_name(key)] = f"http://127.0.0.1:{args.model_port}/v1/"
+    return variables
 
 
 async def _verify_solr(settings: Settings) -> None:

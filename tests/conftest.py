@@ -178,3 +178,27 @@ def make_client(
 @pytest.fixture
 def client(make_client: ClientFactory) -> TestClient:
     return make_client()
+
+
+ServiceFactory = Callable[..., str]
+
+
+@pytest.fixture
+def service(
+    tmp_path: Path, base_properties: dict[str, object], corpus: object, llm: LLMScript
+) -> Iterator[ServiceFactory]:
+    """service({"key": value}) -> the base URL of the service on that configuration, on a
+    real socket (for clients that need a URL: the OpenAI SDK, LangChain, litellm)."""
+    servers = []
+
+    def start(overrides: Mapping[str, object] | None = None) -> str:
+        path = write_properties(
+            tmp_path / f"rag{len(servers)}.properties", {**base_properties, **(overrides or {})}
+        )
+        server = serve_in_thread(create_app(path))
+        servers.append(server)
+        return server.__enter__()
+
+    yield start
+    for server in servers:
+        server.__exit__(None, None, None)

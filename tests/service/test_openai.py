@@ -4,42 +4,17 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path
 
 import httpx
 import pytest
 from openai import APIError, BadRequestError, NotFoundError, OpenAI
 from pydantic import BaseModel
 
-from service.api.app import create_app
 from service.conversation import NO_USER_PROMPT, TOO_LONG, split_conversation
 from testing.llm_server import LLMScript, Step
-from testing.servers import serve_in_thread
-from tests.conftest import write_properties
+from tests.conftest import ServiceFactory
 
-ServiceFactory = Callable[..., str]
 RELAY = {"openai.passthrough.enabled": True}
-
-
-@pytest.fixture
-def service(
-    tmp_path: Path, base_properties: dict[str, object], corpus: object, llm: LLMScript
-) -> Iterator[ServiceFactory]:
-    """service({"key": value}) -> the base URL of the service running on a real socket."""
-    servers = []
-
-    def start(overrides: Mapping[str, object] | None = None) -> str:
-        path = write_properties(
-            tmp_path / f"rag{len(servers)}.properties", {**base_properties, **(overrides or {})}
-        )
-        server = serve_in_thread(create_app(path))
-        servers.append(server)
-        return server.__enter__()
-
-    yield start
-    for server in servers:
-        server.__exit__(None, None, None)
 
 
 def client_for(base: str) -> OpenAI:
