@@ -11,23 +11,26 @@ MAX_QUERY_LENGTH = 500
 # `{` and `}` going means no local params (`{!...}`) can ever reach Solr.
 _SOLR_SPECIALS = re.compile(r"\+|&&|\|\||[{}\[\]^~*\\<>=#]")
 _WHITESPACE = re.compile(r"\s+")
+# Java's \p{InCombiningDiacriticalMarks}, what Datafari removes: Latin, Greek and Vietnamese
+# accents. Not every combining mark (category Mn): Indic viramas and vowel signs, Arabic
+# harakat and Thai marks are letters' parts, and removing them makes other words.
+_ACCENTS = re.compile("[\u0300-\u036f]+")
 
 
 def sanitize_query(query: str | None) -> str:
     """Fold accents, blank out control characters and Solr syntax, collapse spaces, cut at 500.
 
-    Like Datafari's sanitizeInput, except that text is recomposed (NFC) after the accents go,
-    so scripts that NFD splits without accents (Korean Hangul) come back whole.
+    Like Datafari's sanitizeInput (NFD, then U+0300-U+036F removed), except that text is
+    recomposed (NFC) after the accents go, so what NFD splits without accents (Korean Hangul,
+    Devanagari nukta letters) comes back whole.
     """
     if not query:
         return ""
-    decomposed = unicodedata.normalize("NFD", query)
+    folded = _ACCENTS.sub("", unicodedata.normalize("NFD", query))
     text = "".join(
         " " if unicodedata.category(char) == "Cc" else char
-        for char in decomposed
-        if unicodedata.category(char) != "Mn"
+        for char in unicodedata.normalize("NFC", folded)
     )
-    text = unicodedata.normalize("NFC", text)
     text = _SOLR_SPECIALS.sub(" ", text)
     text = _WHITESPACE.sub(" ", text)
     return text[:MAX_QUERY_LENGTH].strip()

@@ -19,6 +19,8 @@ from service.retrieval.fusion import (
 )
 from service.retrieval.scope import Scope
 from service.retrieval.vector import VectorRetriever
+from service.text import sanitize_query
+from testing.corpus import remove_documents
 
 pytestmark = pytest.mark.usefixtures("corpus")
 
@@ -122,3 +124,44 @@ def test_the_same_text_twice_is_kept_once_whatever_its_spacing() -> None:
         [doc("a", "Same  text."), doc("b", "same text."), doc("c", "Other.")]
     )
     assert [d.id for d in kept] == ["a", "c"]
+
+
+# documents in six scripts, each found by its own words once sanitized (issue 17: folding every
+# combining mark made "हिन्दी" into "हिनदी", which Solr does not find)
+WORLD = {
+    "world-hi": ("हिन्दी भाषा", "हिन्दी भारत की एक भाषा है।"),
+    "world-ar": ("اللغة العربية", "اللغة العربية لغة سامية."),
+    "world-th": ("ภาษาไทย", "ภาษาไทย เป็นภาษาราชการ"),
+    "world-vi": ("Tiếng Việt", "Tiếng Việt là ngôn ngữ chính thức."),
+    "world-el": ("Ελληνικά", "Η ελληνική γλώσσα είναι ινδοευρωπαϊκή."),
+    "world-zh": ("中文", "中文是汉语的书面语。"),
+}
+
+
+@pytest.fixture
+async def world(solr: SolrClient, solr_url: str) -> AsyncIterator[None]:
+    documents = [
+        {"id": key, "title": title, "content": content, "url": f"https://example.org/{key}"}
+        for key, (title, content) in WORLD.items()
+    ]
+    await solr.add("FileShare", documents, commit=True)
+    yield
+    remove_documents(solr_url, WORLD)
+
+
+@pytest.mark.parametrize(
+    ("key", "query"),
+    [
+        ("world-hi", "हिन्दी"),
+        ("world-ar", "العربية"),
+        ("world-th", "ภาษาไทย"),
+        ("world-vi", "Tiếng Việt"),
+        ("world-el", "ελληνική γλώσσα"),
+        ("world-zh", "汉语"),
+    ],
+)
+async def test_bm25_finds_every_script_through_the_sanitizer(
+    solr: SolrClient, world: None, key: str, query: str
+) -> None:
+    found = await bm25(solr).run(sanitize_query(query))
+    assert ids(found)[:1] == [key]

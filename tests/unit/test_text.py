@@ -25,6 +25,25 @@ def test_sanitize_query(raw: str | None, expected: str) -> None:
     assert sanitize_query(raw) == expected
 
 
+# Datafari folds U+0300-U+036F only: other scripts' marks are parts of their letters
+MULTILINGUAL = [
+    ("hi", "हिन्दी भाषा", "हिन्दी भाषा"),  # virama and vowel signs kept
+    ("ar", "اللُّغَة العَرَبِيَّة", "اللُّغَة العَرَبِيَّة"),  # harakat kept
+    ("th", "ภาษาไทย กินข้าว", "ภาษาไทย กินข้าว"),  # tone marks kept
+    ("vi", "Tiếng Việt", "Tieng Viet"),  # Latin accents folded, as Datafari does
+    ("el", "Ελληνικά γλώσσα", "Ελληνικα γλωσσα"),  # tonos folded, as Datafari does
+    ("zh", "中文检索", "中文检索"),
+    ("ja", "日本語のテキスト", "日本語のテキスト"),  # kana voicing marks recomposed
+]
+
+
+@pytest.mark.parametrize(("language", "raw", "expected"), MULTILINGUAL)
+def test_sanitize_query_folds_latin_and_greek_accents_only(
+    language: str, raw: str, expected: str
+) -> None:
+    assert sanitize_query(raw) == expected
+
+
 def test_sanitize_query_never_leaves_local_params_or_wildcards() -> None:
     hostile = "{!term f=id v=$x}" * 50 + "*:*" * 50 + "\x00" * 50
     cleaned = sanitize_query(hostile)
