@@ -23,6 +23,7 @@ from service.api import (
     search,
     summarize,
 )
+from service.api.datafari import DatafariPaths
 from service.api.docs import install_docs
 from service.api.errors import install_error_handlers
 from service.api.limits import BodySizeLimit
@@ -79,6 +80,7 @@ def create_app(config_path: Path) -> FastAPI:
     app.include_router(metrics.router)
     app.include_router(pages.router)
     install_docs(app)
+    app.add_middleware(DatafariPaths)  # before routing, and before the checks that name a route
     app.add_middleware(RequestContext)  # outermost: every response gets its id and log line
     _document_by_hand(app)
 

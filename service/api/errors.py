@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 
 _FEATURES = (
     ("/ai/summarize", "summarization"),
+    ("/search/select", "rag"),  # Datafari's deprecated RAG through the search API
     ("/documents", "ingestion"),
     ("/search", "search"),
     ("/admin", "admin"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import StringConstraints
+from pydantic import BeforeValidator, StringConstraints
 
 from service.chains.prompts import LANGUAGE_CODE
 
@@ -13,3 +13,8 @@ DocumentId = Annotated[str, StringConstraints(pattern=r"^[^\x00-\x1f\x7f]{1,512}
 
 # ISO 639 code, optionally with a region: "fr", "pt-BR", "zh_TW".
 LanguageCode = Annotated[str, StringConstraints(pattern=LANGUAGE_CODE.pattern)]
+
+# Datafari sends "lang": "" for "no language chosen": the default language, like no field.
+OptionalLanguage = Annotated[
+    LanguageCode | None, BeforeValidator(lambda value: None if value == "" else value)
+]

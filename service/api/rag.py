@@ -5,15 +5,17 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Literal
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from service.api.auth import require_api_key
 from service.api.errors import as_service_error, documented_errors, error_body
-from service.api.fields import DocumentId, LanguageCode
+from service.api.fields import DocumentId, OptionalLanguage
 from service.api.identity import caller_scope
 from service.api.sse import SSE_HEADERS, event_stream, sse_event
+from service.errors import BadRequest
 from service.llm import ChatMessage
 from service.pipeline import Answer, RagQuery, Reply
 from service.retrieval import Scope
@@ -24,14 +26,16 @@ router = APIRouter(tags=["rag"], dependencies=[Depends(require_api_key)])
 MAX_QUERY_CHARS = 20_000
 MAX_HISTORY_MESSAGES = 100
 MAX_MESSAGE_CHARS = 20_000
+FORMATS = ("bulletpoint", "stepbystep", "text", "default")
 
 
 class HistoryMessage(BaseModel):
-    """One earlier message of the conversation."""
+    """One earlier message of the conversation (Datafari's Message: user, assistant or
+    system)."""
 
     model_config = ConfigDict(extra="ignore")
 
-    role: Literal["user", "assistant"]
+    role: Literal["user", "assistant", "system"]
     content: str = Field(max_length=MAX_MESSAGE_CHARS)
 
 
@@ -42,14 +46,16 @@ class RagRequest(BaseModel):
 
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="The question.")
     id: DocumentId | None = Field(None, description="Answer from this FileShare document only.")
-    lang: LanguageCode | None = Field(None, description="ISO code of the answer's language.")
+    lang: OptionalLanguage = Field(
+        None, description="ISO code of the answer's language (empty: the default)."
+    )
     history: list[HistoryMessage] | None = Field(
         None,
         max_length=MAX_HISTORY_MESSAGES,
         description="Earlier messages; used when chat.memory.enabled is true.",
     )
     format: Literal["bulletpoint", "stepbystep", "text", "default"] | None = Field(
-        None, description="The answer's form."
+        None, description="The answer's form; a name Datafari does not know: the default."
     )
     stream: bool = Field(
         False,
@@ -57,6 +63,12 @@ class RagRequest(BaseModel):
         "then `sources` ({documents}), then `done` ({status, message, timings, usage}); an "
         "`error` event (the error envelope) if it fails midway.",
     )
+
+    @field_validator("format", mode="before")
+    @classmethod
+    def _known_format(cls, value: object) -> object:
+        """Datafari answers an unknown format in its default form; so do we."""
+        return "default" if isinstance(value, str) and value not in FORMATS else value
 
     def to_query(self, scope: Scope) -> RagQuery:
         return RagQuery(
@@ -150,6 +162,33 @@ async def rag(body: RagRequest, request: Request) -> RagResponse | StreamingResp
         media_type="text/event-stream",
         headers=SSE_HEADERS,
     )
+
+
+@router.get(
+    "/search/select",
+    response_model=RagResponse,
+    responses=documented_errors(403, 404, 428),
+    deprecated=True,
+)
+async def rag_by_search(
+    request: Request,
+    q: str = Query(min_length=1, max_length=MAX_QUERY_CHARS, description="The question."),
+    action: str = Query(max_length=64, description="Must be `rag`."),
+    format: str | None = Query(None, max_length=64, description="As on POST /ai/rag."),
+    lang: str | None = Query(None, max_length=64, description="As on POST /ai/rag."),
+    id: str | None = Query(None, max_length=512, description="As on POST /ai/rag."),
+) -> RagResponse | StreamingResponse:
+    """Datafari's deprecated RAG through the search API: POST /ai/rag's answer, same envelope."""
+    if action != "rag":
+        raise BadRequest(
+            f"action={action[:64]!r}: this service answers action=rag only; search Solr "
+            "directly for other actions"
+        )
+    try:
+        body = RagRequest.model_validate({"query": q, "format": format, "lang": lang, "id": id})
+    except ValidationError as error:
+        raise RequestValidationError(error.errors()) from None
+    return await rag(body, request)
 
 
 async def _events(reply: Reply, request_id: str) -> AsyncIterator[str]:

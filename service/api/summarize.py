@@ -7,7 +7,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from service.api.auth import require_api_key
 from service.api.errors import documented_errors
-from service.api.fields import DocumentId, LanguageCode
+from service.api.fields import DocumentId, OptionalLanguage
 from service.api.identity import caller_scope
 from service.api.rag import DocumentOut, RagContent, UsageOut
 from service.pipeline import SummarizeQuery
@@ -27,7 +27,9 @@ class SummarizeRequest(BaseModel):
     text: str | None = Field(
         None, min_length=1, max_length=MAX_TEXT_CHARS, description="Text to summarize."
     )
-    lang: LanguageCode | None = Field(None, description="ISO code of the summary's language.")
+    lang: OptionalLanguage = Field(
+        None, description="ISO code of the summary's language (empty: the default)."
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> SummarizeRequest:

@@ -46,9 +46,10 @@ def test_rag_disabled_gives_ragErrorNotEnabled(make_client: ClientFactory, llm: 
         b'{"id": "orchard"}',
         b'{"query": ""}',
         b'{"query": 42}',
-        b'{"query": "lighthouse", "history": [{"role": "system", "content": "x"}]}',
+        b'{"query": "lighthouse", "history": [{"role": "tool", "content": "x"}]}',
         b'{"query": "lighthouse", "history": [{"role": "user"}]}',
-        b'{"query": "lighthouse", "format": "poem"}',
+        b'{"query": "lighthouse", "format": 5}',
+        b'{"query": "lighthouse", "lang": 5}',
         b'{"query": "lighthouse", "lang": "not a language"}',
     ],
 )
