@@ -106,12 +106,12 @@ def _serve(args: argparse.Namespace) -> int:
         os.environ.setdefault(variable, value)  # a variable the operator set wins
     app = create_app(args.config.resolve())
     settings = app.state.runtime.settings()
-    if settings.solr.startup_check:  # here, so a bad layout is one clear line, no traceback
-        asyncio.run(_verify_solr(settings))
     # the model server ends with this process, however it ends (service.processes)
     model_port = args.model_port or DEFAULT_MODEL_PORT
     model_server = _start_model_server(model_port) if args.with_model_server else None
     try:
+        if settings.solr.startup_check:  # here, so a bad layout is one clear line
+            asyncio.run(_verify_solr(settings))
         if args.samples:
             asyncio.run(_ingest_into_solr(settings, [], "en", samples=True, if_empty=True))
         base = f"http://{args.host}:{args.port}"
@@ -150,10 +150,13 @@ def _port_overrides(args: argparse.Namespace) -> dict[str, str]:
 
 
 async def _verify_solr(settings: Settings) -> None:
+    from service.llm.embeddings import embeddings_client
     from service.retrieval import SolrClient
 
     async with httpx.AsyncClient() as http:
-        await verify_layout(SolrClient(http, settings.solr.url), settings.solr)
+        solr = SolrClient(http, settings.solr.url)
+        embeddings = embeddings_client(http, settings, retries=0)
+        await verify_layout(solr, settings.solr, embeddings=embeddings)
 
 
 def _start_model_server(port: int) -> subprocess.Popen[bytes]:

@@ -16,7 +16,10 @@ The LLM as it is needs `openai.passthrough.enabled` (the router's 400 otherwise)
   question; every other message is history, sent with every LLM request.
 - Prompt size: tokens are counted as 4 characters each (a documented estimate: no tokenizer
   download); over `llm.context.window` -> 400; `max_tokens` above what is left is lowered,
-  and with RAG to half the window at most, so that the sources fit in the other half.
+  and with RAG to half the window at most, so that the sources fit in the other half; no
+  `max_tokens`: that much (KAITO: no limit beyond the window).
+- Nothing relevant found: the LLM answers the conversation without sources
+  (`openai.no.context=answer`, KAITO's rule), or 428 NoFileFound (`error`).
 
     >>> plan = plan_of(body, settings, scope)   # raises InvalidChatRequest (a 400)
     >>> reply = await runtime.rag_pipeline(plan.query.overrides).run(plan.query)
@@ -144,10 +147,11 @@ def chat_query(body: dict[str, Any], settings: Settings, scope: Scope, method: s
     prompt_tokens = estimate_tokens(messages)
     if prompt_tokens > window:
         raise ContextLengthExceeded(TOO_LONG)
-    asked = body.get("max_completion_tokens") or body.get("max_tokens")
-    max_tokens = int(asked) if isinstance(asked, int) and asked > 0 else settings.llm.max_tokens
-    # what is left after the prompt, and at most half the window: the sources get the rest
+    # what is left after the prompt, and at most half the window: the sources get the rest;
+    # no max_tokens asked: that much (KAITO: no limit beyond the window), not llm.maxTokens
     allowed = min(window - prompt_tokens, window // 2)
+    asked = body.get("max_completion_tokens") or body.get("max_tokens")
+    max_tokens = int(asked) if isinstance(asked, int) and asked > 0 else allowed
     if max_tokens > allowed:
         log.info(
             "max_tokens lowered from %d to %d (context window %d)", max_tokens, allowed, window
@@ -167,6 +171,7 @@ def chat_query(body: dict[str, Any], settings: Settings, scope: Scope, method: s
         scope=scope,
         overrides=overrides,
         form=form,
+        answer_without_sources=settings.server.openai_no_context == "answer",
     )
 
 

@@ -79,7 +79,6 @@ class Overrides:
         changes: dict[str, object] = {}
         if self.retrieval_method is not None:
             changes["retrieval.method"] = self.retrieval_method
-            changes["solr.enable.vector.search"] = False  # Datafari's switch must not win here
         if self.max_request_tokens is not None:
             changes["prompt.max.request.tokens"] = self.max_request_tokens
         return settings.overridden(changes) if changes else settings
@@ -104,6 +103,9 @@ class RagQuery:
     overrides: Overrides = NO_OVERRIDES
     # the answer's stop sequences and response format (the OpenAI endpoint's)
     form: AnswerFormat = PLAIN
+    # nothing relevant found: an error (Datafari's 428), or the LLM answers the conversation
+    # without sources (KAITO's rule, openai.no.context=answer)
+    answer_without_sources: bool = False
 
 
 @dataclass(frozen=True)
@@ -303,34 +305,52 @@ class RagPipeline(_Pipeline[RagQuery]):
                 )
             extra_usage += (expansion.usage,) if expansion.usage else ()
             queries = tuple(q for q in map(sanitize_query, expansion.queries) if q)
-        with timings.stage("retrieve"):
-            documents = await self._retrieve(queries, request.document_id, request.scope)
-        numbered = self._chunk(documents)
-        if not numbered:
-            raise NoDocumentFound("the retrieved documents hold no text")
-        if settings.retrieval.grading_enabled and calls.left > 1:
-            with timings.stage("grade"):
-                graded = await RelevanceGrader(
-                    self._llm,
-                    self._prompts,
-                    settings.prompt.budget,
-                    settings.retrieval.grading_min,
-                    concurrency=settings.prompt.map_concurrency,
-                    max_requests=calls.left - 1,
-                ).run(question.text, numbered)
-            extra_usage += tuple(graded.usages)
-            if not graded.kept:
-                raise NoDocumentFound(
-                    f"relevance grading found no chunk at {settings.retrieval.grading_min} or "
-                    f"above among {len(numbered)}"
-                )
-            numbered = number_chunks([item.chunk for item in graded.kept])
+        try:
+            with timings.stage("retrieve"):
+                documents = await self._retrieve(queries, request.document_id, request.scope)
+            numbered, grading = await self._relevant(question, documents, timings)
+        except NoDocumentFound:
+            if not request.answer_without_sources:
+                raise
+            conversation = [*question.history, ChatMessage("user", request.query)]
+            prepared = Prepared(ChainResult(answer="", sources=[]), final=conversation)
+            return Reply(self._llm, prepared, timings, started, time.perf_counter(),
+                         extra_usage, request.form)  # fmt: skip
+        extra_usage += grading
         builder = PromptBuilder(self._prompts, question)
         chain_started = time.perf_counter()
         prepared = await self._chain(builder, numbered).prepare(numbered)
         return Reply(
             self._llm, prepared, timings, started, chain_started, extra_usage, request.form
         )
+
+    async def _relevant(
+        self, question: Question, documents: list[RetrievedDocument], timings: Timings
+    ) -> tuple[list[NumberedChunk], tuple[Usage, ...]]:
+        """The chunks of the documents, those the LLM grades relevant when grading is on (and
+        what grading cost); NoDocumentFound when none is left."""
+        settings = self.settings
+        numbered = self._chunk(documents)
+        if not numbered:
+            raise NoDocumentFound("the retrieved documents hold no text")
+        calls = self._llm.calls
+        if not settings.retrieval.grading_enabled or calls.left <= 1:
+            return numbered, ()
+        with timings.stage("grade"):
+            graded = await RelevanceGrader(
+                self._llm,
+                self._prompts,
+                settings.prompt.budget,
+                settings.retrieval.grading_min,
+                concurrency=settings.prompt.map_concurrency,
+                max_requests=calls.left - 1,
+            ).run(question.text, numbered)
+        if not graded.kept:
+            raise NoDocumentFound(
+                f"relevance grading found no chunk at {settings.retrieval.grading_min} or "
+                f"above among {len(numbered)}"
+            )
+        return number_chunks([item.chunk for item in graded.kept]), tuple(graded.usages)
 
     def _chain(
         self, builder: PromptBuilder, numbered: list[NumberedChunk]

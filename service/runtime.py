@@ -12,6 +12,7 @@ import httpx
 
 from service.chains import PromptLibrary, PromptStore
 from service.config import ConfigStore, Settings
+from service.config.settings import key_field
 from service.errors import ConfigError, PromptTemplateError, ServiceError, SolrLayoutError
 from service.ingest.indexer import Indexer, indexer_for
 from service.ingest.sandbox import Extractor
@@ -57,13 +58,20 @@ async def _probed(call: Awaitable[object]) -> dict[str, str]:
     return {"status": "up"}
 
 
-# keys that decide where Solr and the collections are: an edit of one is checked against Solr
+DEFAULT_PROMPTS = key_field("prompt.templates.dir").default
+# the project's templates: beside the source (a checkout), or in the working folder (Docker)
+SHIPPED_PROMPTS = (Path(__file__).resolve().parent.parent / "prompts", Path.cwd() / "prompts")
+
+# keys that decide where Solr, the collections and the vectors are: an edit of one is checked
+# against Solr (and the embeddings API: the dimension of its vectors)
 SOLR_LAYOUT_KEYS = frozenset(
     {
         "solr.url",
         "solr.collection.documents",
         "solr.collection.passages",
         "solr.vector.field",
+        "ai.embeddings.endpoint",  # a model of another dimension
+        "ai.embeddings.model",
         "solr.startup.check",
     }
 )
@@ -96,7 +104,9 @@ class Runtime:
         settings = self.settings()
         if settings.solr.startup_check:
             try:
-                await verify_layout(self.solr(settings), settings.solr)
+                await verify_layout(
+                    self.solr(settings), settings.solr, embeddings=self._plain_embeddings(settings)
+                )
             except SolrLayoutError:
                 await self.stop()
                 raise
@@ -148,6 +158,11 @@ class Runtime:
         breaker = self.breaker(settings, "embeddings", settings.embeddings.endpoint)
         return embeddings_client(self._client("embeddings"), settings, model=model, breaker=breaker)
 
+    def _plain_embeddings(self, settings: Settings) -> EmbeddingsClient:
+        """The embeddings API without its breaker or retries: a check's failure is not the
+        traffic's, and a check does not insist."""
+        return embeddings_client(self._client("embeddings"), settings, retries=0)
+
     def breaker(self, settings: Settings, upstream: str, endpoint: str) -> CircuitBreaker:
         """The circuit breaker of one API (the LLM and the embeddings API have one each, even
         on one endpoint: a failing chat model must not stop retrieval); a new one when its
@@ -169,7 +184,12 @@ class Runtime:
             raise ConfigError(f"prompt.templates.dir: {error}") from None
         if settings.solr.startup_check and changed & SOLR_LAYOUT_KEYS:
             try:
-                await verify_layout(self.solr(settings), settings.solr, wait=0)
+                await verify_layout(
+                    self.solr(settings),
+                    settings.solr,
+                    wait=0,
+                    embeddings=self._plain_embeddings(settings),
+                )
             except SolrLayoutError as error:
                 raise ConfigError(str(error)) from None
 
@@ -241,9 +261,15 @@ class Runtime:
         )
 
     def _prompts_folder(self, settings: Settings) -> Path:
-        """Relative folders are read from where rag.properties lives."""
+        """Relative folders are read from where rag.properties lives; the default one, when
+        that file has none beside it (a Datafari rag.properties), is the shipped templates."""
         folder = Path(settings.prompt.templates_dir)
-        return folder if folder.is_absolute() else self.config.path.parent / folder
+        if folder.is_absolute():
+            return folder
+        beside = self.config.path.parent / folder
+        if beside.is_dir() or settings.prompt.templates_dir != DEFAULT_PROMPTS:
+            return beside
+        return next((path for path in SHIPPED_PROMPTS if path.is_dir()), beside)
 
     def _client(self, upstream: str) -> httpx.AsyncClient:
         if upstream not in self._pools:

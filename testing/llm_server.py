@@ -7,7 +7,9 @@ guesses: by default it answers with a fixed sentence that names the question and
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
+import math
 import re
 import threading
 import time
@@ -83,6 +85,8 @@ class LLMScript:
         self.answer: Callable[[RecordedRequest], str] = default_answer
         self.delay = 0.0
         self.requests: list[RecordedRequest] = []
+        # /v1/embeddings: vectors of this size (another model than the real one's 384)
+        self.embedding_dimension = 1536
 
     def reset(self) -> None:
         with self._lock:
@@ -90,6 +94,7 @@ class LLMScript:
             self.requests.clear()
             self.answer = default_answer
             self.delay = 0.0
+            self.embedding_dimension = 1536
 
     def then(self, *steps: Step) -> None:
         with self._lock:
@@ -138,6 +143,21 @@ def create_llm_app(script: LLMScript) -> FastAPI:
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
         return {"object": "list", "data": [{"id": "test-model", "object": "model"}]}
+
+    @app.post("/v1/embeddings")
+    async def embeddings(request: Request) -> dict[str, Any]:
+        """Deterministic unit vectors, one per input: the shape of an embeddings API, no
+        meaning (the real model is the project's model server's)."""
+        texts = (await request.json())["input"]
+        size = script.embedding_dimension
+        data = []
+        for index, text in enumerate([texts] if isinstance(texts, str) else texts):
+            seed = int(hashlib.sha256(str(text).encode()).hexdigest()[:8], 16)
+            vector = [((seed >> (i % 24)) & 0xFF) / 255 + 0.001 for i in range(size)]
+            norm = math.sqrt(sum(value * value for value in vector))
+            data.append({"object": "embedding", "index": index,
+                         "embedding": [value / norm for value in vector]})  # fmt: skip
+        return {"object": "list", "data": data, "model": "test-embeddings"}
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request) -> Response:

@@ -255,7 +255,10 @@ class Rendering:
 
 
 def sources_block(answer: Answer) -> str:
-    """The sources written after the answer, as Markdown: `[n] [title](url)`."""
+    """The sources written after the answer, as Markdown: `[n] [title](url)`; nothing for an
+    answer without sources."""
+    if not answer.documents:
+        return ""
     lines = []
     for document in answer.documents:
         title = _one_line(document.title or document.id)

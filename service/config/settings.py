@@ -28,6 +28,8 @@ from pydantic import (
 )
 
 Retrieval = Literal["bm25", "vector", "hybrid"]
+# solr.embeddings.model values that name no model (Datafari's default names Solr's model store)
+UNNAMED_MODELS = frozenset({"", "default_model"})
 
 CHARS_PER_TOKEN = 4  # a documented estimate: English text averages about 4 characters a token
 
@@ -99,6 +101,13 @@ class ServerSettings(Part):
         "index_name, no rag* model): rag (the configured retrieval.method), FileShare, "
         "VectorMain, bm25, vector or hybrid; empty: such requests go to the LLM as they "
         "are (KAITO's rule; needs openai.passthrough.enabled).",
+    )
+    openai_no_context: Literal["answer", "error"] = _key(
+        "openai.no.context",
+        "answer",
+        "/v1/chat/completions when the search finds nothing relevant: answer (the LLM answers "
+        "the conversation without sources, as KAITO does) or error (a 428 NoFileFound, as "
+        "/ai/rag).",
     )
     openai_sources_inline: Literal["rag-models", "always", "never"] = _key(
         "openai.sources.inline",
@@ -233,7 +242,11 @@ class SolrSettings(Part):
         "solr.vector.field", "vector_384", "DenseVectorField of VectorMain holding the vectors."
     )
     embeddings_model: str = _key(
-        "solr.embeddings.model", "default_model", "Name of the embedding model in Solr's store."
+        "solr.embeddings.model",
+        "default_model",
+        "The embeddings model whose vectors solr.vector.field holds (Datafari's name for it); "
+        "default_model: the one ai.embeddings.model names. When only this key names one, the "
+        "embeddings API is asked for it.",
     )
     timeout_connect: float = _key(
         "solr.timeout.connect", 5.0, "Seconds to connect to Solr.", gt=0, le=600
@@ -264,15 +277,18 @@ class SolrSettings(Part):
 class RetrievalSettings(Part):
     """How candidates are found: BM25, kNN or both fused, how many, with which queries."""
 
-    method: Retrieval = _key(
+    method: Literal["", "bm25", "vector", "hybrid"] = _key(
         "retrieval.method",
-        "bm25",
+        "",
         "bm25 (FileShare documents), vector (VectorMain passages by kNN) or hybrid (BM25 and "
-        "kNN over VectorMain, fused by reciprocal rank); solr.enable.vector.search=true means "
-        "vector unless this says hybrid.",
+        "kNN over VectorMain, fused by reciprocal rank); empty: Datafari's "
+        "solr.enable.vector.search decides (true: vector, false: bm25).",
     )
     vector_search_enabled: bool = _key(
-        "solr.enable.vector.search", False, "Retrieve passages by kNN from VectorMain."
+        "solr.enable.vector.search",
+        False,
+        "Retrieve passages by kNN from VectorMain (Datafari's switch; retrieval.method, when "
+        "set, decides instead).",
     )
     max_files: int = _key(
         "chunking.maxFiles", 3, "Documents retrieved by the BM25 search.", ge=1, le=100
@@ -326,12 +342,10 @@ class RetrievalSettings(Part):
 
     @property
     def in_force(self) -> Retrieval:
-        """The retrieval in force (Datafari's switch and ours agree on this)."""
-        if self.method == "hybrid":
-            return "hybrid"
-        if self.vector_search_enabled or self.method == "vector":
-            return "vector"
-        return "bm25"
+        """The retrieval in force: retrieval.method when set, else Datafari's switch."""
+        if self.method:
+            return self.method
+        return "vector" if self.vector_search_enabled else "bm25"
 
     @property
     def limit(self) -> int:
@@ -488,6 +502,18 @@ class Settings(BaseModel):
     prompt: PromptSettings = PromptSettings()
     chat: ChatSettings = ChatSettings()
     security: SecuritySettings = SecuritySettings()
+
+    @model_validator(mode="after")
+    def _one_embeddings_model(self) -> Settings:
+        named = self.solr.embeddings_model
+        if named not in UNNAMED_MODELS and named != self.embeddings.model:
+            raise ValueError(
+                f"solr.embeddings.model says the vectors in {self.solr.vector_field} come from "
+                f"{named!r}, but ai.embeddings.model embeds queries with "
+                f"{self.embeddings.model!r}: vectors of two models cannot be compared; make "
+                "them the same model (or reindex with the new one)"
+            )
+        return self
 
     @classmethod
     def of(cls, values: Mapping[str, object]) -> Settings:

@@ -26,12 +26,25 @@ from pathlib import Path
 from pydantic import SecretStr, ValidationError
 
 from service.config.properties import parse_properties, with_values
-from service.config.settings import Settings, key_field, known_keys
+from service.config.settings import UNNAMED_MODELS, Settings, key_field, known_keys
 from service.errors import ConfigConflict, ConfigError
 
 log = logging.getLogger(__name__)
 
 ENV_PREFIX = "SOLR_RAG_"
+
+
+# Names Datafari's documentation still shows for today's keys: a Datafari rag.properties starts
+# the service as it is (one warning each; the admin page and edits use the new name).
+LEGACY_KEYS = {
+    "rag.api.token": "ai.api.token",
+    "rag.api.endpoint": "ai.api.endpoint",
+    "rag.model": "llm.model",
+    "llm.max.request.size": "prompt.max.request.size",
+    # InMemory vector search (passages of BM25 results by meaning), replaced by Solr's
+    "rag.enable.vector.search": "solr.enable.vector.search",
+    "inMemory.maxChunks": "solr.topK",
+}
 
 
 def env_name(key: str) -> str:
@@ -45,10 +58,18 @@ def settings_from_mapping(
     keys = set(known_keys())
     raw: dict[str, str] = {}
     for key, value in values.items():
+        if key in LEGACY_KEYS:
+            continue
         if key not in keys:
             log.warning("%s: unknown key %r ignored (known keys: see rag.properties)", source, key)
             continue
         raw[key] = value
+    for old, new in LEGACY_KEYS.items():
+        if old in values:
+            kept = "read as" if new not in raw else f"ignored: {new} is set too, and wins; remove"
+            log.warning("%s: %s is the former name of %s, %s it", source, old, new, kept)
+            raw.setdefault(new, values[old])
+    _embeddings_model_from_solr(raw)
     for key in keys:
         if env and env_name(key) in env:
             raw[key] = env[env_name(key)]
@@ -73,6 +94,22 @@ def settings_from_mapping(
             shown = "***" if key in secret_keys() else repr(cleaned.get(key, ""))
             problems.append(f"{key} = {shown}: {item['msg']}")
         raise ConfigError(f"{source}: invalid value(s): " + "; ".join(problems)) from None
+
+
+def _embeddings_model_from_solr(raw: dict[str, str]) -> None:
+    """Datafari names the embeddings model in solr.embeddings.model only: it is then the model
+    the embeddings API is asked for. Both named and different: Settings refuses (the query
+    would be embedded by another model than the passages)."""
+    named = raw.get("solr.embeddings.model", "").strip()
+    if named not in UNNAMED_MODELS and not raw.get("ai.embeddings.model", "").strip():
+        raw["ai.embeddings.model"] = named
+
+
+def _former_names(
+    before: Mapping[str, str], changes: Mapping[str, str | None]
+) -> dict[str, str | None]:
+    """The legacy lines an edit replaces: removed, so the file says each value once."""
+    return {old: None for old, new in LEGACY_KEYS.items() if new in changes and old in before}
 
 
 def admin_token_from(env: Mapping[str, str]) -> str:
@@ -161,7 +198,7 @@ class ConfigStore:
                 )
             before = parse_properties(text)
             settings = self._apply(before, changes)
-            edited = with_values(text, dict(changes))
+            edited = with_values(text, {**_former_names(before, changes), **changes})
             _write_atomically(self.path, edited)
             self._settings = settings
             self._stamp = self._read_stamp()
@@ -181,7 +218,7 @@ class ConfigStore:
                 )
 
     def _apply(self, before: Mapping[str, str], changes: Mapping[str, str | None]) -> Settings:
-        values = {**before, **changes}
+        values = {**before, **_former_names(before, changes), **changes}
         kept = {key: value for key, value in values.items() if value is not None}
         return settings_from_mapping(kept, source=self.path.name, env=self._env)
 

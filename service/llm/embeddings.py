@@ -48,8 +48,10 @@ def embeddings_client(
     *,
     model: str | None = None,
     breaker: CircuitBreaker | None = None,
+    retries: int | None = None,
 ) -> EmbeddingsClient:
-    """The embeddings API the settings name (`ai.embeddings.*`), with the LLM's timeouts."""
+    """The embeddings API the settings name (`ai.embeddings.*`), with the LLM's timeouts and
+    retries (`retries`: another number, e.g. none for a check)."""
     return EmbeddingsClient(
         http,
         LLMOptions(
@@ -59,7 +61,7 @@ def embeddings_client(
             token=settings.embeddings.token.get_secret_value(),
             connect_timeout=settings.llm.timeout_connect,
             read_timeout=settings.llm.timeout_read,
-            retries=settings.llm.retries,
+            retries=settings.llm.retries if retries is None else retries,
         ),
         breaker,
     )

@@ -12,11 +12,13 @@ import time
 
 from service.config.settings import SolrSettings
 from service.errors import (
+    ServiceError,
     SolrLayoutError,
     UpstreamBadResponse,
     UpstreamTimeout,
     UpstreamUnavailable,
 )
+from service.llm.embeddings import EmbeddingsClient
 from service.retrieval.solr import SolrClient
 
 log = logging.getLogger(__name__)
@@ -34,10 +36,16 @@ def required_fields(layout: SolrSettings) -> dict[str, tuple[str, ...]]:
 
 
 async def verify_layout(
-    solr: SolrClient, layout: SolrSettings, *, wait: float | None = None
+    solr: SolrClient,
+    layout: SolrSettings,
+    *,
+    wait: float | None = None,
+    embeddings: EmbeddingsClient | None = None,
 ) -> None:
-    """Returns when every collection and field is there; waits up to `wait` seconds
-    (solr.startup.wait) for Solr to answer at all, then raises SolrLayoutError."""
+    """Returns when every collection and field is there, and the vector field is a
+    DenseVectorField whose dimension is the embeddings model's (asked of `embeddings`, when
+    it answers); waits up to `wait` seconds (solr.startup.wait) for Solr to answer at all,
+    then raises SolrLayoutError."""
     wait = layout.startup_wait if wait is None else wait
     for collection, fields in required_fields(layout).items():
         present = await _fields_when_reachable(solr, collection, wait)
@@ -48,7 +56,43 @@ async def verify_layout(
                 f"the service uses: create it from solr/configsets/{collection} (README, "
                 "'Solr'), or fix solr.vector.field in rag.properties"
             )
+    dimension = await _vector_dimension(solr, layout)
+    if embeddings is not None:
+        await _same_dimension(embeddings, layout, dimension)
     log.info("Solr layout checked: %s", ", ".join(required_fields(layout)))
+
+
+async def _vector_dimension(solr: SolrClient, layout: SolrSettings) -> int:
+    field_type = await solr.field_type(layout.passages_collection, layout.vector_field)
+    dimension = field_type.get("vectorDimension")
+    if not str(field_type.get("class", "")).endswith("DenseVectorField") or dimension is None:
+        raise SolrLayoutError(
+            f"solr.vector.field {layout.vector_field!r} is not a DenseVectorField in "
+            f"{layout.passages_collection!r} (its type is {field_type.get('name')!r}): name a "
+            "vector field (solr/configsets/VectorMain has vector_384 ... vector_1536)"
+        )
+    return int(dimension)
+
+
+async def _same_dimension(
+    embeddings: EmbeddingsClient, layout: SolrSettings, dimension: int
+) -> None:
+    """The embeddings model's vectors must fit the field; an API that does not answer yet is
+    not a reason to stop (it is checked again by readiness and every request)."""
+    try:
+        [vector] = await embeddings.embed(["dimension check"])
+    except ServiceError as error:
+        log.warning("embeddings dimension not checked: %s", error.reason)
+        return
+    if len(vector) != dimension:
+        model = embeddings.options.model
+        raise SolrLayoutError(
+            f"solr.vector.field {layout.vector_field!r} holds {dimension}-dimension vectors, "
+            f"but the embeddings model {model!r} (ai.embeddings.model) gives {len(vector)}: "
+            f"set solr.vector.field to a field of {len(vector)} dimensions (VectorMain's "
+            f"configset has vector_{len(vector)} for common sizes), or use a "
+            f"{dimension}-dimension model"
+        )
 
 
 async def _fields_when_reachable(solr: SolrClient, collection: str, wait: float) -> set[str]:

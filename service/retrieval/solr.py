@@ -11,6 +11,7 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -23,6 +24,7 @@ from service.observability import request_headers, request_id_var
 from service.upstream import upstream_call
 
 log = logging.getLogger(__name__)
+_JSON = {"wt": "json"}
 
 Params = Mapping[str, str | int | float | Sequence[str]]
 
@@ -93,6 +95,16 @@ class SolrClient:
         """The fields the collection's schema declares (not dynamic ones)."""
         body = await self._request("GET", f"/{collection}/schema/fields", params={"wt": "json"})
         return {str(field.get("name")) for field in body.get("fields", [])}
+
+    async def field_type(self, collection: str, field: str) -> dict[str, Any]:
+        """The type of a declared field, with its properties (`class`, `vectorDimension`)."""
+        name = quote(field, safe="")
+        found = await self._request("GET", f"/{collection}/schema/fields/{name}", params=_JSON)
+        type_name = quote(str(found.get("field", {}).get("type", "")), safe="")
+        body = await self._request(
+            "GET", f"/{collection}/schema/fieldtypes/{type_name}", params=_JSON
+        )
+        return dict(body.get("fieldType", {}))
 
     async def _request(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
         try:

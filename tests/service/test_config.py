@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 from pathlib import Path
 
@@ -75,10 +76,14 @@ def test_defaults_are_datafaris(tmp_path: Path) -> None:
 
 def test_shipped_rag_properties_lists_every_key_and_is_valid() -> None:
     path = ROOT / "rag.properties"
-    values = parse_properties(path.read_text())
-    assert set(known_keys()) <= set(values)
+    text = path.read_text()
+    commented = parse_properties(re.sub(r"(?m)^#(?=[\w.]+=)", "", text))
+    assert set(known_keys()) <= set(commented)  # set, or shown with its default as "#key="
     settings = load_settings(path, {})
     assert settings.server.enable_rag is True
+    # Datafari's switch is not left saying one thing while another runs
+    assert "solr.enable.vector.search" not in parse_properties(text)
+    assert settings.retrieval.in_force == "hybrid"
 
 
 def test_invalid_value_names_the_key(tmp_path: Path) -> None:
@@ -173,3 +178,58 @@ def test_editing_rewrites_only_the_changed_keys() -> None:
 )
 def test_edited_values_read_back_unchanged(value: str) -> None:
     assert parse_properties(with_values("k=old\n", {"k": value}))["k"] == value
+
+
+# -- Datafari's names and meanings (issue 17) --------------------------------------------------
+
+
+def test_legacy_key_names_are_read_as_todays(tmp_path: Path) -> None:
+    path = tmp_path / "rag.properties"
+    path.write_text(
+        "rag.api.endpoint=http://llm.example/v1/\nrag.api.token=t0ken\nrag.model=m1\n"
+        "llm.max.request.size=30000\ninMemory.maxChunks=7\nrag.enable.vector.search=true\n"
+    )
+    settings = load_settings(path, {})
+    assert settings.llm.endpoint == "http://llm.example/v1/"
+    assert settings.llm.token.get_secret_value() == "t0ken"
+    assert (settings.llm.model, settings.prompt.max_request_size) == ("m1", 30000)
+    assert (settings.retrieval.top_k, settings.retrieval.in_force) == (7, "vector")
+
+
+def test_todays_name_wins_and_an_edit_removes_the_former_line(tmp_path: Path) -> None:
+    path = tmp_path / "rag.properties"
+    path.write_text("rag.model=old\nllm.model=new\n")
+    store = ConfigStore(path, env={})
+    assert store.current().llm.model == "new"
+    store.update({"llm.model": None})  # back to the default: the former name must not return
+    assert store.current().llm.model == "gpt-3.5-turbo"
+    assert "rag.model" not in path.read_text()
+
+
+def test_solr_embeddings_model_names_the_model_or_must_agree(tmp_path: Path) -> None:
+    path = tmp_path / "rag.properties"
+    path.write_text("solr.embeddings.model=text-embedding-3-small\n")
+    assert load_settings(path, {}).embeddings.model == "text-embedding-3-small"
+    path.write_text("solr.embeddings.model=default_model\n")
+    assert load_settings(path, {}).embeddings.model == "all-MiniLM-L6-v2"
+    path.write_text("solr.embeddings.model=bge-small\nai.embeddings.model=all-MiniLM-L6-v2\n")
+    with pytest.raises(ConfigError, match=r"solr\.embeddings\.model.*cannot be compared"):
+        load_settings(path, {})
+
+
+@pytest.mark.parametrize(
+    ("lines", "in_force"),
+    [
+        ("solr.enable.vector.search=true\n", "vector"),
+        ("solr.enable.vector.search=false\n", "bm25"),
+        ("solr.enable.vector.search=true\nretrieval.method=bm25\n", "bm25"),
+        ("solr.enable.vector.search=false\nretrieval.method=hybrid\n", "hybrid"),
+        ("retrieval.method=\n", "bm25"),
+    ],
+)
+def test_datafaris_switch_decides_unless_retrieval_method_is_set(
+    tmp_path: Path, lines: str, in_force: str
+) -> None:
+    path = tmp_path / "rag.properties"
+    path.write_text(lines)
+    assert load_settings(path, {}).retrieval.in_force == in_force

@@ -3,14 +3,21 @@ deprecated RAG through the search API, and the inputs Datafari accepts."""
 
 from __future__ import annotations
 
+import os
+import re
+from pathlib import Path
+
 import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+from service.api.app import create_app
+from service.errors import SolrLayoutError
 from testing.llm_server import LLMScript
 from tests.conftest import ClientFactory
 from tests.service.test_rag_errors import error_of
 
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 PREFIX = "/Datafari/rest/v2.0"
 QUESTION = "When was the lighthouse lamp electrified?"
 
@@ -82,3 +89,80 @@ def test_a_system_message_in_the_history_is_kept(
     sent = llm.requests[0].messages
     assert {"role": "system", "content": "Answer like a lighthouse keeper."} in sent
     assert {"role": "assistant", "content": "Ahoy."} in sent
+
+
+# -- their rag.properties, as it is -----------------------------------------------------------
+
+
+def datafari_file(tmp_path: Path, llm_base_url: str, **changes: str) -> Path:
+    text = (FIXTURES / "datafari-rag.properties").read_text()
+    text = text.replace("{llm_endpoint}", f"{llm_base_url}/v1/")
+    for key, value in changes.items():
+        text = re.sub(rf"(?m)^{re.escape(key)}=.*$", f"{key}={value}", text)
+    path = tmp_path / "rag.properties"
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture
+def datafari_env(monkeypatch: pytest.MonkeyPatch, solr_url: str, llm_base_url: str) -> None:
+    """Where Datafari's file cannot say: our Solr and the embeddings API (1,536 dimensions,
+    like the OpenAI model vector_1536 is made for), as a deployment sets them."""
+    for name in [name for name in os.environ if name.startswith("SOLR_RAG_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("SOLR_RAG_SOLR_URL", solr_url)
+    monkeypatch.setenv("SOLR_RAG_AI_EMBEDDINGS_ENDPOINT", f"{llm_base_url}/v1/")
+
+
+@pytest.mark.usefixtures("corpus", "datafari_env")
+def test_a_datafari_rag_properties_starts_the_service_and_answers(
+    tmp_path: Path, llm: LLMScript, llm_base_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = datafari_file(tmp_path, llm_base_url)
+    with TestClient(create_app(path)) as client:
+        answer = ok(client.post(f"{PREFIX}/ai/rag", json={"query": QUESTION}))
+        settings = client.app.state.runtime.settings()  # type: ignore[attr-defined]
+    assert answer["content"]["documents"][0]["id"] == "lighthouse"
+    assert llm.requests[0].body["model"] == "gpt-3.5-turbo"  # rag.model
+    assert llm.requests[0].headers["authorization"] == "Bearer X"  # rag.api.token
+    assert settings.prompt.max_request_size == 40000  # llm.max.request.size
+    assert settings.retrieval.top_k == 10  # solr.topK is set too, and wins over inMemory
+    assert settings.retrieval.in_force == "bm25"  # solr.enable.vector.search=false honoured
+    assert settings.solr.vector_field == "vector_1536"
+    warned = [r.getMessage() for r in caplog.records if "former name" in r.getMessage()]
+    assert len(warned) == 6 and any(
+        "rag.model is the former name of llm.model" in w for w in warned
+    )
+
+
+@pytest.mark.usefixtures("corpus", "datafari_env")
+def test_datafari_vector_search_switch_runs_vector_search(
+    tmp_path: Path, llm: LLMScript, llm_base_url: str, solr_url: str
+) -> None:
+    path = datafari_file(tmp_path, llm_base_url, **{"solr.enable.vector.search": "true"})
+    with TestClient(create_app(path)) as client:
+        assert client.app.state.runtime.settings().retrieval.in_force == "vector"  # type: ignore[attr-defined]
+
+
+@pytest.mark.usefixtures("corpus", "datafari_env")
+def test_a_vector_field_of_another_dimension_stops_the_start_naming_the_fix(
+    tmp_path: Path, llm: LLMScript, llm_base_url: str
+) -> None:
+    llm.embedding_dimension = 768
+    path = datafari_file(tmp_path, llm_base_url)
+    with pytest.raises(SolrLayoutError) as raised, TestClient(create_app(path)):
+        pass
+    message = str(raised.value)
+    assert "1536-dimension" in message and "gives 768" in message and "vector_768" in message
+
+
+@pytest.mark.usefixtures("corpus", "datafari_env")
+def test_a_vector_field_that_is_not_a_vector_stops_the_start(
+    tmp_path: Path, llm_base_url: str
+) -> None:
+    path = datafari_file(tmp_path, llm_base_url, **{"solr.vector.field": "title"})
+    with (
+        pytest.raises(SolrLayoutError, match="not a DenseVectorField"),
+        TestClient(create_app(path)),
+    ):
+        pass

@@ -188,13 +188,41 @@ def test_unknown_index_is_400(service: ServiceFactory) -> None:
     assert "Nope" in response.json()["error"]["message"]
 
 
-def test_nothing_found_is_an_openai_error(service: ServiceFactory) -> None:
+def test_nothing_found_is_an_openai_error_when_so_configured(service: ServiceFactory) -> None:
     response = httpx.post(
-        f"{service()}/v1/chat/completions",
+        f"{service({'openai.no.context': 'error'})}/v1/chat/completions",
         json={"model": "m", "messages": ask("xylophonist"), "index_name": "FileShare"},
     )
     assert response.status_code == 428
     assert response.json()["error"]["code"] == "NoFileFound"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_nothing_found_is_answered_without_sources_as_kaito_does(
+    service: ServiceFactory, llm: LLMScript, stream: bool
+) -> None:
+    llm.then(Step(content="A xylophonist plays the xylophone."))
+    messages = [{"role": "system", "content": "Be brief."}, *ask("What is a xylophonist?")]
+    response = client_for(service()).chat.completions.create(
+        model="rag", messages=messages, stream=stream
+    )
+    if stream:
+        chunks = list(response)  # type: ignore[arg-type]
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        last = chunks[-1]
+    else:
+        text, last = response.choices[0].message.content, response  # type: ignore[union-attr]
+    assert text == "A xylophonist plays the xylophone."  # no "Sources:" block
+    assert last.model_extra["sources"] == []  # type: ignore[union-attr]
+    assert llm.requests[0].body["messages"] == messages  # the conversation as sent
+
+
+def test_no_max_tokens_means_what_the_window_leaves(
+    service: ServiceFactory, llm: LLMScript
+) -> None:
+    openai = client_for(service({"llm.context.window": 2000, "llm.maxTokens": 50}))
+    openai.chat.completions.create(model="rag", messages=ask("lighthouse"))
+    assert llm.requests[0].body["max_tokens"] == 1000  # half the window, not llm.maxTokens
 
 
 LISTED = ["rag", "rag-bm25", "rag-vector", "rag-hybrid", "test-model"]
