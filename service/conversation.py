@@ -40,6 +40,7 @@ from service.errors import (
     RelayDisabled,
     UnsupportedParameter,
 )
+from service.ingest.indexes import INDEX_NAME
 from service.llm import ChatMessage
 from service.llm.answer_format import AnswerFormat
 from service.pipeline import Overrides, RagQuery
@@ -49,6 +50,7 @@ log = logging.getLogger(__name__)
 
 CHAT_ROLES = frozenset({"system", "developer", "user", "assistant"})
 METHODS = frozenset({"bm25", "vector", "hybrid"})
+BUILT_IN_INDEXES = METHODS | {"fileshare", "vectormain", "rag"}
 # the models GET /v1/models lists for clients that only pick a model: each names a retrieval
 # ("": the configured one)
 RAG_MODELS = {"rag": "", "rag-bm25": "bm25", "rag-vector": "vector", "rag-hybrid": "hybrid"}
@@ -164,11 +166,12 @@ def chat_query(body: dict[str, Any], settings: Settings, scope: Scope, method: s
         max_tokens=max_tokens,
         temperature=_temperature_of(body),
     )
+    index = kaito_index_of(body.get("index_name"))
     return RagQuery(
         query=question,
         history=tuple(history),
         always_use_history=True,
-        scope=scope,
+        scope=scope if index is None else scope.in_index(index),
         overrides=overrides,
         form=form,
         answer_without_sources=settings.server.openai_no_context == "answer",
@@ -221,10 +224,19 @@ def _method_of(index: str, settings: Settings) -> str:
         return configured
     if key in METHODS:
         return key
+    if kaito_index_of(index):
+        return configured
     raise InvalidChatRequest(
-        f"Unknown index_name {index[:100]!r}: use FileShare, VectorMain, rag, bm25, vector or "
-        'hybrid (or "" for the LLM without retrieval).'
+        f"Unknown index_name {index[:100]!r}: use FileShare, VectorMain, rag, bm25, vector, "
+        'hybrid, a KAITO index (GET /indexes), or "" for the LLM without retrieval.'
     )
+
+
+def kaito_index_of(index: object) -> str | None:
+    """The KAITO index (POST /index) an index_name names, if it is not one of ours."""
+    if not isinstance(index, str) or index.lower() in BUILT_IN_INDEXES:
+        return None
+    return index if INDEX_NAME.match(index) else None
 
 
 def _model_of(body: dict[str, Any]) -> str | None:

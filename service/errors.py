@@ -129,6 +129,18 @@ class NotFound(ServiceError):
     message = "Sorry, there is nothing at this address."
 
 
+class IndexNotFound(ServiceError):
+    """A KAITO index name that no index has (GET /indexes lists them)."""
+
+    kind = "IndexNotFound"
+    status = 404
+    message = "Sorry, there is no index by that name."
+    openai_code = "index_not_found"
+
+    def __init__(self, index: str) -> None:
+        super().__init__(f"no index named {index[:64]!r} (GET /indexes lists them)")
+
+
 class MethodNotAllowed(ServiceError):
     """The route exists, for other HTTP methods."""
 

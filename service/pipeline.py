@@ -48,13 +48,14 @@ from service.errors import (
     DocumentNotFound,
     EmptyDocument,
     FeatureDisabled,
+    IndexNotFound,
     NoDocumentFound,
     SummarySourceNotFound,
 )
 from service.llm import ChatClient, ChatMessage, EmbeddingsClient, Usage
 from service.llm.answer_format import PLAIN, AnswerFormat
 from service.metrics import observe_answer
-from service.retrieval import DocumentById, RetrievedDocument, SolrClient
+from service.retrieval import DocumentById, RetrievedDocument, SolrClient, count_documents
 from service.retrieval.factory import build_retriever
 from service.retrieval.fusion import MultiQueryRetriever
 from service.retrieval.scope import EVERYTHING, Scope
@@ -405,6 +406,10 @@ class RagPipeline(_Pipeline[RagQuery]):
             )
             documents = await fused.run(queries)
         if not documents:
+            if scope.index is not None and not await count_documents(
+                self._solr, settings.solr.documents_collection, EVERYTHING.in_index(scope.index)
+            ):
+                raise IndexNotFound(scope.index)
             raise NoDocumentFound(
                 f"the {settings.retrieval.in_force} search found nothing for {query!r}"
             )

@@ -15,13 +15,14 @@ from service.config import ConfigStore, Settings
 from service.config.settings import key_field
 from service.errors import ConfigError, PromptTemplateError, ServiceError, SolrLayoutError
 from service.ingest.indexer import Indexer, indexer_for
+from service.ingest.indexes import KaitoIndexes
 from service.ingest.sandbox import Extractor
 from service.llm import ChatClient, CircuitBreaker, EmbeddingsClient, LLMOptions
 from service.llm.budget import CallBudget
 from service.llm.embeddings import embeddings_client
 from service.pipeline import NO_OVERRIDES, Overrides, RagPipeline, SummarizePipeline
-from service.retrieval import Scope, SolrClient, VectorRetriever
-from service.retrieval.factory import vector_retriever
+from service.retrieval import Retriever, Scope, SolrClient, VectorRetriever
+from service.retrieval.factory import build_retriever, vector_retriever
 from service.retrieval.layout import verify_layout
 
 P = TypeVar("P", RagPipeline, SummarizePipeline)
@@ -58,6 +59,7 @@ async def _probed(call: Awaitable[object]) -> dict[str, str]:
     return {"status": "up"}
 
 
+MAX_FILES = 100  # chunking.maxFiles' upper bound
 DEFAULT_PROMPTS = key_field("prompt.templates.dir").default
 # the project's templates: beside the source (a checkout), or in the working folder (Docker)
 SHIPPED_PROMPTS = (Path(__file__).resolve().parent.parent / "prompts", Path.cwd() / "prompts")
@@ -230,6 +232,20 @@ class Runtime:
 
     def indexer(self, settings: Settings) -> Indexer:
         return indexer_for(settings, self.solr(settings), self.embeddings(settings))
+
+    def kaito_indexes(self, settings: Settings) -> KaitoIndexes:
+        return KaitoIndexes(
+            self.solr(settings), self.indexer(settings), settings.solr.documents_collection
+        )
+
+    def index_retriever(self, settings: Settings, scope: Scope, count: int) -> Retriever:
+        """The configured retrieval, finding up to `count` documents or passages in `scope`."""
+        sized = settings.overridden(
+            {"solr.topK": count, "chunking.maxFiles": min(count, MAX_FILES)}
+        )
+        return build_retriever(
+            sized.retrieval, sized.solr, self.solr(sized), self.embeddings(sized), scope=scope
+        )
 
     def prompt_library(self, settings: Settings) -> PromptLibrary:
         return self.prompts.current(self._prompts_folder(settings))

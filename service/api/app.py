@@ -16,6 +16,7 @@ from service.api import (
     admin,
     documents,
     health,
+    kaito,
     metrics,
     openai,
     pages,
@@ -74,6 +75,7 @@ def create_app(config_path: Path) -> FastAPI:
     app.include_router(summarize.router)
     app.include_router(search.router)
     app.include_router(documents.router)
+    app.include_router(kaito.router)
     app.include_router(openai.router)
     app.include_router(admin.router)
     app.include_router(health.router)

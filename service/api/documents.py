@@ -6,12 +6,13 @@ import re
 from dataclasses import replace
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, File, Form, Request, UploadFile
+from fastapi import APIRouter, Depends, File, Form, Query, Request, UploadFile
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.api.auth import require_admin
 from service.api.errors import documented_errors
 from service.api.fields import DocumentId, LanguageCode
+from service.chains.prompts import LANGUAGE_CODE
 from service.errors import (
     BadRequest,
     DocumentNotFound,
@@ -20,6 +21,7 @@ from service.errors import (
     TooLarge,
 )
 from service.ingest import SourceDocument, extract_bytes
+from service.retrieval.scope import visible_to
 from service.runtime import Runtime
 
 router = APIRouter(tags=["ingestion"], dependencies=[Depends(require_admin)])
@@ -84,6 +86,68 @@ async def ingest(body: IngestRequest, request: Request) -> IngestResponse:
             documents=summary.documents,
             passages=summary.passages,
             seconds=round(summary.seconds, 3),
+        )
+    )
+
+
+class ListedDocument(BaseModel):
+    """A document of the main corpus, without its text."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str
+    title: str = ""
+    url: str = ""
+    language: str = ""
+    last_modified: str = ""
+    allowed_groups: list[str] = Field(default_factory=list)
+    denied_groups: list[str] = Field(default_factory=list)
+
+
+class DocumentPage(BaseModel):
+    """One page of the indexed documents."""
+
+    documents: list[ListedDocument]
+    total: int = Field(description="Documents matching the filters, on every page.")
+    limit: int
+    offset: int
+
+
+class DocumentPageResponse(BaseModel):
+    """The answer of GET /documents."""
+
+    status: str = "OK"
+    content: DocumentPage
+
+
+@router.get("/documents", response_model=DocumentPageResponse, responses=documented_errors(401))
+async def list_documents(
+    request: Request,
+    limit: int = Query(20, ge=1, le=100),
+    offset: int = Query(0, ge=0, le=100_000),
+    id_prefix: str | None = Query(None, max_length=512, description="Ids that start so."),
+    language: str | None = Query(None, max_length=16, pattern=LANGUAGE_CODE.pattern),
+    group: str | None = Query(None, max_length=256, description="Visible to this group."),
+) -> DocumentPageResponse:
+    """What is indexed (FileShare's documents, by id), a page at a time, optionally only ids
+    under a prefix (a folder), one language, or what one group may see."""
+    filters = []
+    if id_prefix:
+        filters.append("{!prefix f=id}" + id_prefix)
+    if language:
+        filters.append("{!term f=language}" + language)
+    if group is not None:
+        filters += visible_to([group])
+    runtime: Runtime = request.app.state.runtime
+    documents, total = await runtime.indexer(runtime.settings()).page(
+        limit=limit, offset=offset, filters=filters
+    )
+    return DocumentPageResponse(
+        content=DocumentPage(
+            documents=[ListedDocument.model_validate(doc) for doc in documents],
+            total=total,
+            limit=limit,
+            offset=offset,
         )
     )
 

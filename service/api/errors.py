@@ -32,9 +32,18 @@ _FEATURES = (
     ("/ai/summarize", "summarization"),
     ("/search/select", "rag"),  # Datafari's deprecated RAG through the search API
     ("/documents", "ingestion"),
+    # KAITO's index API
+    ("/index", "index"),
+    ("/retrieve", "index"),
+    ("/persist/", "index"),
+    ("/load/", "index"),
     ("/search", "search"),
     ("/admin", "admin"),
 )
+
+
+# paths whose errors, even routing ones (404, 405), use the service's error shapes
+API_PREFIXES = ("/ai/", "/v1/", "/documents", "/search", "/admin", *(p for p, _ in _FEATURES))
 
 
 def feature_of(request: Request) -> str:
@@ -162,7 +171,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
-        if request.url.path.startswith(("/ai/", "/v1/", "/documents", "/search", "/admin")):
+        if request.url.path.startswith(API_PREFIXES):
             kind = _HTTP_ERRORS.get(error.status_code, BadRequest)
             response = error_response(request, kind(str(error.detail)))
         else:

@@ -34,6 +34,8 @@ class SourceDocument:
     denied_groups: tuple[str, ...] = ()
     # pages (PDF) or heading sections (DOCX): passages never cross their boundaries
     sections: tuple[str, ...] = ()
+    # more Solr fields, on the document and its passages (a KAITO index's name, metadata)
+    fields: tuple[tuple[str, str], ...] = ()
 
     def to_solr(self) -> dict[str, object]:
         document: dict[str, object] = {
@@ -49,6 +51,7 @@ class SourceDocument:
             document["allowed_groups"] = list(self.allowed_groups)
         if self.denied_groups:
             document["denied_groups"] = list(self.denied_groups)
+        document.update(self.fields)
         return document
 
 

@@ -5,14 +5,17 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from service.config import Settings
 from service.ingest.extract import SourceDocument
 from service.ingest.passages import Passage, PassageSplitter
 from service.llm.embeddings import EmbeddingsClient
+from service.retrieval.scope import MAIN_CORPUS
 from service.retrieval.solr import SolrClient
 
 Progress = Callable[[int, int], None]
+LISTED_FIELDS = "id,title,url,language,last_modified,allowed_groups,denied_groups"
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,18 @@ class Indexer:
         )
         return int(found["response"]["numFound"])
 
+    async def page(
+        self, *, limit: int, offset: int, filters: Sequence[str] = ()
+    ) -> tuple[list[dict[str, Any]], int]:
+        """A page of FileShare's main corpus (not KAITO indexes), by id, with the `filters`
+        (Solr filters the service built), and how many documents match."""
+        found = await self._solr.select(
+            self._collection,
+            {"q": "*:*", "defType": "lucene", "fq": [MAIN_CORPUS, *filters], "sort": "id asc",
+             "rows": limit, "start": offset, "fl": LISTED_FIELDS},
+        )  # fmt: skip
+        return list(found["response"]["docs"]), int(found["response"]["numFound"])
+
     async def delete(self, document_id: str) -> bool:
         """Removes a document and its passages; False when FileShare had no such document."""
         if not await self.count(document_id):
@@ -100,6 +115,14 @@ class Indexer:
             )
         await self.commit()
         return True
+
+    async def delete_matching(self, query: str) -> None:
+        """Removes the documents and the passages `query` (Lucene syntax, built by the
+        service) matches."""
+        await self._solr.update(self._collection, [("delete", {"query": query})])
+        if self._passages:
+            await self._solr.update(self._passages.collection, [("delete", {"query": query})])
+        await self.commit()
 
     async def commit(self) -> None:
         await self._solr.commit(self._collection)

@@ -42,6 +42,7 @@ class Passage:
         for key in ("allowed_groups", "denied_groups"):
             if key in parent:
                 document[key] = parent[key]
+        document.update(self.parent.fields)
         if vector is not None:
             document[vector_field] = vector
         return document

@@ -1,7 +1,7 @@
 """Retrieval: the Solr client and the retrievers (BM25, kNN, hybrid) sharing one interface."""
 
 from service.retrieval.base import RetrievedDocument, Retriever
-from service.retrieval.bm25 import Bm25Retriever, DocumentById
+from service.retrieval.bm25 import Bm25Retriever, DocumentById, count_documents
 from service.retrieval.fusion import HybridRetriever, reciprocal_rank_fusion
 from service.retrieval.scope import Scope
 from service.retrieval.solr import SolrClient
@@ -16,5 +16,6 @@ __all__ = [
     "Scope",
     "SolrClient",
     "VectorRetriever",
+    "count_documents",
     "reciprocal_rank_fusion",
 ]

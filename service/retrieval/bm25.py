@@ -79,6 +79,14 @@ class DocumentById:
         return documents[0] if documents else None
 
 
+async def count_documents(solr: SolrClient, collection: str, scope: Scope) -> int:
+    """How many documents of the collection the scope holds (a KAITO index: its size)."""
+    body = await solr.select(
+        collection, {**scope.params(), "defType": "lucene", "q": "*:*", "rows": 0}
+    )
+    return int(body.get("response", {}).get("numFound", 0))
+
+
 def documents_from_response(body: dict[str, Any]) -> list[RetrievedDocument]:
     return [_document(doc) for doc in body.get("response", {}).get("docs", [])]
 

@@ -50,7 +50,7 @@ def build_retriever(
             operator=method.operator,
             rows=rows,
             tie=method.bm25_tie,
-            scope=Scope(groups=scope.groups),
+            scope=scope.with_parent(None),  # whole documents: no parent to keep
         )
     semantic = vector_retriever(layout, solr, embeddings, scope=scope, top_k=rows)
     if method.in_force == "vector":

@@ -157,3 +157,22 @@ async def test_a_file_that_takes_too_long_is_stopped_and_the_worker_replaced(
         await extractor.run(extraction_jobs.busy, "endless.pdf", 60)
     assert time.monotonic() - started < 10
     assert await extractor.run(extraction_jobs.echo, "next.txt", "fine") == "fine"
+
+
+def test_what_is_indexed_can_be_listed_a_page_at_a_time(admin: TestClient, solr_url: str) -> None:
+    def listed(**params: object) -> dict:
+        response = admin.get("/documents", params=params, headers=ADMIN)
+        assert response.status_code == 200, response.text
+        return response.json()["content"]
+
+    glaciers = listed(id_prefix="glacier-", limit=2, offset=1)
+    assert [d["id"] for d in glaciers["documents"]] == ["glacier-2", "glacier-3"]
+    assert (glaciers["total"], glaciers["limit"], glaciers["offset"]) == (5, 2, 1)
+    assert glaciers["documents"][0]["title"] and "content" not in glaciers["documents"][0]
+    assert [d["id"] for d in listed(language="fr")["documents"]] == ["marseille"]
+    secret = {"id": "teamA/report.txt", "content": "Quarterly numbers.", "allowed_groups": ["a"]}
+    assert admin.post("/documents", json={"documents": [secret]}, headers=ADMIN).status_code == 200
+    assert [d["id"] for d in listed(id_prefix="teamA/", group="a")["documents"]] == [secret["id"]]
+    assert listed(id_prefix="teamA/", group="b")["documents"] == []
+    assert admin.get("/documents").status_code == 401
+    assert admin.get("/documents", params={"limit": 1000}, headers=ADMIN).status_code == 400

@@ -179,13 +179,17 @@ def test_max_tokens_is_lowered_to_what_the_window_leaves(
     assert sent.size <= (2000 - 1000) * 4  # prompt + answer fit in the window
 
 
-def test_unknown_index_is_400(service: ServiceFactory) -> None:
-    response = httpx.post(
-        f"{service()}/v1/chat/completions",
-        json={"model": "m", "messages": ask("x"), "index_name": "Nope"},
-    )
-    assert response.status_code == 400
-    assert "Nope" in response.json()["error"]["message"]
+def test_an_index_name_that_no_index_has_is_404_and_a_malformed_one_400(
+    service: ServiceFactory,
+) -> None:
+    base = service()
+    for name, status in (("Nope", 404), ("no such index!", 400)):
+        response = httpx.post(
+            f"{base}/v1/chat/completions",
+            json={"model": "m", "messages": ask("lighthouse"), "index_name": name},
+        )
+        assert response.status_code == status, response.text
+        assert name in response.json()["error"]["message"]
 
 
 def test_nothing_found_is_an_openai_error_when_so_configured(service: ServiceFactory) -> None:

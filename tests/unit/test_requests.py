@@ -139,7 +139,8 @@ def test_overrides_are_validated_like_the_file() -> None:
 @pytest.mark.parametrize(
     "fields",
     [
-        {"index_name": "Nope"},
+        {"index_name": "Nope!"},  # "Nope" would be a KAITO index's name
+        {"index_name": "x" * 65},
         {"temperature": 3},
         {"temperature": "hot"},
         {"model": "m" * 300},
