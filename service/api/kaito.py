@@ -5,10 +5,10 @@ ingestion API."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from service.api.auth import require_admin
 from service.api.errors import documented_errors
@@ -22,6 +22,8 @@ router = APIRouter(tags=["kaito indexes"], dependencies=[Depends(require_admin)]
 
 MAX_DOCUMENTS = 1000
 MAX_TEXT_CHARS = 5_000_000
+# a KAITO doc_id: printable, no "/" (it is the last part of the Solr id kaito/<index>/<doc_id>)
+DocId = Annotated[str, StringConstraints(max_length=512, pattern=r"^[^\x00-\x1f\x7f/]*$")]
 
 
 class Document(BaseModel):
@@ -30,7 +32,7 @@ class Document(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     text: str = Field(min_length=1, max_length=MAX_TEXT_CHARS)
-    doc_id: str = Field("", max_length=512, pattern=r"^[^\x00-\x1f\x7f/]*$")
+    doc_id: DocId = ""
     metadata: dict[str, Any] | None = None
     hash_value: str | None = None
     is_truncated: bool = False
@@ -73,7 +75,7 @@ class UpdateDocumentResponse(BaseModel):
 class DeleteDocumentRequest(BaseModel):
     """POST /indexes/{name}/documents/delete."""
 
-    doc_ids: list[str] = Field(min_length=1, max_length=MAX_DOCUMENTS)
+    doc_ids: list[DocId] = Field(min_length=1, max_length=MAX_DOCUMENTS)
 
 
 class DeleteDocumentResponse(BaseModel):
