@@ -19,6 +19,7 @@ def vector_retriever(
     *,
     top_k: int,
     scope: Scope = EVERYTHING,
+    min_similarity: float = 0.0,
 ) -> VectorRetriever:
     """kNN over VectorMain's passages, whatever `retrieval.method` says (/search/vector)."""
     return VectorRetriever(
@@ -28,6 +29,7 @@ def vector_retriever(
         field=layout.vector_field,
         top_k=top_k,
         scope=scope,
+        min_similarity=min_similarity,
     )
 
 
@@ -52,7 +54,9 @@ def build_retriever(
             tie=method.bm25_tie,
             scope=scope.with_parent(None),  # whole documents: no parent to keep
         )
-    semantic = vector_retriever(layout, solr, embeddings, scope=scope, top_k=rows)
+    semantic = vector_retriever(
+        layout, solr, embeddings, scope=scope, top_k=rows, min_similarity=method.similarity_min
+    )
     if method.in_force == "vector":
         return semantic
     lexical = Bm25Retriever(

@@ -11,7 +11,8 @@ from service.retrieval.solr import SolrClient
 
 
 class VectorRetriever:
-    """The `top_k` passages nearest to the question (cosine), within `scope`.
+    """The `top_k` passages nearest to the question (cosine), within `scope`, those at least
+    `min_similarity` similar.
 
     The question is embedded by the same OpenAI-compatible embeddings API that embedded the
     passages at ingestion; Solr filters (`fq`) apply before the nearest neighbours are taken.
@@ -26,6 +27,7 @@ class VectorRetriever:
         field: str,
         top_k: int,
         scope: Scope = EVERYTHING,
+        min_similarity: float = 0.0,
     ) -> None:
         self._solr = solr
         self._collection = collection
@@ -33,6 +35,8 @@ class VectorRetriever:
         self._field = field
         self._top_k = top_k
         self._scope = scope
+        # Solr scores a cosine kNN hit (1 + cosine) / 2
+        self._min_score = (1 + min_similarity) / 2 if min_similarity > 0 else 0.0
 
     async def run(self, query: str) -> list[RetrievedDocument]:
         (vector,) = await self._embeddings.embed([query])
@@ -46,4 +50,5 @@ class VectorRetriever:
             "fl": DOCUMENT_FIELDS,
         }
         params.update(self._scope.params())
-        return documents_from_response(await self._solr.select(self._collection, params))
+        found = documents_from_response(await self._solr.select(self._collection, params))
+        return [passage for passage in found if passage.score >= self._min_score]

@@ -58,6 +58,7 @@ def test_embeddings_endpoint_serves_the_same_vectors(model_server_url: str) -> N
     assert body["usage"]["prompt_tokens"] > 0
 
 
+@pytest.mark.usefixtures("corpus")
 def test_passages_inherit_their_parent(solr_url: str) -> None:
     found = httpx.get(
         f"{solr_url}/VectorMain/select",
@@ -223,3 +224,24 @@ def test_documents_api_needs_the_admin_token(make_client: ClientFactory) -> None
     assert wrong.json()["content"]["label"] == "ingestionUnauthorized"
     disabled = make_client({"admin.token": ""}).post("/documents", json=body, headers=AUTH)
     assert disabled.status_code == 403
+
+
+@pytest.mark.parametrize("settings", [VECTOR, HYBRID])
+def test_a_question_the_documents_do_not_answer_finds_nothing(
+    make_client: ClientFactory, llm: LLMScript, settings: dict
+) -> None:
+    """retrieval.similarity.min (issue 17): no unrelated sources sent to the LLM."""
+    client = make_client(settings)
+    unrelated = client.post("/ai/rag", json={"query": "How do I bake sourdough bread at home?"})
+    assert unrelated.status_code == 428, unrelated.text
+    assert unrelated.json()["content"]["label"] == "ragNoFileFound"
+    assert llm.requests == []
+    floorless = make_client({**settings, "retrieval.similarity.min": 0})
+    assert (
+        floorless.post(
+            "/ai/rag", json={"query": "How do I bake sourdough bread at home?"}
+        ).status_code
+        == 200
+    )
+    related = client.post("/ai/rag", json={"query": NO_SHARED_WORDS})
+    assert related.json()["content"]["documents"][0]["id"] == "lighthouse"

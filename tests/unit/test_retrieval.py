@@ -81,6 +81,22 @@ async def test_knn_finds_passages_by_meaning(
     assert all(passage.parent_id for passage in found)
 
 
+async def test_knn_keeps_only_passages_similar_enough(
+    solr: SolrClient, embeddings: EmbeddingsClient
+) -> None:
+    def knn(floor: float) -> VectorRetriever:
+        return VectorRetriever(
+            solr, "VectorMain", embeddings, field="vector_384", top_k=5, min_similarity=floor
+        )
+
+    unrelated = "How do I bake sourdough bread at home?"
+    assert len(await knn(0.0).run(unrelated)) == 5  # the nearest, however far
+    assert await knn(0.3).run(unrelated) == []
+    found = await knn(0.3).run("When should fruit trees be cut back?")
+    assert ids(found)[0] == "orchard"
+    assert all(2 * passage.score - 1 >= 0.3 for passage in found)  # Solr: (1 + cosine) / 2
+
+
 async def test_hybrid_fuses_both_rankings(solr: SolrClient, embeddings: EmbeddingsClient) -> None:
     lexical = bm25(solr, "VectorMain")
     semantic = VectorRetriever(solr, "VectorMain", embeddings, field="vector_384", top_k=5)
