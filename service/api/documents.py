@@ -7,6 +7,7 @@ from dataclasses import replace
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, File, Form, Query, Request, UploadFile
+from fastapi import Path as PathParam
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.api.auth import require_admin
@@ -238,7 +239,9 @@ def upload_id(filename: str) -> str:
     response_model=IngestResponse,
     responses=documented_errors(401, 403, 404),
 )
-async def delete(document_id: str, request: Request) -> IngestResponse:
+async def delete(
+    document_id: Annotated[str, PathParam(max_length=MAX_ID_CHARS)], request: Request
+) -> IngestResponse:
     """Remove a document and its passages; ids may hold `/` (`folder/x.txt`, or `%2F`).
     404 when there is no such document."""
     runtime: Runtime = request.app.state.runtime

@@ -18,3 +18,8 @@ LanguageCode = Annotated[str, StringConstraints(pattern=LANGUAGE_CODE.pattern)]
 OptionalLanguage = Annotated[
     LanguageCode | None, BeforeValidator(lambda value: None if value == "" else value)
 ]
+
+# A query-string value: at most this many characters, so that even 4-byte characters, percent-
+# encoded (12 bytes each), keep a URL inside the HTTP server's request-line limit (uvicorn
+# answers a longer one itself, in plain text). Questions longer than this go in a POST body.
+MAX_QUERY_PARAM = 1000

@@ -7,11 +7,12 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Path, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from service.api.auth import require_admin
 from service.api.errors import documented_errors
+from service.api.fields import MAX_QUERY_PARAM
 from service.api.identity import caller_scope
 from service.errors import BadRequest
 from service.ingest.indexes import IndexedDocument, KaitoIndexes, doc_id_of, metadata_filters
@@ -22,6 +23,8 @@ router = APIRouter(tags=["kaito indexes"], dependencies=[Depends(require_admin)]
 
 MAX_DOCUMENTS = 1000
 MAX_TEXT_CHARS = 5_000_000
+# in a path: KAITO's index name (checked fully by service.ingest.indexes)
+IndexName = Annotated[str, Path(max_length=64, description="The index's name.")]
 # a KAITO doc_id: printable, no "/" (it is the last part of the Solr id kaito/<index>/<doc_id>)
 DocId = Annotated[str, StringConstraints(max_length=512, pattern=r"^[^\x00-\x1f\x7f/]*$")]
 
@@ -140,12 +143,14 @@ async def list_indexes(request: Request) -> list[str]:
     responses=documented_errors(404),
 )
 async def list_documents(
-    index_name: str,
+    index_name: IndexName,
     request: Request,
     limit: int = Query(10, ge=1, le=100),
     offset: int = Query(0, ge=0, le=100_000),
     max_text_length: int | None = Query(1000, ge=1, le=MAX_TEXT_CHARS),
-    metadata_filter: str | None = Query(None, max_length=4000, description="A JSON object."),
+    metadata_filter: str | None = Query(
+        None, max_length=MAX_QUERY_PARAM, description="A JSON object."
+    ),
 ) -> ListDocumentsResponse:
     """A page of the index's documents, texts cut at `max_text_length`."""
     documents, total = await _indexes(request).documents(
@@ -165,7 +170,7 @@ async def list_documents(
     responses=documented_errors(404),
 )
 async def update_documents(
-    index_name: str, body: UpdateDocumentRequest, request: Request
+    index_name: IndexName, body: UpdateDocumentRequest, request: Request
 ) -> UpdateDocumentResponse:
     """Rewrites the documents the index has (by doc_id); reports the others."""
     updated, unchanged, missing = await _indexes(request).update(
@@ -184,7 +189,7 @@ async def update_documents(
     responses=documented_errors(404),
 )
 async def delete_documents(
-    index_name: str, body: DeleteDocumentRequest, request: Request
+    index_name: IndexName, body: DeleteDocumentRequest, request: Request
 ) -> DeleteDocumentResponse:
     """Deletes documents (and their passages) by doc_id."""
     deleted, missing = await _indexes(request).delete(index_name, body.doc_ids)
@@ -192,7 +197,7 @@ async def delete_documents(
 
 
 @router.delete("/indexes/{index_name}", responses=documented_errors(404))
-async def delete_index(index_name: str, request: Request) -> dict[str, str]:
+async def delete_index(index_name: IndexName, request: Request) -> dict[str, str]:
     """Deletes the index: every document and passage in it."""
     await _indexes(request).drop(index_name)
     return {"message": f"Successfully deleted index {index_name}."}
@@ -226,7 +231,9 @@ async def retrieve(body: RetrieveRequest, request: Request) -> RetrieveResponse:
 
 @router.post("/persist/{index_name}", responses=documented_errors(404))
 async def persist_index(
-    index_name: str, request: Request, path: str | None = Query(None, max_length=4000)
+    index_name: IndexName,
+    request: Request,
+    path: str | None = Query(None, max_length=MAX_QUERY_PARAM),
 ) -> dict[str, str]:
     """Nothing to do: Solr has kept every change since its commit (KAITO writes files here)."""
     await _indexes(request).require(index_name)
@@ -235,9 +242,9 @@ async def persist_index(
 
 @router.post("/load/{index_name}", responses=documented_errors(404))
 async def load_index(
-    index_name: str,
+    index_name: IndexName,
     request: Request,
-    path: str | None = Query(None, max_length=4000),
+    path: str | None = Query(None, max_length=MAX_QUERY_PARAM),
     overwrite: bool = False,
 ) -> dict[str, str]:
     """Nothing to do: the index is already served from Solr (KAITO reads files here)."""

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from service.api.auth import require_api_key
 from service.api.errors import as_service_error, documented_errors, error_body
-from service.api.fields import DocumentId, OptionalLanguage
+from service.api.fields import MAX_QUERY_PARAM, DocumentId, OptionalLanguage
 from service.api.identity import caller_scope
 from service.api.sse import SSE_HEADERS, event_stream, sse_event
 from service.errors import BadRequest
@@ -172,7 +172,7 @@ async def rag(body: RagRequest, request: Request) -> RagResponse | StreamingResp
 )
 async def rag_by_search(
     request: Request,
-    q: str = Query(min_length=1, max_length=MAX_QUERY_CHARS, description="The question."),
+    q: str = Query(min_length=1, max_length=MAX_QUERY_PARAM, description="The question."),
     action: str = Query(max_length=64, description="Must be `rag`."),
     format: str | None = Query(None, max_length=64, description="As on POST /ai/rag."),
     lang: str | None = Query(None, max_length=64, description="As on POST /ai/rag."),

@@ -7,6 +7,7 @@ from pydantic import BaseModel
 
 from service.api.auth import require_api_key
 from service.api.errors import documented_errors
+from service.api.fields import MAX_QUERY_PARAM
 from service.api.identity import caller_scope
 from service.errors import BadRequest, ModelNotServed
 from service.runtime import Runtime
@@ -42,8 +43,8 @@ class VectorSearchResponse(BaseModel):
 @router.get("/search/vector", response_model=VectorSearchResponse, responses=documented_errors())
 async def vector_search(
     request: Request,
-    queryrag: str | None = Query(None, max_length=20_000, description="The question."),
-    q: str | None = Query(None, max_length=20_000, description="Alias of queryrag."),
+    queryrag: str | None = Query(None, max_length=MAX_QUERY_PARAM, description="The question."),
+    q: str | None = Query(None, max_length=MAX_QUERY_PARAM, description="Alias of queryrag."),
     topK: int | None = Query(None, ge=1, le=1000, description="Passages to return."),
     model: str | None = Query(None, max_length=200, description="Embedding model name."),
 ) -> VectorSearchResponse:

@@ -61,6 +61,9 @@ def test_the_deprecated_search_select_answers_in_the_rag_envelope(
                        "ragBadRequest")  # fmt: skip
     assert "action=rag" in content["reason"]
     error_of(client.get("/search/select", params={"action": "rag"}), 400, "ragBadRequest")
+    # a URL keeps within the HTTP server's limit (longer questions: POST /ai/rag)
+    too_long = {"q": "\U000c9214" * 1001, "action": "rag"}
+    error_of(client.get("/search/select", params=too_long), 400, "ragBadRequest")
     error_of(client.get("/search/select", params={"q": "x", "action": "rag", "lang": "??"}), 400,
              "ragBadRequest")  # fmt: skip
 
