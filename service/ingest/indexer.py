@@ -108,13 +108,17 @@ class Indexer:
         """Removes a document and its passages; False when FileShare had no such document."""
         if not await self.count(document_id):
             return False
-        await self._solr.update(self._collection, [("delete", {"id": document_id})])
+        await self.delete_all([document_id])
+        return True
+
+    async def delete_all(self, document_ids: Sequence[str]) -> None:
+        """Removes these documents and their passages, in one update each and one commit."""
+        await self._solr.update(self._collection, [("delete", {"id": i}) for i in document_ids])
         if self._passages:
             await self._solr.update(
-                self._passages.collection, [("delete", _parent_query(document_id))]
+                self._passages.collection, [("delete", _parent_query(i)) for i in document_ids]
             )
         await self.commit()
-        return True
 
     async def delete_matching(self, query: str) -> None:
         """Removes the documents and the passages `query` (Lucene syntax, built by the

@@ -151,8 +151,8 @@ class KaitoIndexes:
         await self.require(index)
         present = {doc.doc_id for doc in await self._by_ids(index, doc_ids)}
         deleted = [doc_id for doc_id in doc_ids if doc_id in present]
-        for doc_id in deleted:
-            await self._indexer.delete(_solr_id(index, doc_id))
+        if deleted:
+            await self._indexer.delete_all([_solr_id(index, doc_id) for doc_id in deleted])
         return deleted, [doc_id for doc_id in doc_ids if doc_id not in present]
 
     async def drop(self, index: str) -> None:
