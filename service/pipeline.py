@@ -306,37 +306,38 @@ class RagPipeline(_Pipeline[RagQuery]):
                 )
             extra_usage += (expansion.usage,) if expansion.usage else ()
             queries = tuple(q for q in map(sanitize_query, expansion.queries) if q)
-        try:
-            with timings.stage("retrieve"):
-                documents = await self._retrieve(queries, request.document_id, request.scope)
-            numbered, grading = await self._relevant(question, documents, timings)
-        except NoDocumentFound:
-            if not request.answer_without_sources:
-                raise
+        with timings.stage("retrieve"):
+            documents = await self._retrieve(
+                queries, request.document_id, request.scope, request.answer_without_sources
+            )
+        numbered = self._chunk(documents)
+        if documents and not numbered and not request.answer_without_sources:
+            raise NoDocumentFound("the retrieved documents hold no text")
+        if numbered and settings.retrieval.grading_enabled and calls.left > 1:
+            chunks = len(numbered)
+            numbered, grading = await self._graded(question, numbered, timings)
+            extra_usage += grading  # counted even when grading keeps nothing
+            if not numbered and not request.answer_without_sources:
+                raise NoDocumentFound(
+                    f"relevance grading found no chunk at {settings.retrieval.grading_min} or "
+                    f"above among {chunks}"
+                )
+        chain_started = time.perf_counter()
+        if numbered:
+            builder = PromptBuilder(self._prompts, question)
+            prepared = await self._chain(builder, numbered).prepare(numbered)
+        else:  # nothing relevant, and the caller wants the LLM's answer without sources
             conversation = [*question.history, ChatMessage("user", request.query)]
             prepared = Prepared(ChainResult(answer="", sources=[]), final=conversation)
-            return Reply(self._llm, prepared, timings, started, time.perf_counter(),
-                         extra_usage, request.form)  # fmt: skip
-        extra_usage += grading
-        builder = PromptBuilder(self._prompts, question)
-        chain_started = time.perf_counter()
-        prepared = await self._chain(builder, numbered).prepare(numbered)
         return Reply(
             self._llm, prepared, timings, started, chain_started, extra_usage, request.form
         )
 
-    async def _relevant(
-        self, question: Question, documents: list[RetrievedDocument], timings: Timings
+    async def _graded(
+        self, question: Question, numbered: list[NumberedChunk], timings: Timings
     ) -> tuple[list[NumberedChunk], tuple[Usage, ...]]:
-        """The chunks of the documents, those the LLM grades relevant when grading is on (and
-        what grading cost); NoDocumentFound when none is left."""
+        """The chunks the LLM grades relevant (none, maybe), and what grading cost."""
         settings = self.settings
-        numbered = self._chunk(documents)
-        if not numbered:
-            raise NoDocumentFound("the retrieved documents hold no text")
-        calls = self._llm.calls
-        if not settings.retrieval.grading_enabled or calls.left <= 1:
-            return numbered, ()
         with timings.stage("grade"):
             graded = await RelevanceGrader(
                 self._llm,
@@ -344,13 +345,8 @@ class RagPipeline(_Pipeline[RagQuery]):
                 settings.prompt.budget,
                 settings.retrieval.grading_min,
                 concurrency=settings.prompt.map_concurrency,
-                max_requests=calls.left - 1,
+                max_requests=self._llm.calls.left - 1,
             ).run(question.text, numbered)
-        if not graded.kept:
-            raise NoDocumentFound(
-                f"relevance grading found no chunk at {settings.retrieval.grading_min} or "
-                f"above among {len(numbered)}"
-            )
         return number_chunks([item.chunk for item in graded.kept]), tuple(graded.usages)
 
     def _chain(
@@ -372,7 +368,11 @@ class RagPipeline(_Pipeline[RagQuery]):
         return RefineChain(self._llm, builder, budget, answer_reserve=settings.answer_reserve)
 
     async def _retrieve(
-        self, queries: tuple[str, ...], document_id: str | None, scope: Scope
+        self,
+        queries: tuple[str, ...],
+        document_id: str | None,
+        scope: Scope,
+        nothing_is_an_answer: bool = False,
     ) -> list[RetrievedDocument]:
         """BM25 documents, or passages (vector, hybrid); with `id`, that document only: whole
         with BM25, its best passages otherwise (whole when it has none). Several queries are
@@ -410,6 +410,8 @@ class RagPipeline(_Pipeline[RagQuery]):
                 self._solr, settings.solr.documents_collection, EVERYTHING.in_index(scope.index)
             ):
                 raise IndexNotFound(scope.index)
+            if nothing_is_an_answer:
+                return []
             raise NoDocumentFound(
                 f"the {settings.retrieval.in_force} search found nothing for {query!r}"
             )
