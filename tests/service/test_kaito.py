@@ -164,3 +164,50 @@ def test_the_index_api_needs_the_admin_token(base: str) -> None:
     response = list_indexes.sync_detailed(client=anonymous)
     assert response.status_code == 401
     assert httpx.post(f"{base}/index", json={"index_name": "x", "documents": []}).status_code == 401
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("POST", "/index", {"index_name": "no spaces!", "documents": [{"text": "x"}]}),
+        ("POST", "/index", {"index_name": "-dash-first", "documents": [{"text": "x"}]}),
+        ("POST", "/index", {"index_name": "x" * 65, "documents": [{"text": "x"}]}),
+        ("POST", "/index", {"index_name": INDEX, "documents": []}),
+        ("POST", "/index", {"index_name": INDEX, "documents": [{"text": "x"}] * 1001}),
+        ("POST", "/index", {"index_name": INDEX, "documents": [{"text": ""}]}),
+        ("POST", "/index", {"index_name": INDEX, "documents": [{"text": "x", "doc_id": "a/b"}]}),
+        ("POST", "/index", {"index_name": INDEX, "documents": [{"text": "x", "doc_id": "a\nb"}]}),
+        ("POST", "/index", {"index_name": INDEX,
+                            "documents": [{"text": "x", "metadata": {"big": "m" * 9000}}]}),
+        ("POST", "/retrieve", {"index_name": INDEX, "query": "x", "max_node_count": 301}),
+        ("POST", "/retrieve", {"index_name": INDEX, "query": "{}[]^~*"}),
+        ("POST", "/retrieve", {"index_name": INDEX, "query": "x",
+                               "metadata_filter": {"a": {"nested": 1}}}),
+        ("POST", "/retrieve", {"index_name": INDEX, "query": "x", "metadata_filter": {"a b": 1}}),
+        ("GET", f"/indexes/{INDEX}/documents?limit=101", None),
+        ("GET", f"/indexes/{INDEX}/documents?metadata_filter=not-json", None),
+        ("GET", f"/indexes/{INDEX}/documents?metadata_filter=[1]", None),
+        ("GET", f"/indexes/{INDEX}/documents?metadata_filter=" + "x" * 1001, None),
+        ("POST", f"/indexes/{INDEX}/documents/delete", {"doc_ids": []}),
+        ("POST", f"/indexes/{'x' * 65}/documents/delete", {"doc_ids": ["a"]}),
+        ("DELETE", "/indexes/bad%20name", None),
+    ],
+)  # fmt: skip
+def test_hostile_index_requests_are_400_and_change_nothing(
+    kaito: AuthenticatedClient, base: str, solr_url: str, method: str, path: str, body: object
+) -> None:
+    create(kaito)
+    before = httpx.get(
+        f"{solr_url}/FileShare/select",
+        params={"q": "index_s:[* TO *]", "defType": "lucene", "rows": 0},
+    )
+    response = httpx.request(
+        method, f"{base}{path}", json=body, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    )
+    assert response.status_code == 400, response.text
+    assert response.json()["status"] == "ERROR"
+    after = httpx.get(
+        f"{solr_url}/FileShare/select",
+        params={"q": "index_s:[* TO *]", "defType": "lucene", "rows": 0},
+    )
+    assert after.json()["response"]["numFound"] == before.json()["response"]["numFound"] == 2
