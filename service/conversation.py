@@ -14,10 +14,14 @@ grounded by default.
 The LLM as it is needs `openai.passthrough.enabled` (the router's 400 otherwise).
 - The user messages after the last assistant message, joined by a blank line, are the
   question; every other message is history, sent with every LLM request.
-- Prompt size: tokens are counted as 4 characters each (a documented estimate: no tokenizer
-  download); over `llm.context.window` -> 400; `max_tokens` above what is left is lowered,
-  and with RAG to half the window at most, so that the sources fit in the other half; no
-  `max_tokens`: that much (KAITO: no limit beyond the window).
+- Prompt size (KAITO's token allocation): the conversation's tokens are counted as the model
+  counts them (`llm.tokenizer`); with 150 more for the instructions, over
+  `llm.context.window` -> 400. Of the rest, `context_token_ratio` (the request's, else
+  `openai.context.token.ratio`, 0.2-0.8) may hold sources; `max_tokens` defaults to what
+  the sources leave (KAITO: no limit beyond the window), and one asked for is lowered so that
+  the sources keep at least a fifth.
+- `similarity_threshold` (KAITO's, 0-1) overrides `retrieval.similarity.min` for the request;
+  `openai.dynamic.topk` fetches at least 100 passages and stuffs the most relevant that fit.
 - Nothing relevant found: the LLM answers the conversation without sources
   (`openai.no.context=answer`, KAITO's rule), or 428 NoFileFound (`error`).
 
@@ -28,12 +32,10 @@ The LLM as it is needs `openai.passthrough.enabled` (the router's 400 otherwise)
 from __future__ import annotations
 
 import logging
-import math
 from dataclasses import dataclass
 from typing import Any
 
 from service.config import Settings
-from service.config.settings import CHARS_PER_TOKEN
 from service.errors import (
     ContextLengthExceeded,
     InvalidChatRequest,
@@ -45,6 +47,7 @@ from service.llm import ChatMessage
 from service.llm.answer_format import AnswerFormat
 from service.pipeline import Overrides, RagQuery
 from service.retrieval import Scope
+from service.text.tokens import MESSAGE_TOKENS, TokenCounter, token_counter
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +60,14 @@ RAG_MODELS = {"rag": "", "rag-bm25": "bm25", "rag-vector": "vector", "rag-hybrid
 MAX_MODEL_NAME = 256
 NO_USER_PROMPT = "There must be a user prompt since the latest assistant message."
 TOO_LONG = "Prompt length exceeds context window."
+# KAITO's token allocation: tokens kept for the prompt template's instructions, the least share
+# of the free window the sources keep, and the tokens one retrieved passage is reckoned at when
+# the dynamic top-k sizes the search (at least MIN_CANDIDATES passages)
+INSTRUCTION_TOKENS = 150
+MIN_CONTEXT_RATIO = 0.2
+PASSAGE_TOKENS = 500
+MIN_CANDIDATES = 100
+MAX_CANDIDATES = 1000
 
 
 PASSTHROUGH_OFF = (
@@ -145,24 +156,35 @@ def chat_query(body: dict[str, Any], settings: Settings, scope: Scope, method: s
     form = AnswerFormat.of(stop=body.get("stop"), response_format=body.get("response_format"))
     messages = body["messages"]
     question, history = split_conversation(messages)
+    model = _model_of(body)
     window = settings.llm.context_window
-    prompt_tokens = estimate_tokens(messages)
-    if prompt_tokens > window:
+    counter = token_counter(settings.llm.tokenizer, model or settings.llm.model)
+    prompt_tokens = count_tokens(messages, counter)
+    free = window - prompt_tokens - INSTRUCTION_TOKENS
+    if free < 1:
         raise ContextLengthExceeded(TOO_LONG)
-    # what is left after the prompt, and at most half the window: the sources get the rest;
-    # no max_tokens asked: that much (KAITO: no limit beyond the window), not llm.maxTokens
-    allowed = min(window - prompt_tokens, window // 2)
+    ratio = _number_in(body, "context_token_ratio", MIN_CONTEXT_RATIO, 0.8)
+    share = int(free * (settings.server.openai_context_ratio if ratio is None else ratio))
+    # no max_tokens asked: what the sources leave (KAITO: no limit beyond the window), not
+    # llm.maxTokens; one asked for: lowered so that the sources keep a fifth at least
+    allowed = free - int(free * MIN_CONTEXT_RATIO)
     asked = body.get("max_completion_tokens") or body.get("max_tokens")
-    max_tokens = int(asked) if isinstance(asked, int) and asked > 0 else allowed
+    max_tokens = int(asked) if isinstance(asked, int) and asked > 0 else free - share
     if max_tokens > allowed:
         log.info(
             "max_tokens lowered from %d to %d (context window %d)", max_tokens, allowed, window
         )
         max_tokens = allowed
+    sources = min(share, free - max_tokens)
+    request_tokens = prompt_tokens + INSTRUCTION_TOKENS + sources
+    dynamic = settings.server.openai_dynamic_top_k
     overrides = Overrides(
         retrieval_method=method,
-        max_request_tokens=min(settings.prompt.max_request_tokens or window, window - max_tokens),
-        model=_model_of(body),
+        max_request_tokens=min(settings.prompt.max_request_tokens or window, request_tokens),
+        similarity_min=_number_in(body, "similarity_threshold", 0, 1),
+        top_k=min(max(MIN_CANDIDATES, free // PASSAGE_TOKENS), MAX_CANDIDATES) if dynamic else None,
+        strategy="stuff" if dynamic else None,
+        model=model,
         max_tokens=max_tokens,
         temperature=_temperature_of(body),
     )
@@ -197,9 +219,9 @@ def split_conversation(messages: list[dict[str, Any]]) -> tuple[str, list[ChatMe
     return question, history
 
 
-def estimate_tokens(messages: list[dict[str, Any]]) -> int:
-    characters = sum(len(_text(message.get("content"))) for message in messages)
-    return math.ceil(characters / CHARS_PER_TOKEN)
+def count_tokens(messages: list[dict[str, Any]], counter: TokenCounter) -> int:
+    """The tokens of a conversation in the chat format, as `counter` counts them."""
+    return sum(counter.count(_text(m.get("content"))) + MESSAGE_TOKENS for m in messages)
 
 
 def _refuse_unsupported(body: dict[str, Any]) -> None:
@@ -252,14 +274,18 @@ def _model_of(body: dict[str, Any]) -> str | None:
 
 
 def _temperature_of(body: dict[str, Any]) -> float | None:
-    temperature = body.get("temperature")
-    if temperature is None:
+    return _number_in(body, "temperature", 0, 2)
+
+
+def _number_in(body: dict[str, Any], name: str, low: float, high: float) -> float | None:
+    """The number `body[name]` (None when absent); InvalidChatRequest when it is not a
+    number from `low` to `high`."""
+    value = body.get(name)
+    if value is None:
         return None
-    if isinstance(temperature, bool) or not isinstance(temperature, int | float):
-        raise InvalidChatRequest("temperature must be a number from 0 to 2")
-    if not 0 <= temperature <= 2:
-        raise InvalidChatRequest("temperature must be a number from 0 to 2")
-    return float(temperature)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+        raise InvalidChatRequest(f"{name} must be a number from {low:g} to {high:g}")
+    return float(value)
 
 
 def _is_text(content: object) -> bool:

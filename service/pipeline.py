@@ -54,6 +54,7 @@ from service.errors import (
 )
 from service.llm import ChatClient, ChatMessage, EmbeddingsClient, Usage
 from service.llm.answer_format import PLAIN, AnswerFormat
+from service.llm.size import RequestSize, request_size
 from service.metrics import observe_answer
 from service.retrieval import DocumentById, RetrievedDocument, SolrClient, count_documents
 from service.retrieval.factory import build_retriever
@@ -67,21 +68,28 @@ _CITATION = re.compile(r"\[(\d{1,3})\]")
 @dataclass(frozen=True)
 class Overrides:
     """What one request may change of the settings for itself (the OpenAI endpoint: the
-    retrieval its index names, its model, temperature, max_tokens and token budget)."""
+    retrieval its index names, KAITO's similarity threshold and dynamic top-k, its model,
+    temperature, max_tokens and token budget)."""
 
     retrieval_method: str | None = None
     max_request_tokens: int | None = None
+    similarity_min: float | None = None
+    top_k: int | None = None
+    strategy: str | None = None
     model: str | None = None
     max_tokens: int | None = None
     temperature: float | None = None
 
     def apply(self, settings: Settings) -> Settings:
         """`settings` with these changes, validated like rag.properties values."""
-        changes: dict[str, object] = {}
-        if self.retrieval_method is not None:
-            changes["retrieval.method"] = self.retrieval_method
-        if self.max_request_tokens is not None:
-            changes["prompt.max.request.tokens"] = self.max_request_tokens
+        keys = {
+            "retrieval.method": self.retrieval_method,
+            "prompt.max.request.tokens": self.max_request_tokens,
+            "retrieval.similarity.min": self.similarity_min,
+            "solr.topK": self.top_k,
+            "prompt.chunking.strategy": self.strategy,
+        }
+        changes = {key: value for key, value in keys.items() if value is not None}
         return settings.overridden(changes) if changes else settings
 
 
@@ -241,6 +249,17 @@ class _Pipeline(Generic[Q]):
         """The model the answers come from (the request's, or llm.model)."""
         return self._llm.options.model
 
+    @property
+    def _size(self) -> RequestSize:
+        """How big each LLM request may be, its tokens counted as this model counts them."""
+        return request_size(self.settings, self.model)
+
+    @property
+    def _answer_reserve(self) -> int:
+        """Room kept for an earlier answer carried into a request (refine, reduce): llm.maxTokens
+        tokens."""
+        return self._size.of_answer(self.settings.llm.max_tokens)
+
     async def run(self, request: Q) -> Reply:
         """The request's one way in: everything up to the final LLM request, within the
         request's deadline, which the returned Reply keeps for that last request. Errors found
@@ -342,7 +361,7 @@ class RagPipeline(_Pipeline[RagQuery]):
             graded = await RelevanceGrader(
                 self._llm,
                 self._prompts,
-                settings.prompt.budget,
+                self._size,
                 settings.retrieval.grading_min,
                 concurrency=settings.prompt.map_concurrency,
                 max_requests=self._llm.calls.left - 1,
@@ -353,7 +372,7 @@ class RagPipeline(_Pipeline[RagQuery]):
         self, builder: PromptBuilder, numbered: list[NumberedChunk]
     ) -> StuffChain | MapReduceChain | RefineChain:
         settings = self.settings
-        budget = settings.prompt.budget
+        budget = self._size  # counted once: it may load the model's tokenizer
         stuff = StuffChain(self._llm, builder, budget)
         if settings.prompt.strategy == "stuff" or stuff.fits_in_one_request(numbered):
             return stuff
@@ -363,9 +382,9 @@ class RagPipeline(_Pipeline[RagQuery]):
                 builder,
                 budget,
                 concurrency=settings.prompt.map_concurrency,
-                answer_reserve=settings.answer_reserve,
+                answer_reserve=self._answer_reserve,
             )
-        return RefineChain(self._llm, builder, budget, answer_reserve=settings.answer_reserve)
+        return RefineChain(self._llm, builder, budget, answer_reserve=self._answer_reserve)
 
     async def _retrieve(
         self,
@@ -448,9 +467,9 @@ class SummarizePipeline(_Pipeline[SummarizeQuery]):
         summarizer = Summarizer(
             self._llm,
             builder,
-            settings.prompt.budget,
+            self._size,
             concurrency=settings.prompt.map_concurrency,
-            answer_reserve=settings.answer_reserve,
+            answer_reserve=self._answer_reserve,
         )
         return Reply(self._llm, await summarizer.prepare(numbered), timings, started, chain_started)
 

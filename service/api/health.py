@@ -40,6 +40,7 @@ async def ready(request: Request) -> JSONResponse:
         for name, address in addresses(settings).items():
             checks.setdefault(name, {})["at"] = address
         checks["llm"]["circuit"] = runtime.llm(settings).breaker.state
+        checks["llm"]["tokenizer"] = settings.token_counter().name  # llm.tokenizer's count
         checks["embeddings"]["circuit"] = runtime.embeddings(settings).breaker.state
     return JSONResponse(
         {"status": "up" if healthy else "down", "checks": checks},

@@ -23,6 +23,7 @@ from service.chains.result import NumberedChunk
 from service.chains.structured import parse_json_answer
 from service.errors import ServiceError
 from service.llm.client import ChatClient
+from service.llm.size import RequestSize, as_size
 from service.llm.types import ChatMessage, Usage
 from service.text.clean import clean_context
 
@@ -72,7 +73,7 @@ class RelevanceGrader:
         self,
         llm: ChatClient,
         prompts: PromptLibrary,
-        budget: int,
+        budget: int | RequestSize,
         minimum: Level,
         *,
         concurrency: int = 4,
@@ -83,16 +84,17 @@ class RelevanceGrader:
         self._llm = llm
         self._max_requests = max_requests
         self._prompts = prompts
-        self._budget = budget
+        self._size = as_size(budget)
         self._minimum = RANK[minimum]
         self._slots = asyncio.Semaphore(concurrency)
 
     def batches(self, question: str, chunks: Sequence[NumberedChunk]) -> list[list[int]]:
         """Indices of `chunks` per request, each request within the size budget."""
-        room = self._budget - len(self._render(question, ""))
+        size = self._size
+        room = size.limit - size.of_messages([ChatMessage("user", self._render(question, ""))])
         if room < MIN_ROOM:
-            raise too_little_room(room, self._budget, "the grading instructions and question")
-        sizes = [len(_block(index + 1, item)) for index, item in enumerate(chunks)]
+            raise too_little_room(room, size, "the grading instructions and question")
+        sizes = [size.of(_block(index + 1, item)) for index, item in enumerate(chunks)]
         return pack_greedy(sizes, room)
 
     async def run(self, question: str, chunks: Sequence[NumberedChunk]) -> Graded:

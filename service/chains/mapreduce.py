@@ -27,6 +27,7 @@ from service.chains.result import (
 )
 from service.errors import NoValidAnswer, TooManyCalls
 from service.llm.client import ChatClient
+from service.llm.size import RequestSize, as_size
 from service.llm.types import ChatMessage, Completion
 
 log = logging.getLogger(__name__)
@@ -41,7 +42,7 @@ class MapReduceChain:
         self,
         llm: ChatClient,
         builder: PromptBuilder,
-        budget: int,
+        budget: int | RequestSize,
         *,
         concurrency: int = 4,
         map_template: str = "map",
@@ -55,8 +56,8 @@ class MapReduceChain:
         silently miss part of the document)."""
         self._llm = llm
         self._builder = builder
-        self._packer = Packer(builder, budget)
-        self._budget = budget
+        self._size = as_size(budget)
+        self._packer = Packer(builder, self._size)
         self._slots = asyncio.Semaphore(max(1, concurrency))
         self._map_template = map_template
         self._reduce_template = reduce_template
@@ -90,7 +91,7 @@ class MapReduceChain:
             ],
             result,
         )
-        answers = [text.strip()[: self._reserve] for text in partials]
+        answers = [self._size.cut(text.strip(), self._reserve) for text in partials]
         if self._drop_irrelevant:
             answers = [text for text in answers if not says_nothing_relevant(text)]
             log.info("map-reduce: %d of %d partial answers kept", len(answers), len(partials))
@@ -111,7 +112,7 @@ class MapReduceChain:
         """The most map requests that, with every reduce level they lead to, take at most
         `calls` calls."""
         room = self._packer.room(self._reduce_template, answers="")
-        widest = len(PromptBuilder.answer_block("x" * self._reserve))
+        widest = self._reserve + self._size.of(PromptBuilder.answer_block(""))
         per_reduce = max(2, room // widest)  # fewer: answers are merged in pairs, cut to fit
 
         def calls_for(maps: int) -> int:
@@ -130,9 +131,8 @@ class MapReduceChain:
         """Groups of answer blocks that each fit one reduce request (one level of the tree)."""
         room = self._packer.room(self._reduce_template, answers="")
         blocks = [self._fit(PromptBuilder.answer_block(text), room) for text in answers]
-        groups = [
-            [blocks[i] for i in group] for group in pack_greedy([len(b) for b in blocks], room)
-        ]
+        sizes = [self._size.of(block) for block in blocks]
+        groups = [[blocks[i] for i in group] for group in pack_greedy(sizes, room)]
         if len(groups) >= len(blocks):
             # every answer needs a request of its own: merge pairs, cut to fit, to progress
             groups = [blocks[i : i + 2] for i in range(0, len(blocks), 2)]
@@ -140,10 +140,11 @@ class MapReduceChain:
         return groups
 
     def _fit(self, block: str, room: int) -> str:
-        if len(block) <= room:
+        if self._size.of(block) <= room:
             return block
-        log.warning("a partial answer of %d characters was cut to %d", len(block), room)
-        return block[: room - 1] + "\n"
+        cut = self._size.cut(block, room - 1) + "\n"
+        log.warning("a partial answer of %d characters was cut to %d", len(block), len(cut))
+        return cut
 
     async def _all(self, requests: Sequence[list[ChatMessage]], result: ChainResult) -> list[str]:
         completions = await asyncio.gather(*(self._one(messages) for messages in requests))

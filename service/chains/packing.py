@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from service.chains.prompts import PromptBuilder
 from service.chains.result import Chunk, NumberedChunk
 from service.errors import PromptTooLong, TechnicalError, TooManyCalls
+from service.llm.size import RequestSize, as_size
 from service.text.chunk import Chunker
 
 # -- packs of chunks, each within a request's room -------------------------------------------------
@@ -20,21 +21,23 @@ log = logging.getLogger(__name__)
 # system message, the question) leaves no useful room: the request is refused rather than
 # split into ever smaller packs, each one more LLM call.
 MIN_ROOM = 500
+# Characters below which a chunk too large for a request is not split further
+MIN_PIECE = 100
 
 
-def too_little_room(room: int, budget: int, what: str) -> PromptTooLong:
+def too_little_room(room: int, size: RequestSize, what: str) -> PromptTooLong:
     return PromptTooLong(
-        f"a request of at most {budget} characters (prompt.max.request.size, or the model's "
-        f"context) leaves {max(room, 0)} for sources once {what} are in; at least {MIN_ROOM} "
-        "are needed: shorten the history, the system message or the question"
+        f"a request of at most {size} leaves {max(room, 0)} characters for sources once "
+        f"{what} are in; at least {MIN_ROOM} are needed: shorten the history, the system "
+        "message or the question"
     )
 
 
-def too_small_a_budget(room: int, budget: int, template: str) -> TechnicalError:
+def too_small_a_budget(room: int, size: RequestSize, template: str) -> TechnicalError:
     """Not the caller's doing: the configured budget is too small for the instructions."""
     return TechnicalError(
-        f"prompt.max.request.size ({budget}) leaves {max(room, 0)} characters for sources in "
-        f"a {template} request before any history or question; at least {MIN_ROOM} are "
+        f"a request of at most {size} leaves {max(room, 0)} characters for sources in a "
+        f"{template} request before any history or question; at least {MIN_ROOM} are "
         "needed: raise it (or lower llm.maxTokens, which refine keeps room for)"
     )
 
@@ -58,22 +61,23 @@ class Packer:
     piece keeps its document's citation number.
     """
 
-    def __init__(self, builder: PromptBuilder, budget: int) -> None:
+    def __init__(self, builder: PromptBuilder, size: int | RequestSize) -> None:
         self._builder = builder
-        self._budget = budget
+        self._size = as_size(size)
 
     def room(self, template: str, *, reserve: int = 0, **variables: object) -> int:
         """Characters left for source blocks in a request of `template`; PromptTooLong (a
         400) when that is under MIN_ROOM."""
-        room = self._budget - reserve - self._builder.size(template, sources="", **variables)
+        used = self._builder.size(template, self._size, sources="", **variables)
+        room = self._size.limit - reserve - used
         if room < MIN_ROOM:
             question = self._builder.question
             history = sum(len(message.content) for message in question.history)
             if room + history + len(question.text) < MIN_ROOM:
-                raise too_small_a_budget(room, self._budget, template)
+                raise too_small_a_budget(room, self._size, template)
             raise too_little_room(
                 room,
-                self._budget,
+                self._size,
                 f"the {template} instructions, the history ({history} characters) and the "
                 f"question ({len(question.text)} characters)",
             )
@@ -101,30 +105,49 @@ class Packer:
     ) -> list[Pack]:
         smallest = min(room, first) if first is not None else room
         items = [piece for item in numbered for piece in self._fit(item, smallest)]
-        groups = pack_greedy([len(block) for _, block in items], room, first=first)
+        groups = pack_greedy([self._size.of(block) for _, block in items], room, first=first)
         return [
             Pack(tuple(items[i][0] for i in group), tuple(items[i][1] for i in group))
             for group in groups
         ]
 
+    def select(self, numbered: Sequence[NumberedChunk], room: int) -> Pack:
+        """One request's sources: in relevance order, every chunk that still fits, passing
+        over those that do not (KAITO's context selection); a chunk larger than the whole
+        room is cut to pieces and its first piece taken, so the most relevant is never lost."""
+        chosen: list[tuple[NumberedChunk, str]] = []
+        left = room
+        for item in numbered:
+            piece, block = self._fit(item, room)[0]
+            size = self._size.of(block)
+            if size <= left:
+                chosen.append((piece, block))
+                left -= size
+        return Pack(tuple(item for item, _ in chosen), tuple(block for _, block in chosen))
+
     def _fit(self, item: NumberedChunk, room: int) -> list[tuple[NumberedChunk, str]]:
         """The chunk as one block, or split into pieces whose blocks fit `room`. The pieces
         are as large as the room allows: first the room left beside the block's head (number,
-        title), then half of it, which always fits since cleaning at most doubles a text."""
+        title), in this text's characters per unit of size, then half of that, and so on (with
+        characters alone, half always fits: cleaning at most doubles a text)."""
         block = self._builder.block(item)
-        if len(block) <= room:
+        size = self._size.of(block)
+        if size <= room:
             return [(item, block)]
-        head = len(self._builder.block(NumberedChunk(item.number, Chunk(item.chunk.document, ""))))
-        space = room - head  # most of the room: titles are capped in the block (PromptBuilder)
-        for target in (space, space // 2):
+        head = self._size.of(
+            self._builder.block(NumberedChunk(item.number, Chunk(item.chunk.document, "")))
+        )
+        # most of the room: titles are capped in the block (PromptBuilder)
+        target = (room - head) * len(block) // size
+        while True:
             pieces = [
                 NumberedChunk(item.number, Chunk(item.chunk.document, piece))
-                for piece in Chunker(target).run(item.chunk.text)
+                for piece in Chunker(max(target, MIN_PIECE)).run(item.chunk.text)
             ]
             blocks = [self._builder.block(piece) for piece in pieces]
-            if all(len(b) <= room for b in blocks):
-                break
-        return list(zip(pieces, blocks, strict=True))
+            if target <= MIN_PIECE or all(self._size.of(b) <= room for b in blocks):
+                return list(zip(pieces, blocks, strict=True))
+            target //= 2
 
 
 # -- greedy packing of sized items -----------------------------------------------------------------

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from jinja2.sandbox import SandboxedEnvironment
 
 from service.chains.result import NumberedChunk
 from service.errors import PromptTemplateError
+from service.llm.size import RequestSize
 from service.llm.types import ChatMessage
 from service.text.clean import clean_context
 
@@ -232,9 +232,6 @@ class PromptBuilder:
             ChatMessage("user", user),
         ]
 
-    def size(self, template: str, **variables: object) -> int:
-        return size_of(self.messages(template, **variables))
-
-
-def size_of(messages: Sequence[ChatMessage]) -> int:
-    return sum(len(message.content) for message in messages)
+    def size(self, template: str, measure: RequestSize, **variables: object) -> int:
+        """The size of a request of `template`, as `measure` counts it."""
+        return measure.of_messages(self.messages(template, **variables))

@@ -19,6 +19,7 @@ from service.chains.result import (
     sources_of,
 )
 from service.llm.client import ChatClient
+from service.llm.size import RequestSize, as_size
 from service.llm.types import ChatMessage
 
 log = logging.getLogger(__name__)
@@ -28,11 +29,17 @@ class RefineChain:
     """>>> result = await RefineChain(llm, builder, budget=40000, answer_reserve=800).run(chunks)"""
 
     def __init__(
-        self, llm: ChatClient, builder: PromptBuilder, budget: int, *, answer_reserve: int
+        self,
+        llm: ChatClient,
+        builder: PromptBuilder,
+        budget: int | RequestSize,
+        *,
+        answer_reserve: int,
     ) -> None:
         self._llm = llm
         self._builder = builder
-        self._packer = Packer(builder, budget)
+        self._size = as_size(budget)
+        self._packer = Packer(builder, self._size)
         self._reserve = answer_reserve
 
     async def run(self, numbered: list[NumberedChunk]) -> ChainResult:
@@ -49,9 +56,10 @@ class RefineChain:
         request = self._builder.messages("refine_initial", sources=packs[0].sources)
         for pack in packs[1:]:
             previous = await self._ask(request, result)
-            if len(previous) > self._reserve:
-                log.warning("refine: answer so far cut from %d to %d", len(previous), self._reserve)
-                previous = previous[: self._reserve]
+            if self._size.of(previous) > self._reserve:
+                cut = self._size.cut(previous, self._reserve)
+                log.warning("refine: answer so far cut from %d to %d", len(previous), len(cut))
+                previous = cut
             request = self._builder.messages(
                 "refine_step", sources=pack.sources, previous_answer=previous
             )

@@ -7,6 +7,7 @@ from service.chains.packing import Packer
 from service.chains.prompts import PromptBuilder
 from service.chains.result import ChainResult, NumberedChunk, Prepared, sources_of
 from service.llm.client import ChatClient
+from service.llm.size import RequestSize, as_size
 
 
 class Summarizer:
@@ -19,15 +20,15 @@ class Summarizer:
         self,
         llm: ChatClient,
         builder: PromptBuilder,
-        budget: int,
+        budget: int | RequestSize,
         *,
         concurrency: int = 4,
         answer_reserve: int = 800,
     ) -> None:
         self._llm = llm
         self._builder = builder
-        self._budget = budget
-        self._packer = Packer(builder, budget)
+        self._budget = as_size(budget)
+        self._packer = Packer(builder, self._budget)
         self._concurrency = concurrency
         self._reserve = answer_reserve
 

@@ -27,11 +27,11 @@ from pydantic import (
     model_validator,
 )
 
+from service.text.tokens import ENCODINGS, TokenCounter, token_counter
+
 Retrieval = Literal["bm25", "vector", "hybrid"]
 # solr.embeddings.model values that name no model (Datafari's default names Solr's model store)
 UNNAMED_MODELS = frozenset({"", "default_model"})
-
-CHARS_PER_TOKEN = 4  # a documented estimate: English text averages about 4 characters a token
 
 
 def _key(alias: str, default: object, description: str, **constraints: object) -> Any:
@@ -109,6 +109,24 @@ class ServerSettings(Part):
         "the conversation without sources, as KAITO does) or error (a 428 NoFileFound, as "
         "/ai/rag).",
     )
+    openai_context_ratio: float = _key(
+        "openai.context.token.ratio",
+        0.5,
+        "/v1/chat/completions: the share of the context window left after the conversation "
+        "(and 150 tokens for the instructions) that the sources may take; the answer's "
+        "max_tokens defaults to the rest (KAITO's context_token_ratio; a request may send "
+        "its own).",
+        ge=0.2,
+        le=0.8,
+    )
+    openai_dynamic_top_k: bool = _key(
+        "openai.dynamic.topk",
+        False,
+        "/v1/chat/completions, KAITO's dynamic top-k: vector and hybrid search fetch at least "
+        "100 passages (one per 500 tokens the window leaves, when more), the similarity floor "
+        "drops the far ones, and one request takes the most relevant that fit its share of "
+        "the window (the stuff strategy).",
+    )
     openai_sources_inline: Literal["rag-models", "always", "never"] = _key(
         "openai.sources.inline",
         "rag-models",
@@ -145,10 +163,19 @@ class LLMSettings(Part):
     context_window: int = _key(
         "llm.context.window",
         16385,
-        "The model's context window in tokens (counted as 4 characters a token): the OpenAI "
-        "endpoint refuses longer prompts and lowers max_tokens to what is left.",
+        "The model's context window in tokens (counted by llm.tokenizer): the OpenAI endpoint "
+        "refuses longer prompts and lowers max_tokens to what is left.",
         ge=256,
         le=10_000_000,
+    )
+    tokenizer: str = _key(
+        "llm.tokenizer",
+        "auto",
+        "How tokens are counted (context window, max_tokens, prompt.max.request.tokens): auto "
+        "(the model's own encoding for OpenAI models, cl100k_base or o200k_base, shipped in "
+        "bpe-openai; 4 characters a token for other models), an encoding name, the path of the "
+        "local model's tokenizer.json, or chars (4 characters a token).",
+        min_length=1,
     )
     timeout_connect: float = _key(
         "llm.timeout.connect", 5.0, "Seconds to connect to the LLM API.", gt=0, le=600
@@ -193,6 +220,14 @@ class LLMSettings(Part):
     @classmethod
     def _strip(cls, value: str) -> str:
         return value.strip()
+
+    @field_validator("tokenizer")
+    @classmethod
+    def _known_tokenizer(cls, value: str) -> str:
+        value = value.strip()
+        if value not in ("auto", "chars") and value not in ENCODINGS:
+            token_counter(value, "")  # a tokenizer.json: read now, so a bad path stops here
+        return value
 
 
 class EmbeddingsSettings(Part):
@@ -391,8 +426,8 @@ class PromptSettings(Part):
     max_request_tokens: int = _key(
         "prompt.max.request.tokens",
         0,
-        "Optional token budget of one request (0: off), counted as 4 characters per token; "
-        "the smaller of the two budgets applies.",
+        "Optional token budget of one request (0: off), counted by llm.tokenizer; both "
+        "budgets apply.",
         ge=0,
         le=10_000_000,
     )
@@ -411,14 +446,6 @@ class PromptSettings(Part):
     @classmethod
     def _strip(cls, value: str) -> str:
         return value.strip()
-
-    @property
-    def budget(self) -> int:
-        """Characters one LLM request may hold: prompt.max.request.size, or less with a token
-        cap."""
-        if self.max_request_tokens:
-            return min(self.max_request_size, self.max_request_tokens * CHARS_PER_TOKEN)
-        return self.max_request_size
 
 
 class ChatSettings(Part):
@@ -551,10 +578,9 @@ class Settings(BaseModel):
         """A copy with `changes` (rag.properties keys), validated like values from the file."""
         return type(self).of({**self.values(), **changes})
 
-    @property
-    def answer_reserve(self) -> int:
-        """Characters to keep free for an earlier answer carried into a request (refine)."""
-        return self.llm.max_tokens * CHARS_PER_TOKEN
+    def token_counter(self, model: str | None = None) -> TokenCounter:
+        """How llm.tokenizer counts the tokens of `model` (llm.model by default)."""
+        return token_counter(self.llm.tokenizer, self.llm.model if model is None else model)
 
 
 @cache

@@ -370,6 +370,8 @@ def test_anonymous_readiness_holds_no_address_or_path(
     assert admin["config"]["path"].endswith(".properties")
     assert admin["llm"]["at"].startswith(llm_base_url)
     assert admin["llm"]["circuit"] == "closed"
+    assert admin["llm"]["tokenizer"] == "chars"  # test-model: no known encoding
+    assert "tokenizer" not in anonymous.json()["checks"]["llm"]
 
 
 def test_error_reasons_name_the_upstream_without_its_address(

@@ -11,6 +11,7 @@ from openai import APIError, BadRequestError, NotFoundError, OpenAI
 from pydantic import BaseModel
 
 from service.conversation import NO_USER_PROMPT, TOO_LONG, split_conversation
+from service.text.tokens import token_counter
 from testing.llm_server import LLMScript, Step
 from tests.conftest import ServiceFactory
 
@@ -168,15 +169,19 @@ def test_max_tokens_is_lowered_to_what_the_window_leaves(
     service: ServiceFactory, llm: LLMScript
 ) -> None:
     openai = client_for(service({"llm.context.window": 2000}))
+    question = "lighthouse " * 100
     openai.chat.completions.create(
-        model="m",
-        messages=ask("lighthouse " * 100),  # 1,100 characters: 275 tokens
+        model="gpt-4o",
+        messages=ask(question),
         max_tokens=5000,
         extra_body={"index_name": "FileShare"},
     )
+    gpt4o = token_counter("auto", "gpt-4o")  # o200k_base, as the model counts
+    free = 2000 - (gpt4o.count(question) + 4) - 150
     sent = llm.requests[0]
-    assert sent.body["max_tokens"] == 1000  # what is left (1,725), capped at half the window
-    assert sent.size <= (2000 - 1000) * 4  # prompt + answer fit in the window
+    assert sent.body["max_tokens"] == free - int(free * 0.2)  # the sources keep a fifth
+    prompt = sum(gpt4o.count(message["content"]) + 4 for message in sent.body["messages"])
+    assert prompt + sent.body["max_tokens"] <= 2000  # prompt and answer fit in the window
 
 
 def test_an_index_name_that_no_index_has_is_404_and_a_malformed_one_400(
@@ -226,7 +231,39 @@ def test_no_max_tokens_means_what_the_window_leaves(
 ) -> None:
     openai = client_for(service({"llm.context.window": 2000, "llm.maxTokens": 50}))
     openai.chat.completions.create(model="rag", messages=ask("lighthouse"))
-    assert llm.requests[0].body["max_tokens"] == 1000  # half the window, not llm.maxTokens
+    free = 2000 - (3 + 4) - 150  # "lighthouse": 3 tokens at 4 characters each, 4 for its role
+    # what the sources' half of it leaves, not llm.maxTokens
+    assert llm.requests[0].body["max_tokens"] == free - free // 2
+
+
+@pytest.mark.parametrize(("threshold", "found"), [(0.99, False), (0.0, True)])
+def test_the_similarity_threshold_of_a_request_is_its_relevance_floor(
+    service: ServiceFactory, threshold: float, found: bool
+) -> None:
+    completion = client_for(service()).chat.completions.create(
+        model="test-model",
+        messages=ask("Who switched on the beacon at nightfall?"),
+        extra_body={"index_name": "VectorMain", "similarity_threshold": threshold},
+    )
+    assert bool(completion.model_extra["sources"]) is found
+
+
+def test_the_dynamic_top_k_fills_one_request_with_the_passages_that_fit(
+    service: ServiceFactory, llm: LLMScript
+) -> None:
+    settings = {"solr.topK": 2, "openai.dynamic.topk": True, "llm.context.window": 4000}
+    completion = client_for(service(settings)).chat.completions.create(
+        model="test-model",
+        messages=ask("Who switched on the beacon at nightfall?"),
+        extra_body={"index_name": "VectorMain", "similarity_threshold": 0},
+    )
+    sources = completion.model_extra["sources"]
+    assert len(llm.requests) == 1  # one stuff request, whatever the strategy
+    assert len({source["id"] for source in sources}) > 2  # more than solr.topK
+    assert sources[0]["id"] == "lighthouse"  # in relevance order
+    sent = llm.requests[0].body
+    # within the sources' share: the window (4,000 tokens at 4 characters) less the answer's
+    assert sum(len(m["content"]) for m in sent["messages"]) <= (4000 - sent["max_tokens"]) * 4
 
 
 LISTED = ["rag", "rag-bm25", "rag-vector", "rag-hybrid", "test-model"]

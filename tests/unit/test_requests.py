@@ -18,6 +18,7 @@ from service.pipeline import Overrides, RagQuery
 from service.retrieval import Scope
 
 SETTINGS = settings_from_mapping({"llm.context.window": "1000"}, source="test", env={})
+CHARS = SETTINGS.overridden({"llm.tokenizer": "chars"})
 RELAYING = SETTINGS.overridden({"openai.passthrough.enabled": True})
 USER = {"role": "user", "content": "What is the lamp?"}
 
@@ -122,11 +123,51 @@ def test_the_index_names_the_retrieval(index: str, method: str) -> None:
     assert query.always_use_history
 
 
-def test_max_tokens_is_lowered_to_half_the_window_and_the_budget_follows() -> None:
-    overrides = query_of(body(max_tokens=5000, model="m", temperature=0.5))
-    assert overrides.overrides == Overrides(
-        retrieval_method="bm25", max_request_tokens=500, model="m", max_tokens=500, temperature=0.5
+# "What is the lamp?" is 5 tokens in cl100k_base (llm.model gpt-3.5-turbo), 9 with its role:
+# of the 1,000-token window, 1000 - 9 - 150 (instructions) = 841 are free
+FREE = 841
+
+
+def test_max_tokens_is_lowered_so_that_the_sources_keep_a_fifth() -> None:
+    overrides = query_of(body(max_tokens=5000, model="m", temperature=0.5)).overrides
+    kept = FREE - int(FREE * 0.2)  # 673 for the answer, 168 for the sources
+    assert overrides == Overrides(
+        retrieval_method="bm25",
+        max_request_tokens=9 + 150 + (FREE - kept),
+        model="m",
+        max_tokens=kept,
+        temperature=0.5,
     )
+
+
+@pytest.mark.parametrize(("ratio", "share"), [(None, 0.5), (0.2, 0.2), (0.8, 0.8)])
+def test_the_context_token_ratio_shares_the_window_between_sources_and_answer(
+    ratio: float | None, share: float
+) -> None:
+    fields = {} if ratio is None else {"context_token_ratio": ratio}
+    overrides = query_of(body(**fields)).overrides
+    assert overrides.max_request_tokens == 9 + 150 + int(FREE * share)
+    assert overrides.max_tokens == FREE - int(FREE * share)  # no max_tokens: what is left
+
+
+def test_a_small_max_tokens_leaves_the_sources_their_share_only() -> None:
+    overrides = query_of(body(max_tokens=50)).overrides
+    assert (overrides.max_tokens, overrides.max_request_tokens) == (50, 9 + 150 + FREE // 2)
+
+
+def test_the_similarity_threshold_and_the_dynamic_top_k_reach_the_settings() -> None:
+    overrides = query_of(body(similarity_threshold=0.85)).overrides
+    assert (overrides.similarity_min, overrides.top_k, overrides.strategy) == (0.85, None, None)
+    settings = overrides.apply(SETTINGS)
+    assert settings.retrieval.similarity_min == 0.85
+    dynamic = SETTINGS.overridden({"openai.dynamic.topk": True, "llm.context.window": 128000})
+    plan = plan_of(body(), dynamic, Scope())
+    assert plan.query is not None
+    # at least 100 passages, one per 500 free tokens when that is more, stuffed in one request
+    applied = plan.query.overrides.apply(dynamic)
+    assert (applied.retrieval.top_k, applied.prompt.strategy) == ((128000 - 159) // 500, "stuff")
+    small = plan_of(body(), SETTINGS.overridden({"openai.dynamic.topk": True}), Scope()).query
+    assert small is not None and small.overrides.top_k == 100
 
 
 def test_overrides_are_validated_like_the_file() -> None:
@@ -143,6 +184,12 @@ def test_overrides_are_validated_like_the_file() -> None:
         {"index_name": "x" * 65},
         {"temperature": 3},
         {"temperature": "hot"},
+        {"similarity_threshold": 1.5},
+        {"similarity_threshold": "high"},
+        {"similarity_threshold": True},
+        {"context_token_ratio": 0.9},
+        {"context_token_ratio": 0.1},
+        {"context_token_ratio": [0.5]},
         {"model": "m" * 300},
         {"messages": [USER, {"role": "assistant", "content": "a"}]},
     ],
@@ -154,7 +201,16 @@ def test_requests_that_break_the_rules_are_invalid(fields: dict) -> None:
 
 def test_a_chat_longer_than_the_window_is_refused_in_kaitos_words() -> None:
     with pytest.raises(ContextLengthExceeded, match=TOO_LONG):
-        query_of(body(messages=[{"role": "user", "content": "x" * 4004}]))
+        query_of(body(messages=[{"role": "user", "content": "lamp " * 1000}]))
+
+
+def test_the_window_is_counted_in_the_models_tokens_not_in_characters() -> None:
+    # 1,100 characters of Hindi: 275 "tokens" at 4 characters a token, which would fit; the
+    # model's tokenizer counts several times more, which do not
+    hindi = {"role": "user", "content": "हिन्दी भाषा " * 100}
+    assert plan_of(body(messages=[hindi]), CHARS, Scope()).query is not None
+    with pytest.raises(ContextLengthExceeded, match=TOO_LONG):
+        query_of(body(messages=[hindi]))
 
 
 @pytest.mark.parametrize(
