@@ -26,7 +26,8 @@ class ChatMessageIn(BaseModel):
 
 
 class ChatCompletionRequest(BaseModel):
-    """POST /v1/chat/completions: OpenAI's request, plus KAITO's `index_name`."""
+    """POST /v1/chat/completions: OpenAI's request, plus KAITO's `index_name`,
+    `similarity_threshold` and `context_token_ratio`."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -44,6 +45,22 @@ class ChatCompletionRequest(BaseModel):
         None,
         description="KAITO's choice of index: FileShare, VectorMain, rag, bm25, vector, hybrid; "
         '"" for the LLM without retrieval. Absent: openai.default.index.',
+    )
+    similarity_threshold: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="KAITO's relevance floor for this request: passages whose cosine similarity "
+        "to the question is below it are not used (vector, hybrid). Absent: "
+        "retrieval.similarity.min.",
+    )
+    context_token_ratio: float | None = Field(
+        None,
+        ge=0.2,
+        le=0.8,
+        description="KAITO's share of the free context window (after the conversation and 150 "
+        "tokens of instructions) the sources may take; max_tokens defaults to the rest. Absent: "
+        "openai.context.token.ratio.",
     )
     stream: bool = False
     stream_options: dict[str, Any] | None = Field(
