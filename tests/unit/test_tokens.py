@@ -12,7 +12,7 @@ from service.chains.result import Chunk, number_chunks
 from service.config import settings_from_mapping
 from service.errors import ConfigError
 from service.llm.size import RequestSize, request_size
-from service.models.minilm import packaged_model_dir
+from service.models.encoder import models_dir
 from service.retrieval import RetrievedDocument
 from service.text.tokens import (
     CharacterEstimate,
@@ -23,7 +23,7 @@ from service.text.tokens import (
 )
 from tests.unit.test_chains import builder
 
-MINILM_TOKENIZER = packaged_model_dir() / "tokenizer.json"
+MINILM_TOKENIZER = models_dir() / "all-minilm-l6-v2-tokenizer.json"
 
 
 @pytest.mark.parametrize(
