@@ -78,6 +78,11 @@ def _parser() -> argparse.ArgumentParser:
     ingest.add_argument(
         "--if-empty", action="store_true", help="do nothing when the collection has documents"
     )
+    ingest.add_argument(
+        "--force",
+        action="store_true",
+        help="write and embed every document again, even those Solr holds unchanged",
+    )
     ingest.set_defaults(run=_ingest)
 
     samples = commands.add_parser("samples", help="write the sample corpus into a folder")
@@ -196,12 +201,20 @@ def _ingest(args: argparse.Namespace) -> int:
         return 2
     settings = load_settings(args.config, os.environ)
     return asyncio.run(
-        _ingest_into_solr(settings, paths, args.language, args.samples, args.if_empty)
+        _ingest_into_solr(
+            settings, paths, args.language, args.samples, args.if_empty, force=args.force
+        )
     )
 
 
 async def _ingest_into_solr(
-    settings: Settings, paths: list[Path], language: str, samples: bool, if_empty: bool
+    settings: Settings,
+    paths: list[Path],
+    language: str,
+    samples: bool,
+    if_empty: bool,
+    *,
+    force: bool = False,
 ) -> int:
     """Files (and the sample corpus) into FileShare, their embedded passages into VectorMain."""
     from service.ingest import extract, find_files
@@ -216,7 +229,7 @@ async def _ingest_into_solr(
     async with httpx.AsyncClient() as http:
         solr = SolrClient(http, settings.solr.url, read_timeout=settings.solr.timeout_read)
         collection = settings.solr.documents_collection
-        indexer = indexer_for(settings, solr, embeddings_client(http, settings))
+        indexer = indexer_for(settings, solr, embeddings_client(http, settings), force=force)
         if if_empty and await indexer.count() > 0:
             print(f"{collection} already holds documents: nothing to ingest")
             return 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from typing import Annotated
+from typing import Annotated, Any, Self
 
 from fastapi import APIRouter, Depends, File, Form, Query, Request, UploadFile
 from fastapi import Path as PathParam
@@ -21,7 +21,7 @@ from service.errors import (
     PayloadTooLarge,
     TooLarge,
 )
-from service.ingest import SourceDocument, extract_bytes
+from service.ingest import IngestSummary, SourceDocument, extract_bytes
 from service.retrieval.scope import visible_to
 from service.runtime import Runtime
 
@@ -64,9 +64,24 @@ class IngestRequest(BaseModel):
 class IngestResult(BaseModel):
     """What an ingestion did."""
 
-    documents: int
-    passages: int
+    documents: int = Field(description="Documents written (new or changed).")
+    passages: int = Field(description="Passages written for them.")
     seconds: float
+    unchanged: int = Field(0, description="Documents skipped: Solr holds them as they are.")
+    embedded: int = Field(
+        0, description="Passages embedded; the others kept the vector Solr stores for their text."
+    )
+
+    @classmethod
+    def of(cls, summary: IngestSummary, **more: Any) -> Self:
+        return cls(
+            documents=summary.documents,
+            passages=summary.passages,
+            seconds=round(summary.seconds, 3),
+            unchanged=summary.unchanged,
+            embedded=summary.embedded,
+            **more,
+        )
 
 
 class IngestResponse(BaseModel):
@@ -82,13 +97,7 @@ async def ingest(body: IngestRequest, request: Request) -> IngestResponse:
     whose id exists is replaced, passages included."""
     runtime: Runtime = request.app.state.runtime
     summary = await runtime.indexer(runtime.settings()).run([d.to_source() for d in body.documents])
-    return IngestResponse(
-        content=IngestResult(
-            documents=summary.documents,
-            passages=summary.passages,
-            seconds=round(summary.seconds, 3),
-        )
-    )
+    return IngestResponse(content=IngestResult.of(summary))
 
 
 class ListedDocument(BaseModel):
@@ -217,14 +226,7 @@ async def upload(
             continue
         documents.append(replace(document, allowed_groups=groups))
     summary = await runtime.indexer(runtime.settings()).run(documents)
-    return UploadResponse(
-        content=UploadResult(
-            documents=summary.documents,
-            passages=summary.passages,
-            seconds=round(summary.seconds, 3),
-            skipped=skipped,
-        )
-    )
+    return UploadResponse(content=UploadResult.of(summary, skipped=skipped))
 
 
 def upload_id(filename: str) -> str:

@@ -1,7 +1,15 @@
-"""Writing SourceDocuments into FileShare and their passages into VectorMain."""
+"""Writing SourceDocuments into FileShare and their passages into VectorMain.
+
+Nothing is embedded twice: a document whose indexed form (fields, text, passage settings and
+embeddings model: its `index_hash_s`) is what FileShare already holds is skipped, and a changed
+document's passages keep the vectors Solr already stores for the same text under the same
+model (`embedding_hash_s`), so only new text is embedded. `force` re-embeds everything.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -18,18 +26,27 @@ Progress = Callable[[int, int], None]
 LISTED_FIELDS = "id,title,url,language,last_modified,allowed_groups,denied_groups"
 
 
+INDEX_HASH = "index_hash_s"  # FileShare: what a document was indexed as
+EMBEDDING_HASH = "embedding_hash_s"  # VectorMain: the model and text a passage's vector is of
+ID_SEPARATOR = "\x1f"  # between ids in a terms query; an id holding it is never looked up
+
+
 @dataclass(frozen=True)
 class IngestSummary:
-    """What an ingestion did."""
+    """What an ingestion did: documents written (and those skipped as unchanged), passages
+    written, and how many of them had to be embedded (the rest kept their vectors)."""
 
     documents: int
     passages: int
     seconds: float
+    unchanged: int = 0
+    embedded: int = 0
 
     def __str__(self) -> str:
-        rate = self.documents / self.seconds if self.seconds else 0.0
+        rate = (self.documents + self.unchanged) / self.seconds if self.seconds else 0.0
         return (
-            f"{self.documents} documents and {self.passages} passages in {self.seconds:.1f}s "
+            f"{self.documents} documents and {self.passages} passages ({self.embedded} "
+            f"embedded), {self.unchanged} unchanged, in {self.seconds:.1f}s "
             f"({rate:.1f} documents/s)"
         )
 
@@ -42,6 +59,10 @@ class PassageIndex:
     splitter: PassageSplitter
     vector_field: str
     embeddings: EmbeddingsClient | None
+    model: str = ""  # the embeddings model: a vector is reused only for the same one
+
+    def embedding_hash(self, passage: Passage) -> str:
+        return _hash(self.model, self.vector_field, passage.embedding_text)
 
 
 class Indexer:
@@ -61,11 +82,14 @@ class Indexer:
         *,
         passages: PassageIndex | None = None,
         batch_size: int = 50,
+        force: bool = False,
     ) -> None:
+        """`force`: write and embed every document, even those Solr holds unchanged."""
         self._solr = solr
         self._collection = collection
         self._passages = passages
         self._batch_size = batch_size
+        self._force = force
 
     async def run(
         self, documents: Sequence[SourceDocument], progress: Progress | None = None
@@ -73,16 +97,36 @@ class Indexer:
         started = time.perf_counter()
         # the same id twice: the last version wins, passages included (ids are unique keys)
         documents = list({document.id: document for document in documents}.values())
-        done = passages = 0
+        done = written = passages = embedded = 0
         for start in range(0, len(documents), self._batch_size):
-            batch = documents[start : start + self._batch_size]
-            await self._solr.add(self._collection, [doc.to_solr() for doc in batch])
-            passages += await self._replace_passages(batch)
-            done += len(batch)
+            batch = await self._changed(documents[start : start + self._batch_size])
+            if batch:
+                await self._solr.add(self._collection, [fields for _, fields in batch])
+                count, fresh = await self._replace_passages([document for document, _ in batch])
+                written, passages, embedded = (
+                    written + len(batch),
+                    passages + count,
+                    embedded + fresh,
+                )
+            done = min(start + self._batch_size, len(documents))
             if progress:
                 progress(done, len(documents))
-        await self.commit()
-        return IngestSummary(done, passages, time.perf_counter() - started)
+        if written:
+            await self.commit()
+        seconds = time.perf_counter() - started
+        return IngestSummary(written, passages, seconds, len(documents) - written, embedded)
+
+    async def _changed(
+        self, batch: Sequence[SourceDocument]
+    ) -> list[tuple[SourceDocument, dict[str, object]]]:
+        """The documents of `batch` FileShare does not hold as they are (all with `force`),
+        each with its FileShare fields."""
+        indexed = [(document, self._indexed(document)) for document in batch]
+        if self._force:
+            return indexed
+        stored = await self._stored(self._collection, "id", [d.id for d in batch], INDEX_HASH)
+        held = {doc["id"]: doc.get(INDEX_HASH) for doc in stored}
+        return [(d, fields) for d, fields in indexed if held.get(d.id) != fields[INDEX_HASH]]
 
     async def count(self, document_id: str | None = None) -> int:
         """Documents in FileShare: all of them, or those with this id (0 or 1)."""
@@ -133,25 +177,80 @@ class Indexer:
         if self._passages:
             await self._solr.commit(self._passages.collection)
 
-    async def _replace_passages(self, batch: Sequence[SourceDocument]) -> int:
+    def _indexed(self, document: SourceDocument) -> dict[str, object]:
+        """The FileShare document, with the hash of all that its indexing depends on: not its
+        date, so a file touched but not changed is not written again."""
+        fields = document.to_solr()
+        index = self._passages
+        settings = (index.splitter.settings, index.model, index.vector_field) if index else ()
+        hashed = {key: value for key, value in fields.items() if key != "last_modified"}
+        fields[INDEX_HASH] = _hash(json.dumps([hashed, settings], sort_keys=True, default=str))
+        return fields
+
+    async def _stored(
+        self, collection: str, key: str, values: Sequence[str], *fields: str
+    ) -> list[dict[str, Any]]:
+        """The `key` and `fields` of the documents of `collection` whose `key` is one of
+        `values`."""
+        values = [value for value in values if ID_SEPARATOR not in value]
+        if not values:
+            return []
+        query = {
+            # quoted: Java counts the separator as white space
+            "q": f"{{!terms f={key} separator='{ID_SEPARATOR}'}}" + ID_SEPARATOR.join(values),
+            "defType": "lucene",
+            "fl": ",".join([key, *fields]),
+            "rows": 100_000,  # a batch's passages: bounded by its documents' sizes
+        }
+        found = await self._solr.select(collection, query)
+        return list(found["response"]["docs"])
+
+    async def _replace_passages(self, batch: Sequence[SourceDocument]) -> tuple[int, int]:
+        """(passages written, passages embedded): a passage whose text and model Solr already
+        holds keeps its stored vector."""
         index = self._passages
         if index is None:
-            return 0
+            return 0, 0
         passages: list[Passage] = [p for doc in batch for p in index.splitter.run(doc)]
+        hashes = [index.embedding_hash(p) for p in passages]
         vectors: list[list[float] | None] = [None] * len(passages)
+        fresh = 0
         if index.embeddings is not None and passages:
-            vectors = list(await index.embeddings.embed([p.embedding_text for p in passages]))
+            known = {} if self._force else await self._known_vectors([d.id for d in batch])
+            missing = [i for i, h in enumerate(hashes) if h not in known]
+            embedded = await index.embeddings.embed([passages[i].embedding_text for i in missing])
+            reused = {h: known[h] for h in hashes if h in known}
+            vectors = [reused.get(h) for h in hashes]
+            for i, vector in zip(missing, embedded, strict=True):
+                vectors[i] = vector
+            fresh = len(missing)
         commands: list[tuple[str, object]] = [("delete", _parent_query(doc.id)) for doc in batch]
         commands += [
-            ("add", {"doc": passage.to_solr(index.vector_field, vector)})
-            for passage, vector in zip(passages, vectors, strict=True)
+            ("add", {"doc": {**p.to_solr(index.vector_field, v), EMBEDDING_HASH: h}})
+            for p, v, h in zip(passages, vectors, hashes, strict=True)
         ]
         await self._solr.update(index.collection, commands)
-        return len(passages)
+        return len(passages), fresh
+
+    async def _known_vectors(self, document_ids: Sequence[str]) -> dict[str, list[float]]:
+        """embedding hash -> the vector VectorMain stores, for these documents' passages."""
+        index = self._passages
+        assert index is not None
+        found = await self._stored(
+            index.collection, "parent_id", document_ids, EMBEDDING_HASH, index.vector_field
+        )
+        return {
+            doc[EMBEDDING_HASH]: doc[index.vector_field]
+            for doc in found
+            if doc.get(EMBEDDING_HASH) and doc.get(index.vector_field)
+        }
 
 
-def indexer_for(settings: Settings, solr: SolrClient, embeddings: EmbeddingsClient) -> Indexer:
-    """The indexer the settings describe: FileShare documents and embedded VectorMain passages."""
+def indexer_for(
+    settings: Settings, solr: SolrClient, embeddings: EmbeddingsClient, *, force: bool = False
+) -> Indexer:
+    """The indexer the settings describe: FileShare documents and embedded VectorMain passages
+    (`force`: every document written and embedded again)."""
     layout, cutting = settings.solr, settings.embeddings
     return Indexer(
         solr,
@@ -161,8 +260,14 @@ def indexer_for(settings: Settings, solr: SolrClient, embeddings: EmbeddingsClie
             splitter=PassageSplitter(cutting.passage_size, cutting.passage_overlap),
             vector_field=layout.vector_field,
             embeddings=embeddings,
+            model=settings.embeddings.model,
         ),
+        force=force,
     )
+
+
+def _hash(*parts: str) -> str:
+    return hashlib.sha256("\n".join(parts).encode("utf-8")).hexdigest()
 
 
 def _parent_query(document_id: str) -> dict[str, str]:

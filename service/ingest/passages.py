@@ -53,6 +53,7 @@ class PassageSplitter:
 
     def __init__(self, size: int, overlap: int) -> None:
         self._chunker = Chunker(size, overlap)
+        self.settings = (size, overlap)  # what the passages depend on, besides the text
 
     def run(self, document: SourceDocument) -> list[Passage]:
         """Each section (page, heading section) is split on its own, so no passage spans two."""

@@ -9,7 +9,10 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
+from fastapi.testclient import TestClient
 
+from service.cli import main as cli
+from service.errors import ServiceError
 from service.llm import EmbeddingsClient, LLMOptions
 from service.models.encoder import SentenceEncoder
 from service.retrieval import (
@@ -21,7 +24,7 @@ from service.retrieval import (
     reciprocal_rank_fusion,
 )
 from testing.llm_server import LLMScript
-from tests.conftest import ADMIN_TOKEN, ClientFactory
+from tests.conftest import ADMIN_TOKEN, ClientFactory, write_properties
 
 REFERENCE = json.loads(
     (Path(__file__).parents[1] / "fixtures" / "minilm_reference.json").read_text(encoding="utf-8")
@@ -258,3 +261,85 @@ def test_a_question_the_documents_do_not_answer_finds_nothing(
     )
     related = client.post("/ai/rag", json={"query": NO_SHARED_WORDS})
     assert related.json()["content"]["documents"][0]["id"] == "lighthouse"
+
+
+# -- nothing embedded twice ---------------------------------------------------------------------
+
+DEAD_EMBEDDINGS = {"ai.embeddings.endpoint": "http://127.0.0.1:9/v1/", "llm.retries": 0}
+
+
+def _ferry(paragraphs: list[str], id: str = "ferry-log") -> dict:
+    """A document of 3 passages (two paragraphs a passage); ids differ per test, since Solr
+    keeps what earlier tests wrote."""
+    return {"id": id, "title": "Ferry log", "content": "\n\n".join(paragraphs)}
+
+
+PARAGRAPHS = [f"Day {n}: the ferry crossed the strait at dawn. " * 10 for n in range(5)]
+
+
+def _ingest(client: TestClient, *documents: dict) -> dict:
+    response = client.post("/documents", json={"documents": list(documents)}, headers=AUTH)
+    assert response.status_code == 200, response.text
+    return response.json()["content"]
+
+
+def test_an_unchanged_document_is_skipped_without_any_embedding_call(
+    make_client: ClientFactory,
+) -> None:
+    first = _ingest(make_client(), _ferry(PARAGRAPHS, "ferry-1"))
+    assert first["embedded"] == first["passages"] == 3 and first["unchanged"] == 0
+    # an embeddings API nobody answers: a single embedding call would fail the request
+    again = _ingest(make_client(DEAD_EMBEDDINGS), _ferry(PARAGRAPHS, "ferry-1"))
+    assert (again["documents"], again["unchanged"], again["embedded"]) == (0, 1, 0)
+
+
+def test_a_changed_document_embeds_only_its_changed_passages(
+    make_client: ClientFactory, solr_url: str
+) -> None:
+    first = _ingest(make_client(), _ferry(PARAGRAPHS, "ferry-2"))
+    changed = [*PARAGRAPHS[:-1], "Day 4: fog kept the ferry in port all day. " * 10]
+    refused = make_client(DEAD_EMBEDDINGS).post(
+        "/documents", json={"documents": [_ferry(changed, "ferry-2")]}, headers=AUTH
+    )
+    assert refused.status_code == 503  # the new paragraph needs the embeddings API
+    second = _ingest(make_client(), _ferry(changed, "ferry-2"))
+    assert (second["documents"], second["passages"], second["embedded"]) == (
+        1,
+        first["passages"],
+        1,
+    )
+    stored = httpx.get(
+        f"{solr_url}/VectorMain/select",
+        params={
+            "q": "{!term f=parent_id}ferry-2",
+            "defType": "lucene",
+            "fl": "content,vector_384",
+            "sort": "id asc",
+        },
+    ).json()["response"]["docs"]
+    assert [len(p["vector_384"]) for p in stored] == [384] * first["passages"]  # reused ones too
+    assert "Day 4: fog" in stored[-1]["content"]
+    # the new passage's vector is its own: it is found by meaning
+    answer = make_client(VECTOR).post(
+        "/ai/rag", json={"query": "Why did the boat stay in the harbour?"}
+    )
+    assert answer.json()["content"]["documents"][0]["id"] == "ferry-2"
+
+
+def test_another_embeddings_model_or_force_embeds_everything_again(
+    make_client: ClientFactory, tmp_path: Path, base_properties: dict[str, object]
+) -> None:
+    first = _ingest(make_client(), _ferry(PARAGRAPHS, "ferry-3"))
+    # the same weights under another name: the index cannot know, so it re-embeds
+    renamed = {"ai.embeddings.model": "sentence-transformers/all-MiniLM-L6-v2"}
+    again = _ingest(make_client(renamed), _ferry(PARAGRAPHS, "ferry-3"))
+    assert (again["documents"], again["embedded"]) == (1, first["passages"])
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    (folder / "ferry.md").write_text("# Ferry\n\n" + "\n\n".join(PARAGRAPHS))
+    config = write_properties(tmp_path / "cli.properties", base_properties)
+    assert cli(["ingest", str(folder), "--config", str(config)]) == 0
+    dead = write_properties(tmp_path / "dead.properties", {**base_properties, **DEAD_EMBEDDINGS})
+    assert cli(["ingest", str(folder), "--config", str(dead)]) == 0  # unchanged: no call
+    with pytest.raises(ServiceError):  # --force: every passage is sent to the API
+        cli(["ingest", str(folder), "--config", str(dead), "--force"])
