@@ -2,7 +2,8 @@
 
     GET  /v1/models             the models served
     POST /v1/chat/completions   model "extractive" (see service.models.extractive)
-    POST /v1/embeddings         model "all-MiniLM-L6-v2" (see service.models.encoder)
+    POST /v1/embeddings         models "all-MiniLM-L6-v2" (the default) and "bge-small-en-v1.5"
+                                (see service.models.encoder)
 
 It shares no code with the service: the service talks to it over HTTP, exactly as it would
 talk to OpenAI, vLLM, Ollama or llama.cpp.
@@ -26,13 +27,23 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.models import extractive
-from service.models.encoder import DEFAULT_MODEL, SentenceEncoder
+from service.models.encoder import DEFAULT_MODEL, MODELS, SentenceEncoder
 
 EXTRACTIVE_MODEL = "extractive"
 EMBEDDING_MODEL = DEFAULT_MODEL
-EMBEDDING_ALIASES = frozenset(
-    {DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}", "default_model"}
-)
+# Datafari's solr.embeddings.model default names the default model too
+DEFAULT_ALIASES = frozenset({"default_model", ""})
+
+
+def embedding_model_of(name: str) -> str | None:
+    """The served model `name` means (`sentence-transformers/all-MiniLM-L6-v2`,
+    `BAAI/bge-small-en-v1.5`: the hub's names too), or None."""
+    if name in DEFAULT_ALIASES:
+        return DEFAULT_MODEL
+    wanted = name.rsplit("/", 1)[-1].lower()
+    return next((model for model in MODELS if model.lower() == wanted), None)
+
+
 MAX_EMBEDDING_BATCH = 2048
 CREATED = int(time.time())
 
@@ -109,8 +120,16 @@ async def _stream(
 def create_model_app(*, embeddings: bool = True) -> FastAPI:
     """The app; `embeddings=False` serves chat only (no model weights loaded)."""
     app = FastAPI(title="solr-rag local model server", version="1")
-    encoder = SentenceEncoder() if embeddings else None
+    # the default model is loaded at start (a missing file stops the server at once); another
+    # on its first request
+    encoders = {DEFAULT_MODEL: SentenceEncoder()} if embeddings else {}
     lock = threading.Lock()  # onnxruntime already uses every core: one batch at a time
+
+    def encoder_for(model: str) -> SentenceEncoder:
+        with lock:
+            if model not in encoders:
+                encoders[model] = SentenceEncoder(model)
+            return encoders[model]
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, error: RequestValidationError) -> JSONResponse:
@@ -122,7 +141,7 @@ def create_model_app(*, embeddings: bool = True) -> FastAPI:
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
-        served = [EXTRACTIVE_MODEL] + ([EMBEDDING_MODEL] if encoder else [])
+        served = [EXTRACTIVE_MODEL] + (list(MODELS) if encoders else [])
         return {
             "object": "list",
             "data": [
@@ -133,10 +152,11 @@ def create_model_app(*, embeddings: bool = True) -> FastAPI:
 
     @app.post("/v1/embeddings", response_model=None)
     async def embed(request: EmbeddingsRequest) -> dict[str, Any] | JSONResponse:
-        model = request.model or EMBEDDING_MODEL
-        if encoder is None or model not in EMBEDDING_ALIASES:
+        model = embedding_model_of(request.model or "")
+        if not encoders or model is None:
+            names = " or ".join(repr(name) for name in MODELS)
             return _openai_error(
-                404, f"model {model!r} is not served here; use {EMBEDDING_MODEL!r}", "not_found"
+                404, f"model {request.model!r} is not served here; use {names}", "not_found"
             )
         texts = [request.input] if isinstance(request.input, str) else request.input
         if len(texts) > MAX_EMBEDDING_BATCH:
@@ -145,6 +165,7 @@ def create_model_app(*, embeddings: bool = True) -> FastAPI:
             )
 
         def run() -> tuple[list[list[float]], int]:
+            encoder = encoder_for(model)
             with lock:
                 vectors = encoder.encode(texts)
                 tokens = sum(encoder.token_count(text) for text in texts)
@@ -153,7 +174,7 @@ def create_model_app(*, embeddings: bool = True) -> FastAPI:
         vectors, tokens = await asyncio.to_thread(run)
         return {
             "object": "list",
-            "model": EMBEDDING_MODEL,
+            "model": model,
             "data": [
                 {"object": "embedding", "index": i, "embedding": vector}
                 for i, vector in enumerate(vectors)

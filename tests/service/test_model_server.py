@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import httpx
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
@@ -54,7 +55,29 @@ def model_server(model_server_url: str) -> str:
 
 def test_models_lists_extractive(model_server: str) -> None:
     body = httpx.get(f"{model_server}/v1/models").json()
-    assert [model["id"] for model in body["data"]] == ["extractive", "all-MiniLM-L6-v2"]
+    assert [model["id"] for model in body["data"]] == [
+        "extractive",
+        "all-MiniLM-L6-v2",
+        "bge-small-en-v1.5",
+    ]
+
+
+def test_both_encoders_are_served_under_their_hub_names_too(model_server: str) -> None:
+    def embed(model: str) -> dict:
+        response = httpx.post(
+            f"{model_server}/v1/embeddings", json={"model": model, "input": ["beacon at dusk"]}
+        )
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    minilm, bge = embed("sentence-transformers/all-MiniLM-L6-v2"), embed("BAAI/bge-small-en-v1.5")
+    assert (minilm["model"], bge["model"]) == ("all-MiniLM-L6-v2", "bge-small-en-v1.5")
+    a, b = (np.array(r["data"][0]["embedding"]) for r in (minilm, bge))
+    assert a.shape == b.shape == (384,)
+    assert float(a @ b) < 0.9  # two models, two spaces
+    assert embed("default_model")["model"] == "all-MiniLM-L6-v2"  # Datafari's default name
+    missing = httpx.post(f"{model_server}/v1/embeddings", json={"model": "e5", "input": "x"})
+    assert missing.status_code == 404 and "bge-small-en-v1.5" in missing.text
 
 
 def test_chat_completion_has_the_openai_shape(model_server: str) -> None:
