@@ -42,6 +42,10 @@ def too_small_a_budget(room: int, size: RequestSize, template: str) -> Technical
     )
 
 
+# a chunk (or a piece of it), its rendered source block, and the block's size
+Piece = tuple[NumberedChunk, str, int]
+
+
 @dataclass(frozen=True)
 class Pack:
     """The chunks of one request, with their rendered source blocks."""
@@ -104,28 +108,39 @@ class Packer:
         self, numbered: Sequence[NumberedChunk], room: int, *, first: int | None = None
     ) -> list[Pack]:
         smallest = min(room, first) if first is not None else room
-        items = [piece for item in numbered for piece in self._fit(item, smallest)]
-        groups = pack_greedy([self._size.of(block) for _, block in items], room, first=first)
-        return [
-            Pack(tuple(items[i][0] for i in group), tuple(items[i][1] for i in group))
-            for group in groups
-        ]
+        return self.group(self.fit(numbered, smallest), room, first=first)
 
     def select(self, numbered: Sequence[NumberedChunk], room: int) -> Pack:
-        """One request's sources: in relevance order, every chunk that still fits, passing
-        over those that do not (KAITO's context selection); a chunk larger than the whole
-        room is cut to pieces and its first piece taken, so the most relevant is never lost."""
-        chosen: list[tuple[NumberedChunk, str]] = []
-        left = room
-        for item in numbered:
-            piece, block = self._fit(item, room)[0]
-            size = self._size.of(block)
-            if size <= left:
-                chosen.append((piece, block))
-                left -= size
-        return Pack(tuple(item for item, _ in chosen), tuple(block for _, block in chosen))
+        return self.choose(self.fit(numbered, room), room)
 
-    def _fit(self, item: NumberedChunk, room: int) -> list[tuple[NumberedChunk, str]]:
+    def fit(self, numbered: Sequence[NumberedChunk], room: int) -> list[list[Piece]]:
+        """Each chunk as the pieces that fit `room` (one piece when it fits whole), each
+        rendered and measured once."""
+        return [self._fit(item, room) for item in numbered]
+
+    @staticmethod
+    def group(
+        fitted: Sequence[Sequence[Piece]], room: int, *, first: int | None = None
+    ) -> list[Pack]:
+        """Every piece, packed greedily in order."""
+        pieces = [piece for chunk in fitted for piece in chunk]
+        groups = pack_greedy([size for _, _, size in pieces], room, first=first)
+        return [_pack_of([pieces[i] for i in group]) for group in groups]
+
+    @staticmethod
+    def choose(fitted: Sequence[Sequence[Piece]], room: int) -> Pack:
+        """One request's sources: in relevance order, every chunk that still fits, passing
+        over those that do not (KAITO's context selection); of a chunk larger than the whole
+        room, its first piece, so the most relevant is never lost."""
+        chosen: list[Piece] = []
+        left = room
+        for item, block, size in (pieces[0] for pieces in fitted):
+            if size <= left:
+                chosen.append((item, block, size))
+                left -= size
+        return _pack_of(chosen)
+
+    def _fit(self, item: NumberedChunk, room: int) -> list[Piece]:
         """The chunk as one block, or split into pieces whose blocks fit `room`. The pieces
         are as large as the room allows: first the room left beside the block's head (number,
         title), in this text's characters per unit of size, then half of that, and so on (with
@@ -133,7 +148,7 @@ class Packer:
         block = self._builder.block(item)
         size = self._size.of(block)
         if size <= room:
-            return [(item, block)]
+            return [(item, block, size)]
         head = self._size.of(
             self._builder.block(NumberedChunk(item.number, Chunk(item.chunk.document, "")))
         )
@@ -145,9 +160,14 @@ class Packer:
                 for piece in Chunker(max(target, MIN_PIECE)).run(item.chunk.text)
             ]
             blocks = [self._builder.block(piece) for piece in pieces]
-            if target <= MIN_PIECE or all(self._size.of(b) <= room for b in blocks):
-                return list(zip(pieces, blocks, strict=True))
+            sizes = [self._size.of(b) for b in blocks]
+            if target <= MIN_PIECE or all(s <= room for s in sizes):
+                return list(zip(pieces, blocks, sizes, strict=True))
             target //= 2
+
+
+def _pack_of(pieces: Sequence[Piece]) -> Pack:
+    return Pack(tuple(item for item, _, _ in pieces), tuple(block for _, block, _ in pieces))
 
 
 # -- greedy packing of sized items -----------------------------------------------------------------

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from service.chains.packing import Pack, Packer
+from dataclasses import dataclass
+
+from service.chains.packing import Pack, Packer, Piece
 from service.chains.prompts import PromptBuilder
 from service.chains.result import ChainResult, NumberedChunk, Prepared, sources_of
 from service.llm.client import ChatClient
@@ -23,27 +25,40 @@ class StuffChain:
         self._llm = llm
         self._builder = builder
         self._packer = Packer(builder, as_size(budget))
-        self._packed: tuple[list[NumberedChunk], list[Pack]] | None = None
+        self._packed: _Packed | None = None
 
     def fits_in_one_request(self, numbered: list[NumberedChunk]) -> bool:
-        return len(self._packs(numbered)) == 1
+        return len(self._packs(numbered).packs) == 1
 
     async def run(self, numbered: list[NumberedChunk]) -> ChainResult:
         return await (await self.prepare(numbered)).complete(self._llm)
 
     async def prepare(self, numbered: list[NumberedChunk]) -> Prepared:
-        packs = self._packs(numbered)
-        chosen = packs[0] if len(packs) == 1 else self._packer.select(numbered, self._room())
+        packed = self._packs(numbered)
+        if len(packed.packs) == 1:
+            chosen = packed.packs[0]
+        else:
+            chosen = Packer.choose(packed.fitted, packed.room)
         return Prepared(
             ChainResult("", sources_of(list(chosen.items))),
             final=self._builder.messages(self.template, sources=chosen.sources),
         )
 
-    def _packs(self, numbered: list[NumberedChunk]) -> list[Pack]:
-        """Packed once per list: asking whether it fits, then sending it, renders it once."""
-        if self._packed is None or self._packed[0] is not numbered:
-            self._packed = (numbered, self._packer.pack(numbered, self._room()))
-        return self._packed[1]
+    def _packs(self, numbered: list[NumberedChunk]) -> _Packed:
+        """Fitted and packed once per list: asking whether it fits, then sending it (or the
+        selection), renders and measures every chunk once."""
+        if self._packed is None or self._packed.numbered is not numbered:
+            room = self._packer.room(self.template)
+            fitted = self._packer.fit(numbered, room)
+            self._packed = _Packed(numbered, fitted, room, Packer.group(fitted, room))
+        return self._packed
 
-    def _room(self) -> int:
-        return self._packer.room(self.template)
+
+@dataclass(frozen=True)
+class _Packed:
+    """A list of chunks as StuffChain measured it: each chunk's pieces, the room, the packs."""
+
+    numbered: list[NumberedChunk]
+    fitted: list[list[Piece]]
+    room: int
+    packs: list[Pack]
