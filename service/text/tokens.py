@@ -94,18 +94,35 @@ class TokenizerError(ValueError):
     """llm.tokenizer names nothing usable."""
 
 
-@cache
+CHARACTERS = CharacterEstimate()
+
+
 def token_counter(tokenizer: str, model: str) -> TokenCounter:
     """The counter `llm.tokenizer` names for `model`; TokenizerError says why none can be
-    made (a file that is missing or not a tokenizer.json, an unknown encoding)."""
+    made (a file that is missing or not a tokenizer.json, an unknown encoding).
+
+    Not cached by model: the model may come from a request, so a cache keyed by it would grow
+    with every name a client invents; what is costly to load (an encoding, a file) is cached
+    by the few names the configuration can hold."""
     choice = tokenizer.strip()
     if choice == "chars":
-        return CharacterEstimate()
+        return CHARACTERS
     if choice == "auto":
         encoding = encoding_of_model(model)
-        return OpenAIEncoding(encoding) if encoding else CharacterEstimate()
+        return _encoding(encoding) if encoding else CHARACTERS
     if choice in ENCODINGS:
-        return OpenAIEncoding(choice)
+        return _encoding(choice)
+    return _tokenizer_file(choice)
+
+
+@cache
+def _encoding(name: str) -> OpenAIEncoding:
+    return OpenAIEncoding(name)  # ENCODINGS only: at most two
+
+
+@cache
+def _tokenizer_file(choice: str) -> TokenizerFile:
+    """The tokenizer.json llm.tokenizer names (from the configuration, never a request)."""
     path = Path(choice).expanduser()
     if not path.is_file():
         raise TokenizerError(

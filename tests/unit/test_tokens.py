@@ -135,3 +135,15 @@ def test_the_stuff_selection_passes_over_what_does_not_fit() -> None:
     chosen = packer.select(number_chunks([Chunk(document, t) for t in texts]), room)
     assert [item.chunk.text[0] for item in chosen.items] == ["a", "c"]
     assert len(chosen.sources) <= room
+
+
+def test_model_names_a_client_invents_do_not_grow_any_cache() -> None:
+    from service.text import tokens
+
+    before = tokens._encoding.cache_info().currsize, tokens._tokenizer_file.cache_info().currsize
+    for n in range(1000):
+        assert token_counter("auto", f"invented-model-{n}") is tokens.CHARACTERS
+        assert token_counter("auto", f"gpt-4o-{n}").name == "o200k_base"
+    after = tokens._encoding.cache_info().currsize, tokens._tokenizer_file.cache_info().currsize
+    assert after[0] <= len(tokens.ENCODINGS) and after[1] == before[1]
+    assert not hasattr(token_counter, "cache_info")  # nothing keyed by the model name
