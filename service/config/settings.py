@@ -316,7 +316,7 @@ class RetrievalSettings(Part):
         "retrieval.method",
         "",
         "bm25 (FileShare documents), vector (VectorMain passages by kNN) or hybrid (BM25 and "
-        "kNN over VectorMain, fused by reciprocal rank); empty: Datafari's "
+        "kNN over VectorMain, fused: hybrid.fusion); empty: Datafari's "
         "solr.enable.vector.search decides (true: vector, false: bm25).",
     )
     vector_search_enabled: bool = _key(
@@ -355,6 +355,22 @@ class RetrievalSettings(Part):
         "questions 0.50-0.71 for the best passage, unrelated ones 0.09-0.26.",
         ge=0,
         le=1,
+    )
+    fusion: Literal["score", "rrf"] = _key(
+        "hybrid.fusion",
+        "score",
+        "How hybrid fuses its two rankings: score (each ranking's scores divided by its best, "
+        "BM25 counted from 0 and cosine from 0 = unrelated, then averaged with the weights: "
+        "how far ahead a hit is counts) or rrf (reciprocal rank: weight / (k + rank)).",
+    )
+    candidates: int = _key(
+        "hybrid.candidates",
+        100,
+        "Passages each of hybrid's rankings (BM25, kNN) brings to the fusion; the fused list is "
+        "cut to solr.topK. A passage just past a ranking's cut-off gets nothing from it, so "
+        "this is deeper than solr.topK.",
+        ge=1,
+        le=1000,
     )
     rrf_k: int = _key(
         "hybrid.rrf.k", 60, "k of reciprocal rank fusion: 1/(k + rank).", ge=1, le=100_000

@@ -2,7 +2,12 @@
 
 from service.retrieval.base import RetrievedDocument, Retriever
 from service.retrieval.bm25 import Bm25Retriever, DocumentById, count_documents
-from service.retrieval.fusion import HybridRetriever, reciprocal_rank_fusion
+from service.retrieval.fusion import (
+    HybridRetriever,
+    Ranking,
+    reciprocal_rank_fusion,
+    score_fusion,
+)
 from service.retrieval.scope import Scope
 from service.retrieval.solr import SolrClient
 from service.retrieval.vector import VectorRetriever
@@ -11,6 +16,7 @@ __all__ = [
     "Bm25Retriever",
     "DocumentById",
     "HybridRetriever",
+    "Ranking",
     "RetrievedDocument",
     "Retriever",
     "Scope",
@@ -18,4 +24,5 @@ __all__ = [
     "VectorRetriever",
     "count_documents",
     "reciprocal_rank_fusion",
+    "score_fusion",
 ]

@@ -54,23 +54,27 @@ def build_retriever(
             tie=method.bm25_tie,
             scope=scope.with_parent(None),  # whole documents: no parent to keep
         )
-    semantic = vector_retriever(
-        layout, solr, embeddings, scope=scope, top_k=rows, min_similarity=method.similarity_min
-    )
     if method.in_force == "vector":
-        return semantic
+        return vector_retriever(
+            layout, solr, embeddings, scope=scope, top_k=rows, min_similarity=method.similarity_min
+        )
+    depth = max(rows, method.candidates)
     lexical = Bm25Retriever(
         solr,
         layout.passages_collection,
         fields=method.bm25_fields,
         operator=method.operator,
-        rows=rows,
+        rows=depth,
         tie=method.bm25_tie,
         scope=scope,
+    )
+    semantic = vector_retriever(
+        layout, solr, embeddings, scope=scope, top_k=depth, min_similarity=method.similarity_min
     )
     return HybridRetriever(
         lexical,
         semantic,
+        fusion=method.fusion,
         k=method.rrf_k,
         lexical_weight=method.bm25_weight,
         semantic_weight=method.vector_weight,

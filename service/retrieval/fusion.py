@@ -1,43 +1,105 @@
-"""Fusing rankings by reciprocal rank: hybrid retrieval (BM25 and kNN of one query) and
-multi-query retrieval (several queries at once), with duplicates removed."""
+"""Fusing rankings: hybrid retrieval (BM25 and kNN of one query, by normalized scores or by
+reciprocal rank) and multi-query retrieval (several queries at once, by reciprocal rank),
+with duplicates removed."""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
 import re
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Literal
 
 from service.retrieval.base import RetrievedDocument, Retriever
 
 # -- hybrid: BM25 and kNN of one query -------------------------------------------------------------
 
+Fusion = Literal["score", "rrf"]
+SOLR_COSINE_ZERO = 0.5  # Solr scores a cosine kNN hit (1 + cosine) / 2: 0.5 is cosine 0
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """One retriever's documents, best first, with its weight in the fusion and the score
+    that means "unrelated" on its scale (BM25: 0; Solr's cosine: 0.5)."""
+
+    documents: Sequence[RetrievedDocument]
+    weight: float = 1.0
+    zero: float = 0.0
+
 
 def reciprocal_rank_fusion(
-    rankings: Sequence[tuple[float, Sequence[RetrievedDocument]]], *, k: int, limit: int
+    rankings: Sequence[Ranking], *, k: int, limit: int
 ) -> list[RetrievedDocument]:
-    """Each ranking (weight, documents best first) gives a document weight / (k + rank), rank
-    counted from 1; documents are sorted by the sum, ties kept in order of first appearance.
-    The fused score replaces each document's own."""
+    """Each ranking gives a document weight / (k + rank), rank counted from 1; documents are
+    sorted by the sum, ties kept in order of first appearance. The fused score replaces each
+    document's own."""
+    return _fused(
+        rankings,
+        lambda ranking: {
+            document.id: ranking.weight / (k + rank)
+            for rank, document in reversed(list(enumerate(ranking.documents, start=1)))
+        },
+        limit,
+    )
+
+
+def score_fusion(rankings: Sequence[Ranking], *, limit: int) -> list[RetrievedDocument]:
+    """The weighted mean of each ranking's scores, each divided by the best of its ranking and
+    counted from its `zero` (a score at or below it counts 0; a ranking without the document,
+    0): the fused score is in [0, 1].
+
+    Unlike ranks, normalized scores keep how far ahead a hit is; unlike min-max, the scale
+    does not depend on the weakest candidate fetched, so neither the candidate depth nor the
+    similarity floor moves it (the theoretical min-max of Bruch et al., "An Analysis of Fusion
+    Functions for Hybrid Retrieval", 2023)."""
+    total = sum(ranking.weight for ranking in rankings) or 1.0
+
+    def normalized(ranking: Ranking) -> dict[str, float]:
+        best = max((document.score for document in ranking.documents), default=0.0)
+        scale = best - ranking.zero
+        if scale <= 0:
+            return {}
+        return {
+            document.id: ranking.weight * max(document.score - ranking.zero, 0.0) / scale / total
+            for document in reversed(ranking.documents)  # a repeated id keeps its best rank
+        }
+
+    return _fused(rankings, normalized, limit)
+
+
+def _fused(
+    rankings: Sequence[Ranking],
+    contribution: Callable[[Ranking], dict[str, float]],
+    limit: int,
+) -> list[RetrievedDocument]:
+    """Documents by the sum of their rankings' contributions, ties in order of first
+    appearance; the sum replaces each document's score."""
     scores: dict[str, float] = {}
     first_seen: dict[str, RetrievedDocument] = {}
-    for weight, documents in rankings:
-        for rank, document in enumerate(documents, start=1):
-            scores[document.id] = scores.get(document.id, 0.0) + weight / (k + rank)
+    for ranking in rankings:
+        for doc_id, value in contribution(ranking).items():
+            scores[doc_id] = scores.get(doc_id, 0.0) + value
+        for document in ranking.documents:
             first_seen.setdefault(document.id, document)
-    order = sorted(first_seen, key=lambda doc_id: -scores[doc_id])  # stable: ties keep order
-    return [replace(first_seen[doc_id], score=scores[doc_id]) for doc_id in order[:limit]]
+    order = sorted(first_seen, key=lambda doc_id: -scores.get(doc_id, 0.0))  # stable
+    return [replace(first_seen[doc_id], score=scores.get(doc_id, 0.0)) for doc_id in order[:limit]]
 
 
 class HybridRetriever:
-    """Runs the BM25 and the kNN retrievers at the same time and fuses their rankings."""
+    """Runs the BM25 and the kNN retrievers at the same time and fuses their rankings, by
+    normalized scores (`score`) or by reciprocal rank (`rrf`, with `k`).
+
+    Both retrievers should fetch more candidates than `limit`: a passage just under one
+    ranking's cut-off gets nothing from it."""
 
     def __init__(
         self,
         lexical: Retriever,
         semantic: Retriever,
         *,
+        fusion: Fusion = "score",
         k: int = 60,
         lexical_weight: float = 1.0,
         semantic_weight: float = 1.0,
@@ -45,6 +107,7 @@ class HybridRetriever:
     ) -> None:
         self._lexical = lexical
         self._semantic = semantic
+        self._fusion = fusion
         self._k = k
         self._weights = (lexical_weight, semantic_weight)
         self._limit = limit
@@ -53,11 +116,13 @@ class HybridRetriever:
         lexical, semantic = await asyncio.gather(
             self._lexical.run(query), self._semantic.run(query)
         )
-        return reciprocal_rank_fusion(
-            [(self._weights[0], lexical), (self._weights[1], semantic)],
-            k=self._k,
-            limit=self._limit,
-        )
+        rankings = [
+            Ranking(lexical, self._weights[0]),
+            Ranking(semantic, self._weights[1], zero=SOLR_COSINE_ZERO),
+        ]
+        if self._fusion == "rrf":
+            return reciprocal_rank_fusion(rankings, k=self._k, limit=self._limit)
+        return score_fusion(rankings, limit=self._limit)
 
 
 # -- multi-query: several queries at once ----------------------------------------------------------
@@ -93,6 +158,6 @@ class MultiQueryRetriever:
     async def run(self, queries: Sequence[str]) -> list[RetrievedDocument]:
         rankings = await asyncio.gather(*(self._retriever.run(query) for query in queries))
         fused = reciprocal_rank_fusion(
-            [(1.0, ranking) for ranking in rankings], k=self._k, limit=len(queries) * self._limit
+            [Ranking(ranking) for ranking in rankings], k=self._k, limit=len(queries) * self._limit
         )
         return without_duplicate_content(fused)[: self._limit]

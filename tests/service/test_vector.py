@@ -12,17 +12,17 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.cli import main as cli
+from service.config import settings_from_mapping
 from service.errors import ServiceError
 from service.llm import EmbeddingsClient, LLMOptions
 from service.models.encoder import SentenceEncoder
 from service.retrieval import (
     Bm25Retriever,
     HybridRetriever,
-    RetrievedDocument,
     SolrClient,
     VectorRetriever,
-    reciprocal_rank_fusion,
 )
+from service.retrieval.factory import build_retriever
 from testing.llm_server import LLMScript
 from tests.conftest import ADMIN_TOKEN, ClientFactory, write_properties
 
@@ -148,20 +148,21 @@ def test_id_restricts_vector_retrieval_to_that_documents_passages(
     assert "yaw bearing" in llm.requests[0].prompt
 
 
-def test_reciprocal_rank_fusion_orders_by_summed_reciprocal_ranks() -> None:
-    def docs(*ids: str) -> list[RetrievedDocument]:
-        return [RetrievedDocument(id=i, title="", url="", content="") for i in ids]
-
-    fused = reciprocal_rank_fusion(
-        [(1.0, docs("a", "b", "c")), (1.0, docs("c", "d"))], k=60, limit=10
-    )
-    assert [d.id for d in fused] == ["c", "a", "b", "d"]
-    assert fused[0].score == pytest.approx(1 / 63 + 1 / 61)
-    weighted = reciprocal_rank_fusion([(0.0, docs("a")), (2.0, docs("d"))], k=60, limit=1)
-    assert [d.id for d in weighted] == ["d"]
+def expected_fusion(fusion: str, lexical: list, semantic: list) -> dict[str, float]:
+    """What each fusion gives, computed here from the two rankings' own hits."""
+    expected: dict[str, float] = {}
+    for hits, zero in ((lexical, 0.0), (semantic, 0.5)):
+        best = max(hit.score for hit in hits)
+        for rank, hit in enumerate(hits, start=1):
+            part = 1 / (60 + rank) if fusion == "rrf" else (hit.score - zero) / (best - zero) / 2
+            expected[hit.id] = expected.get(hit.id, 0.0) + part
+    return expected
 
 
-def test_hybrid_is_the_rrf_union_of_bm25_and_knn(solr_url: str, model_server_url: str) -> None:
+@pytest.mark.parametrize("fusion", ["score", "rrf"])
+def test_hybrid_is_the_fused_union_of_bm25_and_knn(
+    solr_url: str, model_server_url: str, fusion: str
+) -> None:
     async def run() -> tuple[list, list, list]:
         async with httpx.AsyncClient() as http:
             solr = SolrClient(http, solr_url)
@@ -174,19 +175,48 @@ def test_hybrid_is_the_rrf_union_of_bm25_and_knn(solr_url: str, model_server_url
             semantic = VectorRetriever(solr, "VectorMain", embeddings, field="vector_384", top_k=10)
             query = "zebra herd grazing"
             lexical_hits, semantic_hits = await lexical.run(query), await semantic.run(query)
-            fused = await HybridRetriever(lexical, semantic, k=60, limit=20).run(query)
-            return lexical_hits, semantic_hits, fused
+            hybrid = HybridRetriever(lexical, semantic, fusion=fusion, k=60, limit=20)  # type: ignore[arg-type]
+            return lexical_hits, semantic_hits, await hybrid.run(query)
 
     lexical_hits, semantic_hits, fused = asyncio.run(run())
-    expected: dict[str, float] = {}
-    for hits in (lexical_hits, semantic_hits):
-        for rank, hit in enumerate(hits, start=1):
-            expected[hit.id] = expected.get(hit.id, 0.0) + 1 / (60 + rank)
+    expected = expected_fusion(fusion, lexical_hits, semantic_hits)
     assert {d.id for d in fused} == {h.id for h in lexical_hits} | {h.id for h in semantic_hits}
     assert [round(d.score, 9) for d in fused] == sorted(
         (round(s, 9) for s in expected.values()), reverse=True
     )
     assert all(d.score == pytest.approx(expected[d.id]) for d in fused)
+
+
+def test_hybrid_fuses_its_candidates_before_cutting_to_top_k(
+    solr_url: str, model_server_url: str
+) -> None:
+    """solr.topK=1: the one passage kept is the best of 10 candidates from each ranking, with
+    the score those depths give (at depth 1 a passage only second in one ranking gets 0)."""
+    query = "zebra herd grazing"
+    settings = settings_from_mapping(
+        {"retrieval.method": "hybrid", "solr.topK": "1", "hybrid.candidates": "10",
+         "retrieval.similarity.min": "0", "solr.bm25.qf": "title content"},
+        source="test",
+        env={},
+    )  # fmt: skip
+
+    async def run() -> tuple[list, list, list]:
+        async with httpx.AsyncClient() as http:
+            solr = SolrClient(http, solr_url)
+            embeddings = EmbeddingsClient(
+                http, LLMOptions(endpoint=f"{model_server_url}/v1/", model="all-MiniLM-L6-v2")
+            )
+            hybrid = build_retriever(settings.retrieval, settings.solr, solr, embeddings)
+            lexical = Bm25Retriever(
+                solr, "VectorMain", fields="title content", operator="OR", rows=10, tie=1.0
+            )
+            semantic = VectorRetriever(solr, "VectorMain", embeddings, field="vector_384", top_k=10)
+            return await lexical.run(query), await semantic.run(query), await hybrid.run(query)
+
+    lexical_hits, semantic_hits, [kept] = asyncio.run(run())
+    expected = expected_fusion("score", lexical_hits, semantic_hits)
+    assert kept.score == pytest.approx(max(expected.values()))
+    assert kept.score == pytest.approx(expected[kept.id])
 
 
 def test_hybrid_rag_answers(make_client: ClientFactory, llm: LLMScript) -> None:

@@ -14,7 +14,9 @@ from service.retrieval import Bm25Retriever, DocumentById, RetrievedDocument, So
 from service.retrieval.fusion import (
     HybridRetriever,
     MultiQueryRetriever,
+    Ranking,
     reciprocal_rank_fusion,
+    score_fusion,
     without_duplicate_content,
 )
 from service.retrieval.scope import Scope
@@ -116,23 +118,64 @@ async def test_multi_query_retrieval_fuses_each_querys_documents(solr: SolrClien
     assert len(found) <= 4
 
 
-def doc(doc_id: str, content: str = "") -> RetrievedDocument:
-    return RetrievedDocument(id=doc_id, title=doc_id, url="", content=content or doc_id)
+def doc(doc_id: str, content: str = "", score: float = 0.0) -> RetrievedDocument:
+    return RetrievedDocument(
+        id=doc_id, title=doc_id, url="", content=content or doc_id, score=score
+    )
 
 
 def test_reciprocal_rank_fusion_sums_weighted_reciprocal_ranks() -> None:
     fused = reciprocal_rank_fusion(
-        [(1.0, [doc("a"), doc("b")]), (2.0, [doc("b"), doc("c")])], k=1, limit=10
+        [Ranking([doc("a"), doc("b")], 1.0), Ranking([doc("b"), doc("c")], 2.0)], k=1, limit=10
     )
     assert [d.id for d in fused] == ["b", "c", "a"]
     assert fused[0].score == pytest.approx(1 / 3 + 2 / 2)
     assert fused[1].score == pytest.approx(2 / 3)
     assert fused[2].score == pytest.approx(1 / 2)
+    weighted = reciprocal_rank_fusion(
+        [Ranking([doc("a")], 0.0), Ranking([doc("d")], 2.0)], k=60, limit=1
+    )
+    assert [d.id for d in weighted] == ["d"]
 
 
 def test_fusion_keeps_first_appearance_on_ties_and_honours_the_limit() -> None:
-    fused = reciprocal_rank_fusion([(1.0, [doc("x")]), (1.0, [doc("y")])], k=60, limit=1)
-    assert [d.id for d in fused] == ["x"]
+    for fuse in (
+        lambda rankings: reciprocal_rank_fusion(rankings, k=60, limit=1),
+        lambda rankings: score_fusion(rankings, limit=1),
+    ):
+        fused = fuse([Ranking([doc("x", score=2.0)]), Ranking([doc("y", score=3.0)])])
+        assert [d.id for d in fused] == ["x"]
+
+
+def test_score_fusion_averages_scores_divided_by_each_rankings_best() -> None:
+    lexical = Ranking([doc("a", score=8.0), doc("b", score=2.0)], weight=1.0)
+    # Solr's cosine scale: (1 + cosine) / 2, so 0.5 is cosine 0 and 0.4 is below it
+    semantic = Ranking(
+        [doc("b", score=0.9), doc("c", score=0.7), doc("d", score=0.4)], weight=3.0, zero=0.5
+    )
+    fused = {d.id: d.score for d in score_fusion([lexical, semantic], limit=10)}
+    assert fused["a"] == pytest.approx(1.0 * 1 / 4)  # absent from the kNN ranking: 0 there
+    assert fused["b"] == pytest.approx((1.0 * 2 / 8 + 3.0 * 1) / 4)
+    assert fused["c"] == pytest.approx(3.0 * (0.2 / 0.4) / 4)
+    assert fused["d"] == 0.0  # under its ranking's zero: counts nothing
+    assert list(fused) == ["b", "c", "a", "d"]
+
+
+def test_score_fusion_does_not_depend_on_the_weakest_candidate() -> None:
+    """Unlike min-max, fetching more (weaker) candidates leaves the others' scores as they were."""
+    top = [doc("a", score=6.0), doc("b", score=3.0)]
+    semantic = Ranking([doc("b", score=0.8)], zero=0.5)
+    shallow = score_fusion([Ranking(top), semantic], limit=10)
+    deep = score_fusion([Ranking([*top, doc("c", score=0.5)]), semantic], limit=10)
+    assert [(d.id, d.score) for d in deep[:2]] == [(d.id, d.score) for d in shallow]
+
+
+def test_score_fusion_of_empty_or_scoreless_rankings_is_defined() -> None:
+    assert score_fusion([Ranking([]), Ranking([])], limit=5) == []
+    fused = score_fusion([Ranking([doc("a", score=0.0)]), Ranking([], weight=0.0)], limit=5)
+    assert [(d.id, d.score) for d in fused] == [("a", 0.0)]
+    unweighted = score_fusion([Ranking([doc("a", score=1.0)], weight=0.0)], limit=5)
+    assert [(d.id, d.score) for d in unweighted] == [("a", 0.0)]
 
 
 def test_the_same_text_twice_is_kept_once_whatever_its_spacing() -> None:
