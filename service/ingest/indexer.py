@@ -19,6 +19,7 @@ from service.config import Settings
 from service.ingest.extract import SourceDocument
 from service.ingest.passages import Passage, PassageSplitter
 from service.llm.embeddings import EmbeddingsClient
+from service.retrieval.layout import EMBEDDING_FIELD, EMBEDDING_MODEL
 from service.retrieval.scope import MAIN_CORPUS
 from service.retrieval.solr import SolrClient
 
@@ -225,8 +226,13 @@ class Indexer:
                 vectors[i] = vector
             fresh = len(missing)
         commands: list[tuple[str, object]] = [("delete", _parent_query(doc.id)) for doc in batch]
+        embedded_by = (
+            {EMBEDDING_FIELD: index.vector_field, EMBEDDING_MODEL: index.model}
+            if index.embeddings and index.model
+            else {}
+        )
         commands += [
-            ("add", {"doc": {**p.to_solr(index.vector_field, v), EMBEDDING_HASH: h}})
+            ("add", {"doc": {**p.to_solr(index.vector_field, v), EMBEDDING_HASH: h, **embedded_by}})
             for p, v, h in zip(passages, vectors, hashes, strict=True)
         ]
         await self._solr.update(index.collection, commands)

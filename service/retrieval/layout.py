@@ -25,6 +25,8 @@ log = logging.getLogger(__name__)
 
 SHARED_FIELDS = ("id", "title", "url", "content", "language", "allowed_groups", "denied_groups")
 PASSAGE_FIELDS = ("parent_id", "chunk_index")
+# what a passage's vector is: its field, and the model that computed it, by name
+EMBEDDING_FIELD, EMBEDDING_MODEL = "embedding_field_s", "embedding_model_s"
 RETRY_SECONDS = 1.0
 
 
@@ -58,6 +60,7 @@ async def verify_layout(
             )
     dimension = await _vector_dimension(solr, layout)
     if embeddings is not None:
+        await _same_model(solr, layout, embeddings.options.model)
         await _same_dimension(embeddings, layout, dimension)
     log.info("Solr layout checked: %s", ", ".join(required_fields(layout)))
 
@@ -72,6 +75,31 @@ async def _vector_dimension(solr: SolrClient, layout: SolrSettings) -> int:
             "vector field (solr/configsets/VectorMain has vector_384 ... vector_1536)"
         )
     return int(dimension)
+
+
+async def _same_model(solr: SolrClient, layout: SolrSettings, model: str) -> None:
+    """Vectors of two models cannot be compared: the passages' vectors must all come from the
+    model that embeds the questions (the indexer stores its name with each passage; passages
+    indexed before it did are not counted)."""
+    vectors_in_field = "{!term f=" + EMBEDDING_FIELD + "}" + layout.vector_field
+    found = await solr.select(
+        layout.passages_collection,
+        {"q": "*:*", "defType": "lucene", "rows": 0, "fq": vectors_in_field, "facet": "true",
+         "facet.field": EMBEDDING_MODEL, "facet.mincount": 1, "facet.limit": 5},
+    )  # fmt: skip
+    counts = found.get("facet_counts", {}).get("facet_fields", {}).get(EMBEDDING_MODEL, [])
+    others = {
+        name: count for name, count in zip(counts[::2], counts[1::2], strict=False) if name != model
+    }
+    if others:
+        held = ", ".join(f"{name[:80]!r} ({count} passages)" for name, count in others.items())
+        raise SolrLayoutError(
+            f"{layout.passages_collection}'s {layout.vector_field} holds vectors of {held}, "
+            f"but ai.embeddings.model is {model!r}: questions would be compared with another "
+            f"model's vectors. Ingest every document again with this model (`solr-rag ingest "
+            f"FOLDER`: a document embedded by another model is embedded again), set "
+            f"ai.embeddings.model back, or set solr.vector.field to a field this model fills"
+        )
 
 
 async def _same_dimension(

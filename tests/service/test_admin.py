@@ -102,6 +102,7 @@ def test_a_change_is_written_keeping_comments_order_and_unknown_keys(admin, llm:
         ({"ai.enable.rag": "yes please"}, "ai.enable.rag"),
         ({"no.such.key": 1}, "no.such.key"),
         ({"solr.vector.field": "vector_1536"}, "solr.vector.field"),
+        ({"ai.embeddings.model": "bge-small-en-v1.5"}, "ai.embeddings.model"),  # other vectors
         ({"llm.model": "ok", "llm.maxTokens": -1}, "llm.maxTokens"),
     ],
 )

@@ -278,6 +278,16 @@ def test_startup_names_a_missing_field(tmp_path: Path, base_properties: dict[str
         _start(tmp_path, base_properties, **{"solr.vector.field": "vector_999"})
 
 
+@pytest.mark.usefixtures("corpus")
+def test_startup_refuses_vectors_of_another_model(
+    tmp_path: Path, base_properties: dict[str, object]
+) -> None:
+    """bge-small-en-v1.5 has the dimension of all-MiniLM-L6-v2, whose vectors the corpus
+    holds: only the model name stored with the passages tells them apart."""
+    with pytest.raises(SolrLayoutError, match=r"vector_384 holds vectors of 'all-MiniLM-L6-v2'"):
+        _start(tmp_path, base_properties, **{"ai.embeddings.model": "bge-small-en-v1.5"})
+
+
 def test_startup_gives_up_on_an_unreachable_solr_after_its_wait(
     tmp_path: Path, base_properties: dict[str, object]
 ) -> None:

@@ -23,6 +23,7 @@ from service.retrieval import (
     VectorRetriever,
 )
 from service.retrieval.factory import build_retriever
+from testing.corpus import remove_documents
 from testing.llm_server import LLMScript
 from tests.conftest import ADMIN_TOKEN, ClientFactory, write_properties
 
@@ -357,12 +358,18 @@ def test_a_changed_document_embeds_only_its_changed_passages(
 
 
 def test_another_embeddings_model_or_force_embeds_everything_again(
-    make_client: ClientFactory, tmp_path: Path, base_properties: dict[str, object]
+    make_client: ClientFactory, tmp_path: Path, base_properties: dict[str, object], solr_url: str
 ) -> None:
     first = _ingest(make_client(), _ferry(PARAGRAPHS, "ferry-3"))
-    # the same weights under another name: the index cannot know, so it re-embeds
+    # the same weights under another name: the index cannot know, so it re-embeds (the
+    # service would not start on another model's vectors: the startup check is off here)
     renamed = {"ai.embeddings.model": "sentence-transformers/all-MiniLM-L6-v2"}
-    again = _ingest(make_client(renamed), _ferry(PARAGRAPHS, "ferry-3"))
+    try:
+        again = _ingest(
+            make_client({**renamed, "solr.startup.check": False}), _ferry(PARAGRAPHS, "ferry-3")
+        )
+    finally:
+        remove_documents(solr_url, ["ferry-3"])  # the other tests' services check the model
     assert (again["documents"], again["embedded"]) == (1, first["passages"])
     folder = tmp_path / "kb"
     folder.mkdir()
