@@ -22,7 +22,6 @@ import json
 import math
 import re
 import statistics
-import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -36,6 +35,7 @@ from service.chains.expand import QueryExpander
 from service.config import Settings, settings_from_mapping
 from service.ingest import SourceDocument
 from service.ingest.indexer import indexer_for
+from service.ingest.progress import ProgressLine
 from service.llm import ChatClient, EmbeddingsClient, LLMOptions
 from service.retrieval import RetrievedDocument, SolrClient
 from service.retrieval.factory import build_retriever
@@ -125,11 +125,6 @@ def settings_for(
     )
 
 
-def progress(done: int, total: int) -> None:
-    sys.stderr.write(f"\r  ingested {done}/{total} documents")
-    sys.stderr.flush()
-
-
 async def score(
     retrieve: Callable[[str], Awaitable[list[RetrievedDocument]]],
     queries: list[Query],
@@ -185,7 +180,7 @@ async def evaluate(
                 await solr.delete_by_query(collection, "*:*")
             print(f"Ingesting {len(documents)} documents through the service's indexer ...")
             indexer = indexer_for(settings_for(solr_url, embeddings_url, "bm25"), solr, embeddings)
-            summary = await indexer.run(documents, progress)
+            summary = await indexer.run(documents, ProgressLine())
             print(f"\n  {summary}")
 
         table: dict[str, dict] = {}

@@ -24,6 +24,7 @@ from bench.cranfield import load_documents
 from bench.support import RESULTS, given_or_started, local_solr, model_server
 from service.ingest.indexer import Indexer, IngestSummary, PassageIndex
 from service.ingest.passages import PassageSplitter
+from service.ingest.progress import ProgressLine
 from service.llm import EmbeddingsClient, LLMOptions
 from service.retrieval import SolrClient
 
@@ -37,12 +38,9 @@ MODES = (
 FROM_EMPTY = MODES[:3]
 
 
-def progress(done: int, total: int) -> None:
-    sys.stderr.write(f"\r  {done}/{total} documents")
-    sys.stderr.flush()
-
-
-async def ingest(mode: str, solr_url: str, embeddings_url: str, count: int) -> IngestSummary:
+async def ingest(
+    mode: str, solr_url: str, embeddings_url: str, count: int, group_passages: int = 512
+) -> IngestSummary:
     documents = load_documents()[:count]
     if mode == MODES[4]:
         documents[0] = replace(documents[0], content=documents[0].content + " Revised.")
@@ -63,7 +61,8 @@ async def ingest(mode: str, solr_url: str, embeddings_url: str, count: int) -> I
                 embeddings=None if mode == MODES[1] else embeddings,
                 model="all-MiniLM-L6-v2",
             )
-        summary = await Indexer(solr, "FileShare", passages=passages).run(documents, progress)
+        indexer = Indexer(solr, "FileShare", passages=passages, group_passages=group_passages)
+        summary = await indexer.run(documents, ProgressLine())
         sys.stderr.write("\n")
         return summary
 
@@ -73,6 +72,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--solr-url", help="a Solr with our configsets (default: start one)")
     parser.add_argument("--embeddings-url", help="an OpenAI-compatible /v1 (default: ours)")
     parser.add_argument("--documents", type=int, default=1400)
+    parser.add_argument(
+        "--group-passages", type=int, default=512, help="passages embedded together (Indexer)"
+    )
     args = parser.parse_args(argv)
     rows = []
     with (
@@ -81,7 +83,9 @@ def main(argv: list[str] | None = None) -> None:
     ):
         for mode in MODES:
             print(f"{mode}...", flush=True)
-            summary = asyncio.run(ingest(mode, solr_url, embeddings_url, args.documents))
+            summary = asyncio.run(
+                ingest(mode, solr_url, embeddings_url, args.documents, args.group_passages)
+            )
             seen = summary.documents + summary.unchanged
             rows.append(
                 {

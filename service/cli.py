@@ -219,6 +219,7 @@ async def _ingest_into_solr(
     """Files (and the sample corpus) into FileShare, their embedded passages into VectorMain."""
     from service.ingest import extract, find_files
     from service.ingest.indexer import indexer_for
+    from service.ingest.progress import ProgressLine
     from service.ingest.samples import export_samples
     from service.llm.embeddings import embeddings_client
     from service.retrieval import SolrClient
@@ -240,21 +241,13 @@ async def _ingest_into_solr(
             except ExtractionFailed as error:  # UnsupportedFile too
                 skipped += 1
                 print(f"skipped {file}: {error}", file=sys.stderr)
-        summary = await indexer.run(documents, _progress_bar("documents"))
-        print(f"\nIngested {summary} into {collection} and {settings.solr.passages_collection}")
+        line = ProgressLine()
+        summary = await indexer.run(documents, line)
+        line.done()
+        print(f"Ingested {summary} into {collection} and {settings.solr.passages_collection}")
         if skipped:
             print(f"{skipped} file(s) skipped (see above)")
         return 0
-
-
-def _progress_bar(unit: str):
-    def show(done: int, total: int) -> None:
-        width = 30
-        filled = width * done // max(total, 1)
-        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {unit}")
-        sys.stderr.flush()
-
-    return show
 
 
 def _samples(args: argparse.Namespace) -> int:

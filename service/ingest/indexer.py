@@ -8,11 +8,12 @@ model (`embedding_hash_s`), so only new text is embedded. `force` re-embeds ever
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from service.config import Settings
@@ -23,7 +24,6 @@ from service.retrieval.layout import EMBEDDING_FIELD, EMBEDDING_MODEL
 from service.retrieval.scope import MAIN_CORPUS
 from service.retrieval.solr import SolrClient
 
-Progress = Callable[[int, int], None]
 LISTED_FIELDS = "id,title,url,language,last_modified,allowed_groups,denied_groups"
 
 
@@ -53,6 +53,32 @@ class IngestSummary:
 
 
 @dataclass(frozen=True)
+class IngestProgress:
+    """How far an ingestion is, after each write: documents done (written or unchanged) of
+    `total`, passages written and embedded so far, seconds since it started."""
+
+    documents: int
+    total: int
+    passages: int
+    embedded: int
+    seconds: float
+
+
+Progress = Callable[[IngestProgress], None]
+
+
+@dataclass
+class _Group:
+    """Changed documents on their way to Solr: FileShare fields, passages, their vectors."""
+
+    documents: list[tuple[SourceDocument, dict[str, object]]]
+    passages: list[Passage]
+    checked: int  # documents of the input done once this group is written (unchanged too)
+    commands: list[tuple[str, object]] = field(default_factory=list)  # VectorMain's update
+    embedded: int = 0
+
+
+@dataclass(frozen=True)
 class PassageIndex:
     """Where and how passages are written: the collection, the splitter, the embeddings."""
 
@@ -73,6 +99,10 @@ class Indexer:
     and nothing is visible before the final commit (the configsets open no searcher on their
     own), so a search never sees a mix of old and new passages, nor stale ones.
 
+    A pipeline of two stages: while one group of documents is written to Solr, the next is
+    checked, split and embedded. A group holds about `group_passages` passages, so the
+    embeddings API gets long lists it can sort by length (less padding) and Solr few requests.
+
     >>> await Indexer(solr, "FileShare", passages=PassageIndex(...)).run(documents)
     """
 
@@ -83,13 +113,16 @@ class Indexer:
         *,
         passages: PassageIndex | None = None,
         batch_size: int = 50,
+        group_passages: int = 512,
         force: bool = False,
     ) -> None:
-        """`force`: write and embed every document, even those Solr holds unchanged."""
+        """`batch_size`: documents checked against FileShare at once; `force`: write and embed
+        every document, even those Solr holds unchanged."""
         self._solr = solr
         self._collection = collection
         self._passages = passages
         self._batch_size = batch_size
+        self._group_passages = group_passages
         self._force = force
 
     async def run(
@@ -98,24 +131,60 @@ class Indexer:
         started = time.perf_counter()
         # the same id twice: the last version wins, passages included (ids are unique keys)
         documents = list({document.id: document for document in documents}.values())
-        done = written = passages = embedded = 0
-        for start in range(0, len(documents), self._batch_size):
-            batch = await self._changed(documents[start : start + self._batch_size])
-            if batch:
-                await self._solr.add(self._collection, [fields for _, fields in batch])
-                count, fresh = await self._replace_passages([document for document, _ in batch])
-                written, passages, embedded = (
-                    written + len(batch),
-                    passages + count,
-                    embedded + fresh,
-                )
-            done = min(start + self._batch_size, len(documents))
+        written = passages = embedded = 0
+        writing: asyncio.Task[None] | None = None
+
+        async def write(group: _Group) -> None:
+            nonlocal written, passages, embedded
+            await self._write(group)
+            written += len(group.documents)
+            passages += len(group.passages)
+            embedded += group.embedded
             if progress:
-                progress(done, len(documents))
+                seconds = time.perf_counter() - started
+                progress(IngestProgress(group.checked, len(documents), passages, embedded, seconds))
+
+        try:
+            async for group in self._groups(documents):
+                await self._embed(group)  # while the group before is written
+                if writing is not None:
+                    await writing
+                writing = asyncio.create_task(write(group))
+            if writing is not None:
+                await writing
+        finally:  # an error of either stage ends both; the first raised is the one seen
+            if writing is not None:
+                writing.cancel()
+                await asyncio.wait([writing])
+                if not writing.cancelled():
+                    writing.exception()  # retrieved: no "never retrieved" warning
         if written:
             await self.commit()
         seconds = time.perf_counter() - started
         return IngestSummary(written, passages, seconds, len(documents) - written, embedded)
+
+    async def _groups(self, documents: Sequence[SourceDocument]) -> AsyncIterator[_Group]:
+        """The changed documents with their passages, about `group_passages` passages a group;
+        a batch of unchanged documents yields an empty group (progress)."""
+        group, reported = _Group([], [], 0), 0
+        for start in range(0, len(documents), self._batch_size):
+            batch = documents[start : start + self._batch_size]
+            changed = {id(document): fields for document, fields in await self._changed(batch)}
+            for position, document in enumerate(batch, start=start + 1):
+                if id(document) not in changed:
+                    continue
+                group.documents.append((document, changed[id(document)]))
+                if self._passages:
+                    group.passages += self._passages.splitter.run(document)
+                if len(group.passages) >= self._group_passages:
+                    group.checked = reported = position
+                    yield group
+                    group = _Group([], [], 0)
+            checked = start + len(batch)
+            if checked > reported and (not group.documents or checked == len(documents)):
+                group.checked = reported = checked
+                yield group
+                group = _Group([], [], 0)
 
     async def _changed(
         self, batch: Sequence[SourceDocument]
@@ -206,37 +275,42 @@ class Indexer:
         found = await self._solr.select(collection, query)
         return list(found["response"]["docs"])
 
-    async def _replace_passages(self, batch: Sequence[SourceDocument]) -> tuple[int, int]:
-        """(passages written, passages embedded): a passage whose text and model Solr already
-        holds keeps its stored vector."""
+    async def _embed(self, group: _Group) -> None:
+        """The group's VectorMain update: its documents' old passages deleted, the new ones
+        added with their vectors; a passage whose text and model Solr already holds keeps its
+        stored vector, the others are embedded."""
         index = self._passages
-        if index is None:
-            return 0, 0
-        passages: list[Passage] = [p for doc in batch for p in index.splitter.run(doc)]
+        if index is None or not group.documents:
+            return
+        passages = group.passages
         hashes = [index.embedding_hash(p) for p in passages]
         vectors: list[list[float] | None] = [None] * len(passages)
-        fresh = 0
         if index.embeddings is not None and passages:
-            known = {} if self._force else await self._known_vectors([d.id for d in batch])
+            ids = [document.id for document, _ in group.documents]
+            known = {} if self._force else await self._known_vectors(ids)
             missing = [i for i, h in enumerate(hashes) if h not in known]
             embedded = await index.embeddings.embed([passages[i].embedding_text for i in missing])
-            reused = {h: known[h] for h in hashes if h in known}
-            vectors = [reused.get(h) for h in hashes]
+            vectors = [known.get(h) for h in hashes]
             for i, vector in zip(missing, embedded, strict=True):
                 vectors[i] = vector
-            fresh = len(missing)
-        commands: list[tuple[str, object]] = [("delete", _parent_query(doc.id)) for doc in batch]
+            group.embedded = len(missing)
         embedded_by = (
             {EMBEDDING_FIELD: index.vector_field, EMBEDDING_MODEL: index.model}
             if index.embeddings and index.model
             else {}
         )
-        commands += [
+        group.commands = [("delete", _parent_query(doc.id)) for doc, _ in group.documents]
+        group.commands += [
             ("add", {"doc": {**p.to_solr(index.vector_field, v), EMBEDDING_HASH: h, **embedded_by}})
             for p, v, h in zip(passages, vectors, hashes, strict=True)
         ]
-        await self._solr.update(index.collection, commands)
-        return len(passages), fresh
+
+    async def _write(self, group: _Group) -> None:
+        if not group.documents:
+            return
+        await self._solr.add(self._collection, [fields for _, fields in group.documents])
+        if self._passages is not None:
+            await self._solr.update(self._passages.collection, group.commands)
 
     async def _known_vectors(self, document_ids: Sequence[str]) -> dict[str, list[float]]:
         """embedding hash -> the vector VectorMain stores, for these documents' passages."""

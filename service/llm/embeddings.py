@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 import httpx
@@ -12,21 +13,38 @@ from service.llm.breaker import CircuitBreaker
 from service.llm.client import LLMOptions, OpenAICompatibleClient
 
 BATCH = 64
+IN_FLIGHT = 2  # requests at once: the API computes one while the next travels
 
 
 class EmbeddingsClient(OpenAICompatibleClient):
-    """`embed(texts)` -> one vector per text, in order; sent in batches of 64."""
+    """`embed(texts)` -> one vector per text, in order.
+
+    Texts are sent by length, in requests of 64 (two at a time): a model pads each batch to
+    its longest text, so texts of one length together spare it most of the padding."""
 
     what = "the embeddings API"
     upstream = "embeddings"
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        vectors: list[list[float]] = []
-        for start in range(0, len(texts), BATCH):
-            batch = list(texts[start : start + BATCH])
-            payload = {"input": batch, "model": self.options.model, "encoding_format": "float"}
-            body = await self._post("embeddings", payload)
-            vectors.extend(self._vectors(body, len(batch)))
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        slots = asyncio.Semaphore(IN_FLIGHT)
+
+        async def request(batch: list[int]) -> list[list[float]]:
+            payload = {
+                "input": [texts[i] for i in batch],
+                "model": self.options.model,
+                "encoding_format": "float",
+            }
+            async with slots:
+                body = await self._post("embeddings", payload)
+            return self._vectors(body, len(batch))
+
+        batches = [order[start : start + BATCH] for start in range(0, len(order), BATCH)]
+        answers = await asyncio.gather(*(request(batch) for batch in batches))
+        vectors: list[list[float]] = [[] for _ in texts]
+        for batch, answer in zip(batches, answers, strict=True):
+            for i, vector in zip(batch, answer, strict=True):
+                vectors[i] = vector
         return vectors
 
     def _vectors(self, body: object, expected: int) -> list[list[float]]:
