@@ -11,6 +11,7 @@ recall@10 over the documents graded 1..4; MRR@10. Vector and hybrid rank passage
 document's rank is that of its best passage.
 
     python -m bench.cranfield [--solr-url URL] [--embeddings-url URL] [--queries N]
+                              [--set ai.embeddings.model=bge-small-en-v1.5] [--no-ingest]
                               [--llm-url URL --llm-model NAME --multi-query 3]
 """
 
@@ -171,15 +172,17 @@ async def evaluate(
     judgments = load_judgments()
     async with httpx.AsyncClient(timeout=120) as http:
         solr = SolrClient(http, solr_url, read_timeout=120)
+        model = (overrides or {}).get("ai.embeddings.model", "all-MiniLM-L6-v2")
         embeddings = EmbeddingsClient(
-            http, LLMOptions(endpoint=embeddings_url, model="all-MiniLM-L6-v2", read_timeout=600)
+            http, LLMOptions(endpoint=embeddings_url, model=model, read_timeout=600)
         )
         summary = None
         if ingest:
             for collection in ("FileShare", "VectorMain"):
                 await solr.delete_by_query(collection, "*:*")
             print(f"Ingesting {len(documents)} documents through the service's indexer ...")
-            indexer = indexer_for(settings_for(solr_url, embeddings_url, "bm25"), solr, embeddings)
+            settings = settings_for(solr_url, embeddings_url, "bm25", overrides)
+            indexer = indexer_for(settings, solr, embeddings)
             summary = await indexer.run(documents, ProgressLine())
             print(f"\n  {summary}")
 

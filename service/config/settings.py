@@ -359,9 +359,10 @@ class RetrievalSettings(Part):
     fusion: Literal["score", "rrf"] = _key(
         "hybrid.fusion",
         "score",
-        "How hybrid fuses its two rankings: score (each ranking's scores divided by its best, "
-        "BM25 counted from 0 and cosine from 0 = unrelated, then averaged with the weights: "
-        "how far ahead a hit is counts) or rrf (reciprocal rank: weight / (k + rank)).",
+        "How hybrid fuses its two rankings: score (each ranking's scores placed within 3 "
+        "standard deviations of its mean, then averaged with the weights: how far ahead a hit "
+        "is counts, whatever the model's cosine range) or rrf (reciprocal rank: "
+        "weight / (k + rank)).",
     )
     candidates: int = _key(
         "hybrid.candidates",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import re
+import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
@@ -16,17 +17,15 @@ from service.retrieval.base import RetrievedDocument, Retriever
 # -- hybrid: BM25 and kNN of one query -------------------------------------------------------------
 
 Fusion = Literal["score", "rrf"]
-SOLR_COSINE_ZERO = 0.5  # Solr scores a cosine kNN hit (1 + cosine) / 2: 0.5 is cosine 0
+SPREAD = 3.0  # standard deviations either side of the mean: score fusion's 0 and 1
 
 
 @dataclass(frozen=True)
 class Ranking:
-    """One retriever's documents, best first, with its weight in the fusion and the score
-    that means "unrelated" on its scale (BM25: 0; Solr's cosine: 0.5)."""
+    """One retriever's documents, best first, with its weight in the fusion."""
 
     documents: Sequence[RetrievedDocument]
     weight: float = 1.0
-    zero: float = 0.0
 
 
 def reciprocal_rank_fusion(
@@ -46,23 +45,31 @@ def reciprocal_rank_fusion(
 
 
 def score_fusion(rankings: Sequence[Ranking], *, limit: int) -> list[RetrievedDocument]:
-    """The weighted mean of each ranking's scores, each divided by the best of its ranking and
-    counted from its `zero` (a score at or below it counts 0; a ranking without the document,
-    0): the fused score is in [0, 1].
+    """The weighted mean of each ranking's normalized scores. A score becomes its place on
+    the line from the ranking's mean minus 3 standard deviations (0) to plus 3 (1); a hit
+    far ahead of the rest may pass 1, and keeps its lead. A ranking without the document
+    gives it 0; one whose scores are all equal gives each 1.
 
-    Unlike ranks, normalized scores keep how far ahead a hit is; unlike min-max, the scale
-    does not depend on the weakest candidate fetched, so neither the candidate depth nor the
-    similarity floor moves it (the theoretical min-max of Bruch et al., "An Analysis of Fusion
-    Functions for Hybrid Retrieval", 2023)."""
+    Unlike ranks, normalized scores keep how far ahead a hit is. Unlike a fixed scale, this
+    one adapts to each ranking's spread: BM25's unbounded scores and each model's cosine range
+    (bge-small-en-v1.5's sit much closer together than all-MiniLM-L6-v2's) become comparable,
+    and shifting or stretching one ranking's scores changes nothing (Qdrant's
+    distribution-based score fusion; measured against the others in bench/RESULTS.md)."""
     total = sum(ranking.weight for ranking in rankings) or 1.0
 
     def normalized(ranking: Ranking) -> dict[str, float]:
-        best = max((document.score for document in ranking.documents), default=0.0)
-        scale = best - ranking.zero
-        if scale <= 0:
+        scores = [document.score for document in ranking.documents]
+        if not scores:
             return {}
+        mean = statistics.fmean(scores)
+        spread = SPREAD * statistics.pstdev(scores, mean)
+        share = ranking.weight / total
+
+        def place(score: float) -> float:
+            return (score - mean + spread) / (2 * spread) if spread else 1.0
+
         return {
-            document.id: ranking.weight * max(document.score - ranking.zero, 0.0) / scale / total
+            document.id: share * place(document.score)
             for document in reversed(ranking.documents)  # a repeated id keeps its best rank
         }
 
@@ -118,7 +125,7 @@ class HybridRetriever:
         )
         rankings = [
             Ranking(lexical, self._weights[0]),
-            Ranking(semantic, self._weights[1], zero=SOLR_COSINE_ZERO),
+            Ranking(semantic, self._weights[1]),
         ]
         if self._fusion == "rrf":
             return reciprocal_rank_fusion(rankings, k=self._k, limit=self._limit)

@@ -152,10 +152,14 @@ def test_id_restricts_vector_retrieval_to_that_documents_passages(
 def expected_fusion(fusion: str, lexical: list, semantic: list) -> dict[str, float]:
     """What each fusion gives, computed here from the two rankings' own hits."""
     expected: dict[str, float] = {}
-    for hits, zero in ((lexical, 0.0), (semantic, 0.5)):
-        best = max(hit.score for hit in hits)
+    for hits in (lexical, semantic):
+        scores = np.array([hit.score for hit in hits])
+        spread = 3 * scores.std()
         for rank, hit in enumerate(hits, start=1):
-            part = 1 / (60 + rank) if fusion == "rrf" else (hit.score - zero) / (best - zero) / 2
+            if fusion == "rrf":
+                part = 1 / (60 + rank)
+            else:
+                part = (hit.score - scores.mean() + spread) / (2 * spread) / 2
             expected[hit.id] = expected.get(hit.id, 0.0) + part
     return expected
 

@@ -147,33 +147,41 @@ def test_fusion_keeps_first_appearance_on_ties_and_honours_the_limit() -> None:
         assert [d.id for d in fused] == ["x"]
 
 
-def test_score_fusion_averages_scores_divided_by_each_rankings_best() -> None:
-    lexical = Ranking([doc("a", score=8.0), doc("b", score=2.0)], weight=1.0)
-    # Solr's cosine scale: (1 + cosine) / 2, so 0.5 is cosine 0 and 0.4 is below it
-    semantic = Ranking(
-        [doc("b", score=0.9), doc("c", score=0.7), doc("d", score=0.4)], weight=3.0, zero=0.5
+def test_score_fusion_places_each_score_within_three_deviations_of_its_rankings_mean() -> None:
+    lexical = Ranking([doc("a", score=8.0), doc("b", score=2.0)], weight=1.0)  # mean 5, sd 3
+    semantic = Ranking(  # mean 0.6, sd 0.163
+        [doc("b", score=0.8), doc("c", score=0.6), doc("d", score=0.4)], weight=3.0
     )
     fused = {d.id: d.score for d in score_fusion([lexical, semantic], limit=10)}
-    assert fused["a"] == pytest.approx(1.0 * 1 / 4)  # absent from the kNN ranking: 0 there
-    assert fused["b"] == pytest.approx((1.0 * 2 / 8 + 3.0 * 1) / 4)
-    assert fused["c"] == pytest.approx(3.0 * (0.2 / 0.4) / 4)
-    assert fused["d"] == 0.0  # under its ranking's zero: counts nothing
-    assert list(fused) == ["b", "c", "a", "d"]
+    spread_l, spread_s = 9.0, 3 * (0.08 / 3) ** 0.5  # 3 sd each
+    assert fused["a"] == pytest.approx((8 - 5 + spread_l) / (2 * spread_l) / 4)  # no kNN: 0
+    assert fused["b"] == pytest.approx(
+        ((2 - 5 + spread_l) / (2 * spread_l) + 3 * (0.8 - 0.6 + spread_s) / (2 * spread_s)) / 4
+    )
+    assert fused["c"] == pytest.approx(3 * 0.5 / 4)  # the mean: halfway
+    assert fused["d"] == pytest.approx(3 * (0.4 - 0.6 + spread_s) / (2 * spread_s) / 4)
+    assert list(fused) == ["b", "c", "d", "a"]
 
 
-def test_score_fusion_does_not_depend_on_the_weakest_candidate() -> None:
-    """Unlike min-max, fetching more (weaker) candidates leaves the others' scores as they were."""
-    top = [doc("a", score=6.0), doc("b", score=3.0)]
-    semantic = Ranking([doc("b", score=0.8)], zero=0.5)
-    shallow = score_fusion([Ranking(top), semantic], limit=10)
-    deep = score_fusion([Ranking([*top, doc("c", score=0.5)]), semantic], limit=10)
-    assert [(d.id, d.score) for d in deep[:2]] == [(d.id, d.score) for d in shallow]
+def test_score_fusion_ignores_each_rankings_scale_and_offset() -> None:
+    """A model whose cosines sit close together fuses as one whose cosines spread widely."""
+    lexical = Ranking([doc("a", score=12.0), doc("b", score=7.5), doc("c", score=1.0)])
+    cosines = [("b", 0.71), ("c", 0.55), ("d", 0.52), ("a", 0.30)]
+    wide = Ranking([doc(i, score=s) for i, s in cosines])
+    narrow = Ranking([doc(i, score=0.8 + s / 10) for i, s in cosines])
+    one = score_fusion([lexical, wide], limit=10)
+    other = score_fusion([lexical, narrow], limit=10)
+    assert [d.id for d in one] == [d.id for d in other]
+    assert [d.score for d in one] == pytest.approx([d.score for d in other])
 
 
 def test_score_fusion_of_empty_or_scoreless_rankings_is_defined() -> None:
     assert score_fusion([Ranking([]), Ranking([])], limit=5) == []
+    # one score, or all equal: each is as good as the ranking's best
     fused = score_fusion([Ranking([doc("a", score=0.0)]), Ranking([], weight=0.0)], limit=5)
-    assert [(d.id, d.score) for d in fused] == [("a", 0.0)]
+    assert [(d.id, d.score) for d in fused] == [("a", 1.0)]
+    ties = score_fusion([Ranking([doc("a", score=2.0), doc("b", score=2.0)])], limit=5)
+    assert [(d.id, d.score) for d in ties] == [("a", 1.0), ("b", 1.0)]
     unweighted = score_fusion([Ranking([doc("a", score=1.0)], weight=0.0)], limit=5)
     assert [(d.id, d.score) for d in unweighted] == [("a", 0.0)]
 
