@@ -58,6 +58,7 @@ def test_models_lists_extractive(model_server: str) -> None:
     assert [model["id"] for model in body["data"]] == [
         "extractive",
         "all-MiniLM-L6-v2",
+        "all-MiniLM-L6-v2-q",
         "bge-small-en-v1.5",
     ]
 
