@@ -20,11 +20,13 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
+import numpy as np
+import orjson
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from fastapi.requests import Request
-from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from service.models import extractive
 from service.models.encoder import DEFAULT_MODEL, MODELS, SentenceEncoder
@@ -48,6 +50,15 @@ MAX_EMBEDDING_BATCH = 2048
 CREATED = int(time.time())
 
 
+def _refuse_non_text(text: str) -> None:
+    """A lone UTF-16 surrogate (`"\\ud800"`) is valid JSON but no text: neither the tokenizer
+    nor a JSON answer quoting it could carry it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("a text holds a lone UTF-16 surrogate, not text") from None
+
+
 class Message(BaseModel):
     """One chat message, as OpenAI clients send it."""
 
@@ -55,6 +66,11 @@ class Message(BaseModel):
 
     role: str
     content: str | list[dict[str, Any]] | None = None
+
+    @model_validator(mode="after")
+    def _text_only(self) -> Message:
+        _refuse_non_text(self.text())
+        return self
 
     def text(self) -> str:
         if isinstance(self.content, list):
@@ -70,6 +86,13 @@ class EmbeddingsRequest(BaseModel):
     model: str | None = None
     input: str | list[str] = Field(description="One text or a batch of texts.")
     encoding_format: str | None = None
+
+    @field_validator("input")
+    @classmethod
+    def _text(cls, value: str | list[str]) -> str | list[str]:
+        for text in [value] if isinstance(value, str) else value:
+            _refuse_non_text(text)
+        return value
 
 
 class ChatRequest(BaseModel):
@@ -151,7 +174,7 @@ def create_model_app(*, embeddings: bool = True) -> FastAPI:
         }
 
     @app.post("/v1/embeddings", response_model=None)
-    async def embed(request: EmbeddingsRequest) -> JSONResponse:
+    async def embed(request: EmbeddingsRequest) -> Response:
         model = embedding_model_of(request.model or "")
         if not encoders or model is None:
             names = " or ".join(repr(name) for name in MODELS)
@@ -164,26 +187,27 @@ def create_model_app(*, embeddings: bool = True) -> FastAPI:
                 400, f"at most {MAX_EMBEDDING_BATCH} texts per request", "invalid_request_error"
             )
 
-        def run() -> tuple[list[list[float]], int]:
+        def run() -> tuple[np.ndarray, int]:
             encoder = encoder_for(model)
             with lock:
                 vectors = encoder.encode(texts)
                 tokens = sum(encoder.token_count(text) for text in texts)
-            return vectors.tolist(), tokens
+            return vectors, tokens
 
         vectors, tokens = await asyncio.to_thread(run)
-        # plain JSON: FastAPI's encoder would visit each of the 384 floats of every vector
-        # (0.4 s for 512 vectors) to find nothing to convert
-        return JSONResponse(
-            {
-                "object": "list",
-                "model": model,
-                "data": [
-                    {"object": "embedding", "index": i, "embedding": vector}
-                    for i, vector in enumerate(vectors)
-                ],
-                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
-            }
+        body = {
+            "object": "list",
+            "model": model,
+            "data": [
+                {"object": "embedding", "index": i, "embedding": vector}
+                for i, vector in enumerate(vectors)
+            ],
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }
+        # orjson writes each float32 in the fewest digits that give it back exactly: half the
+        # bytes of Python's float64 digits, 15x faster (FastAPI's own encoder visits each float)
+        return Response(
+            orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY), media_type="application/json"
         )
 
     @app.post("/v1/chat/completions", response_model=None)

@@ -10,6 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.models import extractive
+from service.models.encoder import SentenceEncoder
 from tests.conftest import ClientFactory
 
 PROMPT = """Documents:
@@ -79,6 +80,40 @@ def test_both_encoders_are_served_under_their_hub_names_too(model_server: str) -
     assert embed("default_model")["model"] == "all-MiniLM-L6-v2"  # Datafari's default name
     missing = httpx.post(f"{model_server}/v1/embeddings", json={"model": "e5", "input": "x"})
     assert missing.status_code == 404 and "bge-small-en-v1.5" in missing.text
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("embeddings", b'{"model": "all-MiniLM-L6-v2", "input": ["light\\ud800house"]}'),
+        ("embeddings", b'{"model": "all-MiniLM-L6-v2", "input": "\\udfff"}'),
+        ("chat/completions", b'{"messages": [{"role": "user", "content": "a\\ud800b"}]}'),
+        (
+            "chat/completions",
+            b'{"messages": [{"role": "user", "content": [{"type": "text", "text": "\\ud800"}]}]}',
+        ),
+    ],
+)
+def test_a_lone_surrogate_is_an_openai_400_not_a_crash(
+    model_server: str, path: str, body: bytes
+) -> None:
+    """Valid JSON escapes that no UTF-8 text holds: the tokenizer raised on them (a 500)."""
+    response = httpx.post(
+        f"{model_server}/v1/{path}", content=body, headers={"Content-Type": "application/json"}
+    )
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["type"] == "invalid_request_error" and "surrogate" in error["message"]
+
+
+def test_embeddings_keep_every_float32_digit(model_server: str) -> None:
+    """The vectors travel in float32's shortest exact digits: the encoder's own, bit for bit."""
+    texts = ["beacon at dusk", "An apple orchard pruned in winter."]
+    response = httpx.post(
+        f"{model_server}/v1/embeddings", json={"model": "all-MiniLM-L6-v2", "input": texts}
+    )
+    sent = np.array([item["embedding"] for item in response.json()["data"]], dtype=np.float32)
+    assert np.array_equal(sent, SentenceEncoder().encode(texts))
 
 
 def test_chat_completion_has_the_openai_shape(model_server: str) -> None:
