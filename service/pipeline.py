@@ -40,7 +40,7 @@ from service.chains import (
 from service.chains.expand import QueryExpander
 from service.chains.grade import RelevanceGrader
 from service.chains.prompts import FORMAT_INSTRUCTIONS, language_name
-from service.chains.result import Prepared
+from service.chains.result import Prepared, says_nothing_relevant
 from service.config import Settings
 from service.deadline import Deadline
 from service.errors import (
@@ -190,6 +190,9 @@ class Reply:
     extra_usage: tuple[Usage, ...] = ()
     form: AnswerFormat = PLAIN
     deadline: Deadline = field(default_factory=lambda: Deadline(float("inf")))
+    # a question's answer that says the documents hold nothing lists none of them as sources
+    # (a summary keeps its document whatever it says)
+    sources_only_if_found: bool = True
 
     async def complete(self) -> Answer:
         async for _ in self._texts(stream=False):
@@ -214,6 +217,9 @@ class Reply:
         self.timings["llm"] = round(self.llm.busy.seconds * 1000, 1)
         self.timings.since("total", self.started)
         answer = _answer(self.prepared.result, self.timings)
+        found_nothing = not any(document.cited for document in answer.documents)
+        if self.sources_only_if_found and found_nothing and says_nothing_relevant(answer.message):
+            answer.documents = []
         for usage in self.extra_usage:
             answer.add_usage(usage)
         observe_answer(
@@ -471,7 +477,10 @@ class SummarizePipeline(_Pipeline[SummarizeQuery]):
             concurrency=settings.prompt.map_concurrency,
             answer_reserve=self._answer_reserve,
         )
-        return Reply(self._llm, await summarizer.prepare(numbered), timings, started, chain_started)
+        prepared = await summarizer.prepare(numbered)
+        return Reply(
+            self._llm, prepared, timings, started, chain_started, sources_only_if_found=False
+        )
 
     async def _source(self, request: SummarizeQuery) -> RetrievedDocument:
         if request.document_id is None:

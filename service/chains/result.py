@@ -107,7 +107,7 @@ def clean_answer(text: str) -> str:
 
 
 def says_nothing_relevant(text: str) -> bool:
-    """True for a partial answer that only says its documents did not help."""
+    """True for an answer (a map's, or the last) that only says its documents did not help."""
     stripped = text.strip()
     if not stripped or NO_ANSWER in stripped.upper().replace(" ", "_"):
         return True

@@ -92,3 +92,35 @@ def test_first_token_arrives_before_the_llm_finishes(client: TestClient, llm: LL
     assert first_token_at - started < 1.0
     assert ended - started >= 1.5
     assert llm.requests[0].first_chunk_sent <= first_token_at
+
+
+# -- "nothing found" looks like nothing found (issue 20) -------------------------------------
+
+
+GIBBERISH = {"query": "xqzv blorf wuggle", "stream": True}
+
+
+def test_an_answer_that_found_nothing_lists_no_sources(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    """Hybrid always finds some passage; an answer saying they hold nothing must not list them."""
+    client = make_client({"retrieval.method": "hybrid", "retrieval.similarity.min": 0})
+    llm.answer = lambda _: "I could not find the answer in the documents."
+    whole = client.post("/ai/rag", json={**GIBBERISH, "stream": False})
+    assert whole.status_code == 200, whole.text
+    assert whole.json()["content"]["documents"] == []
+    assert llm.requests  # the LLM was asked: the documents were there, and said nothing
+    with client.stream("POST", "/ai/rag", json=GIBBERISH) as response:
+        events = dict(read_events(response))
+    assert events["sources"]["documents"] == []
+
+
+def test_an_answer_citing_a_source_keeps_its_sources(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    """Saying what the documents do not mention, while citing them, is an answer."""
+    client = make_client({"retrieval.method": "bm25"})
+    llm.answer = lambda _: "The documents do not mention a date; the lamp is lit at dusk [1]."
+    response = client.post("/ai/rag", json={"query": "lighthouse lamp"})
+    documents = response.json()["content"]["documents"]
+    assert documents and documents[0]["cited"] is True
