@@ -71,9 +71,9 @@ Progress = Callable[[IngestProgress], None]
 class _Group:
     """Changed documents on their way to Solr: FileShare fields, passages, their vectors."""
 
-    documents: list[tuple[SourceDocument, dict[str, object]]]
-    passages: list[Passage]
-    checked: int  # documents of the input done once this group is written (unchanged too)
+    documents: list[tuple[SourceDocument, dict[str, object]]] = field(default_factory=list)
+    passages: list[Passage] = field(default_factory=list)
+    checked: int = 0  # documents of the input done once this group is written (unchanged too)
     commands: list[tuple[str, object]] = field(default_factory=list)  # VectorMain's update
     embedded: int = 0
 
@@ -166,7 +166,7 @@ class Indexer:
     async def _groups(self, documents: Sequence[SourceDocument]) -> AsyncIterator[_Group]:
         """The changed documents with their passages, about `group_passages` passages a group;
         a batch of unchanged documents yields an empty group (progress)."""
-        group, reported = _Group([], [], 0), 0
+        group, reported = _Group(), 0
         for start in range(0, len(documents), self._batch_size):
             batch = documents[start : start + self._batch_size]
             changed = {id(document): fields for document, fields in await self._changed(batch)}
@@ -179,12 +179,12 @@ class Indexer:
                 if len(group.passages) >= self._group_passages:
                     group.checked = reported = position
                     yield group
-                    group = _Group([], [], 0)
+                    group = _Group()
             checked = start + len(batch)
             if checked > reported and (not group.documents or checked == len(documents)):
                 group.checked = reported = checked
                 yield group
-                group = _Group([], [], 0)
+                group = _Group()
 
     async def _changed(
         self, batch: Sequence[SourceDocument]
@@ -270,7 +270,7 @@ class Indexer:
             "q": f"{{!terms f={key} separator='{ID_SEPARATOR}'}}" + ID_SEPARATOR.join(values),
             "defType": "lucene",
             "fl": ",".join([key, *fields]),
-            "rows": 100_000,  # a batch's passages: bounded by its documents' sizes
+            "rows": 100_000,  # a group's passages: bounded by its documents' sizes
         }
         found = await self._solr.select(collection, query)
         return list(found["response"]["docs"])
