@@ -30,7 +30,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.support import RESULTS, ROOT, given_or_started, local_solr, model_server
+from bench.support import RESULTS, ROOT, fresh_solr, given_or_started, model_server
 from service.chains import PromptLibrary
 from service.chains.expand import QueryExpander
 from service.config import Settings, settings_from_mapping
@@ -240,7 +240,7 @@ def main(argv: list[str] | None = None) -> None:
     overrides = dict(item.split("=", 1) for item in args.set)
 
     with (
-        given_or_started(args.solr_url, local_solr) as solr_url,
+        given_or_started(args.solr_url, fresh_solr) as solr_url,
         given_or_started(args.embeddings_url, model_server) as embeddings_url,
     ):
         table = asyncio.run(

@@ -21,7 +21,7 @@ from dataclasses import replace
 import httpx
 
 from bench.cranfield import load_documents
-from bench.support import RESULTS, given_or_started, local_solr, model_server
+from bench.support import RESULTS, fresh_solr, given_or_started, model_server
 from service.ingest.indexer import Indexer, IngestSummary, PassageIndex
 from service.ingest.passages import PassageSplitter
 from service.ingest.progress import ProgressLine
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     rows = []
     with (
-        given_or_started(args.solr_url, local_solr) as solr_url,
+        given_or_started(args.solr_url, fresh_solr) as solr_url,
         given_or_started(args.embeddings_url, model_server) as embeddings_url,
     ):
         for mode in MODES:

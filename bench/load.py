@@ -32,7 +32,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.support import RESULTS, ROOT, given_or_started, local_solr, percentile
+from bench.support import RESULTS, ROOT, fresh_solr, given_or_started, percentile
 from service.cli import start_server
 from service.processes import stop_group
 from testing.corpus import load_corpus
@@ -223,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
 
     rows = []
     with (
-        given_or_started(args.solr_url, local_solr) as solr_url,
+        given_or_started(args.solr_url, fresh_solr) as solr_url,
         tempfile.TemporaryDirectory(prefix="bench-load-") as folder,
     ):
         print(f"indexed {index_corpus(solr_url)} documents into FileShare", flush=True)

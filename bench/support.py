@@ -3,31 +3,27 @@
 from __future__ import annotations
 
 import statistics
-import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from service.models.server import create_model_app
-from testing.servers import free_port, serve_in_thread
+from testing.servers import serve_in_thread
+from testing.solr import local_solr
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
 @contextmanager
-def local_solr() -> Iterator[str]:
+def fresh_solr() -> Iterator[str]:
     """A fresh Solr 9.8 with our configsets, on a free port, in a temporary folder."""
-    script = ROOT / "solr" / "local" / "solr.sh"
-    port = free_port()
-    with tempfile.TemporaryDirectory(prefix="bench-solr-") as folder:
-        command = ["bash", str(script), "--port", str(port), "--dir", folder]
-        subprocess.run([*command[:2], "start", *command[2:]], check=True)
-        try:
-            yield f"http://127.0.0.1:{port}/solr"
-        finally:
-            subprocess.run([*command[:2], "stop", *command[2:]], check=False)
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-solr-") as folder,
+        local_solr(Path(folder)) as solr,
+    ):
+        yield solr.url
 
 
 @contextmanager

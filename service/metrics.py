@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.process_collector import ProcessCollector
 
 REGISTRY = CollectorRegistry()
@@ -59,6 +59,19 @@ UPSTREAM_ERRORS = Counter(
     "solr_rag_upstream_errors",
     "Failed calls to Solr, the LLM or the embeddings API, by kind.",
     ["upstream", "kind"],
+    registry=REGISTRY,
+)
+
+SOLR_FAILOVERS = Counter(
+    "solr_rag_solr_failovers",
+    "Solr calls sent to another node after one could not be reached or answered 503.",
+    registry=REGISTRY,
+)
+SOLR_NODES = Gauge(
+    "solr_rag_solr_nodes",
+    "Solr nodes the service knows (solr.url's and the cluster's live ones), by state: up, or "
+    "down after a failure (who they are: /health, with the admin token).",
+    ["state"],
     registry=REGISTRY,
 )
 

@@ -24,6 +24,7 @@ from service.pipeline import NO_OVERRIDES, Overrides, RagPipeline, SummarizePipe
 from service.retrieval import Retriever, Scope, SolrClient, VectorRetriever
 from service.retrieval.factory import build_retriever, vector_retriever
 from service.retrieval.layout import verify_layout
+from service.retrieval.nodes import SolrNodes
 
 P = TypeVar("P", RagPipeline, SummarizePipeline)
 
@@ -90,6 +91,9 @@ class Runtime:
         self._pools: dict[str, httpx.AsyncClient] = {}
         # one breaker per upstream API, shared by every request (see llm.circuit.*)
         self._breakers: dict[tuple[str, str, int, float], CircuitBreaker] = {}
+        # what is known of each Solr node (up, resting after a failure), shared by every
+        # request; a new one when solr.url or solr.nodes.discover change
+        self._solr_nodes: tuple[tuple[str, bool], SolrNodes] | None = None
         # uploaded files are extracted in a worker process (started on first use)
         self.extractor = Extractor()
 
@@ -125,10 +129,16 @@ class Runtime:
     def solr(self, settings: Settings) -> SolrClient:
         return SolrClient(
             self._client("solr"),
-            settings.solr.url,
+            self.solr_nodes(settings),
             connect_timeout=settings.solr.timeout_connect,
             read_timeout=settings.solr.timeout_read,
         )
+
+    def solr_nodes(self, settings: Settings) -> SolrNodes:
+        key = (settings.solr.url, settings.solr.discover_nodes)
+        if self._solr_nodes is None or self._solr_nodes[0] != key:
+            self._solr_nodes = key, SolrNodes.parse(key[0], discover=key[1])
+        return self._solr_nodes[1]
 
     def llm(
         self,

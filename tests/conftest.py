@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
@@ -26,7 +25,8 @@ from service.models.server import create_model_app
 from service.retrieval import SolrClient
 from testing.corpus import load_corpus
 from testing.llm_server import LLMScript, create_llm_app
-from testing.servers import free_port, serve_in_thread
+from testing.servers import serve_in_thread
+from testing.solr import SolrStartError, local_solr
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -41,27 +41,17 @@ def pytest_configure(config: pytest.Config) -> None:
     signal.signal(signal.SIGTERM, interrupt)
 
 
-SOLR_SCRIPT = ROOT / "solr" / "local" / "solr.sh"
-
-
 @pytest.fixture(scope="session")
 def solr_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     existing = os.environ.get("SOLR_RAG_TEST_SOLR_URL")
     if existing:
         yield existing.rstrip("/")
         return
-    port = free_port()
-    data = tmp_path_factory.mktemp("solr")
-    command = ["bash", str(SOLR_SCRIPT), "--port", str(port), "--dir", str(data)]
-    started = subprocess.run(
-        [*command[:2], "start", *command[2:]], capture_output=True, text=True, timeout=600
-    )
-    if started.returncode != 0:
-        pytest.fail(f"the local Solr did not start:\n{started.stdout}\n{started.stderr}")
     try:
-        yield f"http://127.0.0.1:{port}/solr"
-    finally:
-        subprocess.run([*command[:2], "stop", *command[2:]], capture_output=True, timeout=60)
+        with local_solr(tmp_path_factory.mktemp("solr")) as solr:
+            yield solr.url
+    except SolrStartError as error:
+        pytest.fail(f"the local Solr did not start: {error}")
 
 
 @pytest.fixture(scope="session")

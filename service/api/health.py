@@ -31,7 +31,11 @@ async def ready(request: Request) -> JSONResponse:
     runtime: Runtime = request.app.state.runtime
     settings = runtime.settings()
     probe = await runtime.probe(settings, embeddings=False)
-    checks = {"config": {"status": "up"}, **probe.checks}
+    nodes = runtime.solr_nodes(settings)
+    up, known = nodes.counts()
+    checks: dict[str, dict[str, object]] = {"config": {"status": "up"}, **probe.checks}
+    # one node down is no outage while another serves (requests go around it)
+    checks["solr:nodes"] = {"status": "up" if up else "down", "up": up, "known": known}
     # readiness is what our upstreams answer now; a breaker opened by some requests' failures
     # (which a client may provoke) is shown, never taken as the service being down
     healthy = all(result["status"] == "up" for result in checks.values())
@@ -42,6 +46,7 @@ async def ready(request: Request) -> JSONResponse:
         checks["llm"]["circuit"] = runtime.llm(settings).breaker.state
         checks["llm"]["tokenizer"] = settings.token_counter().name  # llm.tokenizer's count
         checks["embeddings"]["circuit"] = runtime.embeddings(settings).breaker.state
+        checks["solr:nodes"]["nodes"] = nodes.report()
     return JSONResponse(
         {"status": "up" if healthy else "down", "checks": checks},
         status_code=200 if healthy else 503,

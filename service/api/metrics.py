@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from service.metrics import REGISTRY
+from service.metrics import REGISTRY, SOLR_NODES
+from service.runtime import Runtime
 
 router = APIRouter(tags=["operations"])
 
@@ -16,5 +17,9 @@ router = APIRouter(tags=["operations"])
     response_class=Response,
     responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text format"}},
 )
-async def metrics() -> Response:
+async def metrics(request: Request) -> Response:
+    runtime: Runtime = request.app.state.runtime
+    up, known = runtime.solr_nodes(runtime.settings()).counts()
+    SOLR_NODES.labels("up").set(up)
+    SOLR_NODES.labels("down").set(known - up)
     return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)

@@ -45,6 +45,26 @@ def _http_url(value: str) -> str:
 
 
 HttpUrl = Annotated[str, AfterValidator(_http_url)]
+MAX_SOLR_URLS = 16
+
+
+def _http_urls(value: str) -> str:
+    """One base URL or several, comma-separated (SolrCloud nodes), each http(s)://."""
+    urls = [url.strip() for url in value.split(",") if url.strip()]
+    if not urls:
+        raise ValueError("must name at least one URL")
+    if len(urls) > MAX_SOLR_URLS:
+        raise ValueError(
+            f"lists {len(urls)} URLs; at most {MAX_SOLR_URLS} (the others are learned from "
+            "the cluster)"
+        )
+    for url in urls:
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"{url[:80]!r} must start with http:// or https://")
+    return ",".join(urls)
+
+
+HttpUrls = Annotated[str, AfterValidator(_http_urls)]
 
 
 class Part(BaseModel):
@@ -264,8 +284,20 @@ class EmbeddingsSettings(Part):
 class SolrSettings(Part):
     """Where Solr is, its two collections, the vector field, and how long to wait for it."""
 
-    url: HttpUrl = _key(
-        "solr.url", "http://127.0.0.1:8983/solr", "Base URL of Solr (up to /solr).", min_length=1
+    url: HttpUrls = _key(
+        "solr.url",
+        "http://127.0.0.1:8983/solr",
+        "Base URL of Solr (up to /solr); for SolrCloud, several nodes' URLs may be listed, "
+        "comma-separated: requests go to each in turn, and to another when one is down.",
+        min_length=1,
+        max_length=4096,
+    )
+    discover_nodes: bool = _key(
+        "solr.nodes.discover",
+        True,
+        "In SolrCloud, also send requests to the cluster's other live nodes (learned every "
+        "30 s). Turn off when the nodes' own names are not reachable from the service (Solr "
+        "behind a proxy or NAT): then only solr.url's nodes are used.",
     )
     documents_collection: str = _key(
         "solr.collection.documents", "FileShare", "Collection of whole documents."

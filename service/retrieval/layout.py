@@ -130,7 +130,7 @@ async def _fields_when_reachable(solr: SolrClient, collection: str, wait: float)
             return await solr.field_names(collection)
         except UpstreamBadResponse as error:
             raise SolrLayoutError(
-                f"Solr at {solr.base_url} has no usable collection {collection!r} "
+                f"Solr at {solr.nodes.address} has no usable collection {collection!r} "
                 f"({error.reason}): "
                 f"create it from solr/configsets/{collection} (README, 'Solr'), or name "
                 "yours in solr.collection.documents / solr.collection.passages"
@@ -141,5 +141,5 @@ async def _fields_when_reachable(solr: SolrClient, collection: str, wait: float)
                     f"{error} (waited {wait:g}s, solr.startup.wait); start Solr first, or set "
                     "solr.startup.check=false to start without it"
                 ) from None
-            log.info("waiting for Solr at %s: %s", solr.base_url, error)
+            log.info("waiting for Solr at %s: %s", solr.nodes.address, error)
             await asyncio.sleep(RETRY_SECONDS)

@@ -3,6 +3,11 @@
 httpx rather than pysolr: the service is async end to end (pysolr would block the event loop),
 and one pooled httpx client serves Solr and the LLM alike. Every failure becomes one of the
 service's upstream errors, with a reason that names Solr and what to check.
+
+Several nodes (SolrCloud): each request goes to the next node in turn (service.retrieval.nodes)
+and, when that node cannot be reached or answers 503, to another, up to MAX_ATTEMPTS nodes.
+Writes are retried too: every update the service sends is idempotent (documents carry their
+ids, deletes name ids or queries, a commit commits), so sending one twice changes nothing.
 """
 
 from __future__ import annotations
@@ -18,30 +23,34 @@ import httpx
 from service.errors import (
     TechnicalError,
     UpstreamBadResponse,
+    UpstreamUnavailable,
 )
-from service.metrics import upstream_error
+from service.metrics import SOLR_FAILOVERS, upstream_error
 from service.observability import request_headers, request_id_var
+from service.retrieval.nodes import SolrNodes
 from service.upstream import upstream_call
 
 log = logging.getLogger(__name__)
 _JSON = {"wt": "json"}
 
 Params = Mapping[str, str | int | float | Sequence[str]]
+MAX_ATTEMPTS = 3  # nodes one call may try
+DISCOVERY_TIMEOUT = httpx.Timeout(5.0, connect=2.0)  # learning the nodes must not hold a request
 
 
 class SolrClient:
-    """Talks to one Solr base URL (`http://host:8983/solr`) over a shared httpx client."""
+    """Talks to Solr (`http://host:8983/solr`, or several nodes) over a shared httpx client."""
 
     def __init__(
         self,
         http: httpx.AsyncClient,
-        base_url: str,
+        nodes: SolrNodes | str,
         *,
         connect_timeout: float = 5.0,
         read_timeout: float = 30.0,
     ) -> None:
         self._http = http
-        self.base_url = base_url.rstrip("/")
+        self.nodes = SolrNodes.parse(nodes) if isinstance(nodes, str) else nodes
         self._timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
 
     async def select(self, collection: str, params: Params) -> dict[str, Any]:
@@ -107,25 +116,68 @@ class SolrClient:
         return dict(body.get("fieldType", {}))
 
     async def _request(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
-        try:
-            return await self._request_once(method, path, **kwargs)
-        except TechnicalError as error:
-            upstream_error("solr", error.metric)
-            # reasons reach anonymous callers, so they name Solr without its address
-            log.warning("%s (Solr at %s)", error.reason, self.base_url)
-            raise
+        await self._learn_nodes()
+        tries = self.nodes.candidates()[:MAX_ATTEMPTS]
+        for attempt, node in enumerate(tries, start=1):
+            try:
+                body = await self._request_once(node, method, path, **kwargs)
+            except UpstreamUnavailable as error:  # not reached, or 503: another node may serve
+                self.nodes.failed(node, error.reason)
+                upstream_error("solr", error.metric)
+                if attempt == len(tries):
+                    log.warning("%s (Solr node %s, the last one to try)", error.reason, node)
+                    raise
+                log.warning("%s (Solr node %s); trying another node", error.reason, node)
+                SOLR_FAILOVERS.inc()
+                continue
+            except TechnicalError as error:
+                upstream_error("solr", error.metric)
+                # reasons reach anonymous callers, so they name Solr without its address
+                log.warning("%s (Solr node %s)", error.reason, node)
+                raise
+            self.nodes.succeeded(node)
+            return body
+        raise AssertionError("SolrNodes always lists a node")  # pragma: no cover
 
-    async def _request_once(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
-        url = self.base_url + path
+    async def _learn_nodes(self) -> None:
+        """In SolrCloud, the live nodes, asked of a node now and then (see SolrNodes)."""
+        if not self.nodes.claim_refresh():
+            return
+        live: list[str] | None = None
+        try:
+            for node in self.nodes.candidates()[:MAX_ATTEMPTS]:
+                try:
+                    status = await self._request_once(
+                        node,
+                        "GET",
+                        "/admin/collections",
+                        params={"action": "CLUSTERSTATUS", "wt": "json"},
+                        timeout=DISCOVERY_TIMEOUT,
+                    )
+                except TechnicalError:
+                    continue  # a standalone Solr answers 400: it is its own only node
+                names = status.get("cluster", {}).get("live_nodes")
+                if isinstance(names, list) and names:
+                    live = [str(name) for name in names]
+                break
+        finally:
+            self.nodes.refreshed(live)
+
+    async def _request_once(
+        self, node: str, method: str, path: str, **kwargs: Any
+    ) -> dict[str, Any]:
         where = "Solr"
         kwargs["headers"] = {**request_headers(), **kwargs.get("headers", {})}
+        kwargs.setdefault("timeout", self._timeout)
         with upstream_call(
             where,
             timed_out=f"did not answer {path} in time; check Solr's load or raise "
             "solr.timeout.read",
             unreachable="is unreachable; check that Solr runs and solr.url is right",
         ):
-            response = await self._http.request(method, url, timeout=self._timeout, **kwargs)
+            response = await self._http.request(method, node + path, **kwargs)
+        if response.status_code == 503:  # no leader yet, a core loading: another node may do
+            raise UpstreamUnavailable(f"{where} answered 503 to {path}: {_solr_message(response)}")
         if response.status_code >= 400:
             raise UpstreamBadResponse(
                 f"{where} answered {response.status_code} to {path}: {_solr_message(response)}"

@@ -1,13 +1,15 @@
 /*
- * Starts a real Solr 9.8 (SolrCloud, one node, embedded ZooKeeper) on 127.0.0.1 from the jars
- * that solr/local/pom.xml fetches, and creates FileShare and VectorMain from solr/configsets,
- * the same configsets docker-compose.yml uploads to the official solr:9.8 image.
+ * Starts a real Solr 9.8 (SolrCloud, embedded ZooKeeper) on 127.0.0.1 from the jars that
+ * solr/local/pom.xml fetches, and creates FileShare and VectorMain from solr/configsets, the
+ * same configsets docker-compose.yml uploads to the official solr:9.8 image. Several nodes are
+ * several processes (solr.sh starts them), so that one can fail alone.
  *
  * Run as a single-file source program (no build step):
  *   java -cp 'solr/local/lib/*' solr/local/SolrLauncher.java --port 8983 --dir .solr-data \
  *        --configsets solr/configsets
  *
- * It prints "SOLR READY <base url>" once both collections answer, and stops cleanly on SIGTERM.
+ * It prints "ZK READY <address>" once ZooKeeper runs (for joining nodes), "SOLR READY <base url>"
+ * once both collections answer, and stops cleanly on SIGTERM.
  * Data in --dir survives a restart on the same port.
  */
 import java.nio.file.Files;
@@ -16,10 +18,14 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Properties;
 import java.util.Set;
+import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
+import org.apache.solr.client.solrj.SolrRequest;
 import org.apache.solr.client.solrj.impl.CloudSolrClient;
 import org.apache.solr.client.solrj.request.CollectionAdminRequest;
+import org.apache.solr.client.solrj.request.GenericSolrRequest;
 import org.apache.solr.cloud.MiniSolrCloudCluster;
+import org.apache.solr.common.params.ModifiableSolrParams;
 import org.apache.solr.embedded.JettyConfig;
 import org.apache.solr.embedded.JettySolrRunner;
 
@@ -45,40 +51,87 @@ public class SolrLauncher {
       </solr>
       """;
 
-  record Options(int port, Path dir, Path configsets) {
+  /**
+   * The first node (no --join) starts ZooKeeper, waits for --nodes live nodes, then creates the
+   * collections with --shards and --replicas; a joining node (--join ZK_ADDRESS --node K) only
+   * runs a Solr node of the cluster, in DIR/node<K>.
+   */
+  record Options(
+      int port, Path dir, Path configsets, int nodes, int shards, int replicas, String join,
+      int node) {
     static Options parse(String[] args) {
-      int port = 8983;
+      int port = 8983, nodes = 1, shards = 1, replicas = 1, node = 1;
       Path dir = Path.of(".solr-data");
       Path configsets = Path.of("solr/configsets");
+      String join = null;
       for (int i = 0; i < args.length; i++) {
         String value = i + 1 < args.length ? args[i + 1] : null;
         switch (args[i]) {
           case "--port" -> { port = Integer.parseInt(value); i++; }
           case "--dir" -> { dir = Path.of(value); i++; }
           case "--configsets" -> { configsets = Path.of(value); i++; }
-          default -> throw new IllegalArgumentException(
-              "unknown option " + args[i] + " (use --port N --dir PATH --configsets PATH)");
+          case "--nodes" -> { nodes = Integer.parseInt(value); i++; }
+          case "--shards" -> { shards = Integer.parseInt(value); i++; }
+          case "--replicas" -> { replicas = Integer.parseInt(value); i++; }
+          case "--join" -> { join = value; i++; }
+          case "--node" -> { node = Integer.parseInt(value); i++; }
+          default -> throw new IllegalArgumentException("unknown option " + args[i]
+              + " (use --port N --dir PATH --configsets PATH --nodes N --shards S --replicas R,"
+              + " or --join ZK_ADDRESS --node K --port N --dir PATH)");
         }
       }
-      return new Options(port, dir.toAbsolutePath(), configsets.toAbsolutePath());
+      if (nodes < 1 || shards < 1 || replicas < 1 || node < 1) {
+        throw new IllegalArgumentException("--nodes, --shards, --replicas and --node are >= 1");
+      }
+      if (replicas > nodes) {
+        throw new IllegalArgumentException("--replicas " + replicas + " needs at least as many"
+            + " nodes (--nodes " + nodes + "): two copies of a shard on one node protect nothing");
+      }
+      return new Options(port, dir.toAbsolutePath(), configsets.toAbsolutePath(), nodes, shards,
+          replicas, join, node);
     }
   }
 
   public static void main(String[] args) throws Exception {
     Options options = Options.parse(args);
+    if (options.join() != null) {
+      runNode(options);
+    } else {
+      runCluster(options);
+    }
+  }
+
+  /** A further node of a running cluster: Solr on --port, registered in --join's ZooKeeper. */
+  private static void runNode(Options options) throws Exception {
+    JettySolrRunner node = nodeRunner(options, options.join());
+    node.start();
+    Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+      try {
+        node.stop();
+      } catch (Exception e) {
+        System.err.println("error while stopping Solr node: " + e);
+      }
+    }, "solr-launcher-stop"));
+    System.out.println("SOLR NODE READY " + node.getBaseUrl());
+    System.out.flush();
+    Thread.currentThread().join();
+  }
+
+  private static void runCluster(Options options) throws Exception {
     long started = System.nanoTime();
     List<Path> configsets = listConfigsets(options.configsets());
 
-    JettyConfig jetty = JettyConfig.builder().setPort(options.port()).setContext("/solr").build();
+    JettyConfig jetty = jettyConfig(options.port());
     // The cluster starts ZooKeeper only; the node is started here so that an existing node
     // folder (a restart) is reused instead of refused.
     MiniSolrCloudCluster cluster = new MiniSolrCloudCluster(0, options.dir(), SOLR_XML, jetty);
     Runtime.getRuntime().addShutdownHook(new Thread(() -> stop(cluster), "solr-launcher-stop"));
-    Path nodeDir = Files.createDirectories(options.dir().resolve("node1"));
-    Properties nodeProperties = new Properties();
-    nodeProperties.setProperty("zkHost", cluster.getZkServer().getZkAddress());
-    cluster.startJettySolrRunner(new JettySolrRunner(nodeDir.toString(), nodeProperties, jetty));
-    cluster.waitForAllNodes(60);
+    String zkAddress = cluster.getZkServer().getZkAddress();
+    System.out.println("ZK READY " + zkAddress);
+    System.out.flush();
+    cluster.startJettySolrRunner(nodeRunner(options, zkAddress));
+    cluster.getZkStateReader().waitForLiveNodes(300, TimeUnit.SECONDS,
+        (before, live) -> live.size() >= options.nodes());
 
     CloudSolrClient client = cluster.getSolrClient();
     Set<String> existing = Set.copyOf(CollectionAdminRequest.listCollections(client));
@@ -88,17 +141,55 @@ public class SolrLauncher {
       if (existing.contains(name)) {
         CollectionAdminRequest.reloadCollection(name).process(client);
       } else {
-        CollectionAdminRequest.createCollection(name, name, 1, 1).process(client);
+        client.request(createCollection(name, configset, options));
       }
-      cluster.waitForActiveCollection(name, 1, 1);
+      cluster.waitForActiveCollection(name, 120, TimeUnit.SECONDS);
     }
 
     String url = cluster.getJettySolrRunner(0).getBaseUrl().toString();
     long millis = (System.nanoTime() - started) / 1_000_000;
-    System.out.println("SOLR READY " + url + " (" + millis + " ms, collections "
+    System.out.println("SOLR READY " + url + " (" + millis + " ms, " + options.nodes()
+        + " node(s), collections "
         + configsets.stream().map(p -> p.getFileName().toString()).toList() + ")");
     System.out.flush();
     Thread.currentThread().join();
+  }
+
+  private static JettyConfig jettyConfig(int port) {
+    return JettyConfig.builder().setPort(port).setContext("/solr").build();
+  }
+
+  /** Node K's Solr in DIR/node<K> (its solr.xml written there), for ZooKeeper at zkAddress. */
+  private static JettySolrRunner nodeRunner(Options options, String zkAddress) throws Exception {
+    Path nodeDir = Files.createDirectories(options.dir().resolve("node" + options.node()));
+    Files.writeString(nodeDir.resolve("solr.xml"), SOLR_XML);
+    Properties nodeProperties = new Properties();
+    nodeProperties.setProperty("zkHost", zkAddress);
+    return new JettySolrRunner(nodeDir.toString(), nodeProperties, jettyConfig(options.port()));
+  }
+
+  /**
+   * The Collections API CREATE, with the shape asked for and the configset's own creation
+   * parameters (collection.properties beside conf/, e.g. VectorMain's router.field), the file
+   * solr/docker/init-collections.sh reads too.
+   */
+  private static GenericSolrRequest createCollection(String name, Path configset, Options options)
+      throws Exception {
+    ModifiableSolrParams params = new ModifiableSolrParams();
+    params.set("action", "CREATE");
+    params.set("name", name);
+    params.set("collection.configName", name);
+    params.set("numShards", options.shards());
+    params.set("replicationFactor", options.replicas());
+    Path extra = configset.resolve("collection.properties");
+    if (Files.isRegularFile(extra)) {
+      Properties properties = new Properties();
+      try (var reader = Files.newBufferedReader(extra)) {
+        properties.load(reader);
+      }
+      properties.stringPropertyNames().forEach(key -> params.set(key, properties.getProperty(key)));
+    }
+    return new GenericSolrRequest(SolrRequest.METHOD.POST, "/admin/collections", params);
   }
 
   /** Each sub-folder holding conf/solrconfig.xml is a configset, named like its collection. */

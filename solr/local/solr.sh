@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Local Solr 9.8 from Maven Central jars: fetch | start | stop | status.
-#   solr/local/solr.sh start [--port 8983] [--dir .solr-data] [--wait 120]
+# Local Solr 9.8 from Maven Central jars: fetch | start | stop | status | start-node K | stop-node K.
+#   solr/local/solr.sh start [--port 8983] [--dir .solr-data] [--nodes 1 --shards 1 --replicas 1]
 #   solr/local/solr.sh stop  [--dir .solr-data]
-# Environment: SOLR_PORT, SOLR_DATA_DIR, SOLR_JAVA_OPTS (default -Xms256m -Xmx1g).
+# Node K (K >= 2) runs in a process of its own on port + K - 1: stop-node/start-node K take it down
+# and back, to see the cluster (and the service) live through a node failure.
+# Environment: SOLR_PORT, SOLR_DATA_DIR, SOLR_NODES, SOLR_SHARDS, SOLR_REPLICAS, SOLR_JAVA_OPTS
+# (default -Xms256m -Xmx1g, per node).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -10,23 +13,32 @@ root=$(cd "$here/../.." && pwd)
 lib="$here/lib"
 port=${SOLR_PORT:-8983}
 dir=${SOLR_DATA_DIR:-$root/.solr-data}
+nodes=${SOLR_NODES:-1}
+shards=${SOLR_SHARDS:-1}
+replicas=${SOLR_REPLICAS:-1}
 wait_seconds=120
 
-usage() { sed -n '2,4p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,8p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
 
 command=${1:-}; [ -n "$command" ] || usage; shift
+node=
+case "$command" in
+  start-node|stop-node) node=${1:-}; shift || true
+    [[ "$node" =~ ^[0-9]+$ ]] && [ "$node" -ge 2 ] || { echo "solr.sh: $command takes a node number >= 2" >&2; exit 2; } ;;
+esac
 while [ $# -gt 0 ]; do
   case "$1" in
     --port) port=$2; shift 2 ;;
     --dir) dir=$2; shift 2 ;;
     --wait) wait_seconds=$2; shift 2 ;;
+    --nodes) nodes=$2; shift 2 ;;
+    --shards) shards=$2; shift 2 ;;
+    --replicas) replicas=$2; shift 2 ;;
     *) echo "solr.sh: unknown option $1" >&2; usage ;;
   esac
 done
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
-pidfile="$dir/solr.pid"
-out="$dir/solr.out"
 
 fetch() {
   # The jars are fetched once per pom.xml: the stamp holds the pom's checksum.
@@ -40,48 +52,89 @@ fetch() {
   echo "$want" > "$stamp"
 }
 
+# Node 1 (ZooKeeper and the collections) keeps the historical names solr.pid / .out / .log.
+pidfile() { if [ "$1" = 1 ]; then echo "$dir/solr.pid"; else echo "$dir/node$1.pid"; fi; }
+outfile() { if [ "$1" = 1 ]; then echo "$dir/solr.out"; else echo "$dir/node$1.out"; fi; }
+logname() { if [ "$1" = 1 ]; then echo "solr.log"; else echo "node$1.log"; fi; }
+
 running_pid() {
-  [ -f "$pidfile" ] || return 1
-  local pid; pid=$(cat "$pidfile")
+  local file; file=$(pidfile "$1")
+  [ -f "$file" ] || return 1
+  local pid; pid=$(cat "$file")
   kill -0 "$pid" 2>/dev/null && echo "$pid"
 }
 
-start() {
-  fetch
-  if pid=$(running_pid); then
-    echo "Solr already running (pid $pid) at http://127.0.0.1:$port/solr"; return 0
-  fi
+# launch K ARGS...: the launcher as node K, in the background, its pid and output in $dir
+launch() {
+  local k=$1; shift
   command -v java >/dev/null || { echo "solr.sh: Java 17+ is needed" >&2; exit 1; }
-  : > "$out"
+  : > "$(outfile "$k")"
   # shellcheck disable=SC2086
   nohup java ${SOLR_JAVA_OPTS:--Xms256m -Xmx1g} \
-    -Dsolr.log.dir="$dir" -Dlog4j2.configurationFile="$here/log4j2.xml" \
-    -cp "$lib/*" "$here/SolrLauncher.java" \
-    --port "$port" --dir "$dir/cluster" --configsets "$root/solr/configsets" \
-    >> "$out" 2>&1 < /dev/null &
-  echo $! > "$pidfile"
+    -Dsolr.log.dir="$dir" -Dsolr.log.file="$(logname "$k")" -Dlog4j2.configurationFile="$here/log4j2.xml" \
+    -cp "$lib/*" "$here/SolrLauncher.java" --dir "$dir/cluster" "$@" \
+    >> "$(outfile "$k")" 2>&1 < /dev/null &
+  echo $! > "$(pidfile "$k")"
+}
+
+# await K PATTERN: until node K's output has a line starting with PATTERN (printed)
+await() {
+  local k=$1 pattern=$2 out; out=$(outfile "$k")
   local deadline=$((SECONDS + wait_seconds))
-  until grep -q "^SOLR READY" "$out"; do
-    if ! running_pid >/dev/null; then
-      echo "solr.sh: Solr exited during start-up; its output ($out):" >&2
-      tail -n 30 "$out" >&2; rm -f "$pidfile"; exit 1
+  until grep -q "^$pattern" "$out"; do
+    if ! running_pid "$k" >/dev/null; then
+      echo "solr.sh: Solr node $k exited during start-up; its output ($out):" >&2
+      tail -n 30 "$out" >&2; rm -f "$(pidfile "$k")"; exit 1
     fi
     if [ $SECONDS -ge $deadline ]; then
-      echo "solr.sh: Solr did not get ready within ${wait_seconds}s; see $out and $dir/solr.log" >&2
+      echo "solr.sh: Solr node $k did not get ready within ${wait_seconds}s; see $out and $dir/solr.log" >&2
       stop; exit 1
     fi
     sleep 0.3
   done
-  grep "^SOLR READY" "$out"
+  grep "^$pattern" "$out" | tail -n 1
 }
 
-stop() {
-  local pid
-  if ! pid=$(running_pid); then echo "Solr is not running"; rm -f "$pidfile"; return 0; fi
+start_node() {
+  local k=$1 pid zk
+  if pid=$(running_pid "$k"); then echo "Solr node $k already running (pid $pid)"; return 0; fi
+  running_pid 1 >/dev/null || { echo "solr.sh: node 1 (ZooKeeper) is not running; use start" >&2; exit 1; }
+  zk=$(grep "^ZK READY" "$(outfile 1)" | tail -n 1 | cut -d' ' -f3)
+  launch "$k" --join "$zk" --node "$k" --port $((port + k - 1))
+  await "$k" "SOLR NODE READY"
+}
+
+start() {
+  fetch
+  if pid=$(running_pid 1); then
+    echo "Solr already running (pid $pid) at http://127.0.0.1:$port/solr"; return 0
+  fi
+  launch 1 --port "$port" --configsets "$root/solr/configsets" \
+    --nodes "$nodes" --shards "$shards" --replicas "$replicas"
+  await 1 "ZK READY" >/dev/null
+  for k in $(seq 2 "$nodes"); do start_node "$k"; done
+  await 1 "SOLR READY"
+}
+
+stop_node() {
+  local k=$1 pid
+  if ! pid=$(running_pid "$k"); then echo "Solr node $k is not running"; rm -f "$(pidfile "$k")"; return 0; fi
   kill "$pid"
   for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
   kill -0 "$pid" 2>/dev/null && kill -9 "$pid"
-  rm -f "$pidfile"
+  rm -f "$(pidfile "$k")"
+  echo "Solr node $k stopped"
+}
+
+stop() {
+  # further nodes first: ZooKeeper (node 1) goes last, so they leave the cluster cleanly
+  local file
+  for file in "$dir"/node*.pid; do
+    [ -e "$file" ] || continue
+    file=${file##*/node}; stop_node "${file%.pid}"
+  done
+  if ! running_pid 1 >/dev/null; then echo "Solr is not running"; rm -f "$(pidfile 1)"; return 0; fi
+  stop_node 1 >/dev/null
   echo "Solr stopped"
 }
 
@@ -89,6 +142,8 @@ case "$command" in
   fetch) fetch ;;
   start) start ;;
   stop) stop ;;
-  status) if pid=$(running_pid); then echo "running (pid $pid)"; else echo "stopped"; exit 3; fi ;;
+  start-node) start_node "$node" ;;
+  stop-node) stop_node "$node" ;;
+  status) if pid=$(running_pid 1); then echo "running (pid $pid)"; else echo "stopped"; exit 3; fi ;;
   *) usage ;;
 esac

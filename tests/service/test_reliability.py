@@ -23,7 +23,9 @@ from service.llm.breaker import CircuitBreaker
 from service.retrieval import SolrClient
 from testing.llm_server import LLMScript, Step, create_llm_app
 from testing.servers import free_port, serve_in_thread
-from tests.conftest import ADMIN_TOKEN, ROOT, SOLR_SCRIPT, ClientFactory, write_properties
+from testing.solr import LocalSolr, local_solr
+from tests.conftest import ADMIN_TOKEN, ROOT, ClientFactory, write_properties
+from tests.service.test_observability import sample
 from tests.service.test_rag_errors import error_of
 
 
@@ -207,28 +209,16 @@ def test_a_chunked_body_is_counted_as_it_arrives(make_client: ClientFactory) -> 
 
 
 @pytest.fixture
-def own_solr(tmp_path: Path) -> Iterator[tuple[str, list[str]]]:
+def own_solr(tmp_path: Path) -> Iterator[LocalSolr]:
     """A Solr of this test's own, which it may stop and start again."""
-    port = free_port()
-    command = ["bash", str(SOLR_SCRIPT), "--port", str(port), "--dir", str(tmp_path / "solr")]
-
-    def run(action: str) -> None:
-        done = subprocess.run(
-            [*command[:2], action, *command[2:]], capture_output=True, text=True, timeout=300
-        )
-        assert done.returncode == 0, done.stdout + done.stderr
-
-    run("start")
-    try:
-        yield f"http://127.0.0.1:{port}/solr", command
-    finally:
-        subprocess.run([*command[:2], "stop", *command[2:]], capture_output=True, timeout=60)
+    with local_solr(tmp_path / "solr") as solr:
+        yield solr
 
 
 def test_solr_stopped_mid_run_then_restarted(
-    own_solr: tuple[str, list[str]], make_client: ClientFactory, llm: LLMScript
+    own_solr: LocalSolr, make_client: ClientFactory, llm: LLMScript
 ) -> None:
-    solr_url, command = own_solr
+    solr_url = own_solr.url
 
     async def index() -> None:
         async with httpx.AsyncClient() as http:
@@ -243,7 +233,7 @@ def test_solr_stopped_mid_run_then_restarted(
     client = make_client({"solr.url": solr_url, "solr.timeout.read": 5})
     assert ask(client).json()["content"]["documents"][0]["id"] == "keeper"
 
-    subprocess.run([*command[:2], "stop", *command[2:]], capture_output=True, timeout=60)
+    own_solr.stop()
     started = time.monotonic()
     content = error_of(ask(client), 503, "ragTechnicalError")
     assert time.monotonic() - started < 6
@@ -251,10 +241,33 @@ def test_solr_stopped_mid_run_then_restarted(
     assert client.get("/health/ready").status_code == 503
     assert client.get("/health/live").status_code == 200
 
-    subprocess.run([*command[:2], "start", *command[2:]], capture_output=True, timeout=300)
+    own_solr.start()
     response = ask(client)
     assert response.status_code == 200, response.text
     assert response.json()["content"]["documents"][0]["id"] == "keeper"
+
+
+def test_a_dead_node_in_solr_url_costs_no_request(
+    solr_url: str, make_client: ClientFactory, llm: LLMScript
+) -> None:
+    """Two nodes listed, one never up: every request is answered (the dead node is tried at
+    most once per rest period, then passed over), and health names it, readiness staying up."""
+    dead = f"http://127.0.0.1:{free_port()}/solr"
+    client = make_client({"solr.url": f"{dead},{solr_url}", "solr.startup.check": False})
+    before = sample(client, "solr_rag_solr_failovers_total")
+    for _ in range(6):
+        assert ask(client).status_code == 200
+    assert 1 <= sample(client, "solr_rag_solr_failovers_total") - before <= 2
+
+    ready = client.get("/health/ready")
+    assert ready.status_code == 200
+    assert ready.json()["checks"]["solr:nodes"] == {"status": "up", "up": 1, "known": 2}
+    assert dead not in ready.text  # addresses are for the admin
+    nodes = client.get("/health", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}).json()
+    states = {node["at"]: node for node in nodes["checks"]["solr:nodes"]["nodes"]}
+    assert states[dead]["status"] == "down" and "unreachable" in states[dead]["reason"]
+    assert states[solr_url]["status"] == "up"
+    assert sample(client, "solr_rag_solr_nodes", state="down") == 1
 
 
 # -- startup: fail fast on a Solr the service cannot use ------------------------------------

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import httpx
 import pytest
 
-from testing.servers import free_port
-from tests.conftest import SOLR_SCRIPT
+from testing.solr import LocalSolr, free_ports
 
 
 def analyzed(solr_url: str, field_type: str, text: str) -> list[str]:
@@ -42,31 +40,19 @@ def test_both_collections_exist_with_their_fields(solr_url: str) -> None:
     assert vector["fieldType"]["similarityFunction"] == "cosine"
 
 
-def _solr(action: str, port: int, folder: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["bash", str(SOLR_SCRIPT), action, "--port", str(port), "--dir", str(folder)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
 @pytest.mark.usefixtures("solr_url")  # the jars are fetched by then
 def test_restart_keeps_the_index(tmp_path: Path) -> None:
-    port = free_port()
-    url = f"http://127.0.0.1:{port}/solr"
+    solr = LocalSolr(free_ports(1), tmp_path)
     try:
-        assert _solr("start", port, tmp_path).returncode == 0
+        solr.start()
         httpx.post(
-            f"{url}/FileShare/update?commit=true",
+            f"{solr.url}/FileShare/update?commit=true",
             json=[{"id": "kept", "title": "Kept", "content": "survives a restart"}],
         ).raise_for_status()
-        assert _solr("stop", port, tmp_path).returncode == 0
-        assert _solr("status", port, tmp_path).stdout.strip() == "stopped"
-        restarted = _solr("start", port, tmp_path)
-        assert restarted.returncode == 0, restarted.stderr
-        assert "SOLR READY" in restarted.stdout
-        found = httpx.get(f"{url}/FileShare/select", params={"q": "survives"}).json()
+        solr.stop()
+        assert solr.status() == "stopped"
+        assert "SOLR READY" in solr.start()
+        found = httpx.get(f"{solr.url}/FileShare/select", params={"q": "survives"}).json()
         assert [doc["id"] for doc in found["response"]["docs"]] == ["kept"]
     finally:
-        _solr("stop", port, tmp_path)
+        solr.stop()

@@ -1,0 +1,114 @@
+"""A local Solr 9.8 for tests and benchmarks, through solr/local/solr.sh: one node or a cluster.
+
+Node K of a cluster is a process of its own on port + K - 1, so a test can kill it (SIGKILL, as
+a crashed machine) and start it again, while the other nodes and ZooKeeper (node 1) go on.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "solr" / "local" / "solr.sh"
+
+
+class SolrStartError(RuntimeError):
+    """solr.sh could not start Solr; the message carries its output."""
+
+
+@dataclass(frozen=True)
+class LocalSolr:
+    port: int
+    folder: Path
+    nodes: int = 1
+
+    @property
+    def url(self) -> str:
+        """Node 1's base URL: the one-node deployment's solr.url."""
+        return self.node_url(1)
+
+    @property
+    def urls(self) -> list[str]:
+        return [self.node_url(k) for k in range(1, self.nodes + 1)]
+
+    def node_url(self, k: int) -> str:
+        return f"http://127.0.0.1:{self.port + k - 1}/solr"
+
+    def start(self, *, shards: int = 1, replicas: int = 1) -> str:
+        """Starts every node (data in the folder is kept); returns solr.sh's output."""
+        return self._run(
+            "start",
+            "--nodes",
+            str(self.nodes),
+            "--shards",
+            str(shards),
+            "--replicas",
+            str(replicas),
+        )
+
+    def stop(self) -> None:
+        self._run("stop", check=False)
+
+    def status(self) -> str:
+        return self._run("status", check=False).strip()
+
+    def kill_node(self, k: int) -> None:
+        """Node K dies at once, without leaving the cluster (SIGKILL); K >= 2."""
+        pid = int((self.folder / f"node{k}.pid").read_text())
+        os.kill(pid, signal.SIGKILL)
+
+    def start_node(self, k: int) -> None:
+        self._run("start-node", str(k))
+
+    def _run(self, *command: str, check: bool = True) -> str:
+        done = subprocess.run(
+            ["bash", str(SCRIPT), *command, "--port", str(self.port), "--dir", str(self.folder)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        if check and done.returncode != 0:
+            raise SolrStartError(
+                f"solr.sh {' '.join(command)} failed:\n{done.stdout}\n{done.stderr}"
+            )
+        return done.stdout
+
+
+@contextmanager
+def local_solr(
+    folder: Path, *, nodes: int = 1, shards: int = 1, replicas: int = 1
+) -> Iterator[LocalSolr]:
+    """Solr started in `folder` on free ports, stopped (all its nodes) on exit."""
+    solr = LocalSolr(free_ports(nodes), folder, nodes)
+    try:
+        solr.start(shards=shards, replicas=replicas)
+        yield solr
+    finally:
+        solr.stop()
+
+
+def free_ports(count: int) -> int:
+    """The first of `count` consecutive free ports on 127.0.0.1."""
+    for _ in range(50):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            first = int(probe.getsockname()[1])
+        if first + count <= 65536 and all(_free(first + i) for i in range(1, count)):
+            return first
+    raise RuntimeError(f"found no {count} consecutive free ports")
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
