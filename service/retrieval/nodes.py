@@ -24,6 +24,7 @@ class NodeState:
     url: str
     configured: bool  # listed in solr.url (kept), or learned from the cluster (may go)
     failures: int = 0  # in a row
+    served: int = 0  # calls answered
     last_error: str = ""
     resting_until: float = 0.0
 
@@ -32,6 +33,7 @@ class NodeState:
         state: dict[str, object] = {
             "at": self.url,
             "status": "up" if self.failures == 0 else "down",
+            "served": self.served,
         }
         if self.failures:
             state.update(failures=self.failures, reason=self.last_error)
@@ -91,7 +93,10 @@ class SolrNodes:
 
     def succeeded(self, url: str) -> None:
         node = self._nodes.get(url)
-        if node is not None and node.failures:
+        if node is None:
+            return
+        node.served += 1
+        if node.failures:
             node.failures, node.resting_until, node.last_error = 0, 0.0, ""
 
     def failed(self, url: str, reason: str) -> None:

@@ -94,7 +94,7 @@ def test_the_report_says_why_a_node_is_down() -> None:
     two = nodes(A, B)
     two.failed(B, "Solr answered 503 to /FileShare/select: no leader")
     report = {entry["at"]: entry for entry in two.report()}
-    assert report[A] == {"at": A, "status": "up"}
+    assert report[A] == {"at": A, "status": "up", "served": 0}
     assert report[B]["status"] == "down" and "no leader" in str(report[B]["reason"])
 
 
