@@ -2,7 +2,8 @@
 
 Every request is forwarded unchanged to Solr and its answer returned unchanged; the proxy only
 notes when each search started and ended (and its `q`), and can hold searches for `delay`
-seconds, so tests can see whether searches overlap in time.
+seconds, so tests can see whether searches overlap in time, or answer them with an error
+status of Solr's own shape (`fail_with`), as a node in trouble does.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from urllib.parse import parse_qs
 
 import httpx
 from fastapi import FastAPI, Request, Response
+from fastapi.responses import JSONResponse
 
 
 @dataclass
@@ -29,6 +31,7 @@ class Search:
 @dataclass
 class ProxyLog:
     delay: float = 0.0
+    fail_with: int = 0  # an HTTP status every search gets instead of Solr's answer
     searches: list[Search] = field(default_factory=list)
 
 
@@ -56,6 +59,9 @@ def create_solr_proxy(solr_url: str, log: ProxyLog) -> FastAPI:
             )
             log.searches.append(search)
             await asyncio.sleep(log.delay)
+            if log.fail_with:
+                error = {"error": {"msg": "injected by the test proxy", "code": log.fail_with}}
+                return JSONResponse(error, status_code=log.fail_with)
         headers = {k: v for k, v in request.headers.items() if k.lower() in ("content-type",)}
         async with httpx.AsyncClient() as http:
             upstream = await http.request(

@@ -23,6 +23,7 @@ import httpx
 from service.errors import (
     TechnicalError,
     UpstreamBadResponse,
+    UpstreamTimeout,
     UpstreamUnavailable,
 )
 from service.metrics import SOLR_FAILOVERS, upstream_error
@@ -36,6 +37,17 @@ _JSON = {"wt": "json"}
 Params = Mapping[str, str | int | float | Sequence[str]]
 MAX_ATTEMPTS = 3  # nodes one call may try
 DISCOVERY_TIMEOUT = httpx.Timeout(5.0, connect=2.0)  # learning the nodes must not hold a request
+PING_TIMEOUT = httpx.Timeout(2.0)  # two nodes' tries fit in a health probe's 5 s
+
+
+class _ServerError(UpstreamBadResponse):
+    """Solr answered 5xx: in a cluster, often one node's trouble reaching another (a replica
+    just gone), so the call is tried on another node; the node is not marked down, as a
+    request of a hostile client might be what fails."""
+
+
+# what makes a call try another node: the node not reached or unavailable (503), or a 5xx
+RETRY_ON: tuple[type[TechnicalError], ...] = (UpstreamUnavailable, _ServerError)
 
 
 class SolrClient:
@@ -98,7 +110,16 @@ class SolrClient:
         await self._request("POST", f"/{collection}/update", params={"commit": "true"}, json={})
 
     async def ping(self, collection: str) -> None:
-        await self._request("GET", f"/{collection}/admin/ping", params={"wt": "json"})
+        """A probe asks whether some node answers: with several, a slow node is passed over
+        like a dead one."""
+        several = self.nodes.counts()[1] > 1
+        await self._request(
+            "GET",
+            f"/{collection}/admin/ping",
+            params={"wt": "json"},
+            timeout=PING_TIMEOUT if several else self._timeout,
+            retry_on=(*RETRY_ON, UpstreamTimeout),
+        )
 
     async def field_names(self, collection: str) -> set[str]:
         """The fields the collection's schema declares (not dynamic ones)."""
@@ -115,18 +136,29 @@ class SolrClient:
         )
         return dict(body.get("fieldType", {}))
 
-    async def _request(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        retry_on: tuple[type[TechnicalError], ...] = RETRY_ON,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
         await self._learn_nodes()
         tries = self.nodes.candidates()[:MAX_ATTEMPTS]
+        answered: TechnicalError | None = None  # the last failure a node answered with
         for attempt, node in enumerate(tries, start=1):
             try:
                 body = await self._request_once(node, method, path, **kwargs)
-            except UpstreamUnavailable as error:  # not reached, or 503: another node may serve
-                self.nodes.failed(node, error.reason)
+            except retry_on as error:  # another node may serve
+                if isinstance(error, UpstreamUnavailable):  # not reached, or 503: the node's
+                    self.nodes.failed(node, error.reason)  # fault (a 500 may be the request's)
+                else:
+                    answered = error
                 upstream_error("solr", error.metric)
                 if attempt == len(tries):
                     log.warning("%s (Solr node %s, the last one to try)", error.reason, node)
-                    raise
+                    raise (answered or error) from None  # what a node said tells more
                 log.warning("%s (Solr node %s); trying another node", error.reason, node)
                 SOLR_FAILOVERS.inc()
                 continue
@@ -179,7 +211,8 @@ class SolrClient:
         if response.status_code == 503:  # no leader yet, a core loading: another node may do
             raise UpstreamUnavailable(f"{where} answered 503 to {path}: {_solr_message(response)}")
         if response.status_code >= 400:
-            raise UpstreamBadResponse(
+            failure = _ServerError if response.status_code >= 500 else UpstreamBadResponse
+            raise failure(
                 f"{where} answered {response.status_code} to {path}: {_solr_message(response)}"
             )
         try:

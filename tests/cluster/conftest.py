@@ -122,3 +122,9 @@ def replica_cores(solr_url: str, collection: str) -> dict[str, list[str]]:
         name: [f"{r['base_url']}/{r['core']}" for r in shard["replicas"].values()]
         for name, shard in shards.items()
     }
+
+
+def count(select_url: str, **params: str) -> int:
+    """How many documents a select finds (`distrib="false"` on a core: that replica's own)."""
+    body = httpx.get(select_url, params={"q": "*:*", "rows": 0, **params}, timeout=30).json()
+    return int(body["response"]["numFound"])

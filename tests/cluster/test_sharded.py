@@ -18,7 +18,7 @@ from service.llm import EmbeddingsClient, LLMOptions
 from service.retrieval import DocumentById, RetrievedDocument, Scope, SolrClient
 from service.retrieval.factory import build_retriever
 from testing.solr import LocalSolr
-from tests.cluster.conftest import SHARDS, cluster_settings, ingest, replica_cores
+from tests.cluster.conftest import SHARDS, cluster_settings, count, ingest, replica_cores
 
 QUERIES = [
     "lighthouse keeper lamp",
@@ -193,21 +193,11 @@ def test_a_document_s_passages_share_one_shard(
 
 
 def passages_on_each_replica(cluster: LocalSolr, parent: str) -> list[int]:
-    counts = []
-    for cores in replica_cores(cluster.url, "VectorMain").values():
-        for core in cores:
-            body = httpx.get(
-                f"{core}/select",
-                params={
-                    "q": "*:*",
-                    "fq": f"{{!term f=parent_id}}{parent}",
-                    "distrib": "false",
-                    "rows": 0,
-                },
-                timeout=30,
-            ).json()
-            counts.append(body["response"]["numFound"])
-    return counts
+    return [
+        count(f"{core}/select", fq=f"{{!term f=parent_id}}{parent}", distrib="false")
+        for cores in replica_cores(cluster.url, "VectorMain").values()
+        for core in cores
+    ]
 
 
 @pytest.mark.usefixtures("cluster_corpus")

@@ -24,6 +24,7 @@ from service.retrieval import SolrClient
 from testing.llm_server import LLMScript, Step, create_llm_app
 from testing.servers import free_port, serve_in_thread
 from testing.solr import LocalSolr, local_solr
+from testing.solr_proxy import ProxyLog, create_solr_proxy
 from tests.conftest import ADMIN_TOKEN, ROOT, ClientFactory, write_properties
 from tests.service.test_observability import sample
 from tests.service.test_rag_errors import error_of
@@ -268,6 +269,26 @@ def test_a_dead_node_in_solr_url_costs_no_request(
     assert states[dead]["status"] == "down" and "unreachable" in states[dead]["reason"]
     assert states[solr_url]["status"] == "up"
     assert sample(client, "solr_rag_solr_nodes", state="down") == 1
+
+
+@pytest.mark.parametrize(("status", "node_down"), [(500, False), (503, True)])
+def test_a_node_answering_errors_is_passed_over(
+    solr_url: str, make_client: ClientFactory, llm: LLMScript, status: int, node_down: bool
+) -> None:
+    """A node answering 5xx: the search is asked of the other node. A 503 (unavailable) marks
+    the node down; a 500 may be the request's own doing, so it leaves the node up: a client
+    cannot make the service think Solr is down."""
+    log = ProxyLog(fail_with=status)
+    with serve_in_thread(create_solr_proxy(solr_url, log), health_path="/proxy-health") as base:
+        troubled = f"{base}/solr"
+        client = make_client({"solr.url": f"{troubled},{solr_url}", "solr.startup.check": False})
+        for _ in range(4):
+            assert ask(client).status_code == 200
+        assert log.searches  # the troubled node was asked
+        nodes = client.get("/health", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}).json()
+    states = {node["at"]: node["status"] for node in nodes["checks"]["solr:nodes"]["nodes"]}
+    assert states[troubled] == ("down" if node_down else "up")
+    assert nodes["status"] == "up"
 
 
 # -- startup: fail fast on a Solr the service cannot use ------------------------------------
