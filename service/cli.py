@@ -7,7 +7,10 @@ import asyncio
 import os
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -15,6 +18,7 @@ import httpx
 from service.config import Settings
 from service.config.store import env_name
 from service.errors import ExtractionFailed, SetupError
+from service.metrics import MULTIPROCESS_DIR
 from service.observability import configure_logging
 from service.processes import start_group, stop_group
 from service.retrieval.layout import verify_layout
@@ -22,6 +26,7 @@ from service.retrieval.layout import verify_layout
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SOLR_SCRIPT = REPO_ROOT / "solr" / "local" / "solr.sh"
 DEFAULT_CONFIG = Path(os.environ.get("SOLR_RAG_CONFIG", "rag.properties"))
+MAX_WORKERS = 64
 DEFAULT_MODEL_PORT = 8001
 SAMPLES_FOLDER = REPO_ROOT / ".cache" / "samples" / "python-reference"
 
@@ -47,6 +52,13 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
     serve.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
     serve.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
+    serve.add_argument(
+        "--workers",
+        type=_worker_count,
+        default=_worker_count(os.environ.get("WORKERS", "1")),
+        help="worker processes serving requests (default 1, or $WORKERS); each has its own "
+        "connection pools, all share the port, the configuration file and the metrics",
+    )
     serve.add_argument(
         "--with-model-server",
         action="store_true",
@@ -105,7 +117,7 @@ def _parser() -> argparse.ArgumentParser:
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from service.api.app import create_app
+    from service.api.app import CONFIG_VARIABLE, create_app
 
     for variable, value in _port_overrides(args).items():
         os.environ.setdefault(variable, value)  # a variable the operator set wins
@@ -126,19 +138,50 @@ def _serve(args: argparse.Namespace) -> int:
             '       -d \'{"query": "What does the assert statement do?"}\'\n',
             flush=True,
         )
-        # on SIGTERM, requests in flight may finish within their own deadline
-        uvicorn.run(
-            app,
-            host=args.host,
-            port=args.port,
-            log_level="info",
-            access_log=False,  # the service logs each request itself (service.api.app)
-            timeout_graceful_shutdown=int(settings.server.request_timeout) + 1,
-        )
+        options = {
+            "host": args.host,
+            "port": args.port,
+            "log_level": "info",
+            "access_log": False,  # the service logs each request itself (service.api.app)
+            # on SIGTERM, requests in flight may finish within their own deadline
+            "timeout_graceful_shutdown": int(settings.server.request_timeout) + 1,
+        }
+        if args.workers == 1:
+            uvicorn.run(app, **options)
+        else:
+            with _shared_metrics():
+                os.environ[CONFIG_VARIABLE] = str(args.config.resolve())
+                target = "service.api.app:app_from_environment"
+                uvicorn.run(target, factory=True, workers=args.workers, **options)
     finally:
         if model_server is not None:
             stop_group(model_server)
     return 0
+
+
+def _worker_count(text: str) -> int:
+    try:
+        count = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of workers") from None
+    if not 1 <= count <= MAX_WORKERS:
+        raise argparse.ArgumentTypeError(f"workers must be 1 to {MAX_WORKERS}, not {count}")
+    return count
+
+
+@contextmanager
+def _shared_metrics() -> Iterator[None]:
+    """The workers' Prometheus values go to files in one folder (service.metrics): a fresh
+    one for this run unless the operator named one, so no earlier run's counts are added."""
+    if os.environ.get(MULTIPROCESS_DIR):
+        yield
+        return
+    with tempfile.TemporaryDirectory(prefix="solr-rag-metrics-") as folder:
+        os.environ[MULTIPROCESS_DIR] = folder
+        try:
+            yield
+        finally:
+            del os.environ[MULTIPROCESS_DIR]
 
 
 def _port_overrides(args: argparse.Namespace) -> dict[str, str]:

@@ -3,17 +3,25 @@ errors. Module-level, like any Prometheus client: one process, one set of counte
 
 Stages record into these and know nothing of HTTP; `/metrics` (service.api.metrics) exposes
 them in Prometheus' text format.
+
+Several worker processes (`solr-rag serve --workers N`): PROMETHEUS_MULTIPROC_DIR, set before
+this module is imported, makes every process write its values to files there, and `exposed`
+adds them up, so whichever worker is scraped reports the whole service.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.process_collector import ProcessCollector
 
+MULTIPROCESS_DIR = "PROMETHEUS_MULTIPROC_DIR"
 REGISTRY = CollectorRegistry()
-ProcessCollector(registry=REGISTRY)
+if not os.environ.get(MULTIPROCESS_DIR):
+    ProcessCollector(registry=REGISTRY)  # one process's CPU and memory: the service's
 
 _SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
@@ -73,7 +81,17 @@ SOLR_NODES = Gauge(
     "down after a failure (who they are: /health, with the admin token).",
     ["state"],
     registry=REGISTRY,
+    multiprocess_mode="mostrecent",  # the latest scrape's count, by any worker
 )
+
+
+def exposed() -> bytes:
+    """Every metric, in Prometheus' text format: this process's, or all workers' summed."""
+    if not os.environ.get(MULTIPROCESS_DIR):
+        return generate_latest(REGISTRY)
+    workers = CollectorRegistry()
+    MultiProcessCollector(workers)
+    return generate_latest(workers)
 
 
 def observe_answer(

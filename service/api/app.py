@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -31,9 +32,21 @@ from service.api.limits import BodySizeLimit
 from service.api.openai_schema import add_schemas
 from service.api.payload import JsonGuard
 from service.api.request_context import RequestContext
+from service.observability import configure_logging
 from service.runtime import Runtime
 
 log = logging.getLogger(__name__)
+
+
+CONFIG_VARIABLE = "SOLR_RAG_CONFIG"
+
+
+def app_from_environment() -> FastAPI:
+    """The app of one worker process (`solr-rag serve --workers N` spawns them): its
+    rag.properties is $SOLR_RAG_CONFIG. Each worker reloads the file when it changes, so an
+    edit reaches them all."""
+    configure_logging()
+    return create_app(Path(os.environ[CONFIG_VARIABLE]))
 
 
 def create_app(config_path: Path) -> FastAPI:

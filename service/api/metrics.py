@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
-from service.metrics import REGISTRY, SOLR_NODES
+from service.metrics import SOLR_NODES, exposed
 from service.runtime import Runtime
 
 router = APIRouter(tags=["operations"])
@@ -22,4 +22,4 @@ async def metrics(request: Request) -> Response:
     up, known = runtime.solr_nodes(runtime.settings()).counts()
     SOLR_NODES.labels("up").set(up)
     SOLR_NODES.labels("down").set(known - up)
-    return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
+    return Response(exposed(), media_type=CONTENT_TYPE_LATEST)
