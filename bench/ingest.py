@@ -17,6 +17,7 @@ import asyncio
 import json
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 import httpx
 
@@ -67,6 +68,31 @@ async def ingest(
         return summary
 
 
+def passage_bytes(solr_url: str) -> str:
+    """What one VectorMain passage costs on disk, merged into one segment: its vector (.vec),
+    its HNSW graph (.vex), and the rest (stored text, terms, metadata), from the files of the
+    index's latest commit."""
+    core = f"{solr_url}/VectorMain"
+    params = {"wt": "json"}
+    httpx.post(f"{core}/update", params={"optimize": "true", "maxSegments": "1"}, timeout=600)
+    version = httpx.get(f"{core}/replication", params={"command": "indexversion", **params})
+    generation = version.json()["generation"]
+    listing = httpx.get(
+        f"{core}/replication",
+        params={"command": "filelist", "generation": generation, **params},
+    ).json()
+    sizes = {"vectors (.vec)": 0, "HNSW graph (.vex)": 0, "the rest": 0}
+    for entry in listing["filelist"]:
+        name, size = entry["name"], int(entry["size"])
+        key = {".vec": "vectors (.vec)", ".vex": "HNSW graph (.vex)"}.get(Path(name).suffix)
+        sizes[key or "the rest"] += size
+    found = httpx.get(f"{core}/select", params={"q": "*:*", "rows": 0, **params}).json()
+    passages = max(int(found["response"]["numFound"]), 1)
+    parts = ", ".join(f"{what} {size / passages:.0f}" for what, size in sizes.items())
+    total = sum(sizes.values()) / passages
+    return f"VectorMain on disk, bytes per passage ({passages} passages): {total:.0f} = {parts}"
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--solr-url", help="a Solr with our configsets (default: start one)")
@@ -98,6 +124,7 @@ def main(argv: list[str] | None = None) -> None:
                     "documents_per_s": round(seen / summary.seconds, 1),
                 }
             )
+        on_disk = passage_bytes(solr_url)
     print(
         f"\n{'mode':<22} {'written':>7} {'unchanged':>9} {'passages':>8} {'embedded':>8} "
         f"{'seconds':>8} {'docs/s':>8}"
@@ -107,6 +134,7 @@ def main(argv: list[str] | None = None) -> None:
             f"{row['mode']:<22} {row['documents']:>7} {row['unchanged']:>9} {row['passages']:>8} "
             f"{row['embedded']:>8} {row['seconds']:>8} {row['documents_per_s']:>8}"
         )
+    print(on_disk)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "ingest.json").write_text(json.dumps(rows, indent=1))
 

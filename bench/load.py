@@ -11,6 +11,12 @@ prompting and queueing in the service.
 
     python -m bench.load [--solr-url URL] [--latency 0.1] [--concurrency 1 50 200] [--requests 400]
                          [--set rag.queries.count=3 ...] [--hostile 0.1]
+                         [--workers 1 2] [--nodes 1 3]
+
+`--workers 1 2 --nodes 1 3`: every combination side by side, in one run: the service with 1
+and 2 worker processes, on a one-node Solr and on a three-node cluster (a replica of FileShare
+on each node), with the service's CPU time per request (all its processes), which tells
+whether the service or Solr is the limit.
 
 `--hostile 0.1`: one request in ten is an attack from the hostile-input corpus (deep JSON,
 NaN, lone surrogates, a 38 kB system message, relay attempts, invented methods, ...). The
@@ -27,16 +33,19 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
-from bench.support import RESULTS, ROOT, fresh_solr, given_or_started, percentile
+from bench.support import RESULTS, ROOT, percentile, tree_cpu_seconds
 from service.cli import start_server
 from service.processes import stop_group
 from testing.corpus import load_corpus
 from testing.servers import free_port
+from testing.solr import local_solr
 
 QUERIES = (
     "Who lit the lighthouse lamp?",
@@ -213,6 +222,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 50, 200])
     parser.add_argument("--requests", type=int, default=400, help="requests per level (max)")
     parser.add_argument(
+        "--workers", type=int, nargs="+", default=[1], help="service worker processes to compare"
+    )
+    parser.add_argument(
+        "--nodes",
+        type=int,
+        nargs="+",
+        default=[1],
+        help="Solr nodes to compare (a local cluster each; FileShare in one shard, a replica "
+        "on every node: replicas are what spread reads)",
+    )
+    parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="a rag.properties key"
     )
     parser.add_argument(
@@ -220,56 +240,105 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     overrides = dict(item.split("=", 1) for item in args.set)
+    if args.solr_url and args.nodes != [1]:
+        parser.error("--nodes starts local clusters; it cannot be used with --solr-url")
 
     rows = []
-    with (
-        given_or_started(args.solr_url, fresh_solr) as solr_url,
-        tempfile.TemporaryDirectory(prefix="bench-load-") as folder,
-    ):
-        print(f"indexed {index_corpus(solr_url)} documents into FileShare", flush=True)
-        llm_port, service_port = free_port(), free_port()
-        llm_url, base = f"http://127.0.0.1:{llm_port}", f"http://127.0.0.1:{service_port}"
+    with tempfile.TemporaryDirectory(prefix="bench-load-") as folder:
+        llm_port = free_port()
+        llm_url = f"http://127.0.0.1:{llm_port}"
         llm = [sys.executable, "-m", "testing.llm_server", "--port", str(llm_port)]
-        quiet = {**os.environ, "LOG_LEVEL": "WARNING"}
         # servers of their own, not threads here: the load generator would steal their CPU
-        servers = [
-            start_server(
-                [*llm, "--delay", str(args.latency)], f"{llm_url}/health", what="LLM", env=quiet
-            )
-        ]
+        llm_server = start_server(
+            [*llm, "--delay", str(args.latency)], f"{llm_url}/health", what="LLM", env=QUIET
+        )
         try:
-            command = service_command(solr_url, llm_url, Path(folder), service_port, overrides)
-            servers.append(start_server(command, f"{base}/health/live", what="service", env=quiet))
-            for concurrency in args.concurrency:
-                requests = min(args.requests, max(concurrency * 2, 100))
-                print(f"{concurrency} concurrent: {requests} requests...", flush=True)
-                outcomes, wall = asyncio.run(run_level(base, concurrency, requests, args.hostile))
-                rows.append(summarize(concurrency, outcomes, wall))
+            for nodes in args.nodes:
+                with solr_for(args.solr_url, nodes, Path(folder) / f"solr-{nodes}") as solr_urls:
+                    print(f"{nodes} Solr node(s): indexed {index_corpus(solr_urls[0])} documents")
+                    for workers in args.workers:
+                        setup = Setup(solr_urls, llm_url, Path(folder), workers, overrides)
+                        rows += run_setup(setup, args.concurrency, args.requests, args.hostile)
         finally:
-            for server in servers:
-                stop_group(server, timeout=30)
+            stop_group(llm_server, timeout=30)
 
     settings = ", ".join(args.set) or "shipped defaults, stuff chain"
     hostile = f"; {args.hostile:.0%} of requests attack" if args.hostile else ""
     print(f"\nLLM latency {args.latency * 1000:.0f} ms; {settings}{hostile}; times in ms")
     print(
-        f"{'clients':>7} {'requests':>8} {'errors':>6} {'attacks':>7} {'5xx':>4} {'req/s':>6} "
-        f"{'p50':>7} {'p99':>7} "
+        f"{'nodes':>5} {'workers':>7} {'clients':>7} {'requests':>8} {'errors':>6} {'attacks':>7} "
+        f"{'5xx':>4} {'req/s':>6} {'p50':>7} {'p99':>7} "
         f"{'Solr p50':>8} {'LLM p50':>7} {'overhead p50':>12} {'overhead p99':>12} "
-        f"{'LLM calls':>9}"
+        f"{'CPU/req':>7} {'LLM calls':>9}"
     )
     for row in rows:
         print(
-            f"{row['concurrency']:>7} {row['requests']:>8} {row['errors']:>6} "
-            f"{row['attacks']:>7} {row['attacks_5xx']:>4} "
+            f"{row['nodes']:>5} {row['workers']:>7} {row['concurrency']:>7} {row['requests']:>8} "
+            f"{row['errors']:>6} {row['attacks']:>7} {row['attacks_5xx']:>4} "
             f"{row['throughput_rps']:>6.1f} {row['latency_p50_ms']:>7.1f} "
             f"{row['latency_p99_ms']:>7.1f} {row['solr_p50_ms']:>8.1f} {row['llm_p50_ms']:>7.1f} "
             f"{row['overhead_p50_ms']:>12.1f} {row['overhead_p99_ms']:>12.1f} "
-            f"{row['llm_calls_mean']:>9.1f}"
+            f"{row['service_cpu_ms_per_request']:>7.2f} {row['llm_calls_mean']:>9.1f}"
         )
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "load.json").write_text(json.dumps(rows, indent=1))
     return 1 if any(row["errors"] or row["attacks_5xx"] for row in rows) else 0
+
+
+QUIET = {**os.environ, "LOG_LEVEL": "WARNING"}
+
+
+@dataclass(frozen=True)
+class Setup:
+    solr_urls: list[str]
+    llm_url: str
+    folder: Path
+    workers: int
+    overrides: dict[str, str]
+
+
+@contextmanager
+def solr_for(given: str | None, nodes: int, folder: Path) -> Iterator[list[str]]:
+    """The node URLs of the Solr given, or of a local one of `nodes` nodes started for it."""
+    if given:
+        yield [given]
+        return
+    with local_solr(folder, nodes=nodes, replicas=nodes) as solr:
+        yield solr.urls
+
+
+def run_setup(setup: Setup, levels: list[int], most: int, hostile: float) -> list[dict[str, float]]:
+    """Every concurrency level against the service with `setup.workers` processes."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    command = service_command(
+        ",".join(setup.solr_urls), setup.llm_url, setup.folder, port, setup.overrides
+    )
+    command += ["--workers", str(setup.workers)]
+    server = start_server(command, f"{base}/health/live", what="service", env=QUIET)
+    rows = []
+    try:
+        for concurrency in levels:
+            requests = min(most, max(concurrency * 2, 100))
+            print(
+                f"{len(setup.solr_urls)} node(s), {setup.workers} worker(s), {concurrency} "
+                f"concurrent: {requests} requests...",
+                flush=True,
+            )
+            cpu_before = tree_cpu_seconds(server.pid)
+            outcomes, wall = asyncio.run(run_level(base, concurrency, requests, hostile))
+            cpu = tree_cpu_seconds(server.pid) - cpu_before
+            row = summarize(concurrency, outcomes, wall)
+            row.update(
+                nodes=len(setup.solr_urls),
+                workers=setup.workers,
+                # warm-up requests included: CPU per request served in the measured window
+                service_cpu_ms_per_request=cpu * 1000 / (len(outcomes) + WARM_UP),
+            )
+            rows.append(row)
+    finally:
+        stop_group(server, timeout=30)
+    return rows
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import statistics
 import tempfile
 from collections.abc import Callable, Iterator
@@ -49,3 +50,19 @@ def percentile(values: list[float], fraction: float) -> float:
     if len(values) < 2:
         return values[0] if values else 0.0
     return statistics.quantiles(values, n=100, method="inclusive")[round(fraction * 100) - 1]
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) used so far by a process and its children (the worker
+    processes of `solr-rag serve --workers`), from /proc (Linux)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # ended meanwhile
+        process, parent = int(stat.parent.name), int(fields[1])
+        if pid in (process, parent):
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total

@@ -110,6 +110,8 @@ def _parser() -> argparse.ArgumentParser:
     solr.add_argument("action", choices=["start", "stop", "status", "fetch"])
     solr.add_argument("--port", type=int, default=int(os.environ.get("SOLR_PORT", "8983")))
     solr.add_argument("--dir", type=Path, default=REPO_ROOT / ".solr-data")
+    for shape in ("nodes", "shards", "replicas"):  # solr.sh's defaults: 1, or $SOLR_NODES...
+        solr.add_argument(f"--{shape}", type=int, help=f"SolrCloud {shape} (start only)")
     solr.set_defaults(run=_solr)
     return parser
 
@@ -318,6 +320,9 @@ def _solr(args: argparse.Namespace) -> int:
         "--dir",
         str(args.dir),
     ]
+    for shape in ("nodes", "shards", "replicas"):
+        if getattr(args, shape) is not None:
+            command += [f"--{shape}", str(getattr(args, shape))]
     return subprocess.call(command)
 
 

@@ -5,7 +5,7 @@ and one pooled httpx client serves Solr and the LLM alike. Every failure becomes
 service's upstream errors, with a reason that names Solr and what to check.
 
 Several nodes (SolrCloud): each request goes to the next node in turn (service.retrieval.nodes)
-and, when that node cannot be reached or answers 503, to another, up to MAX_ATTEMPTS nodes.
+and, when that node cannot be reached or answers 5xx, to another, up to MAX_ATTEMPTS nodes.
 Writes are retried too: every update the service sends is idempotent (documents carry their
 ids, deletes name ids or queries, a commit commits), so sending one twice changes nothing.
 """

@@ -37,6 +37,9 @@ while [ $# -gt 0 ]; do
     *) echo "solr.sh: unknown option $1" >&2; usage ;;
   esac
 done
+for count in "$nodes" "$shards" "$replicas"; do
+  [[ "$count" =~ ^[1-9][0-9]?$ ]] || { echo "solr.sh: --nodes, --shards and --replicas take 1 to 99, not '$count'" >&2; exit 2; }
+done
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 

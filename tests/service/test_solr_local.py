@@ -7,7 +7,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from testing.solr import LocalSolr, free_ports
+from testing.solr import LocalSolr, SolrStartError, free_ports
 
 
 def analyzed(solr_url: str, field_type: str, text: str) -> list[str]:
@@ -54,5 +54,25 @@ def test_restart_keeps_the_index(tmp_path: Path) -> None:
         assert "SOLR READY" in solr.start()
         found = httpx.get(f"{solr.url}/FileShare/select", params={"q": "survives"}).json()
         assert [doc["id"] for doc in found["response"]["docs"]] == ["kept"]
+    finally:
+        solr.stop()
+
+
+@pytest.mark.parametrize(
+    ("nodes", "shards", "replicas", "message"),
+    [
+        (1, 0, 1, "take 1 to 99"),
+        (100, 1, 1, "take 1 to 99"),
+        (2, 1, 3, "needs at least as many nodes"),
+    ],
+)
+@pytest.mark.usefixtures("solr_url")  # the jars are fetched by then
+def test_an_impossible_cluster_shape_is_refused_with_a_reason(
+    tmp_path: Path, nodes: int, shards: int, replicas: int, message: str
+) -> None:
+    solr = LocalSolr(free_ports(1), tmp_path, nodes)
+    try:
+        with pytest.raises(SolrStartError, match=message):
+            solr.start(shards=shards, replicas=replicas)
     finally:
         solr.stop()
