@@ -296,8 +296,9 @@ class SolrSettings(Part):
         "solr.nodes.discover",
         True,
         "In SolrCloud, also send requests to the cluster's other live nodes (learned every "
-        "30 s). Turn off when the nodes' own names are not reachable from the service (Solr "
-        "behind a proxy or NAT): then only solr.url's nodes are used.",
+        "30 s), when solr.url names nodes of the cluster (not a proxy or load balancer in front "
+        "of it). Turn off when the nodes' own names are not reachable from the service (NAT): "
+        "then only solr.url's nodes are used.",
     )
     documents_collection: str = _key(
         "solr.collection.documents", "FileShare", "Collection of whole documents."

@@ -1,7 +1,9 @@
 """The Solr nodes the service may ask, and what it knows of each.
 
 `solr.url` lists one node or several; in SolrCloud the cluster's live nodes are learned too
-(CLUSTERSTATUS, every REFRESH_SECONDS and after a failure). Requests take the nodes in turn;
+(CLUSTERSTATUS, every REFRESH_SECONDS and after a failure), when solr.url names nodes of the
+cluster itself: behind a proxy or a load balancer, the nodes' own addresses may not be
+reachable from here, and the balancer already spreads the load. Requests take the nodes in turn;
 a node that refused a connection or answered 503 rests RETRY_AFTER_SECONDS, then is tried
 again, so a dead node costs one failed connection and a node that comes back gets traffic.
 Shared by every request of a process (the Runtime keeps one per solr.url).
@@ -59,6 +61,7 @@ class SolrNodes:
         self.discover = discover
         self._refresh_at = 0.0  # learn the cluster's nodes at the first request
         self._refreshing = False
+        self._direct = False  # solr.url names nodes of the cluster (learned at a refresh)
 
     @classmethod
     def parse(cls, text: str, *, discover: bool = True) -> SolrNodes:
@@ -123,6 +126,13 @@ class SolrNodes:
         if live is None:
             return
         urls = [_node_url(name, self.scheme) for name in live][:MAX_NODES]
+        # once a live node is one of solr.url's, solr.url names the cluster's nodes (before:
+        # it may be a proxy or load balancer in front of them, then used alone)
+        self._direct = self._direct or any(
+            node.configured and url in urls for url, node in self._nodes.items()
+        )
+        if not self._direct:
+            return
         for url in urls:
             self._nodes.setdefault(url, NodeState(url, configured=False))
         for url in [url for url, node in self._nodes.items() if not node.configured]:

@@ -187,7 +187,8 @@ def test_a_document_s_passages_share_one_shard(
         ).json()
         for doc in body["response"]["docs"]:
             shards_of.setdefault(doc["parent_id"], set()).add(shard)
-    assert set(shards_of) == {d.id for d in cluster_corpus if d.content.strip()}
+    # (other tests of the session may have added documents of their own)
+    assert set(shards_of) >= {d.id for d in cluster_corpus if d.content.strip()}
     assert all(len(shards) == 1 for shards in shards_of.values())
     assert len(set().union(*shards_of.values())) == SHARDS
 

@@ -57,13 +57,20 @@ def test_the_cluster_s_live_nodes_join_and_leave_but_configured_ones_stay() -> N
     one = nodes(A, clock=clock)
     assert one.claim_refresh()
     assert not one.claim_refresh()  # one refresh at a time
-    one.refreshed(["a:8983_solr", "b:8983_solr", "c:8983_solr"])
+    one.refreshed(["a:8983_solr", "b:8983_solr", "c:8983_solr"])  # a: solr.url names a node
     assert sorted(one.candidates()) == [A, B, C]
     assert not one.claim_refresh()  # not before REFRESH_SECONDS
     clock.now += REFRESH_SECONDS
     assert one.claim_refresh()
     one.refreshed(["b:8983_solr"])  # a (configured) is kept even when the cluster omits it
     assert sorted(one.candidates()) == [A, B]
+
+
+def test_behind_a_proxy_the_cluster_s_own_addresses_are_not_used() -> None:
+    balancer = nodes("http://solr-lb/solr")
+    balancer.claim_refresh()
+    balancer.refreshed(["a:8983_solr", "b:8983_solr"])  # none of them is solr.url's
+    assert balancer.candidates() == ["http://solr-lb/solr"]
 
 
 def test_a_failure_asks_the_cluster_again_at_once() -> None:
@@ -85,7 +92,7 @@ def test_a_cluster_naming_thousands_of_nodes_is_believed_up_to_a_bound() -> None
 def test_node_names_become_base_urls_with_the_configured_scheme() -> None:
     secure = SolrNodes(["https://a:8984/solr"])
     secure.claim_refresh()
-    secure.refreshed(["b:8984_solr", "c:8984_api_solr"])
+    secure.refreshed(["a:8984_solr", "b:8984_solr", "c:8984_api_solr"])
     assert "https://b:8984/solr" in secure.candidates()
     assert "https://c:8984/api/solr" in secure.candidates()
 
