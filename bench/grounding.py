@@ -1,0 +1,177 @@
+"""Grounding check: precision and recall of "unsupported" on sentences built from Cranfield.
+
+Each item is one answer sentence and the abstract sent as its source. Supported sentences are
+taken from the abstract or rewritten from it by rule (its first clause; two consecutive
+sentences joined; nouns' number changed); unsupported ones are a sentence of another abstract
+(far away in the collection), one of the abstract's own sentences with a number changed, and
+one with a negation added. Abstracts are sentence-cased first (Cranfield's are lower case,
+with " ." between sentences). Built by rule, never tuned on: the check's thresholds are its
+defaults.
+
+    python -m bench.grounding [--documents 150] [--embeddings-url URL]
+
+Reports, for words alone and for the default (words, then embeddings), precision and recall
+of "unsupported", and the cost per answer (ms, embeddings calls).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import httpx
+
+from bench.cranfield import load_documents
+from bench.support import RESULTS, given_or_started, model_server
+from service.grounding import GroundingCheck
+from service.grounding.claims import numbers, sentences_of
+from service.llm import EmbeddingsClient, LLMOptions
+
+_AUXILIARY = re.compile(r"\b(is|are|was|were|can|has|have|does|do|will|may)\b")
+
+
+@dataclass(frozen=True)
+class Item:
+    sentence: str
+    source: str
+    supported: bool
+    rule: str
+
+
+def sentence_cased(text: str) -> str:
+    """Cranfield's "a study . the results ." as "A study. The results."."""
+    parts = [part.strip() for part in re.split(r"\s+\.(?:\s+|$)", text) if part.strip()]
+    return " ".join(part[0].upper() + part[1:] + "." for part in parts)
+
+
+def first_clause(sentence: str) -> str | None:
+    clause = sentence.split(",")[0].rstrip(".")
+    words = clause.split()
+    return " ".join(words[:20]) + "." if len(words) >= 6 else None
+
+
+def number_changed(sentence: str) -> str | None:
+    found = sorted(numbers(sentence))
+    if not found or not found[0].isdigit():
+        return None
+    changed = str(int(found[0]) * 2 + 1)
+    return re.sub(rf"\b{re.escape(found[0])}\b", changed, sentence, count=1)
+
+
+def negation_added(sentence: str) -> str | None:
+    if _AUXILIARY.search(sentence) is None:
+        return None
+    return _AUXILIARY.sub(lambda m: f"{m.group(1)} not", sentence, count=1)
+
+
+def plural_swapped(sentence: str) -> str:
+    """Every word of 6+ letters ending in s loses it; the others of 6+ letters gain one."""
+
+    def swap(match: re.Match[str]) -> str:
+        word = match.group(0)
+        return word[:-1] if word.endswith("s") else word + "s"
+
+    return re.sub(r"\b[a-z]{6,}\b", swap, sentence)
+
+
+def build_items(count: int) -> list[Item]:
+    abstracts = [sentence_cased(d.content) for d in load_documents() if d.content]
+    abstracts = [a for a in abstracts if len(sentences_of(a)) >= 3]
+    chosen = abstracts[:: max(len(abstracts) // count, 1)][:count]
+    items: list[Item] = []
+    for position, abstract in enumerate(chosen):
+        sentences = sentences_of(abstract)
+        taken = sentences[position % len(sentences)]
+        items.append(Item(taken, abstract, True, "taken"))
+        rewritten = [
+            ("first clause", first_clause(sentences[0])),
+            ("joined", f"{sentences[0].rstrip('.')}; {sentences[1][0].lower()}{sentences[1][1:]}"),
+            ("number of nouns", plural_swapped(sentences[1])),
+        ][position % 3]
+        if rewritten[1]:
+            items.append(Item(rewritten[1], abstract, True, rewritten[0]))
+        far = chosen[(position + len(chosen) // 2) % len(chosen)]
+        items.append(Item(sentences_of(far)[0], abstract, False, "another abstract"))
+        changed = next(filter(None, (number_changed(s) for s in sentences)), None)
+        negated = next(filter(None, (negation_added(s) for s in sentences)), None)
+        for rule, sentence in (("number changed", changed), ("negation added", negated)):
+            if sentence:
+                items.append(Item(sentence, abstract, False, rule))
+    return items
+
+
+async def evaluate(items: list[Item], check: GroundingCheck, calls: list[int]) -> dict[str, object]:
+    flagged: list[bool] = []  # "unsupported", as the check decides
+    started = time.perf_counter()
+    for item in items:
+        grounding = await check.run(item.sentence, [(1, item.source)])
+        flagged.append(grounding.supported < grounding.total)
+    seconds = time.perf_counter() - started
+    truth = [not item.supported for item in items]
+    hits = sum(1 for f, t in zip(flagged, truth, strict=True) if f and t)
+    by_rule: dict[str, list[int]] = {}
+    for item, flag in zip(items, flagged, strict=True):
+        right = flag != item.supported
+        by_rule.setdefault(item.rule, [0, 0])[0] += right
+        by_rule[item.rule][1] += 1
+    return {
+        "precision": hits / max(sum(flagged), 1),
+        "recall": hits / max(sum(truth), 1),
+        "ms_per_answer": seconds * 1000 / len(items),
+        "embedding_calls_per_answer": sum(calls) / len(items),
+        "right_by_rule": {rule: f"{right}/{total}" for rule, (right, total) in by_rule.items()},
+    }
+
+
+class CountingEmbeddings(EmbeddingsClient):
+    """The embeddings client, counting its calls."""
+
+    def __init__(self, http: httpx.AsyncClient, endpoint: str, calls: list[int]) -> None:
+        super().__init__(http, LLMOptions(endpoint=endpoint, model="all-MiniLM-L6-v2"))
+        self._calls = calls
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self._calls.append(1)
+        return await super().embed(texts)
+
+
+async def run(items: list[Item], endpoint: str) -> dict[str, dict[str, object]]:
+    results = {}
+    async with httpx.AsyncClient(timeout=120) as http:
+        for method in ("words", "words + embeddings"):
+            calls: list[int] = []
+            embeddings = CountingEmbeddings(http, endpoint, calls) if "emb" in method else None
+            results[method] = await evaluate(items, GroundingCheck(embeddings), calls)
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--documents", type=int, default=150, help="abstracts to build from")
+    parser.add_argument("--embeddings-url", help="an OpenAI-compatible /v1 (default: ours)")
+    args = parser.parse_args(argv)
+    items = build_items(args.documents)
+    supported = sum(item.supported for item in items)
+    print(f"{len(items)} sentences: {supported} supported, {len(items) - supported} unsupported")
+    with given_or_started(args.embeddings_url, model_server) as endpoint:
+        results = asyncio.run(run(items, endpoint))
+    print(f"\n{'method':<20} {'precision':>9} {'recall':>6} {'ms/answer':>9} {'calls/answer':>12}")
+    for method, row in results.items():
+        print(
+            f"{method:<20} {row['precision']:>9.3f} {row['recall']:>6.3f} "
+            f"{row['ms_per_answer']:>9.1f} {row['embedding_calls_per_answer']:>12.2f}"
+        )
+        print(f"{'':<20} right by rule: {row['right_by_rule']}")
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "grounding.json").write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,84 @@
+"""The grounding check's words half: which sentences of an answer its sources support."""
+
+from __future__ import annotations
+
+from service.grounding import GroundingCheck
+from service.grounding.check import MAX_EVIDENCE
+from service.grounding.claims import MAX_SENTENCES, claims_of
+
+KEEPER = (
+    1,
+    "The lighthouse keeper lit the lamp at dusk. The lamp burned 40 litres of oil each night. "
+    "Storms never stopped him.",
+)
+ORCHARD = (2, "Apple trees are pruned in late winter, before the buds open.")
+
+
+async def check(answer: str, *sources: tuple[int, str]) -> list[tuple[str, bool]]:
+    grounding = await GroundingCheck(None).run(answer, list(sources))
+    return [(s.text, s.supported) for s in grounding.sentences]
+
+
+def test_an_answer_is_cut_into_sentences_with_their_citations() -> None:
+    claims = claims_of("The keeper lit the lamp [1]. It burned oil.[2][1] Was it 1.5 l? Yes!")
+    assert [(c.text, c.cited) for c in claims] == [
+        ("The keeper lit the lamp.", (1,)),
+        ("It burned oil.", (2, 1)),
+        ("Was it 1.5 l?", ()),
+        ("Yes!", ()),
+    ]
+
+
+async def test_what_a_source_says_is_supported_and_by_which_source() -> None:
+    grounding = await GroundingCheck(None).run(
+        "The keeper lit the lamp at dusk [1]. Apple trees are pruned in late winter.",
+        [KEEPER, ORCHARD],
+    )
+    assert [(s.supported, s.sources) for s in grounding.sentences] == [(True, (1,)), (True, (2,))]
+    assert (grounding.supported, grounding.total, grounding.ratio) == (2, 2, 1.0)
+    assert grounding.to_json()["sentences"][0] == {
+        "text": "The keeper lit the lamp at dusk.",
+        "supported": True,
+        "sources": [1],
+    }
+
+
+async def test_inflections_and_a_sentence_joining_two_are_supported() -> None:
+    sentence = "The lamps burned 40 litres of oil nightly, and storms never stopped him."
+    assert await check(sentence, KEEPER) == [(sentence, True)]
+
+
+async def test_a_changed_number_or_an_added_negation_is_not_supported() -> None:
+    assert await check(
+        "The lamp burned 60 litres of oil each night. The keeper did not light the lamp at dusk.",
+        KEEPER,
+    ) == [
+        ("The lamp burned 60 litres of oil each night.", False),
+        ("The keeper did not light the lamp at dusk.", False),
+    ]
+
+
+async def test_what_no_source_says_is_not_supported() -> None:
+    assert await check("Quokkas live on Rottnest Island.", KEEPER, ORCHARD) == [
+        ("Quokkas live on Rottnest Island.", False)
+    ]
+
+
+async def test_a_cited_sentence_is_checked_against_the_sources_it_cites() -> None:
+    # the orchard document does not say it, although the keeper's does
+    assert await check("The keeper lit the lamp at dusk [2].", KEEPER, ORCHARD) == [
+        ("The keeper lit the lamp at dusk.", False)
+    ]
+
+
+async def test_a_sentence_stating_nothing_is_not_counted() -> None:
+    grounding = await GroundingCheck(None).run("Here is what I found: [1]", [KEEPER])
+    assert grounding.total == 0 and grounding.ratio == 1.0
+
+
+async def test_the_work_is_bounded_whatever_the_answer_and_sources() -> None:
+    answer = "The keeper lit the lamp at dusk. " * 5000
+    sources = [(n, "A sentence about lamps. " * 200) for n in range(1, 50)]
+    grounding = await GroundingCheck(None).run(answer, sources)
+    assert grounding.total == MAX_SENTENCES
+    assert MAX_EVIDENCE < 49 * 200  # the sources hold more sentences than are checked
