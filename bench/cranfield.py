@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import math
 import re
 import statistics
@@ -30,7 +29,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.support import RESULTS, ROOT, fresh_solr, given_or_started, model_server
+from bench.support import ROOT, fresh_solr, given_or_started, model_server, save_results
 from service.chains import PromptLibrary
 from service.chains.expand import QueryExpander
 from service.config import Settings, settings_from_mapping
@@ -267,8 +266,7 @@ def main(argv: list[str] | None = None) -> None:
             f"{row['p50_ms']:>7.1f} {row['p95_ms']:>7.1f}"
         )
     print(f"({table['bm25']['queries']} queries with at least one relevant document)")
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "cranfield.json").write_text(json.dumps(table, indent=1))
+    save_results("cranfield", table)
 
 
 if __name__ == "__main__":

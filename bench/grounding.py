@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import re
 import sys
 import time
@@ -28,7 +27,7 @@ from dataclasses import dataclass
 import httpx
 
 from bench.cranfield import load_documents
-from bench.support import RESULTS, given_or_started, model_server
+from bench.support import given_or_started, model_server, save_results
 from service.grounding import GroundingCheck
 from service.grounding.claims import numbers, sentences_of
 from service.llm import EmbeddingsClient, LLMOptions
@@ -168,8 +167,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{row['ms_per_answer']:>9.1f} {row['embedding_calls_per_answer']:>12.2f}"
         )
         print(f"{'':<20} right by rule: {row['right_by_rule']}")
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "grounding.json").write_text(json.dumps(results, indent=1))
+    save_results("grounding", results)
     return 0
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -22,7 +21,7 @@ from pathlib import Path
 import httpx
 
 from bench.cranfield import load_documents
-from bench.support import RESULTS, fresh_solr, given_or_started, model_server
+from bench.support import fresh_solr, given_or_started, model_server, save_results
 from service.ingest.indexer import Indexer, IngestSummary, PassageIndex
 from service.ingest.passages import PassageSplitter
 from service.ingest.progress import ProgressLine
@@ -135,8 +134,7 @@ def main(argv: list[str] | None = None) -> None:
             f"{row['embedded']:>8} {row['seconds']:>8} {row['documents_per_s']:>8}"
         )
     print(on_disk)
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "ingest.json").write_text(json.dumps(rows, indent=1))
+    save_results("ingest", rows)
 
 
 if __name__ == "__main__":

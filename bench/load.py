@@ -40,7 +40,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.support import RESULTS, ROOT, percentile, tree_cpu_seconds
+from bench.support import ROOT, percentile, save_results, tree_cpu_seconds
 from service.cli import start_server
 from service.processes import stop_group
 from testing.corpus import load_corpus
@@ -280,8 +280,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{row['overhead_p50_ms']:>12.1f} {row['overhead_p99_ms']:>12.1f} "
             f"{row['service_cpu_ms_per_request']:>7.2f} {row['llm_calls_mean']:>9.1f}"
         )
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "load.json").write_text(json.dumps(rows, indent=1))
+    save_results("load", rows)
     return 1 if any(row["errors"] or row["attacks_5xx"] for row in rows) else 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import tempfile
@@ -15,6 +16,12 @@ from testing.solr import local_solr
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def save_results(name: str, data: object) -> None:
+    """bench/results/<name>.json: the run's numbers, for a later look (not committed)."""
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"{name}.json").write_text(json.dumps(data, indent=1))
 
 
 @contextmanager
