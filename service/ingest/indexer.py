@@ -158,8 +158,9 @@ class Indexer:
                 await asyncio.wait([writing])
                 if not writing.cancelled():
                     writing.exception()  # retrieved: no "never retrieved" warning
-        if written:
-            await self.commit()
+        # even with nothing written: what a failed run left uncommitted (on a replica that has
+        # recovered it, say) becomes visible on every replica alike
+        await self.commit()
         seconds = time.perf_counter() - started
         return IngestSummary(written, passages, seconds, len(documents) - written, embedded)
 
@@ -306,11 +307,13 @@ class Indexer:
         ]
 
     async def _write(self, group: _Group) -> None:
+        """Passages first: the FileShare document carries the hash that says it is indexed,
+        so a run that fails between the two writes writes both again next time."""
         if not group.documents:
             return
-        await self._solr.add(self._collection, [fields for _, fields in group.documents])
         if self._passages is not None:
             await self._solr.update(self._passages.collection, group.commands)
+        await self._solr.add(self._collection, [fields for _, fields in group.documents])
 
     async def _known_vectors(self, document_ids: Sequence[str]) -> dict[str, list[float]]:
         """embedding hash -> the vector VectorMain stores, for these documents' passages."""

@@ -15,10 +15,14 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.errors import PayloadTooLarge, TechnicalError
+from service.ingest import SourceDocument
+from service.ingest.indexer import indexer_for
 from service.ingest.sandbox import Extractor
+from service.llm import EmbeddingsClient, LLMOptions
+from service.retrieval import SolrClient
 from testing import extraction_jobs
 from testing.corpus import remove_documents
-from tests.conftest import ADMIN_TOKEN, ClientFactory
+from tests.conftest import ADMIN_TOKEN, ClientFactory, test_settings
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 IDS = ("twice", "teamA/report.txt", "teamB/report.txt", "folder/deep/x.txt", "bomb.docx")
@@ -176,3 +180,37 @@ def test_what_is_indexed_can_be_listed_a_page_at_a_time(admin: TestClient, solr_
     assert listed(id_prefix="teamA/", group="b")["documents"] == []
     assert admin.get("/documents").status_code == 401
     assert admin.get("/documents", params={"limit": 1000}, headers=ADMIN).status_code == 400
+
+
+def test_a_run_failing_before_the_passages_are_written_leaves_nothing_marked_done(
+    solr_url: str, model_server_url: str
+) -> None:
+    """The FileShare document (with the hash that makes the next run skip it) is written after
+    its passages: when they cannot be written, the next run indexes it whole."""
+    document = SourceDocument(
+        id="halfway", title="Halfway", url="", content="Tungsten melts at a high temperature."
+    )
+
+    async def ingest(passages_collection: str, *, force: bool = False) -> None:
+        settings = test_settings(
+            solr_url, model_server_url, **{"solr.collection.passages": passages_collection}
+        )
+        async with httpx.AsyncClient() as http:
+            embeddings = EmbeddingsClient(
+                http, LLMOptions(endpoint=settings.embeddings.endpoint, model="all-MiniLM-L6-v2")
+            )
+            solr = SolrClient(http, solr_url)
+            await indexer_for(settings, solr, embeddings, force=force).run([document])
+
+    try:
+        with pytest.raises(TechnicalError):
+            # forced: no read of the passages first, so what fails is their write
+            asyncio.run(ingest("NoSuchPassages", force=True))
+        # what the failed run wrote becomes visible at any later commit (anyone's)
+        httpx.post(f"{solr_url}/FileShare/update", params={"commit": "true"}, json={}, timeout=30)
+        assert solr_docs(solr_url, "FileShare", "{!term f=id}halfway") == []
+        asyncio.run(ingest("VectorMain"))
+        assert len(solr_docs(solr_url, "FileShare", "{!term f=id}halfway")) == 1
+        assert len(solr_docs(solr_url, "VectorMain", "{!term f=parent_id}halfway")) == 1
+    finally:
+        remove_documents(solr_url, ["halfway"])
