@@ -55,7 +55,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--workers",
         type=_worker_count,
-        default=_worker_count(os.environ.get("WORKERS", "1")),
+        default=os.environ.get("WORKERS", "1"),  # a string: argparse checks it like the flag
         help="worker processes serving requests (default 1, or $WORKERS); each has its own "
         "connection pools, all share the port, the configuration file and the metrics",
     )

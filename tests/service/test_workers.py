@@ -79,10 +79,17 @@ def test_two_workers_share_config_edits_and_metrics(
         stop_group(server, timeout=30)
 
 
-def test_the_worker_count_is_bounded() -> None:
+def test_the_worker_count_is_bounded(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from service.cli import main
 
     for count in ("0", "65", "many"):
         with pytest.raises(SystemExit) as exit_:
             main(["serve", "--workers", count])
         assert exit_.value.code == 2
+    monkeypatch.setenv("WORKERS", "many")  # the environment's value is checked the same way
+    with pytest.raises(SystemExit) as exit_:
+        main(["serve"])
+    assert exit_.value.code == 2
+    assert "'many' is not a number of workers" in capsys.readouterr().err
