@@ -58,9 +58,11 @@ def _http_urls(value: str) -> str:
             f"lists {len(urls)} URLs; at most {MAX_SOLR_URLS} (the others are learned from "
             "the cluster)"
         )
-    for url in urls:
-        if not url.startswith(("http://", "https://")):
-            raise ValueError(f"{url[:80]!r} must start with http:// or https://")
+    for position, url in enumerate(urls, start=1):
+        try:
+            _http_url(url)
+        except ValueError as error:
+            raise ValueError(f"URL {position} {error}") from None
     return ",".join(urls)
 
 
