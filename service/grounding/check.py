@@ -92,13 +92,13 @@ class GroundingCheck:
         verdicts: dict[int, tuple[int, ...]] = {}
         doubtful: list[tuple[int, Claim, list[_Evidence]]] = []
         for index, claim in enumerate(claims):
-            candidates = _candidates(claim, evidence)
-            by_words = [e for e in candidates if _overlap(claim, e) >= self._min_overlap]
+            scored = [(_overlap(claim, e), e) for e in _candidates(claim, evidence)]
+            by_words = [e for overlap, e in scored if overlap >= self._min_overlap]
             if by_words:
                 verdicts[index] = _numbers_of(by_words)
-            elif candidates:
-                closest = sorted(candidates, key=lambda e: -_overlap(claim, e))[:CLOSEST]
-                doubtful.append((index, claim, closest))
+            elif scored:
+                closest = sorted(scored, key=lambda pair: -pair[0])[:CLOSEST]
+                doubtful.append((index, claim, [e for _, e in closest]))
         verdicts.update(await self._by_meaning(doubtful))
         return Grounding(
             tuple(
