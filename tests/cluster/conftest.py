@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from dataclasses import replace
+from typing import Any
 
 import httpx
 import pytest
@@ -110,14 +111,18 @@ def cluster_corpus(cluster: LocalSolr, model_server_url: str) -> list[SourceDocu
     return documents
 
 
+def collections_state(solr_url: str, collection: str | None = None) -> dict[str, Any]:
+    """The cluster's state of its collections (or of one), as CLUSTERSTATUS gives it."""
+    params = {"action": "CLUSTERSTATUS", "wt": "json"}
+    if collection is not None:
+        params["collection"] = collection
+    status = httpx.get(f"{solr_url}/admin/collections", params=params, timeout=30).json()
+    return dict(status["cluster"]["collections"])
+
+
 def replica_cores(solr_url: str, collection: str) -> dict[str, list[str]]:
     """shard name -> the core URLs of its replicas, from the cluster's state."""
-    status = httpx.get(
-        f"{solr_url}/admin/collections",
-        params={"action": "CLUSTERSTATUS", "collection": collection, "wt": "json"},
-        timeout=30,
-    ).json()
-    shards = status["cluster"]["collections"][collection]["shards"]
+    shards = collections_state(solr_url, collection)[collection]["shards"]
     return {
         name: [f"{r['base_url']}/{r['core']}" for r in shard["replicas"].values()]
         for name, shard in shards.items()

@@ -15,7 +15,14 @@ import pytest
 from service.errors import ServiceError
 from service.ingest import SourceDocument
 from testing.solr import LocalSolr
-from tests.cluster.conftest import ONE_SHARD, cluster_settings, count, ingest, replica_cores
+from tests.cluster.conftest import (
+    ONE_SHARD,
+    cluster_settings,
+    collections_state,
+    count,
+    ingest,
+    replica_cores,
+)
 from tests.conftest import ADMIN_TOKEN, ServiceFactory
 
 CLIENTS = 20
@@ -45,12 +52,9 @@ def wait_for(condition: Callable[[], bool], seconds: float, what: str) -> None:
 
 
 def all_replicas_active(solr_url: str) -> bool:
-    status = httpx.get(
-        f"{solr_url}/admin/collections", params={"action": "CLUSTERSTATUS", "wt": "json"}
-    ).json()
     return all(
         replica["state"] == "active"
-        for collection in status["cluster"]["collections"].values()
+        for collection in collections_state(solr_url).values()
         for shard in collection["shards"].values()
         for replica in shard["replicas"].values()
     )
