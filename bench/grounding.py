@@ -3,15 +3,18 @@
 Each item is one answer sentence and the abstract sent as its source. Supported sentences are
 taken from the abstract or rewritten from it by rule (its first clause; two consecutive
 sentences joined; nouns' number changed); unsupported ones are a sentence of another abstract
-(far away in the collection), one of the abstract's own sentences with a number changed, and
-one with a negation added. Abstracts are sentence-cased first (Cranfield's are lower case,
-with " ." between sentences). Built by rule, never tuned on: the check's thresholds are its
-defaults.
+(far away in the collection), one of the abstract's own sentences with a number changed, one
+with a negation added, and one with another abstract's claim added as a clause (what a
+fluent model that copies a source sentence and goes on does). Abstracts are sentence-cased
+first (Cranfield's are lower case, with " ." between sentences). Built by rule, never tuned
+on: the check's thresholds are its defaults.
 
     python -m bench.grounding [--documents 150] [--embeddings-url URL]
+                              [--llm-url URL --llm-model NAME --llm-items 200]
 
-Reports, for words alone and for the default (words, then embeddings), precision and recall
-of "unsupported", and the cost per answer (ms, embeddings calls).
+Reports, for words alone, the default (words, then embeddings) and, given an LLM, method llm
+(on an even sample of the sentences), precision and recall of "unsupported", and the cost
+per answer (ms, embeddings and LLM calls).
 """
 
 from __future__ import annotations
@@ -27,10 +30,13 @@ from dataclasses import dataclass
 import httpx
 
 from bench.cranfield import load_documents
-from bench.support import given_or_started, model_server, save_results
-from service.grounding import GroundingCheck
+from bench.support import ROOT, given_or_started, model_server, save_results
+from service.chains import PromptLibrary
+from service.config import Settings
+from service.grounding import GroundingCheck, LlmGroundingCheck
 from service.grounding.claims import numbers, sentences_of
-from service.llm import EmbeddingsClient, LLMOptions
+from service.llm import ChatClient, EmbeddingsClient, LLMOptions
+from service.llm.size import request_size
 
 _AUXILIARY = re.compile(r"\b(is|are|was|were|can|has|have|does|do|will|may)\b")
 
@@ -69,6 +75,14 @@ def negation_added(sentence: str) -> str | None:
     return _AUXILIARY.sub(lambda m: f"{m.group(1)} not", sentence, count=1)
 
 
+def clause_added(sentence: str, other: str) -> str | None:
+    """A source sentence with a claim of another abstract tacked on: "..., which <claim>."."""
+    clause = first_clause(other)
+    if clause is None:
+        return None
+    return f"{sentence.rstrip('.')}, which means that {clause[0].lower()}{clause[1:]}"
+
+
 def plural_swapped(sentence: str) -> str:
     """Every word of 6+ letters ending in s loses it; the others of 6+ letters gain one."""
 
@@ -99,13 +113,20 @@ def build_items(count: int) -> list[Item]:
         items.append(Item(sentences_of(far)[0], abstract, False, "another abstract"))
         changed = next(filter(None, (number_changed(s) for s in sentences)), None)
         negated = next(filter(None, (negation_added(s) for s in sentences)), None)
-        for rule, sentence in (("number changed", changed), ("negation added", negated)):
+        added = clause_added(taken, sentences_of(far)[-1])
+        for rule, sentence in (
+            ("number changed", changed),
+            ("negation added", negated),
+            ("clause added", added),
+        ):
             if sentence:
                 items.append(Item(sentence, abstract, False, rule))
     return items
 
 
-async def evaluate(items: list[Item], check: GroundingCheck, calls: list[int]) -> dict[str, object]:
+async def evaluate(
+    items: list[Item], check: GroundingCheck | LlmGroundingCheck, calls: list[int]
+) -> dict[str, object]:
     flagged: list[bool] = []  # "unsupported", as the check decides
     started = time.perf_counter()
     for item in items:
@@ -120,10 +141,12 @@ async def evaluate(items: list[Item], check: GroundingCheck, calls: list[int]) -
         by_rule.setdefault(item.rule, [0, 0])[0] += right
         by_rule[item.rule][1] += 1
     return {
+        "sentences": len(items),
         "precision": hits / max(sum(flagged), 1),
         "recall": hits / max(sum(truth), 1),
         "ms_per_answer": seconds * 1000 / len(items),
         "embedding_calls_per_answer": sum(calls) / len(items),
+        "llm_calls_per_answer": len(check.usages) / len(items),
         "right_by_rule": {rule: f"{right}/{total}" for rule, (right, total) in by_rule.items()},
     }
 
@@ -140,13 +163,25 @@ class CountingEmbeddings(EmbeddingsClient):
         return await super().embed(texts)
 
 
-async def run(items: list[Item], endpoint: str) -> dict[str, dict[str, object]]:
+async def run(
+    items: list[Item], endpoint: str, llm_url: str | None, llm_model: str, llm_items: int
+) -> dict[str, dict[str, object]]:
     results = {}
     async with httpx.AsyncClient(timeout=120) as http:
         for method in ("words", "words + embeddings"):
             calls: list[int] = []
             embeddings = CountingEmbeddings(http, endpoint, calls) if "emb" in method else None
             results[method] = await evaluate(items, GroundingCheck(embeddings), calls)
+        if llm_url:
+            calls = []
+            fallback = GroundingCheck(CountingEmbeddings(http, endpoint, calls))
+            llm = ChatClient(http, LLMOptions(endpoint=llm_url, model=llm_model, max_tokens=200))
+            settings = Settings()
+            judge = LlmGroundingCheck(
+                llm, PromptLibrary(ROOT / "prompts"), request_size(settings, llm_model), fallback
+            )
+            sample = items[:: max(len(items) // llm_items, 1)][:llm_items]
+            results[f"llm ({llm_model})"] = await evaluate(sample, judge, calls)
     return results
 
 
@@ -154,17 +189,24 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--documents", type=int, default=150, help="abstracts to build from")
     parser.add_argument("--embeddings-url", help="an OpenAI-compatible /v1 (default: ours)")
+    parser.add_argument("--llm-url", help="an OpenAI-compatible /v1: also measure method llm")
+    parser.add_argument("--llm-model", default="default", help="the model it judges with")
+    parser.add_argument("--llm-items", type=int, default=200, help="sentences it judges")
     args = parser.parse_args(argv)
     items = build_items(args.documents)
     supported = sum(item.supported for item in items)
     print(f"{len(items)} sentences: {supported} supported, {len(items) - supported} unsupported")
     with given_or_started(args.embeddings_url, model_server) as endpoint:
-        results = asyncio.run(run(items, endpoint))
-    print(f"\n{'method':<20} {'precision':>9} {'recall':>6} {'ms/answer':>9} {'calls/answer':>12}")
+        results = asyncio.run(run(items, endpoint, args.llm_url, args.llm_model, args.llm_items))
+    print(
+        f"\n{'method':<28} {'sentences':>9} {'precision':>9} {'recall':>6} {'ms/answer':>9} "
+        f"{'embeddings calls':>16} {'LLM calls':>9}"
+    )
     for method, row in results.items():
         print(
-            f"{method:<20} {row['precision']:>9.3f} {row['recall']:>6.3f} "
-            f"{row['ms_per_answer']:>9.1f} {row['embedding_calls_per_answer']:>12.2f}"
+            f"{method:<28} {row['sentences']:>9} {row['precision']:>9.3f} {row['recall']:>6.3f} "
+            f"{row['ms_per_answer']:>9.1f} {row['embedding_calls_per_answer']:>16.2f} "
+            f"{row['llm_calls_per_answer']:>9.2f}"
         )
         print(f"{'':<20} right by rule: {row['right_by_rule']}")
     save_results("grounding", results)

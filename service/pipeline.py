@@ -3,7 +3,8 @@
     /ai/rag:       validate -> [trim history] -> [rewrite the search query]
                    -> [expand into several queries] -> retrieve (BM25 | kNN | hybrid, each
                    query at once, fused | one document by id) -> chunk -> [grade the chunks]
-                   -> chain (stuff | map-reduce | refine) -> answer + the documents it was given
+                   -> chain (stuff | map-reduce | refine) -> [check each sentence against its
+                   sources: flag | drop | refuse] -> answer + the documents it was given
     /ai/summarize: document (by id, or posted text) -> chunk -> summarize (stuff | map-reduce)
 
 A router builds the query object and asks the runtime for a pipeline (the settings in force,
@@ -52,6 +53,7 @@ from service.errors import (
     NoDocumentFound,
     SummarySourceNotFound,
 )
+from service.grounding import Grounding, GroundingCheck, GroundingPolicy, LlmGroundingCheck
 from service.llm import ChatClient, ChatMessage, EmbeddingsClient, Usage
 from service.llm.answer_format import PLAIN, AnswerFormat
 from service.llm.size import RequestSize, request_size
@@ -150,6 +152,7 @@ class Answer:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     finish_reason: str = "stop"  # "length" when max_tokens cut the answer
+    grounding: Grounding | None = None  # each sentence checked (grounding.enabled)
 
     def add_usage(self, usage: Usage) -> None:
         self.llm_calls += 1
@@ -177,7 +180,7 @@ class Reply:
     """A request whose retrieval and intermediate LLM calls are done, its last request to go.
 
     `await reply.complete()` sends that request and returns the Answer; or `async for text in
-    reply` for the answer's text as the LLM writes it, then `reply.answer()`. One path
+    reply` for the answer's text as the LLM writes it, then `await reply.answer()`. One path
     (`Prepared.finish`) either way, within the request's deadline. A JSON answer is checked
     whole before any of it is sent, so it streams as one piece.
     """
@@ -193,11 +196,12 @@ class Reply:
     # a question's answer that says the documents hold nothing lists none of them as sources
     # (a summary keeps its document whatever it says)
     sources_only_if_found: bool = True
+    grounding: GroundingPolicy | None = None
 
     async def complete(self) -> Answer:
         async for _ in self._texts(stream=False):
             pass
-        return self.answer()
+        return await self.answer()
 
     def __aiter__(self) -> AsyncIterator[str]:
         return self._texts(stream=True)
@@ -212,16 +216,29 @@ class Reply:
             # and the LLM stream goes on, before its disconnect is noticed
             await asyncio.sleep(0)
 
-    def answer(self) -> Answer:
+    async def answer(self) -> Answer:
+        """The Answer once its text is known: checked against its sources (grounding on),
+        which may change it (drop) or refuse it (NoValidAnswer)."""
         self.timings.since("chain", self.chain_started)
+        result = self.prepared.result
+        cited = _cited(result.answer)
+        found_nothing = not cited and says_nothing_relevant(result.answer)
+        grounded = None
+        if self.grounding is not None:
+            with self.timings.stage("grounding"):
+                grounded = await self.deadline.run(
+                    self.grounding.run(
+                        result.answer, _source_texts(result), found_nothing=found_nothing
+                    )
+                )
         self.timings["llm"] = round(self.llm.busy.seconds * 1000, 1)
         self.timings.since("total", self.started)
-        answer = _answer(self.prepared.result, self.timings)
-        found_nothing = not any(document.cited for document in answer.documents)
-        if self.sources_only_if_found and found_nothing and says_nothing_relevant(answer.message):
+        answer = _answer(result, grounded.message if grounded else result.answer, self.timings)
+        if self.sources_only_if_found and found_nothing:
             answer.documents = []
-        for usage in self.extra_usage:
+        for usage in (*self.extra_usage, *(grounded.usages if grounded else ())):
             answer.add_usage(usage)
+        answer.grounding = grounded.grounding if grounded else None
         observe_answer(
             answer.timings,
             llm_calls=answer.llm_calls,
@@ -355,8 +372,36 @@ class RagPipeline(_Pipeline[RagQuery]):
             conversation = [*question.history, ChatMessage("user", request.query)]
             prepared = Prepared(ChainResult(answer="", sources=[]), final=conversation)
         return Reply(
-            self._llm, prepared, timings, started, chain_started, extra_usage, request.form
+            self._llm,
+            prepared,
+            timings,
+            started,
+            chain_started,
+            extra_usage,
+            request.form,
+            grounding=self._grounding_policy(),
         )
+
+    def _grounding_policy(self) -> GroundingPolicy | None:
+        """How the answer is checked against its sources, or None (grounding.enabled off)."""
+        grounding = self.settings.grounding
+        if not grounding.enabled:
+            return None
+        check = GroundingCheck(
+            None if grounding.method == "words" else self._embeddings,
+            min_overlap=grounding.min_overlap,
+            min_similarity=grounding.min_similarity,
+        )
+        checker: GroundingCheck | LlmGroundingCheck = check
+        if grounding.method == "llm":
+            checker = LlmGroundingCheck(
+                self._llm,
+                self._prompts,
+                self._size,
+                check,
+                concurrency=self.settings.prompt.map_concurrency,
+            )
+        return GroundingPolicy(checker, grounding.action, grounding.min_ratio)
 
     async def _graded(
         self, question: Question, numbered: list[NumberedChunk], timings: Timings
@@ -491,10 +536,19 @@ class SummarizePipeline(_Pipeline[SummarizeQuery]):
         return document
 
 
-def _answer(result: ChainResult, timings: Timings) -> Answer:
-    cited = {int(number) for number in _CITATION.findall(result.answer)}
+def _cited(answer: str) -> set[int]:
+    return {int(number) for number in _CITATION.findall(answer)}
+
+
+def _source_texts(result: ChainResult) -> list[tuple[int, str]]:
+    """What each source sent to the LLM said, under its number: what grounding checks."""
+    return [(source.number, text) for source in result.sources for text in source.snippets]
+
+
+def _answer(result: ChainResult, message: str, timings: Timings) -> Answer:
+    cited = _cited(message)
     answer = Answer(
-        message=result.answer,
+        message=message,
         documents=[
             AnswerDocument(
                 id=source.document.source_id,

@@ -191,7 +191,7 @@ async def _stream(
         yield render.delta({"role": "assistant", "content": ""})
         async for text in reply:
             yield render.delta({"content": text})
-        answer = reply.answer()
+        answer = await reply.answer()
         if render.inline_sources and answer.documents:
             yield render.delta({"content": sources_block(answer)})
         yield render.delta({}, answer.finish_reason, **render.extensions(answer))
@@ -230,13 +230,17 @@ class Rendering:
         }
 
     def extensions(self, answer: Answer) -> dict[str, Any]:
-        """The usage, and the sources two ways: `sources` (ours, whole) and `citations`
-        (their URLs in citation order, the convention search-augmented APIs use)."""
-        return {
+        """The usage, the sources two ways: `sources` (ours, whole) and `citations` (their
+        URLs in citation order, the convention search-augmented APIs use), and `grounding`
+        (each sentence checked, when grounding.enabled)."""
+        extensions: dict[str, Any] = {
             "usage": _usage(answer),
             "sources": _sources(answer),
             "citations": [d.url or d.id for d in answer.documents],
         }
+        if answer.grounding is not None:
+            extensions["grounding"] = answer.grounding.to_json()
+        return extensions
 
     def chunk(self, choices: list[dict[str, Any]], **extra: object) -> str:
         return sse_event(

@@ -12,6 +12,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import models_json_schema
 
+from service.api.grounding import GroundingOut
+
 REF = "#/components/schemas/{model}"
 
 
@@ -128,11 +130,14 @@ class ChatCompletion(BaseModel):
     usage: CompletionUsage
     sources: list[CompletionSource]
     citations: list[str] = Field(description="The sources' URLs (or ids), in citation order.")
+    grounding: GroundingOut | None = Field(
+        None, description="Each sentence checked against its sources (grounding.enabled only)."
+    )
 
 
 class ChatCompletionChunk(BaseModel):
     """One Server-Sent Event of a streamed answer (`data: {...}`); the last one before
-    `data: [DONE]` has the finish_reason, usage, sources and citations."""
+    `data: [DONE]` has the finish_reason, usage, sources, citations (and grounding)."""
 
     model_config = ConfigDict(extra="allow")
 

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from service.api.auth import require_api_key
 from service.api.errors import as_service_error, documented_errors, error_body
 from service.api.fields import MAX_QUERY_PARAM, DocumentId, OptionalLanguage
+from service.api.grounding import GroundingOut
 from service.api.identity import caller_scope
 from service.api.sse import SSE_HEADERS, event_stream, sse_event
 from service.errors import BadRequest
@@ -60,8 +61,9 @@ class RagRequest(BaseModel):
     stream: bool = Field(
         False,
         description="Answer with Server-Sent Events: `token` events ({text}) as the LLM writes, "
-        "then `sources` ({documents}), then `done` ({status, message, timings, usage}); an "
-        "`error` event (the error envelope) if it fails midway.",
+        "then `grounding` (grounding.enabled), `sources` ({documents}), then `done` ({status, "
+        "message, timings, usage}: the message as checked, without dropped sentences); an "
+        "`error` event (the error envelope) if it fails midway, or grounding refuses it.",
     )
 
     @field_validator("format", mode="before")
@@ -116,6 +118,10 @@ class RagResponse(BaseModel):
         "chain (prompting, LLM calls included), llm (wall time with an LLM call in flight), total."
     )
     usage: UsageOut
+    grounding: GroundingOut | None = Field(
+        None,
+        description="Each sentence checked against its sources; null unless grounding.enabled.",
+    )
 
     @classmethod
     def of(cls, answer: Answer) -> RagResponse:
@@ -133,6 +139,7 @@ class RagResponse(BaseModel):
                 prompt_tokens=answer.prompt_tokens,
                 completion_tokens=answer.completion_tokens,
             ),
+            grounding=answer.grounding.to_json() if answer.grounding else None,
         )
 
 
@@ -142,8 +149,8 @@ class RagResponse(BaseModel):
     responses={
         200: event_stream(
             "The answer; with `stream`, Server-Sent Events: `token` ({text}) as the LLM "
-            "writes, then `sources` ({documents}), then `done` ({status, message, timings, "
-            "usage}); `error` (the error envelope) if it fails midway."
+            "writes, then `grounding` (when on), `sources` ({documents}), then `done` ({status, "
+            "message, timings, usage}); `error` (the error envelope) if it fails midway."
         ),
         **documented_errors(403, 404, 428),
     },
@@ -195,7 +202,9 @@ async def _events(reply: Reply, request_id: str) -> AsyncIterator[str]:
     try:
         async for text in reply:
             yield sse_event({"text": text}, "token")
-        response = RagResponse.of(reply.answer())
+        response = RagResponse.of(await reply.answer())
+        if response.grounding is not None:
+            yield sse_event(response.grounding.model_dump(), "grounding")
         documents = [document.model_dump() for document in response.content.documents]
         yield sse_event({"documents": documents}, "sources")
         yield sse_event(

@@ -47,6 +47,7 @@ SPECS: dict[str, TemplateSpec] = {
     "rewrite": _spec(required=("question",)),
     "multiquery": _spec(required=("question", "count")),
     "grade": _spec(required=("question", "passages")),
+    "ground": _spec(required=("statements",)),
     "summarize_system": _spec(),
     "summarize": _spec("part", required=("sources",)),
     "summarize_reduce": _spec(required=("answers",)),

@@ -514,6 +514,57 @@ class ChatSettings(Part):
     )
 
 
+class GroundingSettings(Part):
+    """Whether each sentence of an answer is checked against its sources, and what is done
+    with the sentences they do not support."""
+
+    enabled: bool = _key(
+        "grounding.enabled",
+        False,
+        "Check each sentence of an answer against the sources it cites (or, uncited, all the "
+        "sources sent) and report it with the answer (`grounding`).",
+    )
+    method: Literal["words", "embeddings", "llm"] = _key(
+        "grounding.method",
+        "embeddings",
+        "words: a source sentence holds most of the sentence's content words, its numbers and "
+        "its negation; embeddings: also accepted when nearly the same in meaning (one call to "
+        "the embeddings API for the sentences words leave open); llm: the LLM judges each "
+        "sentence against its closest source sentences (one or more calls, within "
+        "llm.max.calls.per.request; embeddings when none is left or the LLM fails).",
+    )
+    min_overlap: float = _key(
+        "grounding.min.overlap",
+        0.6,
+        "Share of a sentence's content words one source sentence (or two consecutive ones) "
+        "must hold to support it.",
+        gt=0,
+        le=1,
+    )
+    min_similarity: float = _key(
+        "grounding.min.similarity",
+        0.8,
+        "Cosine similarity of embeddings at which a source sentence supports a sentence whose "
+        "words it does not hold (method embeddings).",
+        gt=0,
+        le=1,
+    )
+    action: Literal["flag", "drop", "refuse"] = _key(
+        "grounding.action",
+        "flag",
+        "flag: answer as written, unsupported sentences marked; drop: unsupported sentences "
+        "removed from the answer; refuse: ragNoValidAnswer when fewer than grounding.min.ratio "
+        "of the sentences are supported, or when the answer says nothing was found.",
+    )
+    min_ratio: float = _key(
+        "grounding.min.ratio",
+        0.5,
+        "Share of an answer's sentences that must be supported (grounding.action=refuse).",
+        ge=0,
+        le=1,
+    )
+
+
 class SecuritySettings(Part):
     """Who may call, who may administer, and which documents a caller may see."""
 
@@ -590,6 +641,7 @@ class Settings(BaseModel):
     retrieval: RetrievalSettings = RetrievalSettings()
     prompt: PromptSettings = PromptSettings()
     chat: ChatSettings = ChatSettings()
+    grounding: GroundingSettings = GroundingSettings()
     security: SecuritySettings = SecuritySettings()
 
     @model_validator(mode="after")

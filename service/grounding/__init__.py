@@ -1,5 +1,15 @@
-"""Grounding: whether each sentence of an answer is supported by the sources it was given."""
+"""Grounding: whether each sentence of an answer is supported by the sources it was given,
+and what is done with those that are not."""
 
 from service.grounding.check import Grounding, GroundingCheck, SentenceCheck
+from service.grounding.judge import LlmGroundingCheck
+from service.grounding.policy import Grounded, GroundingPolicy
 
-__all__ = ["Grounding", "GroundingCheck", "SentenceCheck"]
+__all__ = [
+    "Grounded",
+    "Grounding",
+    "GroundingCheck",
+    "GroundingPolicy",
+    "LlmGroundingCheck",
+    "SentenceCheck",
+]

@@ -12,12 +12,25 @@ sources it cites; an uncited one against every source sent.
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from service.grounding.claims import Claim, claims_of, content_words, negated, numbers, sentences_of
+from service.errors import ServiceError
+from service.grounding.claims import (
+    Claim,
+    claims_of,
+    content_words,
+    negated,
+    numbers,
+    sentences_of,
+    without_spans,
+)
 from service.llm.embeddings import EmbeddingsClient
+from service.llm.types import Usage
+
+log = logging.getLogger(__name__)
 
 MAX_EVIDENCE = 2000  # source sentences (and pairs) one answer is checked against
 CLOSEST = 3  # source sentences per doubtful claim whose meaning is compared
@@ -28,14 +41,23 @@ class SentenceCheck:
     text: str
     supported: bool
     sources: tuple[int, ...]  # the numbers of the sources that support it (none: unsupported)
+    start: int = 0  # where it stands in the answer: answer[start:end]
+    end: int = 0
 
     def to_json(self) -> dict[str, object]:
-        return {"text": self.text, "supported": self.supported, "sources": list(self.sources)}
+        return {
+            "text": self.text,
+            "supported": self.supported,
+            "sources": list(self.sources),
+            "start": self.start,
+            "end": self.end,
+        }
 
 
 @dataclass(frozen=True)
 class Grounding:
     sentences: tuple[SentenceCheck, ...]
+    method: str = "words"  # how they were checked (embeddings failing: words)
 
     @property
     def supported(self) -> int:
@@ -54,12 +76,18 @@ class Grounding:
         return {
             "supported": self.supported,
             "total": self.total,
+            "method": self.method,
             "sentences": [sentence.to_json() for sentence in self.sentences],
         }
 
+    def unsupported_removed(self, answer: str) -> str:
+        """`answer` without its unsupported sentences (their citations too)."""
+        spans = [(s.start, s.end) for s in self.sentences if not s.supported]
+        return without_spans(answer, spans)
+
 
 @dataclass(frozen=True)
-class _Evidence:
+class Evidence:
     source: int
     text: str
     words: frozenset[str]
@@ -67,12 +95,14 @@ class _Evidence:
     negated: bool
 
     @classmethod
-    def of(cls, source: int, text: str) -> _Evidence:
+    def of(cls, source: int, text: str) -> Evidence:
         return cls(source, text, content_words(text), numbers(text), negated(text))
 
 
 class GroundingCheck:
     """The default check: words first, then meaning (embeddings) for what words leave open."""
+
+    usages: tuple[Usage, ...] = ()  # it asks no LLM
 
     def __init__(
         self,
@@ -88,27 +118,40 @@ class GroundingCheck:
     async def run(self, answer: str, sources: Sequence[tuple[int, str]]) -> Grounding:
         """`sources`: (citation number, text sent to the LLM), one or more per source."""
         claims = [claim for claim in claims_of(answer) if claim.checkable]
-        evidence = _evidence(sources)
-        verdicts: dict[int, tuple[int, ...]] = {}
-        doubtful: list[tuple[int, Claim, list[_Evidence]]] = []
-        for index, claim in enumerate(claims):
-            scored = [(_overlap(claim, e), e) for e in _candidates(claim, evidence)]
+        clauses = [
+            (index, clause) for index, claim in enumerate(claims) for clause in claim.clauses
+        ]
+        evidence = evidence_of(sources)
+        verdicts: dict[int, tuple[int, ...]] = {}  # clause -> the sources that support it
+        doubtful: list[tuple[int, Claim, list[Evidence]]] = []
+        hopeless: set[int] = set()  # claims with a clause nothing may support
+        for position, (index, clause) in enumerate(clauses):
+            scored = [(_overlap(clause, e), e) for e in _candidates(clause, evidence)]
             by_words = [e for overlap, e in scored if overlap >= self._min_overlap]
             if by_words:
-                verdicts[index] = _numbers_of(by_words)
+                verdicts[position] = _numbers_of(by_words)
             elif scored:
                 closest = sorted(scored, key=lambda pair: -pair[0])[:CLOSEST]
-                doubtful.append((index, claim, [e for _, e in closest]))
-        verdicts.update(await self._by_meaning(doubtful))
-        return Grounding(
-            tuple(
-                SentenceCheck(claim.text, bool(verdicts.get(i)), verdicts.get(i, ()))
-                for i, claim in enumerate(claims)
-            )
-        )
+                doubtful.append((position, clause, [e for _, e in closest]))
+            else:
+                hopeless.add(index)
+        doubtful = [item for item in doubtful if clauses[item[0]][0] not in hopeless]
+        method = "words" if self._embeddings is None else "embeddings"
+        try:
+            verdicts.update(await self._by_meaning(doubtful))
+        except ServiceError as error:  # the check may narrow what is reported, never fail it
+            log.warning("grounding by meaning failed, words alone decide: %s", error)
+            method = "words"
+        checks = []
+        for index, claim in enumerate(claims):
+            found = [verdicts.get(p) for p, (i, _) in enumerate(clauses) if i == index]
+            supported = all(found)
+            numbers_ = tuple(sorted({n for f in found for n in f or ()})) if supported else ()
+            checks.append(SentenceCheck(claim.text, supported, numbers_, claim.start, claim.end))
+        return Grounding(tuple(checks), method)
 
     async def _by_meaning(
-        self, doubtful: list[tuple[int, Claim, list[_Evidence]]]
+        self, doubtful: list[tuple[int, Claim, list[Evidence]]]
     ) -> dict[int, tuple[int, ...]]:
         if not doubtful or self._embeddings is None:
             return {}
@@ -127,33 +170,42 @@ class GroundingCheck:
         return verdicts
 
 
-def _evidence(sources: Sequence[tuple[int, str]]) -> list[_Evidence]:
+def evidence_of(sources: Sequence[tuple[int, str]]) -> list[Evidence]:
     """Each source sentence, and each two consecutive ones (a sentence may join two)."""
-    evidence: list[_Evidence] = []
+    evidence: list[Evidence] = []
     for number, text in sources:
         sentences = sentences_of(text)
-        evidence += [_Evidence.of(number, sentence) for sentence in sentences]
+        evidence += [Evidence.of(number, sentence) for sentence in sentences]
         pairs = itertools.pairwise(sentences)
-        evidence += [_Evidence.of(number, f"{first} {second}") for first, second in pairs]
+        evidence += [Evidence.of(number, f"{first} {second}") for first, second in pairs]
         if len(evidence) >= MAX_EVIDENCE:
             return evidence[:MAX_EVIDENCE]
     return evidence
 
 
-def _candidates(claim: Claim, evidence: list[_Evidence]) -> list[_Evidence]:
-    """The evidence that may support the claim: from the sources it cites (all, when it cites
-    none it was given), with its numbers and its negation."""
-    cited = [e for e in evidence if e.source in claim.cited] or evidence
+def _cited(claim: Claim, evidence: list[Evidence]) -> list[Evidence]:
+    """The evidence from the sources the claim cites (all, when it cites none it was given)."""
+    return [e for e in evidence if e.source in claim.cited] or evidence
+
+
+def _candidates(claim: Claim, evidence: list[Evidence]) -> list[Evidence]:
+    """The evidence that may support the claim: cited, with its numbers and its negation."""
     wanted, negative = numbers(claim.text), negated(claim.text)
-    return [e for e in cited if wanted <= e.numbers and e.negated == negative]
+    return [e for e in _cited(claim, evidence) if wanted <= e.numbers and e.negated == negative]
 
 
-def _overlap(claim: Claim, evidence: _Evidence) -> float:
+def closest(claim: Claim, evidence: list[Evidence], count: int = CLOSEST) -> list[Evidence]:
+    """The cited evidence sharing most of the claim's words, whatever its numbers say (for a
+    judge that reads them)."""
+    return sorted(_cited(claim, evidence), key=lambda e: -_overlap(claim, e))[:count]
+
+
+def _overlap(claim: Claim, evidence: Evidence) -> float:
     words = claim.words
     return len(words & evidence.words) / len(words) if words else 0.0
 
 
-def _numbers_of(evidence: list[_Evidence]) -> tuple[int, ...]:
+def _numbers_of(evidence: list[Evidence]) -> tuple[int, ...]:
     return tuple(sorted({e.source for e in evidence}))
 
 

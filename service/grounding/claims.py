@@ -17,6 +17,9 @@ _CITATION = re.compile(r"\[(\d{1,3})\]")
 # a sentence ends at . ! ? (and the citations right after), before a space and the next one
 _END = re.compile(r"(?<=[.!?])((?:\s*\[\d{1,3}\])*)\s+(?=[\"'(\[]?[A-Z0-9])")
 _BEFORE_PUNCTUATION = re.compile(r"\s+([.,;:!?])")  # where a citation was cut out
+_LINE = re.compile(r"[^\n]*\S[^\n]*")
+# a list item's or heading's marker at the start of a line: "- ", "* ", "2. ", "(b) ", "## "
+_MARKER = re.compile(r"\s*(?:(?:[-*\u2022>]+|#{1,6}|\(?[0-9]{1,3}[.)]|\(?[a-z]\))\s+)?")
 _WORD = re.compile(r"[a-z0-9]+(?:[.,][0-9]+)*")
 _NUMBER = re.compile(r"^[0-9]+(?:[.,][0-9]+)*$")
 _NEGATION = frozenset({"not", "no", "never", "none", "nor", "neither", "nothing", "without"})
@@ -27,15 +30,24 @@ STOP_WORDS = frozenset(
     if not line.startswith("#")
     for word in line.split()
 )
+# where a clause may begin that adds a claim of its own
+_CLAUSE = re.compile(
+    r"(?=[;:]\s)|(?=,\s+(?:and|but|or|which|who|whose|where|while|whereas|although|though|"
+    r"because|since|so|thus|hence|meaning|means|making)\b)|(?=\s(?:but|whereas|although)\s)"
+)
+MIN_CLAUSE_WORDS = 3
 MAX_SENTENCES = 200  # an answer longer than this is checked in its first sentences only
 
 
 @dataclass(frozen=True)
 class Claim:
-    """One sentence of the answer and the source numbers it cites ([1], [2]...)."""
+    """One sentence of the answer, the source numbers it cites ([1], [2]...), and where it
+    stands in the answer (`answer[start:end]`, its citations included)."""
 
     text: str
     cited: tuple[int, ...]
+    start: int = 0
+    end: int = 0
 
     @cached_property
     def words(self) -> frozenset[str]:
@@ -47,22 +59,74 @@ class Claim:
         counted either way."""
         return bool(self.words)
 
+    @cached_property
+    def clauses(self) -> tuple[Claim, ...]:
+        """The sentence cut where it may add a claim of its own ("..., which means ...",
+        "...; ...", "... but ..."): a sentence is supported when each clause is, so a source
+        sentence copied and carried on with invented text is not. A clause of fewer than
+        MIN_CLAUSE_WORDS content words stays with the one before it (or after, if first)."""
+        pieces = [piece for piece in _CLAUSE.split(self.text) if piece and piece.strip(" ,;:")]
+        merged: list[str] = []
+        for piece in pieces:
+            if merged and (_short(piece) or _short(merged[-1])):
+                merged[-1] += piece
+            else:
+                merged.append(piece)
+        if len(merged) <= 1:
+            return (self,)
+        return tuple(
+            Claim(piece.strip(" ,;:"), self.cited, self.start, self.end) for piece in merged
+        )
+
+
+def _short(clause: str) -> bool:
+    return len(content_words(clause)) < MIN_CLAUSE_WORDS
+
 
 def claims_of(answer: str) -> list[Claim]:
-    """The answer's sentences, each with the citations written in or right after it."""
-    text = " ".join(answer.split())
-    pieces, start = [], 0
-    for end in _END.finditer(text):
-        pieces.append(text[start : end.end(1)])
-        start = end.end()
-    pieces.append(text[start:])
-    claims = []
-    for piece in pieces[:MAX_SENTENCES]:
-        cited = tuple(dict.fromkeys(int(n) for n in _CITATION.findall(piece)))
-        sentence = _BEFORE_PUNCTUATION.sub(r"\1", _CITATION.sub("", piece)).strip()
-        if sentence:
-            claims.append(Claim(sentence, cited))
+    """The answer's sentences, each with the citations written in or right after it. A line
+    break ends a sentence too (list items, headings), and a list marker ("- ", "2. ") is not
+    part of it."""
+    claims: list[Claim] = []
+    for line in _LINE.finditer(answer):
+        start = line.start() + len(_MARKER.match(line.group()).group())  # type: ignore[union-attr]
+        for piece_start, piece_end in _pieces(answer, start, line.end()):
+            piece = answer[piece_start:piece_end]
+            cited = tuple(dict.fromkeys(int(n) for n in _CITATION.findall(piece)))
+            text = " ".join(_CITATION.sub("", piece).split())
+            sentence = _BEFORE_PUNCTUATION.sub(r"\1", text).strip()
+            if sentence:
+                claims.append(Claim(sentence, cited, piece_start, piece_end))
+            if len(claims) == MAX_SENTENCES:
+                return claims
     return claims
+
+
+def _pieces(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """Spans of the sentences of `text[start:end]`, trailing citations included."""
+    spans = []
+    for match in _END.finditer(text, start, end):
+        spans.append((start, match.end(1)))
+        start = match.end()
+    return [*spans, (start, end)]
+
+
+def without_spans(answer: str, spans: list[tuple[int, int]]) -> str:
+    """`answer` without the sentences at `spans` (claims' start and end, in order): a line
+    they emptied (or left with only its list marker) goes, the spaces they leave are closed."""
+    pieces, position = [], 0
+    for start, end in spans:
+        pieces.append(answer[position:start])
+        position = end
+    pieces.append(answer[position:])
+    # sentences never span a line break, so the lines correspond one to one
+    lines = []
+    for before, after in zip(answer.split("\n"), "".join(pieces).split("\n"), strict=True):
+        if before.strip() and _MARKER.fullmatch(after):
+            continue
+        indent = after[: len(after) - len(after.lstrip())]
+        lines.append(indent + " ".join(after.split()))
+    return "\n".join(lines).strip()
 
 
 def sentences_of(text: str) -> list[str]:

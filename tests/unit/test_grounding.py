@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from service.grounding import GroundingCheck
-from service.grounding.check import MAX_EVIDENCE, _evidence
-from service.grounding.claims import MAX_SENTENCES, claims_of
+from service.grounding.check import MAX_EVIDENCE, evidence_of
+from service.grounding.claims import MAX_SENTENCES, claims_of, without_spans
 
 KEEPER = (
     1,
@@ -29,6 +29,25 @@ def test_an_answer_is_cut_into_sentences_with_their_citations() -> None:
     ]
 
 
+def test_line_breaks_end_sentences_and_list_markers_are_not_part_of_them() -> None:
+    answer = "Steps:\n1. Heat the oven to 200 degrees [1].\n2. Bake it. It rises [2].\n- e.g. this"
+    claims = claims_of(answer)
+    assert [(c.text, c.cited) for c in claims] == [
+        ("Steps:", ()),
+        ("Heat the oven to 200 degrees.", (1,)),
+        ("Bake it.", ()),
+        ("It rises.", (2,)),
+        ("e.g. this", ()),
+    ]
+    assert [answer[c.start : c.end] for c in claims][1] == "Heat the oven to 200 degrees [1]."
+
+
+def test_removing_sentences_removes_their_citations_and_the_items_they_emptied() -> None:
+    answer = "Intro:\n- One [1]. Two [2].\n- Three [1].\n\nFour."
+    spans = [(c.start, c.end) for c in claims_of(answer) if c.text in ("One.", "Three.")]
+    assert without_spans(answer, spans) == "Intro:\n- Two [2].\n\nFour."
+
+
 async def test_what_a_source_says_is_supported_and_by_which_source() -> None:
     grounding = await GroundingCheck(None).run(
         "The keeper lit the lamp at dusk [1]. Apple trees are pruned in late winter.",
@@ -40,6 +59,8 @@ async def test_what_a_source_says_is_supported_and_by_which_source() -> None:
         "text": "The keeper lit the lamp at dusk.",
         "supported": True,
         "sources": [1],
+        "start": 0,
+        "end": 36,  # its citation included
     }
 
 
@@ -55,6 +76,17 @@ async def test_a_changed_number_or_an_added_negation_is_not_supported() -> None:
     ) == [
         ("The lamp burned 60 litres of oil each night.", False),
         ("The keeper did not light the lamp at dusk.", False),
+    ]
+
+
+async def test_a_source_sentence_carried_on_with_a_claim_of_its_own_is_not_supported() -> None:
+    assert await check(
+        "The keeper lit the lamp at dusk, which made him famous across all of Scotland. "
+        "The lamp burned 40 litres of oil each night, and storms never stopped him.",
+        KEEPER,
+    ) == [
+        ("The keeper lit the lamp at dusk, which made him famous across all of Scotland.", False),
+        ("The lamp burned 40 litres of oil each night, and storms never stopped him.", True),
     ]
 
 
@@ -81,4 +113,4 @@ async def test_the_work_is_bounded_whatever_the_answer_and_sources() -> None:
     sources = [(n, "A sentence about lamps. " * 200) for n in range(1, 50)]
     grounding = await GroundingCheck(None).run(answer, sources)
     assert grounding.total == MAX_SENTENCES
-    assert len(_evidence(sources)) == MAX_EVIDENCE  # of 49 x 399 sentences and pairs
+    assert len(evidence_of(sources)) == MAX_EVIDENCE  # of 49 x 399 sentences and pairs

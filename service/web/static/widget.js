@@ -8,8 +8,8 @@
 //
 // It streams answers from POST /ai/rag, keeps the conversation in the page (sent as `history`;
 // the service uses it when chat memory is on), shows sources as links, and errors as the
-// service's user-facing message. Every text is put in the DOM with textContent: answers and
-// documents can never inject HTML.
+// service's user-facing message, and marks the sentences its sources do not support (grounding).
+// Every text is put in the DOM with textContent: answers and documents can never inject HTML.
 "use strict";
 
 (function () {
@@ -88,12 +88,18 @@
   // A small Markdown subset: paragraphs, "-"/"*"/"1." lists, **bold**, `code`, and [n] citations
   // turned into links to the sources. Only text nodes and known elements are created.
   function inline(parent, text, sourceLinks) {
-    const pattern = /(\*\*[^*]+\*\*|`[^`]+`|\[\d{1,3}\])/g;
+    const pattern = /(\uE000[^\uE001]*\uE001|\*\*[^*]+\*\*|`[^`]+`|\[\d{1,3}\])/g;
     let last = 0;
     for (const match of text.matchAll(pattern)) {
       if (match.index > last) parent.append(document.createTextNode(text.slice(last, match.index)));
       const token = match[0];
-      if (token.startsWith("**")) parent.append(element("strong", {}, token.slice(2, -2)));
+      if (token.startsWith("\uE000")) {
+        // a sentence its sources do not support (grounding)
+        const marked = element("span", { class: "unsupported", title: "Not supported by the sources" });
+        inline(marked, token.slice(1, -1), sourceLinks);
+        marked.append(element("span", { class: "visually-hidden" }, " (not supported by the sources)"));
+        parent.append(marked);
+      } else if (token.startsWith("**")) parent.append(element("strong", {}, token.slice(2, -2)));
       else if (token.startsWith("`")) parent.append(element("code", {}, token.slice(1, -1)));
       else {
         const number = Number(token.slice(1, -1));
@@ -132,6 +138,20 @@
         container.append(paragraph);
       }
     }
+  }
+
+  // The text with each unsupported sentence between \uE000 and \uE001 (private-use characters),
+  // which inline() renders marked. A sentence never spans a line, so neither do the marks. The
+  // offsets count code points (Python's), hence Array.from rather than UTF-16 indices.
+  function withMarks(text, sentences) {
+    if (/[\uE000\uE001]/.test(text)) return text; // the answer uses them itself: no marks
+    const chars = Array.from(text);
+    const spans = sentences.filter((s) => !s.supported && s.start < s.end && s.end <= chars.length);
+    for (const s of spans.sort((a, b) => b.start - a.start)) {
+      chars.splice(s.end, 0, "\uE001");
+      chars.splice(s.start, 0, "\uE000");
+    }
+    return chars.join("");
   }
 
   function safeUrl(url) {
@@ -245,17 +265,22 @@
         return;
       }
       let links = new Map();
+      let grounding = [];
       let finished = false;
       for await (const event of events(response)) {
         if (event.name === "token") {
           written += event.data.text;
           renderAnswer(answer.body, written, links);
+        } else if (event.name === "grounding") {
+          grounding = event.data.sentences || [];
         } else if (event.name === "sources") {
           links = renderSources(answer.item, event.data.documents || []);
           renderAnswer(answer.body, written, links);
         } else if (event.name === "done") {
+          // the offsets are in the text as streamed; an answer grounding changed has no marks
+          const streamed = written;
           written = event.data.message || written;
-          renderAnswer(answer.body, written, links);
+          renderAnswer(answer.body, written === streamed ? withMarks(written, grounding) : written, links);
           finished = true;
         } else if (event.name === "error") {
           showError(answer, errorMessage(event.data));
