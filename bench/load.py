@@ -11,12 +11,17 @@ prompting and queueing in the service.
 
     python -m bench.load [--solr-url URL] [--latency 0.1] [--concurrency 1 50 200] [--requests 400]
                          [--set rag.queries.count=3 ...] [--hostile 0.1]
-                         [--workers 1 2] [--nodes 1 3]
+                         [--workers 1 2] [--nodes 1 3] [--cache]
 
 `--workers 1 2 --nodes 1 3`: every combination side by side, in one run: the service with 1
 and 2 worker processes, on a one-node Solr and on a three-node cluster (a replica of FileShare
 on each node), with the service's CPU time per request (all its processes), which tells
 whether the service or Solr is the limit.
+
+`--cache`: the answer cache on (and the local model server, a process of its own, for the
+questions' embeddings), each level run twice: every question new (a miss: the cache's lookup
+and store on top of the answer) and every question one asked before (a hit: one embedding and
+one kNN search in Solr, no retrieval, no LLM call).
 
 `--hostile 0.1`: one request in ten is an attack from the hostile-input corpus (deep JSON,
 NaN, lone surrogates, a 38 kB system message, relay attempts, invented methods, ...). The
@@ -27,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import statistics
@@ -88,6 +94,8 @@ class Outcome:
     llm_ms: float = 0.0
     total_ms: float = 0.0
     llm_calls: int = 0
+    cache_ms: float = 0.0
+    cached: bool = False
 
     @property
     def overhead_ms(self) -> float:
@@ -149,6 +157,8 @@ async def one_request(http: httpx.AsyncClient, base: str, query: str) -> Outcome
         llm_ms=timings.get("llm", 0.0),
         total_ms=timings.get("total", 0.0),
         llm_calls=body.get("usage", {}).get("llm_calls", 0),
+        cache_ms=timings.get("cache", 0.0),
+        cached=bool(body.get("cached")),
     )
 
 
@@ -167,23 +177,32 @@ async def one_attack(http: httpx.AsyncClient, base: str, n: int) -> Outcome:
     return Outcome(response.status_code, time.perf_counter() - started, hostile=True)
 
 
+def question(n: int, mode: str) -> str:
+    """The n-th question: one of QUERIES, or (mode "miss") one never asked before, which its
+    number keeps from matching any other in the answer cache."""
+    asked = QUERIES[n % len(QUERIES)]
+    return f"{asked[:-1]}, case {n}?" if mode == "miss" else asked
+
+
 async def run_level(
-    base: str, concurrency: int, requests: int, hostile: float = 0.0
+    base: str, concurrency: int, requests: int, hostile: float = 0.0, mode: str = "-"
 ) -> tuple[list[Outcome], float]:
     """`requests` requests, at most `concurrency` in flight at any moment; a `hostile` share
-    of them attacks."""
+    of them attacks. Mode "hit": the warm-up has put every question in the answer cache."""
     every = round(1 / hostile) if hostile else 0
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx.AsyncClient(limits=limits, timeout=120) as http:
         for n in range(WARM_UP):
             await one_request(http, base, QUERIES[n % len(QUERIES)])
+        if mode == "hit":
+            await asyncio.sleep(1.5)  # the cache collection's soft commit
         slots = asyncio.Semaphore(concurrency)
 
         async def bounded(n: int) -> Outcome:
             async with slots:
                 if every and n % every == every - 1:
                     return await one_attack(http, base, n // every)
-                return await one_request(http, base, QUERIES[n % len(QUERIES)])
+                return await one_request(http, base, question(n + WARM_UP, mode))
 
         started = time.perf_counter()
         outcomes = await asyncio.gather(*(bounded(n) for n in range(requests)))
@@ -212,6 +231,8 @@ def summarize(concurrency: int, everything: list[Outcome], wall: float) -> dict[
         "solr_p50_ms": statistics.median(o.retrieve_ms for o in ok) if ok else 0.0,
         "llm_p50_ms": statistics.median(o.llm_ms for o in ok) if ok else 0.0,
         "llm_calls_mean": statistics.fmean(o.llm_calls for o in ok) if ok else 0.0,
+        "cache_p50_ms": statistics.median(o.cache_ms for o in ok) if ok else 0.0,
+        "cached_share": sum(o.cached for o in ok) / len(ok) if ok else 0.0,
     }
 
 
@@ -238,6 +259,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--hostile", type=float, default=0.0, help="share of requests that attack (0.1: 10%%)"
     )
+    parser.add_argument(
+        "--cache", action="store_true", help="the answer cache on: misses and hits side by side"
+    )
     args = parser.parse_args(argv)
     overrides = dict(item.split("=", 1) for item in args.set)
     if args.solr_url and args.nodes != [1]:
@@ -252,33 +276,52 @@ def main(argv: list[str] | None = None) -> int:
         llm_server = start_server(
             [*llm, "--delay", str(args.latency)], f"{llm_url}/health", what="LLM", env=QUIET
         )
+        servers = [llm_server]
         try:
+            if args.cache:
+                models_port = free_port()
+                models = [sys.executable, "-m", "service.models", "--port", str(models_port)]
+                models_url = f"http://127.0.0.1:{models_port}"
+                servers.append(
+                    start_server(models, f"{models_url}/health", what="model server", env=QUIET)
+                )
+                overrides |= {
+                    "cache.enabled": "true",
+                    "ai.embeddings.endpoint": f"{models_url}/v1/",
+                }
+            modes = ("miss", "hit") if args.cache else ("-",)
             for nodes in args.nodes:
                 with solr_for(args.solr_url, nodes, Path(folder) / f"solr-{nodes}") as solr_urls:
                     print(f"{nodes} Solr node(s): indexed {index_corpus(solr_urls[0])} documents")
                     for workers in args.workers:
                         setup = Setup(solr_urls, llm_url, Path(folder), workers, overrides)
-                        rows += run_setup(setup, args.concurrency, args.requests, args.hostile)
+                        rows += run_setup(
+                            setup, args.concurrency, args.requests, args.hostile, modes
+                        )
         finally:
-            stop_group(llm_server, timeout=30)
+            for server in servers:
+                stop_group(server, timeout=30)
 
     settings = ", ".join(args.set) or "shipped defaults, stuff chain"
     hostile = f"; {args.hostile:.0%} of requests attack" if args.hostile else ""
     print(f"\nLLM latency {args.latency * 1000:.0f} ms; {settings}{hostile}; times in ms")
     print(
-        f"{'nodes':>5} {'workers':>7} {'clients':>7} {'requests':>8} {'errors':>6} {'attacks':>7} "
+        f"{'nodes':>5} {'workers':>7} {'cache':>5} {'clients':>7} {'requests':>8} {'errors':>6} "
+        f"{'attacks':>7} "
         f"{'5xx':>4} {'req/s':>6} {'p50':>7} {'p99':>7} "
         f"{'Solr p50':>8} {'LLM p50':>7} {'overhead p50':>12} {'overhead p99':>12} "
-        f"{'CPU/req':>7} {'LLM calls':>9}"
+        f"{'CPU/req':>7} {'LLM calls':>9} {'cache p50':>9} {'cached':>6}"
     )
     for row in rows:
         print(
-            f"{row['nodes']:>5} {row['workers']:>7} {row['concurrency']:>7} {row['requests']:>8} "
+            f"{row['nodes']:>5} {row['workers']:>7} {row['cache']:>5} {row['concurrency']:>7} "
+            f"{row['requests']:>8} "
             f"{row['errors']:>6} {row['attacks']:>7} {row['attacks_5xx']:>4} "
             f"{row['throughput_rps']:>6.1f} {row['latency_p50_ms']:>7.1f} "
             f"{row['latency_p99_ms']:>7.1f} {row['solr_p50_ms']:>8.1f} {row['llm_p50_ms']:>7.1f} "
             f"{row['overhead_p50_ms']:>12.1f} {row['overhead_p99_ms']:>12.1f} "
-            f"{row['service_cpu_ms_per_request']:>7.2f} {row['llm_calls_mean']:>9.1f}"
+            f"{row['service_cpu_ms_per_request']:>7.2f} {row['llm_calls_mean']:>9.1f} "
+            f"{row['cache_p50_ms']:>9.1f} {row['cached_share']:>6.0%}"
         )
     save_results("load", rows)
     return 1 if any(row["errors"] or row["attacks_5xx"] for row in rows) else 0
@@ -306,8 +349,11 @@ def solr_for(given: str | None, nodes: int, folder: Path) -> Iterator[list[str]]
         yield solr.urls
 
 
-def run_setup(setup: Setup, levels: list[int], most: int, hostile: float) -> list[dict[str, float]]:
-    """Every concurrency level against the service with `setup.workers` processes."""
+def run_setup(
+    setup: Setup, levels: list[int], most: int, hostile: float, modes: tuple[str, ...] = ("-",)
+) -> list[dict[str, float]]:
+    """Every concurrency level (in each cache mode) against the service with `setup.workers`
+    processes."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     command = service_command(
@@ -317,20 +363,21 @@ def run_setup(setup: Setup, levels: list[int], most: int, hostile: float) -> lis
     server = start_server(command, f"{base}/health/live", what="service", env=QUIET)
     rows = []
     try:
-        for concurrency in levels:
+        for concurrency, mode in itertools.product(levels, modes):
             requests = min(most, max(concurrency * 2, 100))
             print(
                 f"{len(setup.solr_urls)} node(s), {setup.workers} worker(s), {concurrency} "
-                f"concurrent: {requests} requests...",
+                f"concurrent, cache {mode}: {requests} requests...",
                 flush=True,
             )
             cpu_before = tree_cpu_seconds(server.pid)
-            outcomes, wall = asyncio.run(run_level(base, concurrency, requests, hostile))
+            outcomes, wall = asyncio.run(run_level(base, concurrency, requests, hostile, mode))
             cpu = tree_cpu_seconds(server.pid) - cpu_before
             row = summarize(concurrency, outcomes, wall)
             row.update(
                 nodes=len(setup.solr_urls),
                 workers=setup.workers,
+                cache=mode,
                 # warm-up requests included: CPU per request served in the measured window
                 service_cpu_ms_per_request=cpu * 1000 / (len(outcomes) + WARM_UP),
             )

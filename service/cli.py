@@ -206,7 +206,9 @@ async def _verify_solr(settings: Settings) -> None:
     async with httpx.AsyncClient() as http:
         solr = SolrClient(http, settings.solr.url)
         embeddings = embeddings_client(http, settings, retries=0)
-        await verify_layout(solr, settings.solr, embeddings=embeddings)
+        await verify_layout(
+            solr, settings.solr, embeddings=embeddings, cache=settings.cache.enabled
+        )
 
 
 def _start_model_server(port: int) -> subprocess.Popen[bytes]:

@@ -54,6 +54,12 @@ LLM_CALL_SECONDS = Histogram(
     registry=REGISTRY,
 )
 LLM_CALLS = Counter("solr_rag_llm_calls", "LLM calls made for answers.", registry=REGISTRY)
+ANSWER_CACHE = Counter(
+    "solr_rag_answer_cache",
+    "The semantic answer cache: lookups that hit or missed, answers stored, entries evicted.",
+    ["result"],
+    registry=REGISTRY,
+)
 LLM_TOKENS = Counter(
     "solr_rag_llm_tokens", "Tokens the LLM reported, by kind.", ["kind"], registry=REGISTRY
 )

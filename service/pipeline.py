@@ -17,13 +17,15 @@ the Answer, or the ServiceError raised here, into JSON.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import re
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Generic, TypeVar
 
+from service.cache import AnswerCache, CachedAnswer, CachedDocument, CachedPayload, CacheKey
 from service.chains import (
     ChainResult,
     Chunk,
@@ -41,7 +43,7 @@ from service.chains import (
 from service.chains.expand import QueryExpander
 from service.chains.grade import RelevanceGrader
 from service.chains.prompts import FORMAT_INSTRUCTIONS, language_name
-from service.chains.result import Prepared, says_nothing_relevant
+from service.chains.result import Prepared, Source, says_nothing_relevant
 from service.config import Settings
 from service.deadline import Deadline
 from service.errors import (
@@ -153,6 +155,7 @@ class Answer:
     completion_tokens: int = 0
     finish_reason: str = "stop"  # "length" when max_tokens cut the answer
     grounding: Grounding | None = None  # each sentence checked (grounding.enabled)
+    cache_age: float | None = None  # seconds, when the answer came from the answer cache
 
     def add_usage(self, usage: Usage) -> None:
         self.llm_calls += 1
@@ -197,6 +200,9 @@ class Reply:
     # (a summary keeps its document whatever it says)
     sources_only_if_found: bool = True
     grounding: GroundingPolicy | None = None
+    # the answer cache: the entry this reply repeats, or where its answer is to be kept
+    cached: CachedAnswer | None = None
+    cache: tuple[AnswerCache, CacheKey] | None = None
 
     async def complete(self) -> Answer:
         async for _ in self._texts(stream=False):
@@ -224,7 +230,7 @@ class Reply:
         cited = _cited(result.answer)
         found_nothing = not cited and says_nothing_relevant(result.answer)
         grounded = None
-        if self.grounding is not None:
+        if self.grounding is not None and self.cached is None:
             with self.timings.stage("grounding"):
                 grounded = await self.deadline.run(
                     self.grounding.run(
@@ -239,6 +245,13 @@ class Reply:
         for usage in (*self.extra_usage, *(grounded.usages if grounded else ())):
             answer.add_usage(usage)
         answer.grounding = grounded.grounding if grounded else None
+        if self.cached is not None:
+            answer.cache_age = round(self.cached.age, 1)
+            report = self.cached.payload.grounding
+            answer.grounding = Grounding.from_json(report) if report else None
+        elif self.cache is not None and answer.documents and answer.finish_reason == "stop":
+            cache, key = self.cache
+            await cache.store(key, _cache_payload(answer))
         observe_answer(
             answer.timings,
             llm_calls=answer.llm_calls,
@@ -260,12 +273,14 @@ class _Pipeline(Generic[Q]):
         llm: ChatClient,
         embeddings: EmbeddingsClient,
         prompts: PromptLibrary,
+        answer_cache: AnswerCache | None = None,
     ) -> None:
         self.settings = settings
         self._solr = solr
         self._llm = llm
         self._embeddings = embeddings
         self._prompts = prompts
+        self._answer_cache = answer_cache
 
     @property
     def model(self) -> str:
@@ -328,6 +343,13 @@ class RagPipeline(_Pipeline[RagQuery]):
         )
         started = time.perf_counter()
         timings = Timings()
+        cache_key = None
+        if self._answer_cache is not None and not question.history:
+            with timings.stage("cache"):
+                found = await self._answer_cache.lookup(question.text, self._variant(request))
+            if found.hit is not None:
+                return _repeated(found.hit, self._llm, timings, started, request.form)
+            cache_key = found.key
         extra_usage: tuple[Usage, ...] = ()
         calls = self._llm.calls  # the request's LLM call budget: one is kept for the answer
         if settings.chat.rewriting_enabled and request.document_id is None and calls.left > 1:
@@ -380,7 +402,19 @@ class RagPipeline(_Pipeline[RagQuery]):
             extra_usage,
             request.form,
             grounding=self._grounding_policy(),
+            cache=(self._answer_cache, cache_key) if self._answer_cache and cache_key else None,
         )
+
+    def _variant(self, request: RagQuery) -> str:
+        """Everything but the question that shapes an answer, hashed: the settings in force,
+        the prompts, the model, the caller's groups, id, lang, format and the request's
+        overrides and answer form. Two requests share cached answers only when it is equal."""
+        scope = request.scope
+        if scope.groups is not None:
+            scope = replace(scope, groups=tuple(sorted(scope.groups)))
+        asked = replace(request, query="", history=(), scope=scope)
+        parts = (self.settings.version(), self._prompts.fingerprint, self.model, repr(asked))
+        return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
 
     def _grounding_policy(self) -> GroundingPolicy | None:
         """How the answer is checked against its sources, or None (grounding.enabled off)."""
@@ -567,3 +601,30 @@ def _answer(result: ChainResult, message: str, timings: Timings) -> Answer:
     answer.completion_tokens = result.usage.completion_tokens
     answer.finish_reason = result.finish_reason
     return answer
+
+
+def _cache_payload(answer: Answer) -> CachedPayload:
+    """What the answer cache keeps of an answer."""
+    return CachedPayload(
+        message=answer.message,
+        documents=[
+            CachedDocument(id=d.id, title=d.title, url=d.url, content=d.content, number=d.number)
+            for d in answer.documents
+        ],
+        grounding=answer.grounding.to_json() if answer.grounding else None,
+        finish_reason=answer.finish_reason,
+    )
+
+
+def _repeated(
+    hit: CachedAnswer, llm: ChatClient, timings: Timings, started: float, form: AnswerFormat
+) -> Reply:
+    """A Reply whose answer is a cached one: no LLM call, its text sent (or streamed) as is."""
+    sources = [
+        Source(d.number, RetrievedDocument(d.id, d.title, d.url, d.content), (d.content,))
+        for d in hit.payload.documents
+    ]
+    message = hit.payload.message
+    result = ChainResult(answer=message, sources=sources, finish_reason=hit.payload.finish_reason)
+    prepared = Prepared(result, answer=message)
+    return Reply(llm, prepared, timings, started, time.perf_counter(), form=form, cached=hit)

@@ -10,6 +10,7 @@ from typing import TypeVar
 
 import httpx
 
+from service.cache import AnswerCache
 from service.chains import PromptLibrary, PromptStore
 from service.config import ConfigStore, Settings
 from service.config.settings import key_field
@@ -72,6 +73,8 @@ SOLR_LAYOUT_KEYS = frozenset(
         "solr.url",
         "solr.collection.documents",
         "solr.collection.passages",
+        "solr.collection.cache",
+        "cache.enabled",
         "solr.vector.field",
         "ai.embeddings.endpoint",  # a model of another dimension
         "ai.embeddings.model",
@@ -111,7 +114,10 @@ class Runtime:
         if settings.solr.startup_check:
             try:
                 await verify_layout(
-                    self.solr(settings), settings.solr, embeddings=self._plain_embeddings(settings)
+                    self.solr(settings),
+                    settings.solr,
+                    embeddings=self._plain_embeddings(settings),
+                    cache=settings.cache.enabled,
                 )
             except SolrLayoutError:
                 await self.stop()
@@ -201,6 +207,7 @@ class Runtime:
                     settings.solr,
                     wait=0,
                     embeddings=self._plain_embeddings(settings),
+                    cache=settings.cache.enabled,
                 )
             except SolrLayoutError as error:
                 raise ConfigError(str(error)) from None
@@ -269,13 +276,25 @@ class Runtime:
             max_tokens=overrides.max_tokens,
             temperature=overrides.temperature,
         )
-        return self._pipeline(RagPipeline, settings, llm)
+        return self._pipeline(RagPipeline, settings, llm, self.answer_cache(settings))
+
+    def answer_cache(self, settings: Settings) -> AnswerCache | None:
+        """The semantic answer cache (cache.enabled), or None."""
+        if not settings.cache.enabled:
+            return None
+        return AnswerCache(
+            self.solr(settings), self.embeddings(settings), settings.solr, settings.cache
+        )
 
     def summarize_pipeline(self) -> SummarizePipeline:
         return self._pipeline(SummarizePipeline)
 
     def _pipeline(
-        self, kind: type[P], settings: Settings | None = None, llm: ChatClient | None = None
+        self,
+        kind: type[P],
+        settings: Settings | None = None,
+        llm: ChatClient | None = None,
+        answer_cache: AnswerCache | None = None,
     ) -> P:
         settings = settings or self.settings()
         return kind(
@@ -284,6 +303,7 @@ class Runtime:
             llm or self.llm(settings),
             self.embeddings(settings),
             self.prompt_library(settings),
+            answer_cache,
         )
 
     def _prompts_folder(self, settings: Settings) -> Path:

@@ -4,6 +4,7 @@
     PATCH /admin/config            {"key": value, ...}; `If-Match: <version>` guards against
                                    overwriting an edit made meanwhile (409); PUT is the same
     POST  /admin/test-connection   can the LLM, the embeddings API and Solr be reached?
+    DELETE /admin/cache            empties the answer cache (cache.enabled)
 
 All need `Authorization: Bearer <admin token>`.
 """
@@ -24,6 +25,7 @@ from service.errors import (
     ConfigChangedMeanwhile,
     ConfigConflict,
     ConfigError,
+    FeatureDisabled,
     InvalidConfigChange,
 )
 from service.runtime import Runtime, addresses
@@ -194,3 +196,18 @@ async def test_connection(request: Request) -> dict[str, dict[str, str]]:
             else f"{settings.llm.model} is not in the server's list ({', '.join(models[:5])})"
         )
     return report
+
+
+class CacheCleared(BaseModel):
+    status: str = "OK"
+    deleted: int = Field(description="Cached answers removed.")
+
+
+@router.delete("/admin/cache", response_model=CacheCleared, responses=documented_errors(403))
+async def clear_cache(request: Request) -> CacheCleared:
+    """Empties the answer cache: every later question is answered anew (then cached again)."""
+    runtime: Runtime = request.app.state.runtime
+    cache = runtime.answer_cache(runtime.settings())
+    if cache is None:
+        raise FeatureDisabled("the answer cache is off: cache.enabled=false in rag.properties")
+    return CacheCleared(deleted=await cache.clear())

@@ -231,8 +231,9 @@ class Rendering:
 
     def extensions(self, answer: Answer) -> dict[str, Any]:
         """The usage, the sources two ways: `sources` (ours, whole) and `citations` (their
-        URLs in citation order, the convention search-augmented APIs use), and `grounding`
-        (each sentence checked, when grounding.enabled)."""
+        URLs in citation order, the convention search-augmented APIs use), `grounding` (each
+        sentence checked, when grounding.enabled), and `cached` with `cache_age` for an answer
+        from the answer cache."""
         extensions: dict[str, Any] = {
             "usage": _usage(answer),
             "sources": _sources(answer),
@@ -240,6 +241,8 @@ class Rendering:
         }
         if answer.grounding is not None:
             extensions["grounding"] = answer.grounding.to_json()
+        if answer.cache_age is not None:
+            extensions["cached"], extensions["cache_age"] = True, answer.cache_age
         return extensions
 
     def chunk(self, choices: list[dict[str, Any]], **extra: object) -> str:

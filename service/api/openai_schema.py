@@ -133,6 +133,8 @@ class ChatCompletion(BaseModel):
     grounding: GroundingOut | None = Field(
         None, description="Each sentence checked against its sources (grounding.enabled only)."
     )
+    cached: bool | None = Field(None, description="true for an answer from the answer cache.")
+    cache_age: float | None = Field(None, description="Seconds since a cached answer was made.")
 
 
 class ChatCompletionChunk(BaseModel):

@@ -122,6 +122,12 @@ class RagResponse(BaseModel):
         None,
         description="Each sentence checked against its sources; null unless grounding.enabled.",
     )
+    cached: bool = Field(
+        False, description="Whether the answer is one given before (the answer cache)."
+    )
+    cache_age: float | None = Field(
+        None, description="Seconds since a cached answer was made; null when not cached."
+    )
 
     @classmethod
     def of(cls, answer: Answer) -> RagResponse:
@@ -140,6 +146,8 @@ class RagResponse(BaseModel):
                 completion_tokens=answer.completion_tokens,
             ),
             grounding=answer.grounding.to_json() if answer.grounding else None,
+            cached=answer.cache_age is not None,
+            cache_age=answer.cache_age,
         )
 
 
@@ -213,6 +221,8 @@ async def _events(reply: Reply, request_id: str) -> AsyncIterator[str]:
                 "message": response.content.message,
                 "timings": response.timings,
                 "usage": response.usage.model_dump(),
+                "cached": response.cached,
+                "cache_age": response.cache_age,
             },
             "done",
         )

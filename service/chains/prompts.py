@@ -4,6 +4,7 @@ that renders a request's messages and measures them against prompt.max.request.s
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 from dataclasses import dataclass
@@ -70,7 +71,12 @@ class PromptLibrary:
             lstrip_blocks=True,
             keep_trailing_newline=False,
         )
+        self._sources: dict[str, str] = {}
         self._templates = {name: self._load(name, spec) for name, spec in SPECS.items()}
+        # what the templates say, hashed: answers made with other wording are not reused
+        self.fingerprint = hashlib.sha256(
+            "\0".join(self._sources[name] for name in sorted(SPECS)).encode()
+        ).hexdigest()[:16]
 
     def render(self, name: str, **variables: object) -> str:
         return self._templates[name].render(**variables)
@@ -81,6 +87,7 @@ class PromptLibrary:
             source = path.read_text(encoding="utf-8")
         except OSError as error:
             raise PromptTemplateError(f"prompt template {path} cannot be read: {error}") from None
+        self._sources[name] = source
         try:
             used = meta.find_undeclared_variables(self._env.parse(source))
             template = self._env.from_string(source)

@@ -13,6 +13,7 @@ them), and `Settings.of(mapping)` sorts its keys into the parts. Defaults are Da
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from functools import cache
 from typing import Annotated, Any, Literal
@@ -284,7 +285,7 @@ class EmbeddingsSettings(Part):
 
 
 class SolrSettings(Part):
-    """Where Solr is, its two collections, the vector field, and how long to wait for it."""
+    """Where Solr is, its collections, the vector field, and how long to wait for it."""
 
     url: HttpUrls = _key(
         "solr.url",
@@ -307,6 +308,9 @@ class SolrSettings(Part):
     )
     passages_collection: str = _key(
         "solr.collection.passages", "VectorMain", "Collection of passages (vector search)."
+    )
+    cache_collection: str = _key(
+        "solr.collection.cache", "AnswerCache", "Collection of cached answers (cache.enabled)."
     )
     vector_field: str = _key(
         "solr.vector.field", "vector_384", "DenseVectorField of VectorMain holding the vectors."
@@ -565,6 +569,39 @@ class GroundingSettings(Part):
     )
 
 
+class CacheSettings(Part):
+    """The semantic answer cache: answers found again by the meaning of their question."""
+
+    enabled: bool = _key(
+        "cache.enabled",
+        False,
+        "Answer a question from the answer already given to one that means the same (kNN over "
+        "solr.collection.cache), with the same configuration, index state, caller's groups, "
+        "id, lang and format, and no chat history.",
+    )
+    min_similarity: float = _key(
+        "cache.min.similarity",
+        0.95,
+        "Cosine similarity of the two questions' embeddings at which a cached answer is used.",
+        ge=0.5,
+        le=1,
+    )
+    ttl: float = _key(
+        "cache.ttl",
+        86400.0,
+        "Seconds a cached answer is used.",
+        gt=0,
+        le=31_536_000,
+    )
+    max_entries: int = _key(
+        "cache.max.entries",
+        10_000,
+        "Answers kept; beyond, the oldest are removed.",
+        ge=1,
+        le=10_000_000,
+    )
+
+
 class SecuritySettings(Part):
     """Who may call, who may administer, and which documents a caller may see."""
 
@@ -642,6 +679,7 @@ class Settings(BaseModel):
     prompt: PromptSettings = PromptSettings()
     chat: ChatSettings = ChatSettings()
     grounding: GroundingSettings = GroundingSettings()
+    cache: CacheSettings = CacheSettings()
     security: SecuritySettings = SecuritySettings()
 
     @model_validator(mode="after")
@@ -681,6 +719,12 @@ class Settings(BaseModel):
     def overridden(self, changes: Mapping[str, object]) -> Settings:
         """A copy with `changes` (rag.properties keys), validated like values from the file."""
         return type(self).of({**self.values(), **changes})
+
+    def version(self) -> str:
+        """A hash of every value (a secret only as set or not): what an answer was made
+        under, so that answers made under other settings are not reused."""
+        values = sorted((key, repr(value)) for key, value in self.values().items())
+        return hashlib.sha256(repr(values).encode()).hexdigest()[:16]
 
     def token_counter(self, model: str | None = None) -> TokenCounter:
         """How llm.tokenizer counts the tokens of `model` (llm.model by default)."""

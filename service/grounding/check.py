@@ -16,6 +16,7 @@ import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from service.errors import ServiceError
 from service.grounding.claims import (
@@ -79,6 +80,23 @@ class Grounding:
             "method": self.method,
             "sentences": [sentence.to_json() for sentence in self.sentences],
         }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Grounding:
+        """The report `to_json` wrote (an answer cache entry's)."""
+        return cls(
+            tuple(
+                SentenceCheck(
+                    str(s["text"]),
+                    bool(s["supported"]),
+                    tuple(int(n) for n in s["sources"]),
+                    int(s["start"]),
+                    int(s["end"]),
+                )
+                for s in data["sentences"]
+            ),
+            str(data["method"]),
+        )
 
     def unsupported_removed(self, answer: str) -> str:
         """`answer` without its unsupported sentences (their citations too)."""

@@ -25,16 +25,21 @@ log = logging.getLogger(__name__)
 
 SHARED_FIELDS = ("id", "title", "url", "content", "language", "allowed_groups", "denied_groups")
 PASSAGE_FIELDS = ("parent_id", "chunk_index")
+CACHE_FIELDS = ("id", "question", "variant_s", "index_version_s", "created_dt", "answer_json")
 # what a passage's vector is: its field, and the model that computed it, by name
 EMBEDDING_FIELD, EMBEDDING_MODEL = "embedding_field_s", "embedding_model_s"
 RETRY_SECONDS = 1.0
 
 
-def required_fields(layout: SolrSettings) -> dict[str, tuple[str, ...]]:
-    return {
+def required_fields(layout: SolrSettings, *, cache: bool = False) -> dict[str, tuple[str, ...]]:
+    """The fields each collection must declare; the answer cache's only when it is on."""
+    fields = {
         layout.documents_collection: SHARED_FIELDS,
         layout.passages_collection: (*SHARED_FIELDS, *PASSAGE_FIELDS, layout.vector_field),
     }
+    if cache:
+        fields[layout.cache_collection] = (*CACHE_FIELDS, layout.vector_field)
+    return fields
 
 
 async def verify_layout(
@@ -43,13 +48,15 @@ async def verify_layout(
     *,
     wait: float | None = None,
     embeddings: EmbeddingsClient | None = None,
+    cache: bool = False,
 ) -> None:
     """Returns when every collection and field is there, and the vector field is a
     DenseVectorField whose dimension is the embeddings model's (asked of `embeddings`, when
     it answers); waits up to `wait` seconds (solr.startup.wait) for Solr to answer at all,
     then raises SolrLayoutError."""
     wait = layout.startup_wait if wait is None else wait
-    for collection, fields in required_fields(layout).items():
+    required = required_fields(layout, cache=cache)
+    for collection, fields in required.items():
         present = await _fields_when_reachable(solr, collection, wait)
         missing = [name for name in fields if name not in present]
         if missing:
@@ -62,7 +69,7 @@ async def verify_layout(
     if embeddings is not None:
         await _same_model(solr, layout, embeddings.options.model)
         await _same_dimension(embeddings, layout, dimension)
-    log.info("Solr layout checked: %s", ", ".join(required_fields(layout)))
+    log.info("Solr layout checked: %s", ", ".join(required))
 
 
 async def _vector_dimension(solr: SolrClient, layout: SolrSettings) -> int:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One-shot init for docker-compose: uploads our configsets to the SolrCloud node's embedded
-# ZooKeeper and creates FileShare and VectorMain (the same configsets the local launcher uses).
+# ZooKeeper and creates a collection per configset: FileShare, VectorMain, AnswerCache (the same
+# configsets the local launcher uses).
 # Idempotent: a collection that exists is reloaded with the uploaded configset.
 # SOLR_SHARDS and SOLR_REPLICAS give a new collection its shape (default 1 x 1), as the local
 # launcher's --shards/--replicas do; a configset's collection.properties adds its own CREATE

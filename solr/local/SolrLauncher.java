@@ -1,8 +1,9 @@
 /*
  * Starts a real Solr 9.8 (SolrCloud, embedded ZooKeeper) on 127.0.0.1 from the jars that
- * solr/local/pom.xml fetches, and creates FileShare and VectorMain from solr/configsets, the
- * same configsets docker-compose.yml uploads to the official solr:9.8 image. Several nodes are
- * several processes (solr.sh starts them), so that one can fail alone.
+ * solr/local/pom.xml fetches, and creates a collection per configset of solr/configsets
+ * (FileShare, VectorMain, AnswerCache), the same configsets docker-compose.yml uploads to the
+ * official solr:9.8 image. Several nodes are several processes (solr.sh starts them), so that
+ * one can fail alone.
  *
  * Run as a single-file source program (no build step):
  *   java -cp 'solr/local/lib/*' solr/local/SolrLauncher.java --port 8983 --dir .solr-data \
