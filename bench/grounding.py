@@ -128,10 +128,12 @@ async def evaluate(
     items: list[Item], check: GroundingCheck | LlmGroundingCheck, calls: list[int]
 ) -> dict[str, object]:
     flagged: list[bool] = []  # "unsupported", as the check decides
+    methods: list[str] = []
     started = time.perf_counter()
     for item in items:
         grounding = await check.run(item.sentence, [(1, item.source)])
         flagged.append(grounding.supported < grounding.total)
+        methods.append(grounding.method)
     seconds = time.perf_counter() - started
     truth = [not item.supported for item in items]
     hits = sum(1 for f, t in zip(flagged, truth, strict=True) if f and t)
@@ -147,6 +149,8 @@ async def evaluate(
         "ms_per_answer": seconds * 1000 / len(items),
         "embedding_calls_per_answer": sum(calls) / len(items),
         "llm_calls_per_answer": len(check.usages) / len(items),
+        # method llm: the answers its verdicts decided (the others fell to the default check)
+        "judged_by_llm": methods.count("llm") / len(items),
         "right_by_rule": {rule: f"{right}/{total}" for rule, (right, total) in by_rule.items()},
     }
 
@@ -208,6 +212,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{row['ms_per_answer']:>9.1f} {row['embedding_calls_per_answer']:>16.2f} "
             f"{row['llm_calls_per_answer']:>9.2f}"
         )
+        if "llm" in method:
+            print(f"{'':<20} verdicts the LLM gave (not its fallback): {row['judged_by_llm']:.0%}")
         print(f"{'':<20} right by rule: {row['right_by_rule']}")
     save_results("grounding", results)
     return 0

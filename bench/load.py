@@ -177,11 +177,14 @@ async def one_attack(http: httpx.AsyncClient, base: str, n: int) -> Outcome:
     return Outcome(response.status_code, time.perf_counter() - started, hostile=True)
 
 
+_NEW_QUESTIONS = itertools.count(1)
+
+
 def question(n: int, mode: str) -> str:
-    """The n-th question: one of QUERIES, or (mode "miss") one never asked before, which its
-    number keeps from matching any other in the answer cache."""
+    """The n-th question: one of QUERIES, or (mode "miss") one never asked before in this run,
+    which its number keeps from matching any other in the answer cache."""
     asked = QUERIES[n % len(QUERIES)]
-    return f"{asked[:-1]}, case {n}?" if mode == "miss" else asked
+    return f"{asked[:-1]}, case {next(_NEW_QUESTIONS)}?" if mode == "miss" else asked
 
 
 async def run_level(

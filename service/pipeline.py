@@ -1,10 +1,12 @@
 """One request, start to end: the stages in order, each timed.
 
-    /ai/rag:       validate -> [trim history] -> [rewrite the search query]
+    /ai/rag:       validate -> [trim history] -> [answer cache: a hit is the answer]
+                   -> [rewrite the search query]
                    -> [expand into several queries] -> retrieve (BM25 | kNN | hybrid, each
                    query at once, fused | one document by id) -> chunk -> [grade the chunks]
                    -> chain (stuff | map-reduce | refine) -> [check each sentence against its
                    sources: flag | drop | refuse] -> answer + the documents it was given
+                   -> [kept in the answer cache]
     /ai/summarize: document (by id, or posted text) -> chunk -> summarize (stuff | map-reduce)
 
 A router builds the query object and asks the runtime for a pipeline (the settings in force,
@@ -245,13 +247,7 @@ class Reply:
         for usage in (*self.extra_usage, *(grounded.usages if grounded else ())):
             answer.add_usage(usage)
         answer.grounding = grounded.grounding if grounded else None
-        if self.cached is not None:
-            answer.cache_age = round(self.cached.age, 1)
-            report = self.cached.payload.grounding
-            answer.grounding = Grounding.from_json(report) if report else None
-        elif self.cache is not None and answer.documents and answer.finish_reason == "stop":
-            cache, key = self.cache
-            await cache.store(key, _cache_payload(answer))
+        await self._cached_or_kept(answer)
         observe_answer(
             answer.timings,
             llm_calls=answer.llm_calls,
@@ -260,6 +256,17 @@ class Reply:
             documents=len(answer.documents),
         )
         return answer
+
+    async def _cached_or_kept(self, answer: Answer) -> None:
+        """A repeated answer says so (with its grounding report as made); a new one that
+        answers (sources, not cut short) is kept in the answer cache."""
+        if self.cached is not None:
+            answer.cache_age = round(self.cached.age, 1)
+            report = self.cached.payload.grounding
+            answer.grounding = Grounding.from_json(report) if report else None
+        elif self.cache is not None and answer.documents and answer.finish_reason == "stop":
+            cache, key = self.cache
+            await cache.store(key, _cache_payload(answer))
 
 
 Q = TypeVar("Q", RagQuery, SummarizeQuery)

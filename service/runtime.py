@@ -43,12 +43,15 @@ class Probe:
 
 def addresses(settings: Settings) -> dict[str, str]:
     """Where each upstream a probe names is: told to the admin only."""
-    return {
+    found = {
         "llm": settings.llm.endpoint,
         "embeddings": settings.embeddings.endpoint,
         f"solr:{settings.solr.documents_collection}": settings.solr.url,
         f"solr:{settings.solr.passages_collection}": settings.solr.url,
     }
+    if settings.cache.enabled:
+        found[f"solr:{settings.solr.cache_collection}"] = settings.solr.url
+    return found
 
 
 async def _probed(call: Awaitable[object]) -> dict[str, str]:
@@ -229,6 +232,8 @@ class Runtime:
             f"solr:{layout.documents_collection}": solr.ping(layout.documents_collection),
             f"solr:{layout.passages_collection}": solr.ping(layout.passages_collection),
         }
+        if settings.cache.enabled:
+            checks[f"solr:{layout.cache_collection}"] = solr.ping(layout.cache_collection)
         if embeddings:
             checks["embeddings"] = self.embeddings(settings).list_models()
         results = await asyncio.gather(*(_probed(check) for check in checks.values()))

@@ -153,7 +153,7 @@ class AnswerCache:
             "fq": [
                 "{!term f=variant_s v=$cache.variant}",
                 "{!term f=index_version_s v=$cache.index}",
-                f"created_dt:[NOW-{int(self._settings.ttl)}SECONDS TO *]",
+                f"created_dt:[NOW-{self._settings.ttl}SECONDS TO *]",
             ],
             "cache.variant": key.variant,
             "cache.index": key.index_version,
@@ -203,7 +203,7 @@ class AnswerCache:
         """Removes the entries made on another index state (they can never match again),
         those older than cache.ttl, and the oldest beyond cache.max.entries; returns how many
         went (counted as evictions)."""
-        ttl, limit = int(self._settings.ttl), self._settings.max_entries
+        ttl, limit = self._settings.ttl, self._settings.max_entries
         # the index version is our own hex digest: safe inside a query
         live = f"index_version_s:{index_version} AND created_dt:[NOW-{ttl}SECONDS TO *]"
         stale = f"*:* -({live})"

@@ -586,11 +586,11 @@ class CacheSettings(Part):
         ge=0.5,
         le=1,
     )
-    ttl: float = _key(
+    ttl: int = _key(
         "cache.ttl",
-        86400.0,
-        "Seconds a cached answer is used.",
-        gt=0,
+        86400,
+        "Seconds a cached answer is used (its question is kept in Solr as long).",
+        ge=1,
         le=31_536_000,
     )
     max_entries: int = _key(

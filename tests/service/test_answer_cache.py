@@ -4,6 +4,7 @@ answer given before, only within the same groups, configuration and index state.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Iterator
 
@@ -181,6 +182,16 @@ def test_admins_empty_the_cache(make_client: ClientFactory, llm: LLMScript, solr
     assert client.post("/ai/rag", json={"query": ASKED}).json()["cached"] is False
     off = make_client().delete("/admin/cache", headers=AUTH)
     assert off.status_code == 403 and "cache.enabled=false" in off.json()["content"]["reason"]
+
+
+def test_health_and_the_connection_test_include_the_cache_collection(
+    make_client: ClientFactory,
+) -> None:
+    client = make_client(CACHED)
+    report = client.post("/admin/test-connection", headers=AUTH).json()
+    assert report["solr:AnswerCache"]["status"] == "up"
+    health = client.get("/health").json()
+    assert "solr:AnswerCache" in json.dumps(health)
 
 
 def test_a_cache_that_fails_is_a_miss_and_the_answer_is_made(
