@@ -22,8 +22,12 @@ def configsets() -> set[str]:
 
 
 def test_configsets_are_named_like_the_collections_the_service_uses() -> None:
-    defaults = Settings()
-    assert configsets() == {defaults.solr.documents_collection, defaults.solr.passages_collection}
+    layout = Settings().solr
+    assert configsets() == {
+        layout.documents_collection,
+        layout.passages_collection,
+        layout.cache_collection,
+    }
 
 
 def test_solr_is_the_official_98_image_in_cloud_mode_with_text_to_vector() -> None:
