@@ -1,0 +1,180 @@
+package org.solrrag.vectors;
+
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.List;
+import org.apache.solr.common.SolrException;
+import org.apache.solr.common.SolrInputDocument;
+import org.apache.solr.common.util.NamedList;
+import org.apache.solr.request.SolrQueryRequest;
+import org.apache.solr.response.SolrQueryResponse;
+import org.apache.solr.update.AddUpdateCommand;
+import org.apache.solr.update.CommitUpdateCommand;
+import org.apache.solr.update.DeleteUpdateCommand;
+import org.apache.solr.update.MergeIndexesCommand;
+import org.apache.solr.update.RollbackUpdateCommand;
+import org.apache.solr.update.processor.UpdateRequestProcessor;
+import org.apache.solr.update.processor.UpdateRequestProcessorFactory;
+
+/**
+ * Embeds each document's {@code inputField} into its {@code outputField} (a DenseVectorField),
+ * child documents (passages) included, through an OpenAI-compatible embeddings endpoint
+ * ({@link EmbeddingsEndpoint}'s arguments).
+ *
+ * <p>The documents of one update request are held until the request ends (or another command,
+ * a delete or a commit, comes: the order of commands is kept, or up to {@code maxPending}
+ * documents), then embedded in as few calls as {@code batchSize} allows and passed on. A
+ * document that already has a vector keeps it; one without the text field gets none. If the
+ * endpoint fails, the whole update fails with its reason and none of the held documents is
+ * indexed: no document is ever indexed without its vector.
+ *
+ * <p>Place it before DistributedUpdateProcessorFactory, so that in SolrCloud the node receiving
+ * the update embeds once, not every replica.
+ */
+public class TextToVectorUpdateProcessorFactory extends UpdateRequestProcessorFactory {
+  static final int DEFAULT_MAX_PENDING = 1000;
+
+  private String inputField;
+  private String outputField;
+  private int maxPending = DEFAULT_MAX_PENDING;
+  private EmbeddingsEndpoint endpoint;
+
+  @Override
+  public void init(NamedList<?> args) {
+    inputField = required(args, "inputField");
+    outputField = required(args, "outputField");
+    Object pending = args.get("maxPending");
+    if (pending != null) {
+      maxPending = Integer.parseInt(pending.toString().trim());
+    }
+    try {
+      endpoint = EmbeddingsEndpoint.fromArgs(args);
+    } catch (IllegalArgumentException e) {
+      throw new SolrException(
+          SolrException.ErrorCode.SERVER_ERROR, "TextToVectorUpdateProcessorFactory: " + e.getMessage());
+    }
+  }
+
+  @Override
+  public UpdateRequestProcessor getInstance(
+      SolrQueryRequest req, SolrQueryResponse rsp, UpdateRequestProcessor next) {
+    return new Processor(next);
+  }
+
+  private static String required(NamedList<?> args, String name) {
+    Object value = args.get(name);
+    if (value == null || value.toString().isBlank()) {
+      throw new SolrException(
+          SolrException.ErrorCode.SERVER_ERROR,
+          "TextToVectorUpdateProcessorFactory needs <str name=\"" + name + "\">");
+    }
+    return value.toString().trim();
+  }
+
+  private final class Processor extends UpdateRequestProcessor {
+    private final List<AddUpdateCommand> pending = new ArrayList<>();
+
+    Processor(UpdateRequestProcessor next) {
+      super(next);
+    }
+
+    @Override
+    public void processAdd(AddUpdateCommand cmd) throws IOException {
+      // loaders may reuse their command for the next document: hold a copy
+      pending.add((AddUpdateCommand) cmd.clone());
+      if (pending.size() >= maxPending) {
+        flush();
+      }
+    }
+
+    @Override
+    public void processDelete(DeleteUpdateCommand cmd) throws IOException {
+      flush();
+      super.processDelete(cmd);
+    }
+
+    @Override
+    public void processCommit(CommitUpdateCommand cmd) throws IOException {
+      flush();
+      super.processCommit(cmd);
+    }
+
+    @Override
+    public void processMergeIndexes(MergeIndexesCommand cmd) throws IOException {
+      flush();
+      super.processMergeIndexes(cmd);
+    }
+
+    @Override
+    public void processRollback(RollbackUpdateCommand cmd) throws IOException {
+      pending.clear();
+      super.processRollback(cmd);
+    }
+
+    @Override
+    public void finish() throws IOException {
+      flush();
+      super.finish();
+    }
+
+    /** Embeds the held documents, then passes them on in their order. */
+    private void flush() throws IOException {
+      if (pending.isEmpty()) {
+        return;
+      }
+      List<SolrInputDocument> documents = new ArrayList<>();
+      List<String> texts = new ArrayList<>();
+      for (AddUpdateCommand cmd : pending) {
+        collect(cmd.getSolrInputDocument(), documents, texts);
+      }
+      List<AddUpdateCommand> held = new ArrayList<>(pending);
+      pending.clear();
+      if (!texts.isEmpty()) {
+        List<float[]> vectors;
+        try {
+          vectors = endpoint.embed(texts);
+        } catch (EmbeddingsException e) {
+          throw new SolrException(
+              SolrException.ErrorCode.SERVICE_UNAVAILABLE,
+              "text-to-vector: " + held.size() + " document(s) not indexed: " + e.getMessage());
+        }
+        for (int i = 0; i < documents.size(); i++) {
+          documents.get(i).setField(outputField, asList(vectors.get(i)));
+        }
+      }
+      for (AddUpdateCommand cmd : held) {
+        super.processAdd(cmd);
+      }
+    }
+
+    /** The document and its children (passages) that have text to embed and no vector yet. */
+    private void collect(
+        SolrInputDocument document, List<SolrInputDocument> documents, List<String> texts) {
+      Object text = document.getFieldValue(inputField);
+      if (text != null && !text.toString().isBlank() && document.getFieldValue(outputField) == null) {
+        documents.add(document);
+        texts.add(text.toString());
+      }
+      if (document.hasChildDocuments()) {
+        for (SolrInputDocument child : document.getChildDocuments()) {
+          collect(child, documents, texts);
+        }
+      }
+      for (String name : document.getFieldNames()) {
+        for (Object value : document.getFieldValues(name)) {
+          if (value instanceof SolrInputDocument nested) {
+            collect(nested, documents, texts);
+          }
+        }
+      }
+    }
+  }
+
+  static List<Float> asList(float[] vector) {
+    List<Float> values = new ArrayList<>(vector.length);
+    for (float value : vector) {
+      values.add(value);
+    }
+    return values;
+  }
+}
