@@ -43,7 +43,9 @@ done
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 
-fetch() {
+fetch() { fetch_jars; build_plugins; }
+
+fetch_jars() {
   # The jars are fetched once per pom.xml: the stamp holds the pom's checksum.
   local stamp="$lib/.pom.sha256" want
   want=$(sha256sum "$here/pom.xml" | cut -d' ' -f1)
@@ -52,6 +54,20 @@ fetch() {
   echo "Fetching the Solr 9.8 jars from Maven Central into solr/local/lib ..." >&2
   rm -rf "$lib"
   (cd "$here" && mvn -q -B dependency:copy-dependencies)
+  echo "$want" > "$stamp"
+}
+
+# Our Solr plugins (solr/plugins/*), built into lib/ beside Solr's jars, so every node can load
+# them; rebuilt when a plugin's pom or sources change.
+build_plugins() {
+  local plugins="$root/solr/plugins" stamp="$lib/.plugins.sha256" want
+  want=$(cd "$plugins" && find . -name pom.xml -o -path '*/src/main/*' -type f | sort | xargs sha256sum | sha256sum | cut -d' ' -f1)
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then return 0; fi
+  echo "Building our Solr plugins (solr/plugins) ..." >&2
+  for pom in "$plugins"/*/pom.xml; do
+    (cd "$(dirname "$pom")" && mvn -q -B package -DskipTests)
+    cp "$(dirname "$pom")"/target/solr-rag-*.jar "$lib/"
+  done
   echo "$want" > "$stamp"
 }
 

@@ -57,7 +57,12 @@ public final class EmbeddingsEndpoint {
     this.token = token == null ? "" : token;
     this.timeout = Duration.ofSeconds(timeoutSeconds);
     this.batchSize = batchSize;
-    this.http = HttpClient.newBuilder().connectTimeout(this.timeout).build();
+    // HTTP/1.1: an http:// endpoint would otherwise be asked to upgrade to h2c on every call
+    this.http =
+        HttpClient.newBuilder()
+            .version(HttpClient.Version.HTTP_1_1)
+            .connectTimeout(this.timeout)
+            .build();
   }
 
   /** The endpoint a plugin's arguments describe; IllegalArgumentException names what is wrong. */

@@ -3,19 +3,21 @@ package org.solrrag.vectors;
 import java.util.List;
 import org.apache.lucene.search.Query;
 import org.apache.solr.common.SolrException;
+import org.apache.solr.common.params.ModifiableSolrParams;
 import org.apache.solr.common.params.SolrParams;
 import org.apache.solr.common.util.NamedList;
 import org.apache.solr.request.SolrQueryRequest;
 import org.apache.solr.search.QParser;
 import org.apache.solr.search.QParserPlugin;
+import org.apache.solr.search.QueryParsing;
 import org.apache.solr.search.SyntaxError;
 import org.apache.solr.search.neural.KnnQParser;
 
 /**
  * {@code {!text_to_vector_knn f=vector_384 topK=10}free text}: the text embedded by the
  * configured endpoint ({@link EmbeddingsEndpoint}'s arguments), then Solr's own kNN on that
- * vector, with its local parameters and its pre-filtering (the request's {@code fq}s), in
- * {@code q} or in an {@code fq}.
+ * vector with its local parameters: in {@code q}, pre-filtered by the request's {@code fq}s; as
+ * an {@code fq}, the topK nearest of all.
  */
 public class TextToVectorKnnQParserPlugin extends QParserPlugin {
   private EmbeddingsEndpoint endpoint;
@@ -46,7 +48,15 @@ public class TextToVectorKnnQParserPlugin extends QParserPlugin {
         } catch (EmbeddingsException e) {
           throw new SolrException(SolrException.ErrorCode.SERVICE_UNAVAILABLE, e.getMessage());
         }
-        return new KnnQParser(vectorText(vector), localParams, params, req).parse();
+        // Solr's kNN reads its vector from the local parameter `v` (the text, here)
+        ModifiableSolrParams knn = new ModifiableSolrParams(localParams);
+        String vectorText = vectorText(vector);
+        knn.set(QueryParsing.V, vectorText);
+        KnnQParser parser = new KnnQParser(vectorText, knn, params, req);
+        // as an fq, Solr's kNN must know it is one: otherwise it pre-filters with every fq,
+        // itself included, and parses itself again without end
+        parser.setIsFilter(isFilter());
+        return parser.parse();
       }
     };
   }

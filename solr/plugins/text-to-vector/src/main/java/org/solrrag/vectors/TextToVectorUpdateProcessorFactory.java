@@ -22,8 +22,8 @@ import org.apache.solr.update.processor.UpdateRequestProcessorFactory;
  * ({@link EmbeddingsEndpoint}'s arguments).
  *
  * <p>The documents of one update request are held until the request ends (or another command,
- * a delete or a commit, comes: the order of commands is kept, or up to {@code maxPending}
- * documents), then embedded in as few calls as {@code batchSize} allows and passed on. A
+ * a delete or a commit, comes: the order of commands is kept; or {@code maxPending} documents,
+ * 1000, are held: memory stays bounded), then embedded in as few calls as {@code batchSize} allows and passed on. A
  * document that already has a vector keeps it; one without the text field gets none. If the
  * endpoint fails, the whole update fails with its reason and none of the held documents is
  * indexed: no document is ever indexed without its vector.
@@ -43,13 +43,16 @@ public class TextToVectorUpdateProcessorFactory extends UpdateRequestProcessorFa
   public void init(NamedList<?> args) {
     inputField = required(args, "inputField");
     outputField = required(args, "outputField");
-    Object pending = args.get("maxPending");
-    if (pending != null) {
-      maxPending = Integer.parseInt(pending.toString().trim());
-    }
     try {
+      Object pending = args.get("maxPending");
+      if (pending != null) {
+        maxPending = Integer.parseInt(pending.toString().trim());
+        if (maxPending < 1) {
+          throw new IllegalArgumentException("maxPending must be at least 1, not " + maxPending);
+        }
+      }
       endpoint = EmbeddingsEndpoint.fromArgs(args);
-    } catch (IllegalArgumentException e) {
+    } catch (IllegalArgumentException e) { // NumberFormatException included
       throw new SolrException(
           SolrException.ErrorCode.SERVER_ERROR, "TextToVectorUpdateProcessorFactory: " + e.getMessage());
     }
