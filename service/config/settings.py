@@ -68,6 +68,8 @@ def _http_urls(value: str) -> str:
 
 
 HttpUrls = Annotated[str, AfterValidator(_http_urls)]
+# Solr's rule for collection names: letters, digits, . _ - (not first); they go in URL paths
+COLLECTION_NAME = r"^[A-Za-z0-9._][A-Za-z0-9._-]{0,99}$"
 
 
 class Part(BaseModel):
@@ -304,13 +306,22 @@ class SolrSettings(Part):
         "then only solr.url's nodes are used.",
     )
     documents_collection: str = _key(
-        "solr.collection.documents", "FileShare", "Collection of whole documents."
+        "solr.collection.documents",
+        "FileShare",
+        "Collection of whole documents.",
+        pattern=COLLECTION_NAME,
     )
     passages_collection: str = _key(
-        "solr.collection.passages", "VectorMain", "Collection of passages (vector search)."
+        "solr.collection.passages",
+        "VectorMain",
+        "Collection of passages (vector search).",
+        pattern=COLLECTION_NAME,
     )
     cache_collection: str = _key(
-        "solr.collection.cache", "AnswerCache", "Collection of cached answers (cache.enabled)."
+        "solr.collection.cache",
+        "AnswerCache",
+        "Collection of cached answers (cache.enabled).",
+        pattern=COLLECTION_NAME,
     )
     vector_field: str = _key(
         "solr.vector.field", "vector_384", "DenseVectorField of VectorMain holding the vectors."

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from collections.abc import Iterator
 
@@ -241,3 +242,22 @@ def test_eviction_keeps_the_newest_entries_of_the_current_index(
             return evicted, sorted(d["question"] for d in kept["response"]["docs"])
 
     assert asyncio.run(scenario()) == (2, ["question 1", "question 2"])
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("cache.min.similarity", "0.2"),  # would answer unrelated questions
+        ("cache.min.similarity", "1.5"),
+        ("cache.ttl", "0"),
+        ("cache.ttl", "1e12"),
+        ("cache.max.entries", "0"),
+        ("cache.max.entries", "-5"),
+        ("solr.collection.cache", ""),
+        ("solr.collection.cache", "../admin"),
+        ("solr.collection.documents", "File Share"),
+    ],
+)
+def test_absurd_cache_settings_are_refused(key: str, value: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(key)):
+        Settings.of({key: value})
