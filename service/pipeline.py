@@ -262,8 +262,7 @@ class Reply:
         answers (sources, not cut short) is kept in the answer cache."""
         if self.cached is not None:
             answer.cache_age = round(self.cached.age, 1)
-            report = self.cached.payload.grounding
-            answer.grounding = Grounding.from_json(report) if report else None
+            answer.grounding = self.cached.grounding
         elif self.cache is not None and answer.documents and answer.finish_reason == "stop":
             cache, key = self.cache
             await cache.store(key, _cache_payload(answer))

@@ -76,6 +76,7 @@ class CachedAnswer:
     payload: CachedPayload
     created: datetime
     similarity: float
+    grounding: Grounding | None = None  # the payload's report, read once
 
     @property
     def age(self) -> float:
@@ -169,13 +170,13 @@ class AnswerCache:
                 continue
             try:
                 payload = CachedPayload.model_validate_json(doc["answer_json"])
-                if payload.grounding is not None:
-                    Grounding.from_json(payload.grounding)  # readable, or the entry is skipped
+                report = payload.grounding
+                grounding = Grounding.from_json(report) if report is not None else None
                 created = datetime.fromisoformat(str(doc["created_dt"]).replace("Z", "+00:00"))
             except (KeyError, ValueError, TypeError) as error:
                 log.warning("answer cache entry %s unreadable (%s): skipped", doc.get("id"), error)
                 continue
-            return CachedAnswer(payload, created, round(similarity, 4))
+            return CachedAnswer(payload, created, round(similarity, 4), grounding)
         return None
 
     async def store(self, key: CacheKey, payload: CachedPayload) -> None:

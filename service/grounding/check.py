@@ -135,11 +135,13 @@ class GroundingCheck:
 
     async def run(self, answer: str, sources: Sequence[tuple[int, str]]) -> Grounding:
         """`sources`: (citation number, text sent to the LLM), one or more per source."""
-        claims = [claim for claim in claims_of(answer) if claim.checkable]
+        return await self.check(checkable_claims(answer), evidence_of(sources))
+
+    async def check(self, claims: Sequence[Claim], evidence: list[Evidence]) -> Grounding:
+        """`run` on an answer already cut into claims, its sources into evidence."""
         clauses = [
             (index, clause) for index, claim in enumerate(claims) for clause in claim.clauses
         ]
-        evidence = evidence_of(sources)
         verdicts: dict[int, tuple[int, ...]] = {}  # clause -> the sources that support it
         doubtful: list[tuple[int, Claim, list[Evidence]]] = []
         hopeless: set[int] = set()  # claims with a clause nothing may support
@@ -160,9 +162,12 @@ class GroundingCheck:
         except ServiceError as error:  # the check may narrow what is reported, never fail it
             log.warning("grounding by meaning failed, words alone decide: %s", error)
             method = "words"
+        found_by_claim: dict[int, list[tuple[int, ...] | None]] = {}
+        for position, (index, _) in enumerate(clauses):
+            found_by_claim.setdefault(index, []).append(verdicts.get(position))
         checks = []
         for index, claim in enumerate(claims):
-            found = [verdicts.get(p) for p, (i, _) in enumerate(clauses) if i == index]
+            found = found_by_claim[index]
             supported = all(found)
             numbers_ = tuple(sorted({n for f in found for n in f or ()})) if supported else ()
             checks.append(SentenceCheck(claim.text, supported, numbers_, claim.start, claim.end))
@@ -186,6 +191,11 @@ class GroundingCheck:
             if near:
                 verdicts[index] = _numbers_of(near)
         return verdicts
+
+
+def checkable_claims(answer: str) -> list[Claim]:
+    """The answer's sentences a source could support (the others are not counted)."""
+    return [claim for claim in claims_of(answer) if claim.checkable]
 
 
 def evidence_of(sources: Sequence[tuple[int, str]]) -> list[Evidence]:

@@ -24,10 +24,11 @@ from service.grounding.check import (
     Grounding,
     GroundingCheck,
     SentenceCheck,
+    checkable_claims,
     closest,
     evidence_of,
 )
-from service.grounding.claims import Claim, claims_of
+from service.grounding.claims import Claim
 from service.llm.client import ChatClient
 from service.llm.size import RequestSize
 from service.llm.types import ChatMessage, Usage
@@ -94,7 +95,7 @@ class LlmGroundingCheck:
         self.usages: list[Usage] = []
 
     async def run(self, answer: str, sources: Sequence[tuple[int, str]]) -> Grounding:
-        claims = [claim for claim in claims_of(answer) if claim.checkable]
+        claims = checkable_claims(answer)
         evidence = evidence_of(sources)
         statements = [
             _Statement(index, claim, tuple(closest(claim, evidence)))
@@ -108,7 +109,9 @@ class LlmGroundingCheck:
             if not statement.excerpts:
                 verdicts[statement.index] = False
         left = [index for index in range(len(claims)) if index not in verdicts]
-        fallback = await self._fallback.run(answer, sources) if left else None
+        # only the claims the LLM left are checked the default way, on the same evidence
+        fallback = await self._fallback.check([claims[i] for i in left], evidence) if left else None
+        fallen = dict(zip(left, fallback.sentences, strict=True)) if fallback else {}
         checks = []
         for statement in statements:
             if statement.index in verdicts:
@@ -119,8 +122,7 @@ class LlmGroundingCheck:
                     SentenceCheck(claim.text, supported, tuple(numbers), claim.start, claim.end)
                 )
             else:
-                assert fallback is not None
-                checks.append(fallback.sentences[statement.index])
+                checks.append(fallen[statement.index])
         method = "llm" if fallback is None else f"llm+{fallback.method}"
         return Grounding(tuple(checks), method)
 
