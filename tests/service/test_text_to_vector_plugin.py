@@ -39,7 +39,7 @@ def test_the_plugins_java_tests_pass_against_the_local_model_server(
         "org.solrrag.vectors.EmbeddingsEndpointTest",
         "org.solrrag.vectors.TextToVectorUpdateProcessorFactoryTest",
     }
-    assert sum(int(suite.get("tests", 0)) for suite in suites) == 8
+    assert sum(int(suite.get("tests", 0)) for suite in suites) == 9
     assert all(suite.get("failures") == "0" and suite.get("errors") == "0" for suite in suites)
     assert all(suite.get("skipped") == "0" for suite in suites)
 
@@ -137,6 +137,12 @@ def test_a_document_posted_straight_to_solr_is_found_by_meaning(
         ).json()  # fmt: skip
         found_after_filters = [doc["id"] for doc in prefiltered["response"]["docs"]]
         assert len(found_after_filters) == 1 and found_after_filters != ["keeper"]
+        # no text to embed: Solr's 400, not a call
+        empty = httpx.get(
+            f"{url}/select", params={"q": "{!text_to_vector_knn f=vector_384 topK=1}"}
+        )
+        assert empty.status_code == 400
+        assert "needs text" in empty.json()["error"]["msg"]
 
 
 def test_solr_and_the_service_compute_the_same_vectors(

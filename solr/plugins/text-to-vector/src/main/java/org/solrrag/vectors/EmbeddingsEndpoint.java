@@ -167,7 +167,8 @@ public final class EmbeddingsEndpoint {
     return value == null ? fallback : value.toString().trim();
   }
 
-  private static int number(NamedList<?> args, String name, int fallback) {
+  /** A whole-number argument, or `fallback`; IllegalArgumentException names it. */
+  static int number(NamedList<?> args, String name, int fallback) {
     Object value = args.get(name);
     if (value == null) {
       return fallback;

@@ -36,7 +36,7 @@ public class TextToVectorUpdateProcessorFactory extends UpdateRequestProcessorFa
 
   private String inputField;
   private String outputField;
-  private int maxPending = DEFAULT_MAX_PENDING;
+  private int maxPending;
   private EmbeddingsEndpoint endpoint;
 
   @Override
@@ -44,15 +44,12 @@ public class TextToVectorUpdateProcessorFactory extends UpdateRequestProcessorFa
     inputField = required(args, "inputField");
     outputField = required(args, "outputField");
     try {
-      Object pending = args.get("maxPending");
-      if (pending != null) {
-        maxPending = Integer.parseInt(pending.toString().trim());
-        if (maxPending < 1) {
-          throw new IllegalArgumentException("maxPending must be at least 1, not " + maxPending);
-        }
+      maxPending = EmbeddingsEndpoint.number(args, "maxPending", DEFAULT_MAX_PENDING);
+      if (maxPending < 1) {
+        throw new IllegalArgumentException("maxPending must be at least 1, not " + maxPending);
       }
       endpoint = EmbeddingsEndpoint.fromArgs(args);
-    } catch (IllegalArgumentException e) { // NumberFormatException included
+    } catch (IllegalArgumentException e) {
       throw new SolrException(
           SolrException.ErrorCode.SERVER_ERROR, "TextToVectorUpdateProcessorFactory: " + e.getMessage());
     }

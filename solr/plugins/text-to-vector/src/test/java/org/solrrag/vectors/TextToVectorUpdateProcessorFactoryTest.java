@@ -116,4 +116,20 @@ class TextToVectorUpdateProcessorFactoryTest {
     assertTrue(error.getMessage().contains("2 document(s) not indexed"), error.getMessage());
     assertTrue(next.added.isEmpty());
   }
+
+  @Test
+  void anAbsurdMaxPendingIsRefusedWithItsName() {
+    for (String bad : new String[] {"0", "-3", "many"}) {
+      TextToVectorUpdateProcessorFactory factory = new TextToVectorUpdateProcessorFactory();
+      SolrException error =
+          assertThrows(
+              SolrException.class,
+              () ->
+                  factory.init(
+                      EmbeddingsEndpointTest.args(
+                          "inputField", "content", "outputField", "vector_384",
+                          "endpoint", "http://127.0.0.1:1/v1/", "model", "m", "maxPending", bad)));
+      assertTrue(error.getMessage().contains("maxPending"), error.getMessage());
+    }
+  }
 }
