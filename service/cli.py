@@ -112,6 +112,12 @@ def _parser() -> argparse.ArgumentParser:
     solr.add_argument("--dir", type=Path, default=REPO_ROOT / ".solr-data")
     for shape in ("nodes", "shards", "replicas"):  # solr.sh's defaults: 1, or $SOLR_NODES...
         solr.add_argument(f"--{shape}", type=int, help=f"SolrCloud {shape} (start only)")
+    solr.add_argument(
+        "--text-to-vector",
+        metavar="URL",
+        help="VectorMain embeds passages and queries itself, through the OpenAI-compatible "
+        "embeddings API at URL (start only; solr.embeddings.mode)",
+    )
     solr.set_defaults(run=_solr)
     return parser
 
@@ -202,6 +208,7 @@ def _port_overrides(args: argparse.Namespace) -> dict[str, str]:
 async def _verify_solr(settings: Settings) -> None:
     from service.llm.embeddings import embeddings_client
     from service.retrieval import SolrClient
+    from service.retrieval.embedding_mode import EmbeddingMode
 
     async with httpx.AsyncClient() as http:
         solr = SolrClient(http, settings.solr.url)
@@ -209,6 +216,7 @@ async def _verify_solr(settings: Settings) -> None:
         await verify_layout(
             solr, settings.solr, embeddings=embeddings, cache=settings.cache.enabled
         )
+        await EmbeddingMode(settings.solr, settings.embeddings.model).verify(solr)
 
 
 def _start_model_server(port: int) -> subprocess.Popen[bytes]:
@@ -270,6 +278,7 @@ async def _ingest_into_solr(
     from service.ingest.samples import export_samples
     from service.llm.embeddings import embeddings_client
     from service.retrieval import SolrClient
+    from service.retrieval.embedding_mode import EmbeddingMode
 
     if samples:
         export_samples(SAMPLES_FOLDER)
@@ -277,7 +286,9 @@ async def _ingest_into_solr(
     async with httpx.AsyncClient() as http:
         solr = SolrClient(http, settings.solr.url, read_timeout=settings.solr.timeout_read)
         collection = settings.solr.documents_collection
-        indexer = indexer_for(settings, solr, embeddings_client(http, settings), force=force)
+        mode = EmbeddingMode(settings.solr, settings.embeddings.model)
+        embeddings = embeddings_client(http, settings)
+        indexer = indexer_for(settings, solr, embeddings, force=force, mode=mode)
         if if_empty and await indexer.count() > 0:
             print(f"{collection} already holds documents: nothing to ingest")
             return 0
@@ -325,6 +336,8 @@ def _solr(args: argparse.Namespace) -> int:
     for shape in ("nodes", "shards", "replicas"):
         if getattr(args, shape) is not None:
             command += [f"--{shape}", str(getattr(args, shape))]
+    if args.text_to_vector:
+        command += ["--text-to-vector", args.text_to_vector]
     return subprocess.call(command)
 
 

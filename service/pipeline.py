@@ -63,6 +63,7 @@ from service.llm.answer_format import PLAIN, AnswerFormat
 from service.llm.size import RequestSize, request_size
 from service.metrics import observe_answer
 from service.retrieval import DocumentById, RetrievedDocument, SolrClient, count_documents
+from service.retrieval.embedding_mode import EmbeddingMode
 from service.retrieval.factory import build_retriever
 from service.retrieval.fusion import MultiQueryRetriever
 from service.retrieval.scope import EVERYTHING, Scope
@@ -280,6 +281,7 @@ class _Pipeline(Generic[Q]):
         embeddings: EmbeddingsClient,
         prompts: PromptLibrary,
         answer_cache: AnswerCache | None = None,
+        embedding_mode: EmbeddingMode | None = None,
     ) -> None:
         self.settings = settings
         self._solr = solr
@@ -287,6 +289,7 @@ class _Pipeline(Generic[Q]):
         self._embeddings = embeddings
         self._prompts = prompts
         self._answer_cache = answer_cache
+        self._embedding_mode = embedding_mode  # None: the service embeds questions
 
     @property
     def model(self) -> str:
@@ -503,10 +506,16 @@ class RagPipeline(_Pipeline[RagQuery]):
                 self._solr,
                 self._embeddings,
                 scope=scope.with_parent(document_id),
+                mode=self._embedding_mode,
             )
             return await retriever.run(query) or [document]
         retriever = build_retriever(
-            settings.retrieval, settings.solr, self._solr, self._embeddings, scope=scope
+            settings.retrieval,
+            settings.solr,
+            self._solr,
+            self._embeddings,
+            scope=scope,
+            mode=self._embedding_mode,
         )
         if len(queries) == 1:
             documents = await retriever.run(query)

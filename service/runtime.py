@@ -23,6 +23,7 @@ from service.llm.budget import CallBudget
 from service.llm.embeddings import embeddings_client
 from service.pipeline import NO_OVERRIDES, Overrides, RagPipeline, SummarizePipeline
 from service.retrieval import Retriever, Scope, SolrClient, VectorRetriever
+from service.retrieval.embedding_mode import EmbeddingMode
 from service.retrieval.factory import build_retriever, vector_retriever
 from service.retrieval.layout import verify_layout
 from service.retrieval.nodes import SolrNodes
@@ -79,6 +80,7 @@ SOLR_LAYOUT_KEYS = frozenset(
         "solr.collection.cache",
         "cache.enabled",
         "solr.vector.field",
+        "solr.embeddings.mode",
         "ai.embeddings.endpoint",  # a model of another dimension
         "ai.embeddings.model",
         "solr.startup.check",
@@ -100,6 +102,9 @@ class Runtime:
         # what is known of each Solr node (up, resting after a failure), shared by every
         # request; a new one when solr.url or solr.nodes.discover change
         self._solr_nodes: tuple[tuple[str, bool], SolrNodes] | None = None
+        # who embeds the passages and questions (solr.embeddings.mode; auto asks Solr once),
+        # a new one when what it depends on changes
+        self._embedding_mode: tuple[tuple[str, ...], EmbeddingMode] | None = None
         # uploaded files are extracted in a worker process (started on first use)
         self.extractor = Extractor()
 
@@ -122,6 +127,7 @@ class Runtime:
                     embeddings=self._plain_embeddings(settings),
                     cache=settings.cache.enabled,
                 )
+                await self.embedding_mode(settings).verify(self.solr(settings))
             except SolrLayoutError:
                 await self.stop()
                 raise
@@ -148,6 +154,20 @@ class Runtime:
         if self._solr_nodes is None or self._solr_nodes[0] != key:
             self._solr_nodes = key, SolrNodes.parse(key[0], discover=key[1])
         return self._solr_nodes[1]
+
+    def embedding_mode(self, settings: Settings) -> EmbeddingMode:
+        """Whether Solr or the service embeds VectorMain's text (solr.embeddings.mode)."""
+        layout = settings.solr
+        key = (
+            layout.url,
+            layout.passages_collection,
+            layout.vector_field,
+            layout.embeddings_mode,
+            settings.embeddings.model,
+        )
+        if self._embedding_mode is None or self._embedding_mode[0] != key:
+            self._embedding_mode = key, EmbeddingMode(layout, settings.embeddings.model)
+        return self._embedding_mode[1]
 
     def llm(
         self,
@@ -212,6 +232,9 @@ class Runtime:
                     embeddings=self._plain_embeddings(settings),
                     cache=settings.cache.enabled,
                 )
+                await EmbeddingMode(settings.solr, settings.embeddings.model).verify(
+                    self.solr(settings)
+                )
             except SolrLayoutError as error:
                 raise ConfigError(str(error)) from None
 
@@ -242,18 +265,26 @@ class Runtime:
     def vector_retriever(
         self, settings: Settings, *, model: str | None, top_k: int | None, scope: Scope
     ) -> VectorRetriever:
-        """kNN over the passages, with the embedding model a caller may name."""
+        """kNN over the passages, with the embedding model a caller may name (then the
+        service embeds the question: Solr's plugin knows one model)."""
         embeddings = self.embeddings(settings, model=model)
+        own_model = model is None or model == settings.embeddings.model
         return vector_retriever(
             settings.solr,
             self.solr(settings),
             embeddings,
             top_k=top_k or settings.retrieval.top_k,
             scope=scope,
+            mode=self.embedding_mode(settings) if own_model else None,
         )
 
     def indexer(self, settings: Settings) -> Indexer:
-        return indexer_for(settings, self.solr(settings), self.embeddings(settings))
+        return indexer_for(
+            settings,
+            self.solr(settings),
+            self.embeddings(settings),
+            mode=self.embedding_mode(settings),
+        )
 
     def kaito_indexes(self, settings: Settings) -> KaitoIndexes:
         return KaitoIndexes(
@@ -266,7 +297,12 @@ class Runtime:
             {"solr.topK": count, "chunking.maxFiles": min(count, MAX_FILES)}
         )
         return build_retriever(
-            sized.retrieval, sized.solr, self.solr(sized), self.embeddings(sized), scope=scope
+            sized.retrieval,
+            sized.solr,
+            self.solr(sized),
+            self.embeddings(sized),
+            scope=scope,
+            mode=self.embedding_mode(sized),
         )
 
     def prompt_library(self, settings: Settings) -> PromptLibrary:
@@ -309,6 +345,7 @@ class Runtime:
             self.embeddings(settings),
             self.prompt_library(settings),
             answer_cache,
+            self.embedding_mode(settings),
         )
 
     def _prompts_folder(self, settings: Settings) -> Path:

@@ -28,6 +28,7 @@ class LocalSolr:
     port: int
     folder: Path
     nodes: int = 1
+    text_to_vector: str = ""  # the embeddings API VectorMain's plugin calls; "": plugin off
 
     @property
     def url(self) -> str:
@@ -43,6 +44,7 @@ class LocalSolr:
 
     def start(self, *, shards: int = 1, replicas: int = 1) -> str:
         """Starts every node (data in the folder is kept); returns solr.sh's output."""
+        embeds = ("--text-to-vector", self.text_to_vector) if self.text_to_vector else ()
         return self._run(
             "start",
             "--nodes",
@@ -51,6 +53,7 @@ class LocalSolr:
             str(shards),
             "--replicas",
             str(replicas),
+            *embeds,
         )
 
     def stop(self) -> None:
@@ -83,10 +86,16 @@ class LocalSolr:
 
 @contextmanager
 def local_solr(
-    folder: Path, *, nodes: int = 1, shards: int = 1, replicas: int = 1
+    folder: Path,
+    *,
+    nodes: int = 1,
+    shards: int = 1,
+    replicas: int = 1,
+    text_to_vector: str = "",
 ) -> Iterator[LocalSolr]:
-    """Solr started in `folder` on free ports, stopped (all its nodes) on exit."""
-    solr = LocalSolr(free_ports(nodes), folder, nodes)
+    """Solr started in `folder` on free ports, stopped (all its nodes) on exit;
+    `text_to_vector`: VectorMain embeds through that embeddings API (solr.sh --text-to-vector)."""
+    solr = LocalSolr(free_ports(nodes), folder, nodes, text_to_vector)
     try:
         solr.start(shards=shards, replicas=replicas)
         yield solr

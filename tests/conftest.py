@@ -70,6 +70,9 @@ def test_settings(solr_url: str, model_server_url: str, **overrides: object) -> 
     return settings_from_mapping(values, source="tests", env={})
 
 
+test_settings.__test__ = False  # a helper: pytest collects it where a module imports it
+
+
 @pytest.fixture(scope="session")
 def corpus(solr_url: str, model_server_url: str) -> list[SourceDocument]:
     """The test documents in FileShare, and their embedded passages in VectorMain, through the

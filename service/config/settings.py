@@ -333,6 +333,16 @@ class SolrSettings(Part):
         "default_model: the one ai.embeddings.model names. When only this key names one, the "
         "embeddings API is asked for it.",
     )
+    embeddings_mode: Literal["auto", "service", "solr"] = _key(
+        "solr.embeddings.mode",
+        "auto",
+        "Who turns text into solr.vector.field's vectors: service (the service embeds passages "
+        "at ingestion and each question, and sends Solr vectors: any Solr), solr (the passages "
+        "collection embeds with our text-to-vector plugin: ingestion sends text, a search the "
+        "question's text, and documents any other client indexes there get vectors too), or "
+        "auto: solr when the collection's configuration has the plugin embedding title and "
+        "content with ai.embeddings.model, service otherwise.",
+    )
     timeout_connect: float = _key(
         "solr.timeout.connect", 5.0, "Seconds to connect to Solr.", gt=0, le=600
     )

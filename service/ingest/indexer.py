@@ -20,6 +20,7 @@ from service.config import Settings
 from service.ingest.extract import SourceDocument
 from service.ingest.passages import Passage, PassageSplitter
 from service.llm.embeddings import EmbeddingsClient
+from service.retrieval.embedding_mode import EmbeddingMode
 from service.retrieval.layout import EMBEDDING_FIELD, EMBEDDING_MODEL
 from service.retrieval.scope import MAIN_CORPUS
 from service.retrieval.solr import SolrClient
@@ -80,13 +81,15 @@ class _Group:
 
 @dataclass(frozen=True)
 class PassageIndex:
-    """Where and how passages are written: the collection, the splitter, the embeddings."""
+    """Where and how passages are written: the collection, the splitter, the embeddings
+    (`mode`: whether Solr embeds them as they arrive; None: the service does)."""
 
     collection: str
     splitter: PassageSplitter
     vector_field: str
     embeddings: EmbeddingsClient | None
     model: str = ""  # the embeddings model: a vector is reused only for the same one
+    mode: EmbeddingMode | None = None
 
     def embedding_hash(self, passage: Passage) -> str:
         return _hash(self.model, self.vector_field, passage.embedding_text)
@@ -279,7 +282,8 @@ class Indexer:
     async def _embed(self, group: _Group) -> None:
         """The group's VectorMain update: its documents' old passages deleted, the new ones
         added with their vectors; a passage whose text and model Solr already holds keeps its
-        stored vector, the others are embedded."""
+        stored vector, the others are embedded: here, or by Solr as they arrive (solr mode:
+        they are sent without one)."""
         index = self._passages
         if index is None or not group.documents:
             return
@@ -290,10 +294,11 @@ class Indexer:
             ids = [document.id for document, _ in group.documents]
             known = {} if self._force else await self._known_vectors(ids)
             missing = [i for i, h in enumerate(hashes) if h not in known]
-            embedded = await index.embeddings.embed([passages[i].embedding_text for i in missing])
             vectors = [known.get(h) for h in hashes]
-            for i, vector in zip(missing, embedded, strict=True):
-                vectors[i] = vector
+            if not (index.mode and await index.mode.solr_embeds(self._solr)):
+                texts = [passages[i].embedding_text for i in missing]
+                for i, vector in zip(missing, await index.embeddings.embed(texts), strict=True):
+                    vectors[i] = vector
             group.embedded = len(missing)
         embedded_by = (
             {EMBEDDING_FIELD: index.vector_field, EMBEDDING_MODEL: index.model}
@@ -330,10 +335,15 @@ class Indexer:
 
 
 def indexer_for(
-    settings: Settings, solr: SolrClient, embeddings: EmbeddingsClient, *, force: bool = False
+    settings: Settings,
+    solr: SolrClient,
+    embeddings: EmbeddingsClient,
+    *,
+    force: bool = False,
+    mode: EmbeddingMode | None = None,
 ) -> Indexer:
     """The indexer the settings describe: FileShare documents and embedded VectorMain passages
-    (`force`: every document written and embedded again)."""
+    (`force`: every document written and embedded again; `mode`: whether Solr embeds)."""
     layout, cutting = settings.solr, settings.embeddings
     return Indexer(
         solr,
@@ -344,6 +354,7 @@ def indexer_for(
             vector_field=layout.vector_field,
             embeddings=embeddings,
             model=settings.embeddings.model,
+            mode=mode,
         ),
         force=force,
     )

@@ -6,6 +6,7 @@ from service.config.settings import RetrievalSettings, SolrSettings
 from service.llm.embeddings import EmbeddingsClient
 from service.retrieval.base import Retriever
 from service.retrieval.bm25 import Bm25Retriever
+from service.retrieval.embedding_mode import EmbeddingMode
 from service.retrieval.fusion import HybridRetriever
 from service.retrieval.scope import EVERYTHING, Scope
 from service.retrieval.solr import SolrClient
@@ -20,8 +21,10 @@ def vector_retriever(
     top_k: int,
     scope: Scope = EVERYTHING,
     min_similarity: float = 0.0,
+    mode: EmbeddingMode | None = None,
 ) -> VectorRetriever:
-    """kNN over VectorMain's passages, whatever `retrieval.method` says (/search/vector)."""
+    """kNN over VectorMain's passages, whatever `retrieval.method` says (/search/vector);
+    `mode`: whether Solr embeds the question (None: the service does)."""
     return VectorRetriever(
         solr,
         layout.passages_collection,
@@ -30,6 +33,7 @@ def vector_retriever(
         top_k=top_k,
         scope=scope,
         min_similarity=min_similarity,
+        mode=mode,
     )
 
 
@@ -40,9 +44,10 @@ def build_retriever(
     embeddings: EmbeddingsClient,
     *,
     scope: Scope = EVERYTHING,
+    mode: EmbeddingMode | None = None,
 ) -> Retriever:
     """The search `method` names, on the collections `layout` names; `scope` limits what is
-    searched: the caller's groups, one document's passages."""
+    searched: the caller's groups, one document's passages; `mode`: whether Solr embeds."""
     rows = method.limit
     if method.in_force == "bm25":
         return Bm25Retriever(
@@ -56,7 +61,13 @@ def build_retriever(
         )
     if method.in_force == "vector":
         return vector_retriever(
-            layout, solr, embeddings, scope=scope, top_k=rows, min_similarity=method.similarity_min
+            layout,
+            solr,
+            embeddings,
+            scope=scope,
+            top_k=rows,
+            min_similarity=method.similarity_min,
+            mode=mode,
         )
     depth = max(rows, method.candidates)
     lexical = Bm25Retriever(
@@ -69,7 +80,13 @@ def build_retriever(
         scope=scope,
     )
     semantic = vector_retriever(
-        layout, solr, embeddings, scope=scope, top_k=depth, min_similarity=method.similarity_min
+        layout,
+        solr,
+        embeddings,
+        scope=scope,
+        top_k=depth,
+        min_similarity=method.similarity_min,
+        mode=mode,
     )
     return HybridRetriever(
         lexical,

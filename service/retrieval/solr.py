@@ -136,6 +136,13 @@ class SolrClient:
         )
         return dict(body.get("fieldType", {}))
 
+    async def config(self, collection: str, section: str) -> object:
+        """One section of the collection's effective configuration (Solr's Config API:
+        `queryParser`, `updateRequestProcessorChain`...); None when it has none."""
+        path = f"/{collection}/config/{quote(section, safe='')}"
+        body = await self._request("GET", path, params={"wt": "json", "omitHeader": "true"})
+        return body.get("config", {}).get(section)
+
     async def _request(
         self,
         method: str,
@@ -211,7 +218,10 @@ class SolrClient:
         if response.status_code == 503:  # no leader yet, a core loading: another node may do
             raise UpstreamUnavailable(f"{where} answered 503 to {path}: {_solr_message(response)}")
         if response.status_code >= 400:
-            failure = _ServerError if response.status_code >= 500 else UpstreamBadResponse
+            # 502: what Solr itself calls failed (the text-to-vector plugin's embeddings API),
+            # and every node would fail alike: not tried again
+            retried = response.status_code >= 500 and response.status_code != 502
+            failure = _ServerError if retried else UpstreamBadResponse
             raise failure(
                 f"{where} answered {response.status_code} to {path}: {_solr_message(response)}"
             )

@@ -6,6 +6,7 @@ from service.errors import UpstreamBadResponse
 from service.llm.embeddings import EmbeddingsClient
 from service.retrieval.base import RetrievedDocument
 from service.retrieval.bm25 import DOCUMENT_FIELDS, documents_from_response
+from service.retrieval.embedding_mode import PARSER_NAME, EmbeddingMode
 from service.retrieval.scope import EVERYTHING, Scope
 from service.retrieval.solr import SolrClient
 
@@ -15,7 +16,9 @@ class VectorRetriever:
     `min_similarity` similar.
 
     The question is embedded by the same OpenAI-compatible embeddings API that embedded the
-    passages at ingestion; Solr filters (`fq`) apply before the nearest neighbours are taken.
+    passages at ingestion: by the service, or by Solr when `mode` says Solr embeds (the
+    question's text goes to `{!text_to_vector_knn}`). Solr filters (`fq`) apply before the
+    nearest neighbours are taken.
     """
 
     def __init__(
@@ -28,8 +31,10 @@ class VectorRetriever:
         top_k: int,
         scope: Scope = EVERYTHING,
         min_similarity: float = 0.0,
+        mode: EmbeddingMode | None = None,
     ) -> None:
         self._solr = solr
+        self._mode = mode
         self._collection = collection
         self._embeddings = embeddings
         self._field = field
@@ -39,16 +44,24 @@ class VectorRetriever:
         self._min_score = (1 + min_similarity) / 2 if min_similarity > 0 else 0.0
 
     async def run(self, query: str) -> list[RetrievedDocument]:
-        (vector,) = await self._embeddings.embed([query])
-        if not vector:
-            raise UpstreamBadResponse("the embeddings API returned an empty vector")
-        literal = "[" + ",".join(f"{x:.7g}" for x in vector) + "]"
         params: dict[str, str | int | list[str]] = {
             "defType": "lucene",
-            "q": f"{{!knn f={self._field} topK={self._top_k}}}{literal}",
             "rows": self._top_k,
             "fl": DOCUMENT_FIELDS,
+            **await self._knn(query),
         }
         params.update(self._scope.params())
         found = documents_from_response(await self._solr.select(self._collection, params))
         return [passage for passage in found if passage.score >= self._min_score]
+
+    async def _knn(self, query: str) -> dict[str, str]:
+        """The kNN query: the question's vector, or its text for Solr to embed (by reference,
+        so no character of it is read as query syntax)."""
+        if self._mode is not None and await self._mode.solr_embeds(self._solr):
+            local = f"f={self._field} topK={self._top_k} v=$question_text"
+            return {"q": f"{{!{PARSER_NAME} {local}}}", "question_text": query}
+        (vector,) = await self._embeddings.embed([query])
+        if not vector:
+            raise UpstreamBadResponse("the embeddings API returned an empty vector")
+        literal = "[" + ",".join(f"{x:.7g}" for x in vector) + "]"
+        return {"q": f"{{!knn f={self._field} topK={self._top_k}}}{literal}"}

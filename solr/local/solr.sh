@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Local Solr 9.8 from Maven Central jars: fetch | start | stop | status | start-node K | stop-node K.
 #   solr/local/solr.sh start [--port 8983] [--dir .solr-data] [--nodes 1 --shards 1 --replicas 1]
+#                            [--text-to-vector http://127.0.0.1:8090/v1/]
 #   solr/local/solr.sh stop  [--dir .solr-data]
 # Node K (K >= 2) runs in a process of its own on port + K - 1: stop-node/start-node K take it down
 # and back, to see the cluster (and the service) live through a node failure.
+# --text-to-vector URL: VectorMain embeds passages and queries itself (our plugin) through the
+# OpenAI-compatible embeddings API at URL (rag.properties solr.embeddings.mode).
 # Environment: SOLR_PORT, SOLR_DATA_DIR, SOLR_NODES, SOLR_SHARDS, SOLR_REPLICAS, SOLR_JAVA_OPTS
 # (default -Xms256m -Xmx1g, per node).
 set -euo pipefail
@@ -16,9 +19,10 @@ dir=${SOLR_DATA_DIR:-$root/.solr-data}
 nodes=${SOLR_NODES:-1}
 shards=${SOLR_SHARDS:-1}
 replicas=${SOLR_REPLICAS:-1}
+text_to_vector=
 wait_seconds=120
 
-usage() { sed -n '2,8p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
 
 command=${1:-}; [ -n "$command" ] || usage; shift
 node=
@@ -34,6 +38,8 @@ while [ $# -gt 0 ]; do
     --nodes) nodes=$2; shift 2 ;;
     --shards) shards=$2; shift 2 ;;
     --replicas) replicas=$2; shift 2 ;;
+    --text-to-vector) text_to_vector=$2; shift 2
+      [[ "$text_to_vector" =~ ^https?://[^[:space:]]+$ ]] || { echo "solr.sh: --text-to-vector takes the embeddings API's http(s) URL, not '$text_to_vector'" >&2; exit 2; } ;;
     *) echo "solr.sh: unknown option $1" >&2; usage ;;
   esac
 done
@@ -88,8 +94,15 @@ launch() {
   local k=$1; shift
   command -v java >/dev/null || { echo "solr.sh: Java 17+ is needed" >&2; exit 1; }
   : > "$(outfile "$k")"
+  # VectorMain's text-to-vector plugin, when start turned it on (its endpoint kept in $dir)
+  local embeds=()
+  if [ -s "$dir/text-to-vector" ]; then
+    embeds=(-Dtext.to.vector.enabled=true "-Dtext.to.vector.endpoint=$(cat "$dir/text-to-vector")")
+  fi
+  # Solr reads SOLR_* variables as its own settings (SOLR_DATA_DIR would be every core's data
+  # folder): the launcher's are not passed on
   # shellcheck disable=SC2086
-  nohup java ${SOLR_JAVA_OPTS:--Xms256m -Xmx1g} \
+  nohup env -u SOLR_DATA_DIR -u SOLR_PORT java ${SOLR_JAVA_OPTS:--Xms256m -Xmx1g} "${embeds[@]}" \
     -Dsolr.log.dir="$dir" -Dsolr.log.file="$(logname "$k")" -Dlog4j2.configurationFile="$here/log4j2.xml" \
     -cp "$lib/*" "$here/SolrLauncher.java" --dir "$dir/cluster" "$@" \
     >> "$(outfile "$k")" 2>&1 < /dev/null &
@@ -128,6 +141,7 @@ start() {
   if pid=$(running_pid 1); then
     echo "Solr already running (pid $pid) at http://127.0.0.1:$port/solr"; return 0
   fi
+  if [ -n "$text_to_vector" ]; then echo "$text_to_vector" > "$dir/text-to-vector"; else rm -f "$dir/text-to-vector"; fi
   launch 1 --port "$port" --configsets "$root/solr/configsets" \
     --nodes "$nodes" --shards "$shards" --replicas "$replicas"
   await 1 "ZK READY" >/dev/null

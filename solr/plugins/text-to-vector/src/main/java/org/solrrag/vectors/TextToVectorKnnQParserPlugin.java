@@ -46,7 +46,7 @@ public class TextToVectorKnnQParserPlugin extends QParserPlugin {
         try {
           vector = endpoint.embed(List.of(text)).get(0);
         } catch (EmbeddingsException e) {
-          throw new SolrException(SolrException.ErrorCode.SERVICE_UNAVAILABLE, e.getMessage());
+          throw new EmbeddingsFailed("text-to-vector: " + e.getMessage(), e);
         }
         // Solr's kNN reads its vector from the local parameter `v` (the text, here)
         ModifiableSolrParams knn = new ModifiableSolrParams(localParams);

@@ -2,6 +2,7 @@ package org.solrrag.vectors;
 
 import java.io.IOException;
 import java.util.ArrayList;
+import java.util.Collection;
 import java.util.List;
 import org.apache.solr.common.SolrException;
 import org.apache.solr.common.SolrInputDocument;
@@ -19,7 +20,9 @@ import org.apache.solr.update.processor.UpdateRequestProcessorFactory;
 /**
  * Embeds each document's {@code inputField} into its {@code outputField} (a DenseVectorField),
  * child documents (passages) included, through an OpenAI-compatible embeddings endpoint
- * ({@link EmbeddingsEndpoint}'s arguments).
+ * ({@link EmbeddingsEndpoint}'s arguments). Several {@code inputField}s are embedded as one
+ * text, their values joined by line breaks in the order given (the service embeds a passage as
+ * its title, a line break, then its text: {@code title}, {@code content}).
  *
  * <p>The documents of one update request are held until the request ends (or another command,
  * a delete or a commit, comes: the order of commands is kept; or {@code maxPending} documents,
@@ -34,14 +37,22 @@ import org.apache.solr.update.processor.UpdateRequestProcessorFactory;
 public class TextToVectorUpdateProcessorFactory extends UpdateRequestProcessorFactory {
   static final int DEFAULT_MAX_PENDING = 1000;
 
-  private String inputField;
+  private List<String> inputFields;
   private String outputField;
   private int maxPending;
   private EmbeddingsEndpoint endpoint;
 
   @Override
   public void init(NamedList<?> args) {
-    inputField = required(args, "inputField");
+    inputFields = new ArrayList<>();
+    for (Object field : args.getAll("inputField")) {
+      if (field != null && !field.toString().isBlank()) {
+        inputFields.add(field.toString().trim());
+      }
+    }
+    if (inputFields.isEmpty()) {
+      required(args, "inputField"); // names what is missing
+    }
     outputField = required(args, "outputField");
     try {
       maxPending = EmbeddingsEndpoint.number(args, "maxPending", DEFAULT_MAX_PENDING);
@@ -134,9 +145,8 @@ public class TextToVectorUpdateProcessorFactory extends UpdateRequestProcessorFa
         try {
           vectors = endpoint.embed(texts);
         } catch (EmbeddingsException e) {
-          throw new SolrException(
-              SolrException.ErrorCode.SERVICE_UNAVAILABLE,
-              "text-to-vector: " + held.size() + " document(s) not indexed: " + e.getMessage());
+          throw new EmbeddingsFailed(
+              "text-to-vector: " + held.size() + " document(s) not indexed: " + e.getMessage(), e);
         }
         for (int i = 0; i < documents.size(); i++) {
           documents.get(i).setField(outputField, asList(vectors.get(i)));
@@ -150,10 +160,10 @@ public class TextToVectorUpdateProcessorFactory extends UpdateRequestProcessorFa
     /** The document and its children (passages) that have text to embed and no vector yet. */
     private void collect(
         SolrInputDocument document, List<SolrInputDocument> documents, List<String> texts) {
-      Object text = document.getFieldValue(inputField);
-      if (text != null && !text.toString().isBlank() && document.getFieldValue(outputField) == null) {
+      String text = textOf(document);
+      if (!text.isEmpty() && document.getFieldValue(outputField) == null) {
         documents.add(document);
-        texts.add(text.toString());
+        texts.add(text);
       }
       if (document.hasChildDocuments()) {
         for (SolrInputDocument child : document.getChildDocuments()) {
@@ -168,6 +178,23 @@ public class TextToVectorUpdateProcessorFactory extends UpdateRequestProcessorFa
         }
       }
     }
+  }
+
+  /** The input fields' non-blank values, one per line; empty when there is none. */
+  private String textOf(SolrInputDocument document) {
+    List<String> lines = new ArrayList<>();
+    for (String field : inputFields) {
+      Collection<Object> values = document.getFieldValues(field);
+      if (values == null) {
+        continue;
+      }
+      for (Object value : values) {
+        if (value != null && !(value instanceof SolrInputDocument) && !value.toString().isBlank()) {
+          lines.add(value.toString());
+        }
+      }
+    }
+    return String.join("\n", lines);
   }
 
   static List<Float> asList(float[] vector) {

@@ -96,6 +96,34 @@ class TextToVectorUpdateProcessorFactoryTest {
   }
 
   @Test
+  void severalInputFieldsAreEmbeddedAsOneTextLineByLine() throws Exception {
+    TextToVectorUpdateProcessorFactory factory = new TextToVectorUpdateProcessorFactory();
+    factory.init(
+        EmbeddingsEndpointTest.args(
+            "inputField", "title", "inputField", "content", "outputField", "vector_384",
+            "endpoint", EmbeddingsEndpointTest.endpoint(), "model", EmbeddingsEndpointTest.MODEL));
+    Recorder next = new Recorder();
+    UpdateRequestProcessor processor = factory.getInstance(null, null, next);
+    SolrInputDocument titled = document("titled", "Apple trees are pruned in winter.");
+    titled.setField("title", "Orchards");
+    SolrInputDocument untitled = document("untitled", "Apple trees are pruned in winter.");
+    untitled.setField("title", " ");
+    load(processor, titled, untitled);
+    processor.finish();
+    List<float[]> expected =
+        EmbeddingsEndpoint.fromArgs(
+                EmbeddingsEndpointTest.args(
+                    "endpoint", EmbeddingsEndpointTest.endpoint(), "model", EmbeddingsEndpointTest.MODEL))
+            .embed(List.of("Orchards\nApple trees are pruned in winter.", "Apple trees are pruned in winter."));
+    assertEquals(asFloats(expected.get(0)), new ArrayList<>(titled.getFieldValues("vector_384")));
+    assertEquals(asFloats(expected.get(1)), new ArrayList<>(untitled.getFieldValues("vector_384")));
+  }
+
+  static List<Object> asFloats(float[] vector) {
+    return new ArrayList<>(TextToVectorUpdateProcessorFactory.asList(vector));
+  }
+
+  @Test
   void aDocumentWithItsOwnVectorKeepsIt() throws IOException {
     Recorder next = new Recorder();
     UpdateRequestProcessor processor = processor(EmbeddingsEndpointTest.endpoint(), next);
@@ -112,7 +140,7 @@ class TextToVectorUpdateProcessorFactoryTest {
     UpdateRequestProcessor processor = processor(EmbeddingsEndpointTest.deadEndpoint(), next);
     load(processor, document("a", "one"), document("b", "two"));
     SolrException error = assertThrows(SolrException.class, processor::finish);
-    assertEquals(503, error.code());
+    assertEquals(502, error.code());
     assertTrue(error.getMessage().contains("2 document(s) not indexed"), error.getMessage());
     assertTrue(next.added.isEmpty());
   }
