@@ -104,6 +104,8 @@ def test_a_change_is_written_keeping_comments_order_and_unknown_keys(admin, llm:
         ({"solr.vector.field": "vector_1536"}, "solr.vector.field"),
         ({"ai.embeddings.model": "bge-small-en-v1.5"}, "ai.embeddings.model"),  # other vectors
         ({"hybrid.fusion": "magic"}, "hybrid.fusion"),
+        ({"solr.embeddings.mode": "solr"}, "solr.embeddings.mode"),  # VectorMain: no plugin
+        ({"solr.embeddings.mode": "gpu"}, "solr.embeddings.mode"),
         ({"hybrid.candidates": 100_000}, "hybrid.candidates"),  # bounded work per question
         ({"llm.model": "ok", "llm.maxTokens": -1}, "llm.maxTokens"),
     ],
