@@ -105,7 +105,7 @@ def test_the_cloud_profile_stands_apart_from_the_default_stack() -> None:
         "cloud-init",
         "rag-cloud",
     }
-    for name in ("solr", "solr-init", "models", "rag"):
+    for name in ("solr-plugins", "solr", "solr-init", "models", "rag"):
         assert "profiles" not in SERVICES[name]  # `docker compose up` is unchanged
     # everything rag-cloud needs, and nothing of the one-node stack
     needed, queue = set(), ["rag-cloud"]
@@ -114,7 +114,7 @@ def test_the_cloud_profile_stands_apart_from_the_default_stack() -> None:
             if dependency not in needed:
                 needed.add(dependency)
                 queue.append(dependency)
-    assert needed == set(CLOUD) - {"rag-cloud"} | {"models"}
+    assert needed == set(CLOUD) - {"rag-cloud"} | {"models", "solr-plugins"}
 
 
 def test_zookeeper_is_a_three_node_ensemble_every_solr_node_joins() -> None:
@@ -131,7 +131,7 @@ def test_zookeeper_is_a_three_node_ensemble_every_solr_node_joins() -> None:
         node = CLOUD[name]
         assert node["image"] == "solr:9.8" and node["environment"]["ZK_HOST"] == zk_host
         assert node["environment"]["SOLR_HOST"] == name  # its node name resolves in compose
-        assert set(node["depends_on"]) == set(ensemble)
+        assert set(node["depends_on"]) == {*ensemble, "solr-plugins"}
     assert CLOUD["cloud-init"]["environment"]["ZK_HOST"] == zk_host
 
 
@@ -148,3 +148,28 @@ def test_cloud_collections_take_their_shape_from_env_and_the_service_every_node(
     assert rag["command"][rag["command"].index("--workers") + 1] == "${WORKERS:-2}"
     example = (ROOT / ".env.example").read_text()
     assert all(f"\n{key}=" in example for key in ("SOLR_SHARDS", "SOLR_REPLICAS", "WORKERS"))
+
+
+def test_every_solr_node_loads_our_plugin_with_text_to_vector_on() -> None:
+    build = SERVICES["solr-plugins"]
+    mounts = {v.split(":")[0]: v.split(":")[1] for v in build["volumes"]}
+    plugin = ROOT / "solr" / "plugins" / "text-to-vector"
+    assert (plugin / "pom.xml").is_file() and mounts["./solr/plugins/text-to-vector"] == "/src"
+    jar = "target/solr-rag-text-to-vector.jar"
+    assert f"<finalName>{Path(jar).stem}</finalName>" in (plugin / "pom.xml").read_text()
+    script = build["command"][-1]
+    assert "mvn" in script and f"cp {jar} {mounts['solr-plugins']}/" in script
+    configset = (ROOT / "solr/configsets/VectorMain/conf/solrconfig.xml").read_text()
+    for name in ("solr", "solr1", "solr2", "solr3"):
+        node = SERVICES[name]
+        # $SOLR_HOME (/var/solr/data in the official image)/lib: loaded for every core
+        assert "solr-plugins:/var/solr/data/lib:ro" in node["volumes"]
+        assert node["depends_on"]["solr-plugins"]["condition"] == "service_completed_successfully"
+        options = node["environment"]["SOLR_OPTS"].split()
+        properties = dict(option.removeprefix("-D").split("=", 1) for option in options)
+        assert properties["text.to.vector.enabled"] == "${SOLR_TEXT_TO_VECTOR:-true}"
+        assert properties["text.to.vector.endpoint"].endswith("http://models:8001/v1/}")
+        # the properties the configset reads, and the token's variable it names
+        assert all(f"${{{key}:" in configset for key in properties)
+        assert "TEXT_TO_VECTOR_TOKEN" in node["environment"]
+        assert '<str name="tokenEnv">TEXT_TO_VECTOR_TOKEN</str>' in configset
