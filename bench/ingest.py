@@ -5,7 +5,9 @@ The 1,400 Cranfield abstracts (bench/data/cranfield) are ingested into a Solr st
 run (or `--solr-url`): FileShare documents only; documents and their passages without
 vectors; documents and embedded passages (the local model server's all-MiniLM-L6-v2, or
 `--embeddings-url`), each from empty collections; then the same documents again, unchanged
-(nothing to embed); then again with one document changed (only its passages embedded).
+(nothing to embed); then again with one document changed (only its passages embedded); last,
+from empty again, with Solr embedding the passages as they arrive (solr.embeddings.mode=solr:
+our text-to-vector plugin, calling the same model server, in a VectorMain created for it).
 
     python -m bench.ingest [--solr-url URL] [--embeddings-url URL] [--documents N]
 """
@@ -22,11 +24,13 @@ import httpx
 
 from bench.cranfield import load_documents
 from bench.support import fresh_solr, given_or_started, model_server, save_results
+from service.config import settings_from_mapping
 from service.ingest.indexer import Indexer, IngestSummary, PassageIndex
 from service.ingest.passages import PassageSplitter
 from service.ingest.progress import ProgressLine
 from service.llm import EmbeddingsClient, LLMOptions
 from service.retrieval import SolrClient
+from service.retrieval.embedding_mode import EmbeddingMode
 
 MODES = (
     "documents only",
@@ -34,8 +38,31 @@ MODES = (
     "+ embedded passages",
     "re-ingest, unchanged",
     "re-ingest, 1 changed",
+    "+ passages Solr embeds",
 )
-FROM_EMPTY = MODES[:3]
+FROM_EMPTY = (*MODES[:3], MODES[5])
+SOLR_EMBEDS = "VectorMainSolrEmbeds"  # a VectorMain whose text-to-vector plugin is on
+
+
+def create_solr_embedding_collection(solr_url: str, embeddings_url: str) -> None:
+    """VectorMain's configset with its text-to-vector plugin on, calling `embeddings_url`."""
+    collections = f"{solr_url}/admin/collections"
+    httpx.get(collections, params={"action": "DELETE", "name": SOLR_EMBEDS}, timeout=120)
+    httpx.get(
+        collections,
+        params={
+            "action": "CREATE",
+            "name": SOLR_EMBEDS,
+            "collection.configName": "VectorMain",
+            "numShards": 1,
+            "property.text.to.vector.enabled": "true",
+            "property.text.to.vector.endpoint": embeddings_url,
+            # as many texts per call as the service sends (the model server sorts by length)
+            "property.text.to.vector.batch": "512",
+            "property.text.to.vector.timeout": "600",
+        },
+        timeout=120,
+    ).raise_for_status()
 
 
 async def ingest(
@@ -46,20 +73,27 @@ async def ingest(
         documents[0] = replace(documents[0], content=documents[0].content + " Revised.")
     async with httpx.AsyncClient() as http:
         solr = SolrClient(http, solr_url, read_timeout=300)
+        passages_collection = SOLR_EMBEDS if mode == MODES[5] else "VectorMain"
         if mode in FROM_EMPTY:
-            for collection in ("FileShare", "VectorMain"):
+            for collection in ("FileShare", passages_collection):
                 await solr.delete_by_query(collection, "*:*")
         embeddings = EmbeddingsClient(
             http, LLMOptions(endpoint=embeddings_url, model="all-MiniLM-L6-v2", read_timeout=600)
         )
         passages = None
         if mode != MODES[0]:
+            layout = settings_from_mapping(
+                {"solr.collection.passages": passages_collection, "solr.embeddings.mode": "solr"},
+                source="bench",
+                env={},
+            ).solr
             passages = PassageIndex(
-                collection="VectorMain",
+                collection=passages_collection,
                 splitter=PassageSplitter(1000, 100),
                 vector_field="vector_384",
                 embeddings=None if mode == MODES[1] else embeddings,
                 model="all-MiniLM-L6-v2",
+                mode=EmbeddingMode(layout, "all-MiniLM-L6-v2") if mode == MODES[5] else None,
             )
         indexer = Indexer(solr, "FileShare", passages=passages, group_passages=group_passages)
         summary = await indexer.run(documents, ProgressLine())
@@ -106,6 +140,7 @@ def main(argv: list[str] | None = None) -> None:
         given_or_started(args.solr_url, fresh_solr) as solr_url,
         given_or_started(args.embeddings_url, model_server) as embeddings_url,
     ):
+        create_solr_embedding_collection(solr_url, embeddings_url)
         for mode in MODES:
             print(f"{mode}...", flush=True)
             summary = asyncio.run(
