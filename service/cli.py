@@ -209,9 +209,10 @@ async def _verify_solr(settings: Settings) -> None:
     from service.llm.embeddings import embeddings_client
     from service.retrieval import SolrClient
     from service.retrieval.embedding_mode import EmbeddingMode
+    from service.retrieval.nodes import SolrNodes
 
     async with httpx.AsyncClient() as http:
-        solr = SolrClient(http, settings.solr.url)
+        solr = SolrClient(http, SolrNodes.configured(settings.solr))
         embeddings = embeddings_client(http, settings, retries=0)
         await verify_layout(
             solr, settings.solr, embeddings=embeddings, cache=settings.cache.enabled
@@ -279,12 +280,14 @@ async def _ingest_into_solr(
     from service.llm.embeddings import embeddings_client
     from service.retrieval import SolrClient
     from service.retrieval.embedding_mode import EmbeddingMode
+    from service.retrieval.nodes import SolrNodes
 
     if samples:
         export_samples(SAMPLES_FOLDER)
         paths = [*paths, SAMPLES_FOLDER]
     async with httpx.AsyncClient() as http:
-        solr = SolrClient(http, settings.solr.url, read_timeout=settings.solr.timeout_read)
+        nodes = SolrNodes.configured(settings.solr)
+        solr = SolrClient(http, nodes, read_timeout=settings.solr.timeout_read)
         collection = settings.solr.documents_collection
         mode = EmbeddingMode(settings.solr, settings.embeddings.model)
         embeddings = embeddings_client(http, settings)

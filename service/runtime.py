@@ -101,7 +101,7 @@ class Runtime:
         self._breakers: dict[tuple[str, str, int, float], CircuitBreaker] = {}
         # what is known of each Solr node (up, resting after a failure), shared by every
         # request; a new one when solr.url or solr.nodes.discover change
-        self._solr_nodes: tuple[tuple[str, bool], SolrNodes] | None = None
+        self._solr_nodes: tuple[tuple[str, bool, str], SolrNodes] | None = None
         # who embeds the passages and questions (solr.embeddings.mode; auto asks Solr once),
         # a new one when what it depends on changes
         self._embedding_mode: tuple[tuple[str, ...], EmbeddingMode] | None = None
@@ -150,9 +150,10 @@ class Runtime:
         )
 
     def solr_nodes(self, settings: Settings) -> SolrNodes:
-        key = (settings.solr.url, settings.solr.discover_nodes)
+        layout = settings.solr
+        key = (layout.url, layout.discover_nodes, layout.zk_hosts)
         if self._solr_nodes is None or self._solr_nodes[0] != key:
-            self._solr_nodes = key, SolrNodes.parse(key[0], discover=key[1])
+            self._solr_nodes = key, SolrNodes.configured(layout)
         return self._solr_nodes[1]
 
     def embedding_mode(self, settings: Settings) -> EmbeddingMode:

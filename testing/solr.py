@@ -39,6 +39,12 @@ class LocalSolr:
     def urls(self) -> list[str]:
         return [self.node_url(k) for k in range(1, self.nodes + 1)]
 
+    @property
+    def zk_host(self) -> str:
+        """The embedded ZooKeeper's address (node 1 runs it), as solr.sh read it."""
+        lines = (self.folder / "solr.out").read_text().splitlines()
+        return [line.split()[2] for line in lines if line.startswith("ZK READY ")][-1]
+
     def node_url(self, k: int) -> str:
         return f"http://127.0.0.1:{self.port + k - 1}/solr"
 

@@ -31,6 +31,8 @@ from pydantic import (
 from service.text.tokens import ENCODINGS, TokenCounter, token_counter
 
 Retrieval = Literal["bm25", "vector", "hybrid"]
+# ZooKeeper's connect string: host:port pairs, then an optional chroot; empty: none
+ZK_HOSTS = r"^$|^[A-Za-z0-9.\-]+:[0-9]{1,5}(,[A-Za-z0-9.\-]+:[0-9]{1,5})*(/[A-Za-z0-9_.\-/]*)?$"
 # solr.embeddings.model values that name no model (Datafari's default names Solr's model store)
 UNNAMED_MODELS = frozenset({"", "default_model"})
 
@@ -304,6 +306,15 @@ class SolrSettings(Part):
         "30 s), when solr.url names nodes of the cluster (not a proxy or load balancer in front "
         "of it). Turn off when the nodes' own names are not reachable from the service (NAT): "
         "then only solr.url's nodes are used.",
+    )
+    zk_hosts: str = _key(
+        "solr.zk.hosts",
+        "",
+        "SolrCloud's ZooKeeper (zk1:2181,zk2:2181, with its /chroot if any): the live nodes are "
+        "read there every 30 s, so the service finds the cluster even when every node solr.url "
+        "names is down (solr.url's nodes are asked when ZooKeeper cannot be). Empty: the live "
+        "nodes are asked of solr.url's nodes.",
+        pattern=ZK_HOSTS,
     )
     documents_collection: str = _key(
         "solr.collection.documents",

@@ -1,9 +1,10 @@
 """The Solr nodes the service may ask, and what it knows of each.
 
 `solr.url` lists one node or several; in SolrCloud the cluster's live nodes are learned too
-(CLUSTERSTATUS, every REFRESH_SECONDS and after a failure), when solr.url names nodes of the
-cluster itself: behind a proxy or a load balancer, the nodes' own addresses may not be
-reachable from here, and the balancer already spreads the load. Requests take the nodes in turn;
+(from ZooKeeper when solr.zk.hosts names it, else CLUSTERSTATUS; every REFRESH_SECONDS and
+after a failure), when solr.url names nodes of the cluster itself or ZooKeeper is named:
+behind a proxy or a load balancer, the nodes' own addresses may not be reachable from here, and
+the balancer already spreads the load. Requests take the nodes in turn;
 a node that refused a connection or answered 503 rests RETRY_AFTER_SECONDS, then is tried
 again, so a dead node costs one failed connection and a node that comes back gets traffic.
 Shared by every request of a process (the Runtime keeps one per solr.url).
@@ -14,7 +15,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from service.config.settings import SolrSettings
 
 MAX_NODES = 64  # the cluster says how many nodes it has: we believe up to this many
 RETRY_AFTER_SECONDS = 5.0
@@ -51,6 +56,7 @@ class SolrNodes:
         urls: Sequence[str],
         *,
         discover: bool = True,
+        zk_hosts: str = "",
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not urls:
@@ -58,17 +64,24 @@ class SolrNodes:
         self._clock = clock
         self._nodes = {url: NodeState(url, configured=True) for url in map(_normal, urls)}
         self._turn = 0
-        self.discover = discover
+        self.discover = discover or bool(zk_hosts)
+        self.zk_hosts = zk_hosts  # where the live nodes are read, if named
         self._refresh_at = 0.0  # learn the cluster's nodes at the first request
         self._refreshing = False
-        self._direct = False  # solr.url names nodes of the cluster (learned at a refresh)
+        # the nodes' own addresses are reachable: solr.url names nodes of the cluster (learned
+        # at a refresh), or the operator named ZooKeeper, whose node names are those addresses
+        self._direct = bool(zk_hosts)
 
     @classmethod
-    def parse(cls, text: str, *, discover: bool = True) -> SolrNodes:
+    def configured(cls, layout: SolrSettings) -> SolrNodes:
+        """The nodes solr.url, solr.nodes.discover and solr.zk.hosts describe."""
+        return cls.parse(layout.url, discover=layout.discover_nodes, zk_hosts=layout.zk_hosts)
+
+    @classmethod
+    def parse(cls, text: str, *, discover: bool = True, zk_hosts: str = "") -> SolrNodes:
         """From solr.url's text: one base URL, or several separated by commas."""
-        return cls(
-            [url for url in (part.strip() for part in text.split(",")) if url], discover=discover
-        )
+        urls = [url for url in (part.strip() for part in text.split(",")) if url]
+        return cls(urls, discover=discover, zk_hosts=zk_hosts)
 
     @property
     def address(self) -> str:
@@ -118,14 +131,15 @@ class SolrNodes:
         self._refreshing = True
         return True
 
-    def refreshed(self, live: Iterable[str] | None) -> None:
-        """The cluster's live node names (`host:port_solr`), or None when none could be learned
-        (a standalone Solr, no node answering): the configured nodes go on alone."""
+    def refreshed(self, live: Iterable[str] | None, scheme: str | None = None) -> None:
+        """The cluster's live node names (`host:port_solr`, reached by `scheme`: solr.url's
+        when None), or None when none could be learned (a standalone Solr, no node answering):
+        the configured nodes go on alone."""
         self._refreshing = False
         self._refresh_at = self._clock() + REFRESH_SECONDS
         if live is None:
             return
-        urls = [_node_url(name, self.scheme) for name in live][:MAX_NODES]
+        urls = [_node_url(name, scheme or self.scheme) for name in live][:MAX_NODES]
         # once a live node is one of solr.url's, solr.url names the cluster's nodes (before:
         # it may be a proxy or load balancer in front of them, then used alone)
         self._direct = self._direct or any(

@@ -12,6 +12,7 @@ ids, deletes name ids or queries, a commit commits), so sending one twice change
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Mapping, Sequence
@@ -29,6 +30,7 @@ from service.errors import (
 from service.metrics import SOLR_FAILOVERS, upstream_error
 from service.observability import request_headers, request_id_var
 from service.retrieval.nodes import SolrNodes
+from service.retrieval.zookeeper import ZooKeeperUnavailable, live_nodes
 from service.upstream import upstream_call
 
 log = logging.getLogger(__name__)
@@ -37,6 +39,7 @@ _JSON = {"wt": "json"}
 Params = Mapping[str, str | int | float | Sequence[str]]
 MAX_ATTEMPTS = 3  # nodes one call may try
 DISCOVERY_TIMEOUT = httpx.Timeout(5.0, connect=2.0)  # learning the nodes must not hold a request
+ZOOKEEPER_TIMEOUT = 2.0  # seconds to connect to ZooKeeper and read the live nodes
 PING_TIMEOUT = httpx.Timeout(2.0)  # two nodes' tries fit in a health probe's 5 s
 
 
@@ -179,11 +182,21 @@ class SolrClient:
         raise AssertionError("SolrNodes always lists a node")  # pragma: no cover
 
     async def _learn_nodes(self) -> None:
-        """In SolrCloud, the live nodes, asked of a node now and then (see SolrNodes)."""
+        """In SolrCloud, the live nodes, asked of ZooKeeper (solr.zk.hosts) or of a node, now
+        and then (see SolrNodes)."""
         if not self.nodes.claim_refresh():
             return
         live: list[str] | None = None
+        scheme: str | None = None
         try:
+            if self.nodes.zk_hosts:
+                try:
+                    live, scheme = await asyncio.to_thread(
+                        live_nodes, self.nodes.zk_hosts, ZOOKEEPER_TIMEOUT
+                    )
+                    return
+                except ZooKeeperUnavailable as error:
+                    log.warning("%s (solr.zk.hosts); asking solr.url's nodes", error)
             for node in self.nodes.candidates()[:MAX_ATTEMPTS]:
                 try:
                     status = await self._request_once(
@@ -200,7 +213,7 @@ class SolrClient:
                     live = [str(name) for name in names]
                 break
         finally:
-            self.nodes.refreshed(live)
+            self.nodes.refreshed(live, scheme)
 
     async def _request_once(
         self, node: str, method: str, path: str, **kwargs: Any

@@ -145,6 +145,7 @@ def test_cloud_collections_take_their_shape_from_env_and_the_service_every_node(
     rag = CLOUD["rag-cloud"]
     urls = rag["environment"]["SOLR_RAG_SOLR_URL"].split(",")
     assert urls == [f"http://solr{i}:8983/solr" for i in (1, 2, 3)]
+    assert rag["environment"]["SOLR_RAG_SOLR_ZK_HOSTS"] == init["ZK_HOST"]
     assert rag["command"][rag["command"].index("--workers") + 1] == "${WORKERS:-2}"
     example = (ROOT / ".env.example").read_text()
     assert all(f"\n{key}=" in example for key in ("SOLR_SHARDS", "SOLR_REPLICAS", "WORKERS"))
