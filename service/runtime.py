@@ -81,6 +81,7 @@ SOLR_LAYOUT_KEYS = frozenset(
         "cache.enabled",
         "solr.vector.field",
         "solr.embeddings.mode",
+        "solr.zk.hosts",
         "ai.embeddings.endpoint",  # a model of another dimension
         "ai.embeddings.model",
         "solr.startup.check",
@@ -100,7 +101,7 @@ class Runtime:
         # one breaker per upstream API, shared by every request (see llm.circuit.*)
         self._breakers: dict[tuple[str, str, int, float], CircuitBreaker] = {}
         # what is known of each Solr node (up, resting after a failure), shared by every
-        # request; a new one when solr.url or solr.nodes.discover change
+        # request; a new one when solr.url, solr.nodes.discover or solr.zk.hosts change
         self._solr_nodes: tuple[tuple[str, bool, str], SolrNodes] | None = None
         # who embeds the passages and questions (solr.embeddings.mode; auto asks Solr once),
         # a new one when what it depends on changes

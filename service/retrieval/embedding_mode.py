@@ -25,8 +25,8 @@ PARSER_NAME = "text_to_vector_knn"
 # what the service embeds of a passage (Passage.embedding_text): its title, a line break, its text
 EMBEDDED_FIELDS = ["title", "content"]
 ENABLE_HINT = (
-    "start Solr with the plugin on (solr/local/solr.sh start --text-to-vector URL; in docker "
-    "compose, the solr-embeds profile), or see README 'Solr computes the vectors'"
+    "turn the plugin on (solr/local/solr.sh start --text-to-vector URL; docker compose: "
+    "SOLR_TEXT_TO_VECTOR=true; any Solr: README 'Solr computes the vectors')"
 )
 
 
