@@ -102,7 +102,7 @@ launch() {
   # Solr reads SOLR_* variables as its own settings (SOLR_DATA_DIR would be every core's data
   # folder): the launcher's are not passed on
   # shellcheck disable=SC2086
-  nohup env -u SOLR_DATA_DIR -u SOLR_PORT java ${SOLR_JAVA_OPTS:--Xms256m -Xmx1g} "${embeds[@]}" \
+  nohup env -u SOLR_DATA_DIR -u SOLR_PORT java ${SOLR_JAVA_OPTS:--Xms256m -Xmx1g} ${embeds[@]+"${embeds[@]}"} \
     -Dsolr.log.dir="$dir" -Dsolr.log.file="$(logname "$k")" -Dlog4j2.configurationFile="$here/log4j2.xml" \
     -cp "$lib/*" "$here/SolrLauncher.java" --dir "$dir/cluster" "$@" \
     >> "$(outfile "$k")" 2>&1 < /dev/null &
