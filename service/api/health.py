@@ -46,6 +46,10 @@ async def ready(request: Request) -> JSONResponse:
         checks["llm"]["circuit"] = runtime.llm(settings).breaker.state
         checks["llm"]["tokenizer"] = settings.token_counter().name  # llm.tokenizer's count
         checks["embeddings"]["circuit"] = runtime.embeddings(settings).breaker.state
+        # who turns passages and questions into vectors (solr.embeddings.mode; auto: as found)
+        mode = runtime.embedding_mode(settings)
+        solr_embeds = await mode.solr_embeds(runtime.solr(settings))
+        checks["embeddings"]["by"] = "solr" if solr_embeds else "service"
         checks["solr:nodes"]["nodes"] = nodes.report()
     return JSONResponse(
         {"status": "up" if healthy else "down", "checks": checks},

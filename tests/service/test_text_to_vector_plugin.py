@@ -30,9 +30,10 @@ from testing.llm_server import LLMScript
 from testing.servers import free_port
 from testing.solr import SCRIPT as SOLR_SCRIPT
 from testing.solr import local_solr
-from tests.conftest import ROOT, ClientFactory
+from tests.conftest import ADMIN_TOKEN, ROOT, ClientFactory
 
 PLUGIN = ROOT / "solr" / "plugins" / "text-to-vector"
+ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 
 
 def test_the_plugins_java_tests_pass_against_the_local_model_server(
@@ -353,10 +354,15 @@ def test_the_service_answers_from_passages_solr_embedded(
             }
         )
         response = client.post("/ai/rag", json={"query": "What does the lighthouse keeper do?"})
+        health = client.get("/health", headers=ADMIN).json()
     assert response.status_code == 200, response.text
     cited = [document["id"] for document in response.json()["content"]["documents"]]
     assert "lighthouse" in cited
     assert "lighthouse keeper" in llm.requests[-1].prompt.lower()
+    assert health["checks"]["embeddings"]["by"] == "solr"  # operators see who embeds
+    # on the session's VectorMain (no plugin), auto leaves it to the service
+    service_mode = make_client().get("/health", headers=ADMIN).json()
+    assert service_mode["checks"]["embeddings"]["by"] == "service"
 
 
 def test_the_local_launcher_turns_the_plugin_on_for_every_node(
