@@ -15,6 +15,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from testing.servers import free_port
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "solr" / "local" / "solr.sh"
 
@@ -112,9 +114,7 @@ def local_solr(
 def free_ports(count: int) -> int:
     """The first of `count` consecutive free ports on 127.0.0.1."""
     for _ in range(50):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            first = int(probe.getsockname()[1])
+        first = free_port()
         if first + count <= 65536 and all(_free(first + i) for i in range(1, count)):
             return first
     raise RuntimeError(f"found no {count} consecutive free ports")
