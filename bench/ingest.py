@@ -31,6 +31,7 @@ from service.ingest.progress import ProgressLine
 from service.llm import EmbeddingsClient, LLMOptions
 from service.retrieval import SolrClient
 from service.retrieval.embedding_mode import EmbeddingMode
+from testing.solr import create_collection, delete_collection
 
 MODES = (
     "documents only",
@@ -46,23 +47,15 @@ SOLR_EMBEDS = "VectorMainSolrEmbeds"  # a VectorMain whose text-to-vector plugin
 
 def create_solr_embedding_collection(solr_url: str, embeddings_url: str) -> None:
     """VectorMain's configset with its text-to-vector plugin on, calling `embeddings_url`."""
-    collections = f"{solr_url}/admin/collections"
-    httpx.get(collections, params={"action": "DELETE", "name": SOLR_EMBEDS}, timeout=120)
-    httpx.get(
-        collections,
-        params={
-            "action": "CREATE",
-            "name": SOLR_EMBEDS,
-            "collection.configName": "VectorMain",
-            "numShards": 1,
-            "property.text.to.vector.enabled": "true",
-            "property.text.to.vector.endpoint": embeddings_url,
-            # as many texts per call as the service sends (the model server sorts by length)
-            "property.text.to.vector.batch": "512",
-            "property.text.to.vector.timeout": "600",
-        },
-        timeout=120,
-    ).raise_for_status()
+    delete_collection(solr_url, SOLR_EMBEDS)
+    properties = {
+        "text.to.vector.enabled": "true",
+        "text.to.vector.endpoint": embeddings_url,
+        # as many texts per call as the service sends (the model server sorts by length)
+        "text.to.vector.batch": "512",
+        "text.to.vector.timeout": "600",
+    }
+    create_collection(solr_url, SOLR_EMBEDS, "VectorMain", properties=properties)
 
 
 async def ingest(

@@ -10,10 +10,12 @@ import os
 import signal
 import socket
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+import httpx
 
 from testing.servers import free_port
 
@@ -109,6 +111,42 @@ def local_solr(
         yield solr
     finally:
         solr.stop()
+
+
+def create_collection(
+    solr_url: str,
+    name: str,
+    configset: str,
+    *,
+    properties: Mapping[str, str] | None = None,
+    **params: str | int,
+) -> None:
+    """A collection of one of our configsets (uploaded at Solr's start), one shard and one
+    replica unless `params` say otherwise; `properties` become its cores' properties
+    (`text.to.vector.enabled`...). SolrStartError with Solr's answer if it is refused."""
+    response = httpx.get(
+        f"{solr_url}/admin/collections",
+        params={
+            "action": "CREATE",
+            "name": name,
+            "collection.configName": configset,
+            "numShards": 1,
+            "replicationFactor": 1,
+            "wt": "json",
+            **params,
+            **{f"property.{key}": value for key, value in (properties or {}).items()},
+        },
+        timeout=120,
+    )
+    if response.status_code != 200:
+        raise SolrStartError(f"collection {name} not created: {response.text[:2000]}")
+
+
+def delete_collection(solr_url: str, name: str) -> None:
+    """The collection gone, if it was there."""
+    httpx.get(
+        f"{solr_url}/admin/collections", params={"action": "DELETE", "name": name}, timeout=120
+    )
 
 
 def free_ports(count: int) -> int:

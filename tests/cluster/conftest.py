@@ -19,7 +19,7 @@ from service.ingest.indexer import indexer_for
 from service.llm import EmbeddingsClient, LLMOptions
 from service.retrieval import SolrClient
 from testing.corpus import load_corpus
-from testing.solr import LocalSolr, local_solr
+from testing.solr import LocalSolr, create_collection, local_solr
 from tests.conftest import ROOT, test_settings
 
 NODES, SHARDS, REPLICAS = 3, 2, 2
@@ -35,17 +35,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, solr_url: str) -> Iterator
         tmp_path_factory.mktemp("cloud"), nodes=NODES, shards=SHARDS, replicas=REPLICAS
     ) as solr:
         for collection, copy in ONE_SHARD.items():
-            create = {
-                "action": "CREATE",
-                "name": copy,
-                "collection.configName": collection,
-                "numShards": 1,
-                "replicationFactor": 1,
-                "wt": "json",
-                **_creation_properties(collection),
-            }
-            response = httpx.get(f"{solr.url}/admin/collections", params=create, timeout=120)
-            assert response.status_code == 200, response.text
+            create_collection(solr.url, copy, collection, **_creation_properties(collection))
         yield solr
 
 

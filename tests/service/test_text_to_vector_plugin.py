@@ -29,7 +29,7 @@ from testing.corpus import load_corpus
 from testing.llm_server import LLMScript
 from testing.servers import free_port
 from testing.solr import SCRIPT as SOLR_SCRIPT
-from testing.solr import local_solr
+from testing.solr import create_collection, delete_collection, local_solr
 from tests.conftest import ADMIN_TOKEN, ROOT, ClientFactory
 
 PLUGIN = ROOT / "solr" / "plugins" / "text-to-vector"
@@ -72,27 +72,11 @@ def collection(solr_url: str, configset: str, **properties: str) -> Iterator[str
     """A new collection of one of our configsets (uploaded at Solr's start), with core
     properties (`text.to.vector.enabled`...); its name."""
     name = f"{configset.lower()}_{uuid.uuid4().hex[:8]}"
-    created = httpx.get(
-        f"{solr_url}/admin/collections",
-        params={
-            "action": "CREATE",
-            "name": name,
-            "collection.configName": configset,
-            "numShards": 1,
-            "replicationFactor": 1,
-            **{f"property.{key}": value for key, value in properties.items()},
-        },
-        timeout=120,
-    )
-    assert created.status_code == 200, created.text
+    create_collection(solr_url, name, configset, properties=properties)
     try:
         yield name
     finally:
-        httpx.get(
-            f"{solr_url}/admin/collections",
-            params={"action": "DELETE", "name": name},
-            timeout=120,
-        )
+        delete_collection(solr_url, name)
 
 
 @contextmanager
