@@ -217,7 +217,7 @@ async def _verify_solr(settings: Settings) -> None:
         await verify_layout(
             solr, settings.solr, embeddings=embeddings, cache=settings.cache.enabled
         )
-        await EmbeddingMode(settings.solr, settings.embeddings.model).verify(solr)
+        await EmbeddingMode.of(settings).verify(solr)
 
 
 def _start_model_server(port: int) -> subprocess.Popen[bytes]:
@@ -289,7 +289,7 @@ async def _ingest_into_solr(
         nodes = SolrNodes.configured(settings.solr)
         solr = SolrClient(http, nodes, read_timeout=settings.solr.timeout_read)
         collection = settings.solr.documents_collection
-        mode = EmbeddingMode(settings.solr, settings.embeddings.model)
+        mode = EmbeddingMode.of(settings)
         embeddings = embeddings_client(http, settings)
         indexer = indexer_for(settings, solr, embeddings, force=force, mode=mode)
         if if_empty and await indexer.count() > 0:

@@ -168,7 +168,7 @@ class Runtime:
             settings.embeddings.model,
         )
         if self._embedding_mode is None or self._embedding_mode[0] != key:
-            self._embedding_mode = key, EmbeddingMode(layout, settings.embeddings.model)
+            self._embedding_mode = key, EmbeddingMode.of(settings)
         return self._embedding_mode[1]
 
     def llm(
@@ -234,9 +234,7 @@ class Runtime:
                     embeddings=self._plain_embeddings(settings),
                     cache=settings.cache.enabled,
                 )
-                await EmbeddingMode(settings.solr, settings.embeddings.model).verify(
-                    self.solr(settings)
-                )
+                await EmbeddingMode.of(settings).verify(self.solr(settings))
             except SolrLayoutError as error:
                 raise ConfigError(str(error)) from None
 

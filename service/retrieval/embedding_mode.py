@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from service.config.settings import SolrSettings
+from service.config.settings import Settings, SolrSettings
 from service.errors import ServiceError, SolrLayoutError
 from service.retrieval.solr import SolrClient
 
@@ -86,6 +86,11 @@ class EmbeddingMode:
         self._layout = layout
         self._model = model
         self._solr_embeds: bool | None = None
+
+    @classmethod
+    def of(cls, settings: Settings) -> EmbeddingMode:
+        """The mode for the passages collection and the embeddings model `settings` name."""
+        return cls(settings.solr, settings.embeddings.model)
 
     async def solr_embeds(self, solr: SolrClient) -> bool:
         """Does Solr embed the passages and the questions (solr mode)?"""

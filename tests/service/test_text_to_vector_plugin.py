@@ -240,7 +240,7 @@ def test_the_two_modes_store_the_same_vectors_and_rank_alike(
         )
         # in solr mode the service's own embeddings API is dead: Solr must embed everything
         by_solr_settings = mode_settings(solr_url, dead, solr_documents, solr_passages, "auto")
-        by_solr_mode = EmbeddingMode(by_solr_settings.solr, by_solr_settings.embeddings.model)
+        by_solr_mode = EmbeddingMode.of(by_solr_settings)
         by_service = asyncio.run(ingest_and_search(by_service_settings, None))
         by_solr = asyncio.run(ingest_and_search(by_solr_settings, by_solr_mode))
     assert by_solr["vectors"].keys() == by_service["vectors"].keys()
@@ -262,7 +262,7 @@ def test_auto_mode_asks_solr_and_solr_mode_needs_the_plugin(
         settings = mode_settings(solr_url, embeddings_url, "FileShare", passages, "auto")
         async with httpx.AsyncClient() as http:
             solr = SolrClient(http, solr_url)
-            mode = EmbeddingMode(settings.solr, settings.embeddings.model)
+            mode = EmbeddingMode.of(settings)
             return await mode.solr_embeds(solr), await plugin_gap(
                 solr, settings.solr, settings.embeddings.model
             )
@@ -270,7 +270,7 @@ def test_auto_mode_asks_solr_and_solr_mode_needs_the_plugin(
     async def verify_solr_mode(passages: str) -> None:
         settings = mode_settings(solr_url, embeddings_url, "FileShare", passages, "solr")
         async with httpx.AsyncClient() as http:
-            mode = EmbeddingMode(settings.solr, settings.embeddings.model)
+            mode = EmbeddingMode.of(settings)
             await mode.verify(SolrClient(http, solr_url))
 
     assert asyncio.run(modes("VectorMain")) == (
@@ -300,7 +300,7 @@ def test_in_solr_mode_an_embeddings_failure_is_a_clear_error_not_a_dead_node(
         settings = mode_settings(solr_url, dead, "FileShare", passages, "solr")
         async with httpx.AsyncClient() as http:
             solr = SolrClient(http, solr_url)
-            mode = EmbeddingMode(settings.solr, settings.embeddings.model)
+            mode = EmbeddingMode.of(settings)
             retriever = build_retriever(
                 settings.overridden({"retrieval.method": "vector"}).retrieval,
                 settings.solr,
@@ -328,7 +328,7 @@ def test_the_service_answers_from_passages_solr_embedded(
     ):
         passages = passages_url.rsplit("/", 1)[1]
         settings = mode_settings(solr_url, embeddings_url, documents, passages, "auto")
-        asyncio.run(ingest_and_search(settings, EmbeddingMode(settings.solr, "all-MiniLM-L6-v2")))
+        asyncio.run(ingest_and_search(settings, EmbeddingMode.of(settings)))
         client = make_client(
             {
                 "solr.collection.documents": documents,
