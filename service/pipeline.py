@@ -62,7 +62,13 @@ from service.llm import ChatClient, ChatMessage, EmbeddingsClient, Usage
 from service.llm.answer_format import PLAIN, AnswerFormat
 from service.llm.size import RequestSize, request_size
 from service.metrics import observe_answer
-from service.retrieval import DocumentById, RetrievedDocument, SolrClient, count_documents
+from service.retrieval import (
+    DocumentById,
+    RetrievedDocument,
+    Retriever,
+    SolrClient,
+    count_documents,
+)
 from service.retrieval.embedding_mode import EmbeddingMode
 from service.retrieval.factory import build_retriever
 from service.retrieval.fusion import MultiQueryRetriever
@@ -480,6 +486,18 @@ class RagPipeline(_Pipeline[RagQuery]):
             )
         return RefineChain(self._llm, builder, budget, answer_reserve=self._answer_reserve)
 
+    def _retriever(self, scope: Scope) -> Retriever:
+        """The configured retrieval within `scope`, the question embedded as configured."""
+        settings = self.settings
+        return build_retriever(
+            settings.retrieval,
+            settings.solr,
+            self._solr,
+            self._embeddings,
+            scope=scope,
+            mode=self._embedding_mode,
+        )
+
     async def _retrieve(
         self,
         queries: tuple[str, ...],
@@ -500,23 +518,9 @@ class RagPipeline(_Pipeline[RagQuery]):
                 )
             if settings.retrieval.in_force == "bm25":
                 return [document]
-            retriever = build_retriever(
-                settings.retrieval,
-                settings.solr,
-                self._solr,
-                self._embeddings,
-                scope=scope.with_parent(document_id),
-                mode=self._embedding_mode,
-            )
+            retriever = self._retriever(scope.with_parent(document_id))
             return await retriever.run(query) or [document]
-        retriever = build_retriever(
-            settings.retrieval,
-            settings.solr,
-            self._solr,
-            self._embeddings,
-            scope=scope,
-            mode=self._embedding_mode,
-        )
+        retriever = self._retriever(scope)
         if len(queries) == 1:
             documents = await retriever.run(query)
         else:
