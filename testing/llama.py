@@ -3,12 +3,15 @@ tests against a real third-party LLM server."""
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -21,9 +24,31 @@ class LlamaStartError(RuntimeError):
     """llama-server exited or did not answer /health in time; the message ends with its log."""
 
 
+@dataclass(frozen=True)
+class LlamaServer:
+    """A running llama-server: its OpenAI-compatible base URL (`.../v1/`) and process group."""
+
+    url: str
+    group: int
+
+    def cpu_variants(self) -> set[str]:
+        """The llama.cpp CPU backends (`haswell`, `icelake`, ...) its processes have loaded:
+        llama.cpp opens each variant to score it and keeps only the one it chose."""
+        loaded = set()
+        for entry in Path("/proc").iterdir():
+            try:
+                if not entry.name.isdigit() or os.getpgid(int(entry.name)) != self.group:
+                    continue
+                maps = (entry / "maps").read_text()
+            except (OSError, ProcessLookupError):
+                continue
+            loaded.update(re.findall(r"libggml-cpu-(\w+)\.so", maps))
+        return loaded
+
+
 @contextmanager
-def llama_server(model: Path, log: Path, *, context_tokens: int = 2048) -> Iterator[str]:
-    """The OpenAI-compatible base URL (`.../v1/`) of llama-server running `model`."""
+def llama_server(model: Path, log: Path, *, context_tokens: int = 2048) -> Iterator[LlamaServer]:
+    """llama-server running `model` on a free port, until the block ends."""
     server = shutil.which("llama-cpp-server") or str(
         Path(sys.executable).parent / "llama-cpp-server"
     )
@@ -48,6 +73,6 @@ def llama_server(model: Path, log: Path, *, context_tokens: int = 2048) -> Itera
             if process.poll() is not None or time.monotonic() > deadline:
                 raise LlamaStartError(f"llama-server did not start:\n{log.read_text()[-3000:]}")
             time.sleep(0.25)
-        yield f"{base}/v1/"
+        yield LlamaServer(url=f"{base}/v1/", group=process.pid)
     finally:
         stop_group(process, timeout=30)

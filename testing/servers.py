@@ -19,6 +19,15 @@ def free_port() -> int:
 
 
 @contextmanager
+def dead_address() -> Iterator[str]:
+    """`127.0.0.1:PORT` where nothing answers, held for the block: the port is bound but never
+    listens, so a connection is refused and no other program can take the port meanwhile."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        yield f"127.0.0.1:{held.getsockname()[1]}"
+
+
+@contextmanager
 def serve_in_thread(
     app: object, *, health_path: str = "/health", port: int | None = None
 ) -> Iterator[str]:

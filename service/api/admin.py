@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 
 from service.api.auth import require_admin
 from service.api.errors import documented_errors
+from service.api.payload import json_route
 from service.config import Settings
 from service.config.catalog import by_key, catalog
 from service.errors import (
@@ -30,7 +31,7 @@ from service.errors import (
 )
 from service.runtime import Runtime, addresses
 
-router = APIRouter(tags=["admin"], dependencies=[Depends(require_admin)])
+router = APIRouter(tags=["admin"], dependencies=[Depends(require_admin)], route_class=json_route())
 
 
 class KeyOut(BaseModel):

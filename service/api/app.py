@@ -30,7 +30,6 @@ from service.api.docs import install_docs
 from service.api.errors import install_error_handlers
 from service.api.limits import BodySizeLimit
 from service.api.openai_schema import add_schemas
-from service.api.payload import JsonGuard
 from service.api.request_context import RequestContext
 from service.observability import configure_logging
 from service.runtime import Runtime
@@ -72,8 +71,7 @@ def create_app(config_path: Path) -> FastAPI:
     )
     app.state.runtime = runtime
     install_error_handlers(app)
-    # inner to outer: JSON bodies checked, once their size is bounded
-    app.add_middleware(JsonGuard)
+    # JSON bodies are read by their routes (service.api.payload), within this bound
     app.add_middleware(BodySizeLimit, limit=lambda: runtime.settings().server.request_max_bytes)
     origins = [o.strip() for o in runtime.settings().server.cors_origins.split(",") if o.strip()]
     if origins:

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from service.api.auth import require_admin
 from service.api.errors import documented_errors
 from service.api.fields import DocumentId, LanguageCode
+from service.api.payload import json_route
 from service.chains.prompts import LANGUAGE_CODE
 from service.errors import (
     BadRequest,
@@ -25,7 +26,10 @@ from service.ingest import IngestSummary, SourceDocument, extract_bytes
 from service.retrieval.scope import visible_to
 from service.runtime import Runtime
 
-router = APIRouter(tags=["ingestion"], dependencies=[Depends(require_admin)])
+# ingestion bodies are bounded by request.max.bytes only
+router = APIRouter(
+    tags=["ingestion"], dependencies=[Depends(require_admin)], route_class=json_route(None)
+)
 
 
 class DocumentIn(BaseModel):

@@ -14,12 +14,16 @@ from service.api.auth import require_admin
 from service.api.errors import documented_errors
 from service.api.fields import MAX_QUERY_PARAM
 from service.api.identity import caller_scope
+from service.api.payload import json_route
 from service.errors import BadRequest
 from service.ingest.indexes import IndexedDocument, KaitoIndexes, doc_id_of, metadata_filters
 from service.runtime import Runtime
 from service.text import sanitize_query
 
-router = APIRouter(tags=["kaito indexes"], dependencies=[Depends(require_admin)])
+# /index ingests documents: bounded by request.max.bytes only
+router = APIRouter(
+    tags=["kaito indexes"], dependencies=[Depends(require_admin)], route_class=json_route(None)
+)
 
 MAX_DOCUMENTS = 1000
 MAX_TEXT_CHARS = 5_000_000

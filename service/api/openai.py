@@ -39,6 +39,7 @@ from service.api.openai_schema import (
     ModelList,
     request_body,
 )
+from service.api.payload import json_route
 from service.api.sse import SSE_HEADERS, event_stream, sse_event
 from service.config import Settings
 from service.conversation import RAG_MODELS, plan_of
@@ -53,7 +54,9 @@ from service.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
-router = APIRouter(tags=["openai"], dependencies=[Depends(require_api_key)])
+router = APIRouter(
+    tags=["openai"], dependencies=[Depends(require_api_key)], route_class=json_route()
+)
 
 MODEL_LIST_TIMEOUT_SECONDS = 5.0
 

@@ -15,6 +15,7 @@ from service.api.errors import as_service_error, documented_errors, error_body
 from service.api.fields import MAX_QUERY_PARAM, DocumentId, OptionalLanguage
 from service.api.grounding import GroundingOut
 from service.api.identity import caller_scope
+from service.api.payload import json_route
 from service.api.sse import SSE_HEADERS, event_stream, sse_event
 from service.errors import BadRequest
 from service.llm import ChatMessage
@@ -22,7 +23,7 @@ from service.pipeline import Answer, RagQuery, Reply
 from service.retrieval import Scope
 from service.runtime import Runtime
 
-router = APIRouter(tags=["rag"], dependencies=[Depends(require_api_key)])
+router = APIRouter(tags=["rag"], dependencies=[Depends(require_api_key)], route_class=json_route())
 
 MAX_QUERY_CHARS = 20_000
 MAX_HISTORY_MESSAGES = 100

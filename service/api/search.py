@@ -9,11 +9,14 @@ from service.api.auth import require_api_key
 from service.api.errors import documented_errors
 from service.api.fields import MAX_QUERY_PARAM
 from service.api.identity import caller_scope
+from service.api.payload import json_route
 from service.errors import BadRequest, ModelNotServed
 from service.runtime import Runtime
 from service.text import sanitize_query
 
-router = APIRouter(tags=["search"], dependencies=[Depends(require_api_key)])
+router = APIRouter(
+    tags=["search"], dependencies=[Depends(require_api_key)], route_class=json_route()
+)
 
 
 class PassageOut(BaseModel):

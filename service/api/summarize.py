@@ -9,11 +9,14 @@ from service.api.auth import require_api_key
 from service.api.errors import documented_errors
 from service.api.fields import DocumentId, OptionalLanguage
 from service.api.identity import caller_scope
+from service.api.payload import json_route
 from service.api.rag import DocumentOut, RagContent, UsageOut
 from service.pipeline import SummarizeQuery
 from service.runtime import Runtime
 
-router = APIRouter(tags=["summarize"], dependencies=[Depends(require_api_key)])
+router = APIRouter(
+    tags=["summarize"], dependencies=[Depends(require_api_key)], route_class=json_route()
+)
 
 MAX_TEXT_CHARS = 2_000_000
 

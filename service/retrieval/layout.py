@@ -145,7 +145,8 @@ async def _fields_when_reachable(solr: SolrClient, collection: str, wait: float)
         except (UpstreamUnavailable, UpstreamTimeout) as error:
             if time.monotonic() >= give_up:
                 raise SolrLayoutError(
-                    f"{error} (waited {wait:g}s, solr.startup.wait); start Solr first, or set "
+                    f"Solr at {solr.nodes.address}: {error} (waited {wait:g}s, "
+                    "solr.startup.wait); start Solr first, or set "
                     "solr.startup.check=false to start without it"
                 ) from None
             log.info("waiting for Solr at %s: %s", solr.nodes.address, error)

@@ -44,14 +44,19 @@ def smollm2_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     assert MODEL is not None
     log = tmp_path_factory.mktemp("smollm2") / "llama-server.log"
     try:
-        with llama_server(MODEL, log) as url:
-            yield url
+        with llama_server(MODEL, log) as server:
+            yield server.url
     except LlamaStartError as error:
         pytest.fail(str(error))
 
 
-# a question its document does not answer: the model writes about something else
-QUESTION = {"query": "What does assert do?", "id": "lighthouse"}
+# a question its document does not touch at all: the model answers from what it believes it
+# knows (a question near the document, such as "What does assert do?", made it paraphrase the
+# document on some builds: its kernels' rounding changes greedy decoding)
+QUESTION = {
+    "query": "Who was the first president of the United States and what did he do?",
+    "id": "lighthouse",
+}
 
 
 @pytest.fixture

