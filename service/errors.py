@@ -73,9 +73,10 @@ class ServiceError(SolrRagError):
     # OpenAI clients see the reason alone (KAITO's exact sentences), not message + reason
     openai_reason_only = False
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, *, retry_after: int | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.retry_after = retry_after  # seconds, sent as Retry-After when set
 
 
 class FeatureDisabled(ServiceError):
@@ -244,6 +245,25 @@ class NoValidAnswer(ServiceError):
     kind = "NoValidAnswer"
     status = 428
     message = "Sorry, I could not find an answer to your question."
+
+
+class Overloaded(ServiceError):
+    """Every connection to an upstream is in use by other requests: nothing failed, the
+    service is busy (never counted against the upstream's circuit breaker)."""
+
+    kind = "TechnicalError"
+    status = 503
+    message = "Sorry, too many questions are being answered right now. Please try again shortly."
+
+
+class CallerOverLimit(ServiceError):
+    """This caller already has as many questions in progress as it may
+    (llm.max.concurrent.per.caller)."""
+
+    kind = "TooManyRequests"
+    status = 429
+    message = "Sorry, you have too many questions in progress. Please try again shortly."
+    openai_code = "rate_limit_exceeded"
 
 
 class TechnicalError(ServiceError):

@@ -12,15 +12,25 @@ from contextlib import contextmanager
 
 import httpx
 
-from service.errors import UpstreamTimeout, UpstreamUnavailable
+from service.errors import Overloaded, UpstreamTimeout, UpstreamUnavailable
+
+# how long a request waits for a free connection of a shared pool: a full pool means the
+# service is busy, not that the upstream failed, and says so quickly (Overloaded)
+POOL_WAIT_SECONDS = 5.0
 
 
 @contextmanager
 def upstream_call(where: str, *, timed_out: str, unreachable: str) -> Iterator[None]:
     """httpx's failures inside the block, as UpstreamTimeout (`where timed_out`) or
-    UpstreamUnavailable (`where unreachable (the failure's kind)`): no address, no token."""
+    UpstreamUnavailable (`where unreachable (the failure's kind)`): no address, no token; a
+    wait for a pooled connection past POOL_WAIT_SECONDS is Overloaded, no upstream failure."""
     try:
         yield
+    except httpx.PoolTimeout:
+        raise Overloaded(
+            f"every connection to {where} is in use by other requests; retry shortly",
+            retry_after=2,
+        ) from None
     except httpx.TimeoutException:
         raise UpstreamTimeout(f"{where} {timed_out}") from None
     except httpx.TransportError as error:

@@ -32,6 +32,7 @@ class RecordedRequest:
     first_chunk_sent: float = 0.0
     stream_completed: bool = False
     stream_abandoned: bool = False
+    left_while_waiting: bool = False  # the client hung up during the step's delay
 
     @property
     def messages(self) -> list[dict[str, str]]:
@@ -166,8 +167,12 @@ def create_llm_app(script: LLMScript) -> FastAPI:
         )
         script.requests.append(recorded)
         step = script.next_step(recorded)
-        if step.delay:
-            await asyncio.sleep(step.delay)
+        waited_until = time.monotonic() + step.delay
+        while time.monotonic() < waited_until:  # a real model notices a client that left
+            if await request.is_disconnected():
+                recorded.left_while_waiting = True
+                break
+            await asyncio.sleep(min(0.05, max(0.0, waited_until - time.monotonic())))
         recorded.finished = time.monotonic()
         if step.body is not None:
             return PlainTextResponse(step.body, status_code=step.status, headers=step.headers)

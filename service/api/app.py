@@ -29,6 +29,7 @@ from service.api.datafari import DatafariPaths
 from service.api.docs import install_docs
 from service.api.errors import install_error_handlers
 from service.api.limits import BodySizeLimit
+from service.api.llm_work import CallerLimit, CancelOnDisconnect
 from service.api.openai_schema import add_schemas
 from service.api.request_context import RequestContext
 from service.observability import configure_logging
@@ -73,6 +74,10 @@ def create_app(config_path: Path) -> FastAPI:
     install_error_handlers(app)
     # JSON bodies are read by their routes (service.api.payload), within this bound
     app.add_middleware(BodySizeLimit, limit=lambda: runtime.settings().server.request_max_bytes)
+    # what one caller's LLM questions may take (service.api.llm_work): cancelled when the
+    # caller leaves; a bounded number at once per caller
+    app.add_middleware(CancelOnDisconnect)
+    app.add_middleware(CallerLimit, settings=runtime.settings)
     origins = [o.strip() for o in runtime.settings().server.cors_origins.split(",") if o.strip()]
     if origins:
         app.add_middleware(

@@ -126,7 +126,10 @@ def error_response(request: Request, error: ServiceError) -> JSONResponse:
         body = openai_body_of(error)
     else:
         body = error_body(feature_of(request), error)
-    return JSONResponse(body, status_code=error.status)
+    response = JSONResponse(body, status_code=error.status)
+    if error.retry_after is not None:
+        response.headers["Retry-After"] = str(error.retry_after)
+    return response
 
 
 def as_service_error(error: Exception, request_id: str) -> ServiceError:

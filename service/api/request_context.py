@@ -19,7 +19,7 @@ import time
 import uuid
 
 from starlette.datastructures import Headers, MutableHeaders
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.api.errors import as_service_error, error_response
@@ -29,6 +29,8 @@ from service.observability import REQUEST_ID_HEADER, printable, request_id_var
 access_log = logging.getLogger("service.access")
 
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+# nginx's "client closed request": the client left before its answer; no server failure
+CLIENT_LEFT = 499
 KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 
@@ -60,6 +62,10 @@ class RequestContext:
         token = request_id_var.set(request_id)
         try:
             await self.app(scope, receive, send_with_id)
+            if not response_started and scope["state"].get("client_left"):
+                status = CLIENT_LEFT  # cancelled by CancelOnDisconnect: nobody to answer
+        except ClientDisconnect:  # the client left while sending its body: not our failure
+            status = CLIENT_LEFT
         except Exception as error:
             if response_started:  # too late for an error response: the connection is cut
                 access_log.error("response to request %s broken off", request_id, exc_info=error)

@@ -232,6 +232,17 @@ class LLMSettings(Part):
         gt=0,
         le=3600,
     )
+    max_concurrent_per_caller: int = _key(
+        "llm.max.concurrent.per.caller",
+        16,
+        "Questions one caller may have in progress at once in each worker (/ai/rag, "
+        "/ai/summarize, /v1/chat/completions; a stream counts until it ends); more get a 429 "
+        "with Retry-After. The caller is its API key, else its JWT subject, else its address: "
+        "behind a proxy that hides addresses, give callers keys or JWTs, or raise it. 0: no "
+        "limit.",
+        ge=0,
+        le=100_000,
+    )
     max_calls: int = _key(
         "llm.max.calls.per.request",
         16,

@@ -31,7 +31,7 @@ from service.llm.budget import CallBudget
 from service.llm.types import ChatMessage, Completion, Usage
 from service.metrics import LLM_CALL_SECONDS, upstream_error
 from service.observability import request_headers
-from service.upstream import upstream_call
+from service.upstream import POOL_WAIT_SECONDS, upstream_call
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,9 @@ class OpenAICompatibleClient:
         self.options = options
         self.breaker = breaker or CircuitBreaker.off()
         self.busy = BusyClock(self.upstream)
-        self._timeout = httpx.Timeout(options.read_timeout, connect=options.connect_timeout)
+        self._timeout = httpx.Timeout(
+            options.read_timeout, connect=options.connect_timeout, pool=POOL_WAIT_SECONDS
+        )
 
     async def list_models(self) -> list[str]:
         """The model ids the server offers (GET /models): a cheap reachability check."""

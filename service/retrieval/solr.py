@@ -31,7 +31,7 @@ from service.metrics import SOLR_FAILOVERS, upstream_error
 from service.observability import request_headers, request_id_var
 from service.retrieval.nodes import SolrNodes
 from service.retrieval.zookeeper import ZooKeeperUnavailable, live_nodes
-from service.upstream import upstream_call
+from service.upstream import POOL_WAIT_SECONDS, upstream_call
 
 log = logging.getLogger(__name__)
 _JSON = {"wt": "json"}
@@ -66,7 +66,7 @@ class SolrClient:
     ) -> None:
         self._http = http
         self.nodes = SolrNodes.parse(nodes) if isinstance(nodes, str) else nodes
-        self._timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
+        self._timeout = httpx.Timeout(read_timeout, connect=connect_timeout, pool=POOL_WAIT_SECONDS)
 
     async def select(self, collection: str, params: Params) -> dict[str, Any]:
         """Run a search; `params` go in a POST form so long queries never hit URL limits."""

@@ -3,12 +3,23 @@ costs bounded work, on the service's real HTTP stack with the real Solr and LLM 
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
 
+import httpx
 import pytest
 
 from service.api.payload import MAX_DEPTH, QUESTION_BYTES
-from tests.conftest import ADMIN_TOKEN, ClientFactory
+from service.errors import Overloaded
+from service.llm.breaker import CircuitBreaker
+from service.llm.client import ChatClient, LLMOptions
+from service.llm.types import ChatMessage
+from service.upstream import POOL_WAIT_SECONDS
+from testing.llm_server import LLMScript, Step
+from tests.conftest import ADMIN_TOKEN, ClientFactory, ServiceFactory
 
 DEEP = b"[" * (MAX_DEPTH + 5) + b"]" * (MAX_DEPTH + 5)
 # a body the service must refuse if it parsed it (too deep): who answers first shows the order
@@ -78,3 +89,83 @@ def test_a_large_valid_body_is_parsed_off_the_loop_and_served(make_client: Clien
     response = client.post("/ai/rag", content=body, headers=ANONYMOUS)
     assert response.status_code in (200, 428), response.text
     assert response.json()["status"] in ("OK", "ERROR")
+
+
+# -- item 2: one client cannot starve the LLM pool, open the breaker, or run on after leaving --
+
+
+def _ask(base: str, key: str, timeout: float = 30) -> httpx.Response:
+    return httpx.post(
+        f"{base}/ai/rag", json={"query": "lamp"}, headers={"X-API-Key": key}, timeout=timeout
+    )
+
+
+def _wait_for(condition, seconds: float = 10) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_one_caller_over_its_cap_gets_a_429_while_another_is_served(
+    service: ServiceFactory, llm: LLMScript
+) -> None:
+    base = service({"api.keys": "key-a,key-b", "llm.max.concurrent.per.caller": 2})
+    llm.then(Step(content="slow [1]", delay=4), Step(content="slow [1]", delay=4))
+    with ThreadPoolExecutor(2) as pool:
+        slow = [pool.submit(_ask, base, "key-a") for _ in range(2)]
+        _wait_for(lambda: len(llm.requests) == 2)
+        started = time.monotonic()
+        refused = _ask(base, "key-a")
+        assert refused.status_code == 429, refused.text
+        assert refused.headers["Retry-After"] == "2"
+        assert refused.json()["content"]["label"] == "ragTooManyRequests"
+        assert "llm.max.concurrent.per.caller" in refused.json()["content"]["reason"]
+        other = _ask(base, "key-b")  # another caller is answered meanwhile, at once
+        assert other.status_code == 200, other.text
+        assert time.monotonic() - started < 3  # neither waited for key-a's slow answers
+        assert [future.result().status_code for future in slow] == [200, 200]
+    assert _ask(base, "key-a").status_code == 200  # its answers done, key-a is served again
+
+
+def test_a_made_up_token_does_not_make_a_new_caller(
+    service: ServiceFactory, llm: LLMScript
+) -> None:
+    base = service({"llm.max.concurrent.per.caller": 1})  # no keys: callers by address
+    llm.then(Step(content="slow [1]", delay=4))
+    with ThreadPoolExecutor(1) as pool:
+        slow = pool.submit(_ask, base, "invented-1")
+        _wait_for(lambda: len(llm.requests) == 1)
+        assert _ask(base, "invented-2").status_code == 429
+        assert slow.result().status_code == 200
+
+
+async def test_a_full_connection_pool_is_busy_not_an_llm_failure(
+    llm: LLMScript, llm_base_url: str
+) -> None:
+    llm.then(Step(content="slow", delay=POOL_WAIT_SECONDS + 2))
+    breaker = CircuitBreaker(1, 60)  # one failure would open it
+    async with httpx.AsyncClient(limits=httpx.Limits(max_connections=1)) as http:
+        client = ChatClient(http, LLMOptions(endpoint=f"{llm_base_url}/v1/", retries=0), breaker)
+        question = [ChatMessage("user", "lamp?")]
+        first = asyncio.create_task(client.complete(question))
+        await asyncio.sleep(0.5)
+        with pytest.raises(Overloaded) as busy:
+            await client.complete(question)  # waits POOL_WAIT_SECONDS for the one connection
+        assert busy.value.status == 503 and busy.value.retry_after
+        assert (await first).text == "slow"
+    assert breaker.state == "closed"
+
+
+def test_a_client_that_leaves_cancels_its_request(
+    service: ServiceFactory, llm: LLMScript, caplog: pytest.LogCaptureFixture
+) -> None:
+    base = service()
+    llm.then(Step(content="too late [1]", delay=20))
+    with caplog.at_level(logging.INFO, logger="service.access"):
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(f"{base}/ai/rag", json={"query": "lamp"}, timeout=1)
+        # the LLM call is abandoned within seconds, not after its 20 s
+        _wait_for(lambda: llm.requests and llm.requests[0].left_while_waiting, seconds=5)
+        _wait_for(lambda: any(" 499 " in r.getMessage() for r in caplog.records), seconds=5)
+    assert not any(" 500 " in r.getMessage() for r in caplog.records)
