@@ -10,10 +10,10 @@ MODEL_PORT ?= 8001
 
 .PHONY: setup browser llama run stop test lint format clean
 
+# PYTHONWARNINGS=ignore: setuptools' banner about editable installs is for its own developers
 $(BIN)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	# PYTHONWARNINGS: setuptools' banner about editable installs is for its own developers
 	PYTHONWARNINGS=ignore $(BIN)/pip install -q -e '.[dev]'
 	touch $@
 
