@@ -122,6 +122,8 @@ def service_command(
         "retrieval.method": "bm25",
         "prompt.chunking.strategy": "stuff",
         "prompt.templates.dir": str(ROOT / "prompts"),
+        # every simulated client shares one address: the per-caller cap would refuse them
+        "llm.max.concurrent.per.caller": "0",
         **overrides,
     }
     config.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))

@@ -9,6 +9,8 @@ from collections.abc import AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
 
+import anyio.to_thread
+
 from service.errors import NoValidAnswer
 from service.llm.answer_format import PLAIN, AnswerFormat, StopCut
 from service.llm.client import ChatClient
@@ -168,7 +170,8 @@ class Prepared:
         if cut.stopped:
             result.finish_reason = "stop"
         result.answer = clean_answer(text)
-        form.check(result.answer)
+        if form.json:  # a caller's schema: bounded (answer_format), still checked off the loop
+            await anyio.to_thread.run_sync(form.check, result.answer)
         if not stream or self.final is None:
             yield result.answer
 

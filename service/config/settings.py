@@ -234,7 +234,7 @@ class LLMSettings(Part):
     )
     max_concurrent_per_caller: int = _key(
         "llm.max.concurrent.per.caller",
-        16,
+        32,
         "Questions one caller may have in progress at once in each worker (/ai/rag, "
         "/ai/summarize, /v1/chat/completions; a stream counts until it ends); more get a 429 "
         "with Retry-After. The caller is its API key, else its JWT subject, else its address: "

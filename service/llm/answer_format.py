@@ -5,6 +5,13 @@ sequence, or forced into JSON, would break the chain). Neither is taken on trust
 cut at the first stop sequence here too (a server may ignore `stop`), and a JSON answer is
 parsed and, for `json_schema`, validated before it is returned.
 
+A caller's schema costs bounded work: it is refused (400) when it refers to anything outside
+itself (a `$ref` to a URL: nothing is ever fetched), refers to itself (a cycle of `$ref`s, or
+`$dynamicRef`/`$recursiveRef`), uses `patternProperties` (a regular expression run against the
+answer's keys, which a caller could make backtrack for ever), or would expand, its `$ref`s
+followed, past MAX_SCHEMA_NODES subschemas (nested `anyOf`s over shared definitions grow
+exponentially). `pattern` is accepted and not checked. Validation runs off the event loop.
+
     >>> form = AnswerFormat.of(stop=["\\n\\n"], response_format={"type": "json_object"})
     >>> form.payload()
     {'stop': ['\\n\\n'], 'response_format': {'type': 'json_object'}}
@@ -24,6 +31,13 @@ from service.errors import InvalidChatRequest, UnsupportedParameter
 MAX_STOP_SEQUENCES = 4  # OpenAI's limit
 MAX_STOP_CHARS = 256
 MAX_SCHEMA_CHARS = 65_536
+# subschemas a caller's schema may expand to, its $refs followed (a real one has dozens)
+MAX_SCHEMA_NODES = 2_000
+_REFUSED_KEYWORDS = {
+    "$dynamicRef": "refers to itself ($dynamicRef)",
+    "$recursiveRef": "refers to itself ($recursiveRef)",
+    "patternProperties": "uses patternProperties (its regular expressions are not run)",
+}
 
 
 def _unchecked(*_: object) -> None:
@@ -133,7 +147,70 @@ def _response_format(value: object) -> dict[str, Any] | None:
                 f"response_format.json_schema.schema is not a valid JSON Schema: "
                 f"{error.message[:200]}"
             ) from None
+        problem = schema_problem(schema)
+        if problem:
+            raise InvalidChatRequest(f"response_format.json_schema.schema {problem}")
     return {"type": "json_schema", "json_schema": spec}
+
+
+def schema_problem(schema: dict[str, Any]) -> str | None:
+    """Why validating against `schema` could cost unbounded work, or None (module docstring)."""
+    sizes: dict[int, int] = {}
+
+    def expanded(node: object, path: tuple[int, ...]) -> int:
+        if id(node) in path:
+            raise _Refused("refers to itself (a cycle of $ref)")
+        if id(node) in sizes:
+            return sizes[id(node)]
+        total = 1
+        children: list[object] = []
+        if isinstance(node, dict):
+            for keyword, reason in _REFUSED_KEYWORDS.items():
+                if keyword in node:
+                    raise _Refused(reason)
+            ref = node.get("$ref")
+            if ref is not None:
+                children.append(_local_target(schema, ref))
+            children.extend(v for k, v in node.items() if k != "$ref")
+        elif isinstance(node, list):
+            children.extend(node)
+        for child in children:
+            if isinstance(child, dict | list):
+                total += expanded(child, (*path, id(node)))
+                if total > MAX_SCHEMA_NODES:
+                    raise _Refused(
+                        f"expands, its $refs followed, past {MAX_SCHEMA_NODES} subschemas"
+                    )
+        sizes[id(node)] = total
+        return total
+
+    try:
+        expanded(schema, ())
+    except _Refused as refused:
+        return str(refused)
+    except RecursionError:
+        return "nests its $refs too deep"
+    return None
+
+
+class _Refused(Exception):
+    """A schema that cannot be validated within bounds; the message says why."""
+
+
+def _local_target(schema: dict[str, Any], ref: object) -> object:
+    """What a `$ref` within the schema points at (`#`, `#/$defs/name`, ...)."""
+    if not isinstance(ref, str) or not ref.startswith("#"):
+        raise _Refused(f"has a $ref outside the schema ({str(ref)[:80]!r}): only #/... is read")
+    node: object = schema
+    for part in [p for p in ref[1:].split("/") if p]:
+        key = part.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and key in node:
+            node = node[key]
+        elif isinstance(node, list) and key.isdigit() and int(key) < len(node):
+            node = node[int(key)]
+        else:
+            raise _Refused(f"has a $ref to nothing ({ref[:80]!r})")
+    return node
 
 
 class StopCut:

@@ -169,3 +169,70 @@ def test_a_client_that_leaves_cancels_its_request(
         _wait_for(lambda: llm.requests and llm.requests[0].left_while_waiting, seconds=5)
         _wait_for(lambda: any(" 499 " in r.getMessage() for r in caplog.records), seconds=5)
     assert not any(" 500 " in r.getMessage() for r in caplog.records)
+
+
+# -- item 3: a caller's JSON schema costs bounded work ----------------------------------------
+
+
+def _chained_any_of(levels: int) -> dict:
+    """Each level any of two references to the next: 2**levels subschemas once followed."""
+    defs = {f"l{i}": {"anyOf": [{"$ref": f"#/$defs/l{i + 1}"}, {"$ref": f"#/$defs/l{i + 1}"}]}
+            for i in range(levels)}  # fmt: skip
+    defs[f"l{levels}"] = {"type": "integer"}
+    return {"$ref": "#/$defs/l0", "$defs": defs}
+
+
+HOSTILE_SCHEMAS = {
+    "18 chained anyOf": (_chained_any_of(18), "past 2000 subschemas"),
+    "itself": ({"$ref": "#"}, "refers to itself"),
+    "a two-step loop": (
+        {"$ref": "#/$defs/a", "$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}},
+        "refers to itself",
+    ),
+    "a URL": ({"$ref": "https://example.com/schema.json"}, "outside the schema"),
+    "a catastrophic key pattern": (
+        {"type": "object", "patternProperties": {"^(a+)+$": {}}, "additionalProperties": False},
+        "patternProperties",
+    ),
+    "a dynamic reference": ({"$dynamicRef": "#node"}, "refers to itself"),
+}
+
+
+def _ask_for_json(base: str, name: str, schema: dict) -> httpx.Response:
+    form = {"type": "json_schema", "json_schema": {"name": name, "schema": schema}}
+    question = [{"role": "user", "content": "lighthouse"}]
+    return httpx.post(
+        f"{base}/v1/chat/completions",
+        json={"model": "rag", "messages": question, "response_format": form},
+        timeout=30,
+    )
+
+
+@pytest.mark.parametrize("name", HOSTILE_SCHEMAS)
+def test_a_schema_that_could_cost_unbounded_work_is_a_400_before_any_llm_call(
+    service: ServiceFactory, llm: LLMScript, name: str
+) -> None:
+    schema, named = HOSTILE_SCHEMAS[name]
+    started = time.monotonic()
+    response = _ask_for_json(service(), "x", schema)
+    assert response.status_code == 400, response.text
+    message = response.json()["error"]["message"]
+    assert message.startswith("response_format") and named in message, message
+    assert llm.requests == []
+    assert time.monotonic() - started < 5
+
+
+def test_a_schema_with_shared_definitions_and_a_pattern_is_served(
+    service: ServiceFactory, llm: LLMScript
+) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"year": {"$ref": "#/$defs/year"}, "when": {"$ref": "#/$defs/year"},
+                       "code": {"type": "string", "pattern": "^(a+)+$"}},
+        "$defs": {"year": {"type": "integer", "minimum": 0}},
+        "required": ["year"],
+    }  # fmt: skip
+    llm.then(Step(content='{"year": 1952, "when": 1953, "code": "aaaaaaaaaaaaaaaaaaaaaaaaaaaaab"}'))
+    response = _ask_for_json(service(), "y", schema)
+    assert response.status_code == 200, response.text
+    assert json.loads(response.json()["choices"][0]["message"]["content"])["year"] == 1952
