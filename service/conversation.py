@@ -42,7 +42,7 @@ from service.errors import (
     RelayDisabled,
     UnsupportedParameter,
 )
-from service.ingest.indexes import INDEX_NAME
+from service.ingest.indexes import INDEX_NAME, RESERVED_NAMES
 from service.llm import ChatMessage
 from service.llm.answer_format import AnswerFormat
 from service.pipeline import Overrides, RagQuery
@@ -53,7 +53,7 @@ log = logging.getLogger(__name__)
 
 CHAT_ROLES = frozenset({"system", "developer", "user", "assistant"})
 METHODS = frozenset({"bm25", "vector", "hybrid"})
-BUILT_IN_INDEXES = METHODS | {"fileshare", "vectormain", "rag"}
+BUILT_IN_INDEXES = RESERVED_NAMES
 # the models GET /v1/models lists for clients that only pick a model: each names a retrieval
 # ("": the configured one)
 RAG_MODELS = {"rag": "", "rag-bm25": "bm25", "rag-vector": "vector", "rag-hybrid": "hybrid"}
@@ -121,7 +121,11 @@ def retrieval_of(body: dict[str, Any], settings: Settings) -> str | None:
         return None
     index = body.get("index_name")
     if index is not None:
-        return _method_of(str(index), settings) if index != "" else None
+        if not isinstance(index, str):
+            raise InvalidChatRequest(
+                f'index_name must be a string (an index\'s name, or ""), not {type(index).__name__}'
+            )
+        return _method_of(index, settings) if index != "" else None
     if rag_model is not None:
         return RAG_MODELS[rag_model] or settings.retrieval.in_force
     if settings.server.openai_passthrough and body.get("model"):
@@ -258,7 +262,7 @@ def kaito_index_of(index: object) -> str | None:
     """The KAITO index (POST /index) an index_name names, if it is not one of ours."""
     if not isinstance(index, str) or index.lower() in BUILT_IN_INDEXES:
         return None
-    return index if INDEX_NAME.match(index) else None
+    return index if INDEX_NAME.fullmatch(index) else None
 
 
 def _model_of(body: dict[str, Any]) -> str | None:

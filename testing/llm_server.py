@@ -88,6 +88,7 @@ class LLMScript:
         self.requests: list[RecordedRequest] = []
         # /v1/embeddings: vectors of this size (another model than the real one's 384)
         self.embedding_dimension = 1536
+        self.embedded: list[list[str]] = []  # the texts of each /v1/embeddings request
 
     def reset(self) -> None:
         with self._lock:
@@ -96,6 +97,7 @@ class LLMScript:
             self.answer = default_answer
             self.delay = 0.0
             self.embedding_dimension = 1536
+            self.embedded.clear()
 
     def then(self, *steps: Step) -> None:
         with self._lock:
@@ -150,6 +152,7 @@ def create_llm_app(script: LLMScript) -> FastAPI:
         """Deterministic unit vectors, one per input: the shape of an embeddings API, no
         meaning (the real model is the project's model server's)."""
         texts = (await request.json())["input"]
+        script.embedded.append([texts] if isinstance(texts, str) else list(texts))
         size = script.embedding_dimension
         data = []
         for index, text in enumerate([texts] if isinstance(texts, str) else texts):

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Self
 
 from fastapi import APIRouter, Depends, File, Form, Query, Request, UploadFile
 from fastapi import Path as PathParam
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from service.api.auth import require_admin
 from service.api.errors import documented_errors
@@ -23,6 +23,7 @@ from service.errors import (
     TooLarge,
 )
 from service.ingest import IngestSummary, SourceDocument, extract_bytes
+from service.ingest.indexes import ID_PREFIX
 from service.retrieval.scope import visible_to
 from service.runtime import Runtime
 
@@ -46,6 +47,15 @@ class DocumentIn(BaseModel):
         default_factory=list, max_length=1000, description="Who may see it; none: everyone."
     )
     denied_groups: list[str] = Field(default_factory=list, max_length=1000)
+
+    @field_validator("id")
+    @classmethod
+    def _not_a_kaito_id(cls, value: str) -> str:
+        if value.startswith(ID_PREFIX):
+            raise ValueError(
+                f"ids starting with {ID_PREFIX!r} belong to KAITO indexes: use POST /index"
+            )
+        return value
 
     def to_source(self) -> SourceDocument:
         return SourceDocument(
@@ -188,6 +198,8 @@ class UploadResponse(BaseModel):
 
 MAX_FILES = 100
 MAX_ID_CHARS = 512
+# the text one upload may bring in all (each document also within MAX_DOCUMENT_CHARS)
+MAX_UPLOAD_CHARS = 20_000_000
 
 
 @router.post(
@@ -229,6 +241,12 @@ async def upload(
             skipped.append(Skipped(file=name, reason=str(error)))
             continue
         documents.append(replace(document, allowed_groups=groups))
+        extracted = sum(len(d.content) for d in documents)
+        if extracted > MAX_UPLOAD_CHARS:
+            raise PayloadTooLarge(
+                f"the files' text reaches {extracted:,} characters at {name}, over the "
+                f"{MAX_UPLOAD_CHARS:,} one upload may bring: send fewer files at once"
+            )
     summary = await runtime.indexer(runtime.settings()).run(documents)
     return UploadResponse(content=UploadResult.of(summary, skipped=skipped))
 

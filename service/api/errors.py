@@ -42,10 +42,6 @@ _FEATURES = (
 )
 
 
-# paths whose errors, even routing ones (404, 405), use the service's error shapes
-API_PREFIXES = ("/ai/", "/v1/", "/documents", "/search", "/admin", *(p for p, _ in _FEATURES))
-
-
 def feature_of(request: Request) -> str:
     """Datafari's label prefix: `summarization...` for /ai/summarize, `rag...` for /ai/rag;
     ours (`ingestion...`, `search...`) for the other endpoints."""
@@ -148,6 +144,8 @@ def describe_validation_errors(error: RequestValidationError) -> str:
         location = ".".join(str(part) for part in item.get("loc", ()) if part != "body")
         if item.get("type") == "json_invalid":
             problems.append("the body is not valid JSON")
+        elif "Expected UploadFile" in str(item.get("msg", "")):  # a part without a filename
+            problems.append(f"{location}: expected a file (a part with a filename), got a field")
         else:
             problems.append(f"{location or 'body'}: {item.get('msg', 'invalid')}")
     return "; ".join(problems) or "invalid request"
@@ -174,11 +172,9 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
-        if request.url.path.startswith(API_PREFIXES):
-            kind = _HTTP_ERRORS.get(error.status_code, BadRequest)
-            response = error_response(request, kind(str(error.detail)))
-        else:
-            response = JSONResponse({"detail": error.detail}, status_code=error.status_code)
+        # every path, an unknown one too, answers in the documented shapes
+        kind = _HTTP_ERRORS.get(error.status_code, BadRequest)
+        response = error_response(request, kind(str(error.detail)))
         response.headers.update(error.headers or {})  # a 405's Allow
         return response
 

@@ -122,35 +122,40 @@ class CancelOnDisconnect:
         early: list[Message] = []  # what the watcher read before the app asked for it
         watching = False
 
-        async with anyio.create_task_group() as tasks:
+        try:
+            async with anyio.create_task_group() as tasks:
 
-            async def watch() -> None:
-                while True:
+                async def watch() -> None:
+                    while True:
+                        message = await receive()
+                        if message["type"] == "http.disconnect":
+                            scope.setdefault("state", {})["client_left"] = True
+                            left.set()
+                            tasks.cancel_scope.cancel()
+                            return
+                        early.append(message)
+
+                def start_watching() -> None:
+                    nonlocal watching
+                    watching = True
+                    tasks.start_soon(watch)
+
+                async def app_receive() -> Message:
+                    if watching:
+                        if early:
+                            return early.pop(0)
+                        await left.wait()
+                        return {"type": "http.disconnect"}
                     message = await receive()
-                    if message["type"] == "http.disconnect":
-                        scope.setdefault("state", {})["client_left"] = True
-                        left.set()
-                        tasks.cancel_scope.cancel()
-                        return
-                    early.append(message)
+                    if message["type"] == "http.request" and not message.get("more_body", False):
+                        start_watching()  # the body is read: what comes next is the disconnect
+                    return message
 
-            def start_watching() -> None:
-                nonlocal watching
-                watching = True
-                tasks.start_soon(watch)
-
-            async def app_receive() -> Message:
-                if watching:
-                    if early:
-                        return early.pop(0)
-                    await left.wait()
-                    return {"type": "http.disconnect"}
-                message = await receive()
-                if message["type"] == "http.request" and not message.get("more_body", False):
-                    start_watching()  # the body is read: what comes next is the disconnect
-                return message
-
-            if scope["method"] in _NO_BODY:
-                start_watching()
-            await self.app(scope, app_receive, send)
-            tasks.cancel_scope.cancel()  # answered: stop watching
+                if scope["method"] in _NO_BODY:
+                    start_watching()
+                await self.app(scope, app_receive, send)
+                tasks.cancel_scope.cancel()  # answered: stop watching
+        except BaseExceptionGroup as group:  # the task group wraps what the app raised
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise

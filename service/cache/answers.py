@@ -3,7 +3,8 @@ meaning of their question, so every worker and replica of the service shares the
 survive restarts.
 
 An entry is used only for a question whose embedding is within cache.min.similarity of its
-own (cosine), that states the same numbers and negates alike (embeddings barely see "not"),
+own (cosine) and that asks the same thing in the same words (service.cache.sameness:
+embeddings put opposites close, "higher" and "lower", "can" and "cannot"),
 asked with the same `variant` (configuration, prompts, the caller's groups, id, lang, format,
 the request's overrides: whatever else shapes an answer) while the index is in the same state
 (`index_version`: each collection's document count and latest update). Any ingestion or
@@ -23,10 +24,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from service.cache.sameness import asks_alike
 from service.config.settings import CacheSettings, SolrSettings
 from service.errors import ServiceError
 from service.grounding.check import Grounding
-from service.grounding.claims import negated, numbers
 from service.llm.embeddings import EmbeddingsClient
 from service.metrics import ANSWER_CACHE
 from service.retrieval.solr import SolrClient
@@ -166,7 +167,7 @@ class AnswerCache:
             similarity = 2 * float(doc.get("score", 0.0)) - 1  # Solr scores cosine (1 + cos) / 2
             if similarity < self._settings.min_similarity:
                 break
-            if not _says_alike(str(doc.get("question", "")), key.question):
+            if not asks_alike(str(doc.get("question", "")), key.question):
                 continue
             try:
                 payload = CachedPayload.model_validate_json(doc["answer_json"])
@@ -235,11 +236,6 @@ class AnswerCache:
         entries = (await self._select({"q": "*:*", "rows": 0}))["numFound"]
         await self._solr.delete_by_query(self.collection, "*:*", commit=True)
         return int(entries)
-
-
-def _says_alike(cached: str, asked: str) -> bool:
-    """Two near questions are the same only with the same numbers and the same negation."""
-    return numbers(cached) == numbers(asked) and negated(cached) == negated(asked)
 
 
 _last_eviction: dict[str, float] = {}

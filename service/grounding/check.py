@@ -34,6 +34,12 @@ from service.llm.types import Usage
 log = logging.getLogger(__name__)
 
 MAX_EVIDENCE = 2000  # source sentences (and pairs) one answer is checked against
+# clauses of one answer that are checked: the sentences of the rest count as unsupported (an
+# answer too long to check is not vouched for), so a 1,000-clause answer costs no more
+MAX_CLAUSES = 300
+# clauses that words leave open and the embeddings API then judges: in one deduplicated
+# request of at most MAX_BY_MEANING * (1 + CLOSEST) texts; the rest stay unsupported
+MAX_BY_MEANING = 64
 CLOSEST = 3  # source sentences per doubtful claim whose meaning is compared
 
 
@@ -145,7 +151,7 @@ class GroundingCheck:
         verdicts: dict[int, tuple[int, ...]] = {}  # clause -> the sources that support it
         doubtful: list[tuple[int, Claim, list[Evidence]]] = []
         hopeless: set[int] = set()  # claims with a clause nothing may support
-        for position, (index, clause) in enumerate(clauses):
+        for position, (index, clause) in enumerate(clauses[:MAX_CLAUSES]):
             scored = [(_overlap(clause, e), e) for e in _candidates(clause, evidence)]
             by_words = [e for overlap, e in scored if overlap >= self._min_overlap]
             if by_words:
@@ -156,6 +162,7 @@ class GroundingCheck:
             else:
                 hopeless.add(index)
         doubtful = [item for item in doubtful if clauses[item[0]][0] not in hopeless]
+        doubtful = doubtful[:MAX_BY_MEANING]
         method = "words" if self._embeddings is None else "embeddings"
         try:
             verdicts.update(await self._by_meaning(doubtful))
@@ -181,12 +188,15 @@ class GroundingCheck:
         texts: list[str] = []
         for _, claim, closest in doubtful:
             texts += [claim.text, *(e.text for e in closest)]
-        vectors = iter(await self._embeddings.embed(texts))
+        unique = list(dict.fromkeys(texts))  # a source sentence near several claims, once
+        vector_of = dict(zip(unique, await self._embeddings.embed(unique), strict=True))
         verdicts = {}
-        for index, _claim, closest in doubtful:
-            claim_vector = next(vectors)
+        for index, claim, closest in doubtful:
+            claim_vector = vector_of[claim.text]
             near = [
-                e for e in closest if _cosine(claim_vector, next(vectors)) >= self._min_similarity
+                e
+                for e in closest
+                if _cosine(claim_vector, vector_of[e.text]) >= self._min_similarity
             ]
             if near:
                 verdicts[index] = _numbers_of(near)

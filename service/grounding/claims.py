@@ -22,7 +22,12 @@ _LINE = re.compile(r"[^\n]*\S[^\n]*")
 _MARKER = re.compile(r"\s*(?:(?:[-*\u2022>]+|#{1,6}|\(?[0-9]{1,3}[.)]|\(?[a-z]\))\s+)?")
 _WORD = re.compile(r"[a-z0-9]+(?:[.,][0-9]+)*")
 _NUMBER = re.compile(r"^[0-9]+(?:[.,][0-9]+)*$")
-_NEGATION = frozenset({"not", "no", "never", "none", "nor", "neither", "nothing", "without"})
+_NEGATION = frozenset(
+    {"not", "no", "never", "none", "nor", "neither", "nothing", "nobody", "nowhere", "without",
+     # "cannot", and contractions typed without their apostrophe ("n't" is read as "not")
+     "cannot", "cant", "dont", "doesnt", "didnt", "isnt", "arent", "wasnt", "werent", "wont",
+     "wouldnt", "couldnt", "shouldnt", "hasnt", "havent", "hadnt", "mustnt", "neednt", "aint"}
+)  # fmt: skip
 # English function words (stopwords.txt): what a sentence shares with any text
 STOP_WORDS = frozenset(
     word
@@ -142,7 +147,7 @@ def tokens(text: str) -> list[str]:
 
 def content_words(text: str) -> frozenset[str]:
     return frozenset(
-        _stem(token) for token in tokens(text) if token not in STOP_WORDS and token not in _NEGATION
+        stem(token) for token in tokens(text) if token not in STOP_WORDS and token not in _NEGATION
     )
 
 
@@ -154,7 +159,7 @@ def negated(text: str) -> bool:
     return any(token in _NEGATION for token in tokens(text))
 
 
-def _stem(word: str) -> str:
+def stem(word: str) -> str:
     """Enough stemming to match a paraphrase's inflections (flows/flow, measured/measure)."""
     if _NUMBER.match(word) or len(word) <= 4:
         return word

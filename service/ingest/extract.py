@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from html.parser import HTMLParser
 from pathlib import Path
 
-from service.errors import UnsupportedFile
+from service.errors import ExtractionFailed, TooLarge, UnsupportedFile
 from service.ingest.office import docx_text, pdf_text, tidy_text
 
 TEXT_SUFFIXES = frozenset({".txt", ".text", ".md", ".markdown", ".rst"})
@@ -18,6 +18,11 @@ HTML_SUFFIXES = frozenset({".html", ".htm"})
 _OFFICE_READERS = {".pdf": pdf_text, ".docx": docx_text}
 SUPPORTED_SUFFIXES = TEXT_SUFFIXES | HTML_SUFFIXES | frozenset(_OFFICE_READERS)
 MAX_TITLE_CHARS = 200
+# what one file may yield (checked where it is extracted, in the worker process): a small file
+# can inflate to far more text (a 0.7 MB DOCX to 92 MB) or pages (a 3 MB PDF of 10,000), and
+# each passage costs an embedding; POST /documents takes documents of the same size
+MAX_DOCUMENT_CHARS = 5_000_000
+MAX_DOCUMENT_SECTIONS = 5_000  # pages or sections, each at least one passage
 
 
 @dataclass(frozen=True)
@@ -108,6 +113,18 @@ def extract_bytes(
         title, content = _first_line_title(raw, markdown=suffix in {".md", ".markdown"}), raw
     else:
         raise UnsupportedFile(f"{name}: {suffix or 'no suffix'} files are not supported")
+    if not content.strip():
+        raise ExtractionFailed(f"{name}: no text to index (the file is empty or blank)")
+    if len(content) > MAX_DOCUMENT_CHARS:
+        raise TooLarge(
+            f"{name}: its text ({len(content):,} characters) is over the {MAX_DOCUMENT_CHARS:,} "
+            "a document may hold; split it"
+        )
+    if len(sections) > MAX_DOCUMENT_SECTIONS:
+        raise TooLarge(
+            f"{name}: {len(sections):,} pages or sections, over the {MAX_DOCUMENT_SECTIONS:,} "
+            "a document may have; split it"
+        )
     return SourceDocument(
         id=document_id,
         title=title[:MAX_TITLE_CHARS] or Path(name).stem,

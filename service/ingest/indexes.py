@@ -28,7 +28,7 @@ from service.retrieval.scope import EVERYTHING, INDEX_FIELD
 ID_PREFIX = "kaito/"
 METADATA_FIELD = "kaito_metadata_s"
 MAX_METADATA_BYTES = 8192
-INDEX_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+INDEX_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # fullmatch: no trailing newline
 METADATA_KEY = re.compile(r"^[A-Za-z0-9_]{1,64}$")
 Metadata = Mapping[str, Any]
 
@@ -44,11 +44,21 @@ class IndexedDocument:
     is_truncated: bool = False
 
 
+# names /v1's index_name gives to our own corpus and retrieval methods: a KAITO index of that
+# name could never be reached there
+RESERVED_NAMES = frozenset({"bm25", "vector", "hybrid", "fileshare", "vectormain", "rag"})
+
+
 def check_index_name(name: str) -> str:
-    if not INDEX_NAME.match(name):
+    if not INDEX_NAME.fullmatch(name):
         raise BadRequest(
             f"index name {name[:80]!r}: use 1 to 64 letters, digits, '_', '.' or '-', starting "
             "with a letter or digit"
+        )
+    if name.lower() in RESERVED_NAMES:
+        raise BadRequest(
+            f"index name {name!r} is reserved (/v1's index_name uses it for the main corpus "
+            f"or a retrieval method: {', '.join(sorted(RESERVED_NAMES))}); choose another"
         )
     return name
 

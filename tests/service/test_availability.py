@@ -6,16 +6,22 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
 
+from service.api.documents import MAX_UPLOAD_CHARS
 from service.api.payload import MAX_DEPTH, QUESTION_BYTES
 from service.errors import Overloaded
+from service.grounding.check import MAX_BY_MEANING, MAX_CLAUSES, GroundingCheck
+from service.grounding.claims import MAX_SENTENCES
+from service.ingest.extract import MAX_DOCUMENT_CHARS
 from service.llm.breaker import CircuitBreaker
 from service.llm.client import ChatClient, LLMOptions
+from service.llm.embeddings import EmbeddingsClient
 from service.llm.types import ChatMessage
 from service.upstream import POOL_WAIT_SECONDS
 from testing.llm_server import LLMScript, Step
@@ -111,19 +117,18 @@ def test_one_caller_over_its_cap_gets_a_429_while_another_is_served(
     service: ServiceFactory, llm: LLMScript
 ) -> None:
     base = service({"api.keys": "key-a,key-b", "llm.max.concurrent.per.caller": 2})
-    llm.then(Step(content="slow [1]", delay=4), Step(content="slow [1]", delay=4))
+    llm.then(Step(content="slow [1]", delay=10), Step(content="slow [1]", delay=10))
     with ThreadPoolExecutor(2) as pool:
         slow = [pool.submit(_ask, base, "key-a") for _ in range(2)]
         _wait_for(lambda: len(llm.requests) == 2)
-        started = time.monotonic()
         refused = _ask(base, "key-a")
         assert refused.status_code == 429, refused.text
         assert refused.headers["Retry-After"] == "2"
         assert refused.json()["content"]["label"] == "ragTooManyRequests"
         assert "llm.max.concurrent.per.caller" in refused.json()["content"]["reason"]
-        other = _ask(base, "key-b")  # another caller is answered meanwhile, at once
+        other = _ask(base, "key-b")  # another caller is answered meanwhile
         assert other.status_code == 200, other.text
-        assert time.monotonic() - started < 3  # neither waited for key-a's slow answers
+        assert not any(future.done() for future in slow)  # neither waited for key-a's answers
         assert [future.result().status_code for future in slow] == [200, 200]
     assert _ask(base, "key-a").status_code == 200  # its answers done, key-a is served again
 
@@ -143,7 +148,7 @@ def test_a_made_up_token_does_not_make_a_new_caller(
 async def test_a_full_connection_pool_is_busy_not_an_llm_failure(
     llm: LLMScript, llm_base_url: str
 ) -> None:
-    llm.then(Step(content="slow", delay=POOL_WAIT_SECONDS + 2))
+    llm.then(Step(content="slow", delay=POOL_WAIT_SECONDS + 5))
     breaker = CircuitBreaker(1, 60)  # one failure would open it
     async with httpx.AsyncClient(limits=httpx.Limits(max_connections=1)) as http:
         client = ChatClient(http, LLMOptions(endpoint=f"{llm_base_url}/v1/", retries=0), breaker)
@@ -236,3 +241,134 @@ def test_a_schema_with_shared_definitions_and_a_pattern_is_served(
     response = _ask_for_json(service(), "y", schema)
     assert response.status_code == 200, response.text
     assert json.loads(response.json()["choices"][0]["message"]["content"])["year"] == 1952
+
+
+# -- item 7: smaller holes ----------------------------------------------------------------------
+
+ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+
+
+def test_an_empty_file_is_skipped_not_ingested(make_client: ClientFactory) -> None:
+    client = make_client()
+    files = [("files", ("empty.txt", b"", "text/plain")), ("files", ("blank.md", b" \n\n", "x"))]
+    response = client.post("/documents/files", files=files, headers=ADMIN)
+    assert response.status_code == 200, response.text
+    content = response.json()["content"]
+    assert content["documents"] == 0
+    assert {s["file"] for s in content["skipped"]} == {"empty.txt", "blank.md"}
+    assert all("no text" in s["reason"] for s in content["skipped"])
+
+
+def test_a_file_part_without_a_filename_is_a_plain_400(make_client: ClientFactory) -> None:
+    client = make_client()
+    nameless = {"files": ("", b"hi", "text/plain")}
+    response = client.post("/documents/files", files=nameless, headers=ADMIN)
+    assert response.status_code == 400, response.text
+    reason = response.json()["content"]["reason"]
+    assert "expected a file" in reason and "class" not in reason, reason
+
+
+def test_kaito_ids_are_reserved_to_the_kaito_api(make_client: ClientFactory) -> None:
+    client = make_client()
+    document = {"id": "kaito/docs/1", "title": "t", "content": "text"}
+    response = client.post("/documents", json={"documents": [document]}, headers=ADMIN)
+    assert response.status_code == 400, response.text
+    assert "POST /index" in response.json()["content"]["reason"]
+
+
+@pytest.mark.parametrize("name", ["docs\n", "rag", "FileShare", "bm25", "Hybrid"])
+def test_a_kaito_index_name_v1_could_not_reach_is_refused(
+    make_client: ClientFactory, name: str
+) -> None:
+    client = make_client()
+    body = {"index_name": name, "documents": [{"text": "the lamp is lit at dusk"}]}
+    response = client.post("/index", json=body, headers=ADMIN)
+    assert response.status_code == 400, response.text
+
+
+@pytest.mark.parametrize("index_name", [5, True, ["rag"]])
+def test_an_index_name_that_is_not_a_string_is_refused(
+    make_client: ClientFactory, llm: LLMScript, index_name: object
+) -> None:
+    client = make_client()
+    body = {"model": "rag", "messages": [{"role": "user", "content": "lamp"}]}
+    response = client.post("/v1/chat/completions", json={**body, "index_name": index_name})
+    assert response.status_code == 400, response.text
+    assert "index_name must be a string" in response.json()["error"]["message"]
+    assert llm.requests == []
+
+
+@pytest.mark.parametrize("path", ["/no/such/page", "/favicon.ico"])
+def test_an_unknown_path_answers_the_documented_envelope(
+    make_client: ClientFactory, path: str
+) -> None:
+    response = make_client().get(path)
+    assert response.status_code == 404
+    body = response.json()
+    assert body["status"] == "ERROR" and body["content"]["code"] == "404", body
+
+
+def test_a_client_that_leaves_mid_body_is_a_499_not_a_500(
+    service: ServiceFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    host, port = service().removeprefix("http://").split(":")
+    with caplog.at_level(logging.INFO, logger="service.access"):
+        with socket.create_connection((host, int(port))) as connection:
+            connection.sendall(
+                b"POST /ai/rag HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: 1000\r\n\r\n" + b'{"query": "la'
+            )
+            time.sleep(0.3)
+        _wait_for(lambda: any(" 499 " in r.getMessage() for r in caplog.records), seconds=5)
+    assert not any(" 500 " in r.getMessage() for r in caplog.records)
+
+
+# -- item 5: grounding costs bounded work whatever the answer's length ------------------------
+
+
+async def test_a_thousand_clause_answer_costs_one_bounded_embeddings_request(
+    llm: LLMScript, llm_base_url: str
+) -> None:
+    source = "The keeper lit the lamp every evening at dusk in the old stone tower."
+    # 1,000 sentences that words leave open (a paraphrase shares few words), five texts
+    variants = ["The warden ignited a beacon nightly", "A guardian kindled the light at night",
+                "Each sunset the watchman started the flame", "The attendant fired the signal",
+                "Every dusk a custodian lit the lantern"]  # fmt: skip
+    sentence = "; ".join(variants) + "."  # five clauses a sentence, 1,000 in all
+    answer = " ".join([sentence] * MAX_SENTENCES)
+    async with httpx.AsyncClient() as http:
+        embeddings = EmbeddingsClient(http, LLMOptions(endpoint=f"{llm_base_url}/v1/"))
+        report = await GroundingCheck(embeddings).run(answer, [(1, source)])
+    assert len(llm.embedded) == 1  # one request
+    texts = llm.embedded[0]
+    assert len(texts) == len(set(texts)) <= MAX_BY_MEANING * 4  # deduplicated, bounded
+    assert report.total == MAX_SENTENCES
+    # the sentences whose clauses are past MAX_CLAUSES are not checked, so not vouched for
+    checked_sentences = MAX_CLAUSES // len(variants)
+    assert not any(check.supported for check in report.sentences[checked_sentences:])
+
+
+# -- item 6: extracted text is bounded per document and per upload ----------------------------
+
+
+def test_a_file_whose_text_is_too_long_is_a_413_naming_it(make_client: ClientFactory) -> None:
+    client = make_client()
+    big = ("lamp " * (MAX_DOCUMENT_CHARS // 5 + 1)).encode()
+    response = client.post(
+        "/documents/files", files=[("files", ("big.txt", big, "text/plain"))], headers=ADMIN
+    )
+    assert response.status_code == 413, response.text
+    reason = response.json()["content"]["reason"]
+    assert "big.txt" in reason and f"{MAX_DOCUMENT_CHARS:,}" in reason, reason
+
+
+def test_an_upload_whose_files_bring_too_much_text_is_a_413(make_client: ClientFactory) -> None:
+    client = make_client({"request.max.bytes": 64 * 1024 * 1024})
+    part = ("lamp " * (MAX_DOCUMENT_CHARS // 5 - 10)).encode()  # each within a document's cap
+    count = MAX_UPLOAD_CHARS // len(part) + 1
+    files = [("files", (f"part{i}.txt", part, "text/plain")) for i in range(count)]
+    response = client.post("/documents/files", files=files, headers=ADMIN)
+    assert response.status_code == 413, response.text
+    assert "one upload may bring" in response.json()["content"]["reason"]
+    listed = client.get("/documents", headers=ADMIN).json()["content"]["documents"]
+    assert not any(d["id"].startswith("part") for d in listed)  # nothing was indexed
