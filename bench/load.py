@@ -24,8 +24,18 @@ and store on top of the answer) and every question one asked before (a hit: one 
 one kNN search in Solr, no retrieval, no LLM call).
 
 `--hostile 0.1`: one request in ten is an attack from the hostile-input corpus (deep JSON,
-NaN, lone surrogates, a 38 kB system message, relay attempts, invented methods, ...). The
-normal requests must still all succeed, and no attack may get a 5xx.
+NaN, lone surrogates, a 38 kB system message, relay attempts, invented methods, ...), and
+three attackers run beside the normal clients for the whole level (issue 39):
+- bodies: 5 MB JSON arrays of empty objects, anonymous, to a path no route serves and to
+  `/ai/rag` (which needs an API key), two senders in a loop;
+- slow streams: one caller (its own API key) keeps 200 `/ai/rag` streams open against a slow
+  model (the LLM pauses 5 s after the first word of its questions), opening a new one whenever
+  one ends, or 1 s after one is refused (a flood of refused requests is a request-rate attack,
+  the reverse proxy's to limit);
+- schemas: `/v1/chat/completions` with response_format schemas that would cost unbounded
+  validation (18 chained anyOf, a $ref cycle, a catastrophic patternProperties).
+Normal clients then use API keys of their own (20 keys). They must all succeed, at a p99 under
+2 s, and no attack may get a 5xx.
 """
 
 from __future__ import annotations
@@ -39,7 +49,8 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -139,10 +150,36 @@ def service_command(
     ]
 
 
-async def one_request(http: httpx.AsyncClient, base: str, query: str) -> Outcome:
+NORMAL_KEYS = tuple(f"normal-{i}" for i in range(20))
+ATTACKER_KEY = "attacker"
+SCHEMA_ATTACKER_KEY = "schema-attacker"
+SLOW_WORD = "slowpoke"
+
+
+def _chained_any_of(levels: int) -> dict[str, object]:
+    defs: dict[str, object] = {
+        f"l{i}": {"anyOf": [{"$ref": f"#/$defs/l{i + 1}"}, {"$ref": f"#/$defs/l{i + 1}"}]}
+        for i in range(levels)
+    }
+    defs[f"l{levels}"] = {"type": "integer"}
+    return {"$ref": "#/$defs/l0", "$defs": defs}
+
+
+HOSTILE_SCHEMAS = (
+    _chained_any_of(18),
+    {"$ref": "#"},
+    {"type": "object", "patternProperties": {"^(a+)+$": {}}, "additionalProperties": False},
+)
+BIG_BODY = b"[" + b",".join([b"{}"] * 1_700_000) + b"]"  # 5.1 MB
+
+
+async def one_request(
+    http: httpx.AsyncClient, base: str, query: str, key: str | None = None
+) -> Outcome:
     started = time.perf_counter()
+    headers = {"X-API-Key": key} if key else {}
     try:
-        response = await http.post(f"{base}/ai/rag", json={"query": query})
+        response = await http.post(f"{base}/ai/rag", json={"query": query}, headers=headers)
     except httpx.HTTPError as error:
         print(f"  request failed: {type(error).__name__} {error}", flush=True)
         return Outcome(status=0, seconds=time.perf_counter() - started)
@@ -189,16 +226,86 @@ def question(n: int, mode: str) -> str:
     return f"{asked[:-1]}, case {next(_NEW_QUESTIONS)}?" if mode == "miss" else asked
 
 
+class Attackers:
+    """The three attacks of `--hostile` (module docstring), until `stop` is set; what they
+    got back, by attack and status."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+        self.stop = asyncio.Event()
+        self.statuses: Counter[tuple[str, int]] = Counter()
+
+    async def run(self) -> None:
+        await asyncio.gather(
+            self._bodies("/no/such/route"),
+            self._bodies("/ai/rag"),
+            *(self._slow_stream() for _ in range(200)),
+            self._schemas(),
+        )
+
+    async def _bodies(self, path: str) -> None:
+        headers = {"Content-Type": "application/json"}
+        async with httpx.AsyncClient(timeout=60) as http:
+            while not self.stop.is_set():
+                request = http.post(self.base + path, content=BIG_BODY, headers=headers)
+                status = await self._send(request)
+                self.statuses[("5 MB body " + path, status)] += 1
+
+    async def _slow_stream(self) -> None:
+        body = {"query": f"Who lit the {SLOW_WORD} lighthouse lamp?", "stream": True}
+        headers = {"X-API-Key": ATTACKER_KEY}
+        async with httpx.AsyncClient(timeout=60) as http:
+            while not self.stop.is_set():
+                try:
+                    async with http.stream(
+                        "POST", f"{self.base}/ai/rag", json=body, headers=headers
+                    ) as response:
+                        async for _ in response.aiter_bytes():
+                            if self.stop.is_set():
+                                break
+                        status = response.status_code
+                except httpx.HTTPError:
+                    status = 0
+                self.statuses[("slow stream", status)] += 1
+                if status == 429:  # it retries after 1 s, not the 2 s of Retry-After (a flood
+                    await asyncio.sleep(1)  # of refused requests is the proxy's to limit)
+
+    async def _schemas(self) -> None:
+        async with httpx.AsyncClient(timeout=60) as http:
+            for n in itertools.count():
+                if self.stop.is_set():
+                    return
+                form = {"type": "json_schema", "json_schema": {
+                    "name": "x", "schema": HOSTILE_SCHEMAS[n % len(HOSTILE_SCHEMAS)]}}  # fmt: skip
+                body = {"model": "rag", "messages": [{"role": "user", "content": "lamp?"}],
+                        "response_format": form}  # fmt: skip
+                request = http.post(
+                    f"{self.base}/v1/chat/completions",
+                    json=body,
+                    headers={"X-API-Key": SCHEMA_ATTACKER_KEY},
+                )
+                self.statuses[("hostile schema", await self._send(request))] += 1
+
+    @staticmethod
+    async def _send(request: Awaitable[httpx.Response]) -> int:
+        try:
+            return (await request).status_code
+        except httpx.HTTPError:
+            return 0
+
+
 async def run_level(
     base: str, concurrency: int, requests: int, hostile: float = 0.0, mode: str = "-"
 ) -> tuple[list[Outcome], float]:
     """`requests` requests, at most `concurrency` in flight at any moment; a `hostile` share
-    of them attacks. Mode "hit": the warm-up has put every question in the answer cache."""
+    of them attacks, while the Attackers run. Mode "hit": the warm-up has put every question
+    in the answer cache."""
     every = round(1 / hostile) if hostile else 0
+    keys = itertools.cycle(NORMAL_KEYS if hostile else [None])
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx.AsyncClient(limits=limits, timeout=120) as http:
         for n in range(WARM_UP):
-            await one_request(http, base, QUERIES[n % len(QUERIES)])
+            await one_request(http, base, QUERIES[n % len(QUERIES)], next(keys))
         if mode == "hit":
             await asyncio.sleep(1.5)  # the cache collection's soft commit
         slots = asyncio.Semaphore(concurrency)
@@ -207,11 +314,21 @@ async def run_level(
             async with slots:
                 if every and n % every == every - 1:
                     return await one_attack(http, base, n // every)
-                return await one_request(http, base, question(n + WARM_UP, mode))
+                return await one_request(http, base, question(n + WARM_UP, mode), next(keys))
 
+        attackers = Attackers(base)
+        attacking = asyncio.create_task(attackers.run()) if hostile else None
+        if attacking:
+            await asyncio.sleep(3)  # the slow streams hold their connections first
         started = time.perf_counter()
         outcomes = await asyncio.gather(*(bounded(n) for n in range(requests)))
-        return list(outcomes), time.perf_counter() - started
+        wall = time.perf_counter() - started
+        if attacking:
+            attackers.stop.set()
+            await attacking
+            for (attack, status), count in sorted(attackers.statuses.items()):
+                print(f"  attack {attack}: HTTP {status} x {count}", flush=True)
+        return list(outcomes), wall
 
 
 def summarize(concurrency: int, everything: list[Outcome], wall: float) -> dict[str, float]:
@@ -278,6 +395,12 @@ def main(argv: list[str] | None = None) -> int:
         llm_url = f"http://127.0.0.1:{llm_port}"
         llm = [sys.executable, "-m", "testing.llm_server", "--port", str(llm_port)]
         # servers of their own, not threads here: the load generator would steal their CPU
+        if args.hostile:  # the slow-stream attacker's questions are slow; keys name callers
+            llm += ["--slow-word", SLOW_WORD, "--slow-delay", "5"]
+            overrides |= {
+                "api.keys": ",".join([*NORMAL_KEYS, ATTACKER_KEY, SCHEMA_ATTACKER_KEY]),
+                "llm.max.concurrent.per.caller": "32",  # the shipped default
+            }
         llm_server = start_server(
             [*llm, "--delay", str(args.latency)], f"{llm_url}/health", what="LLM", env=QUIET
         )

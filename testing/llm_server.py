@@ -89,6 +89,9 @@ class LLMScript:
         # /v1/embeddings: vectors of this size (another model than the real one's 384)
         self.embedding_dimension = 1536
         self.embedded: list[list[str]] = []  # the texts of each /v1/embeddings request
+        # questions holding slow_word are answered slowly: slow_delay after the first word
+        self.slow_word = ""
+        self.slow_delay = 0.0
 
     def reset(self) -> None:
         with self._lock:
@@ -107,6 +110,8 @@ class LLMScript:
         with self._lock:
             if self._steps:
                 return self._steps.pop(0)
+        if self.slow_word and self.slow_word in request.prompt:  # a slow model for these
+            return Step(content=self.answer(request), pause_after_first_chunk=self.slow_delay)
         return Step(content=self.answer(request), delay=self.delay)
 
 
@@ -216,9 +221,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--delay", type=float, default=0.0, help="seconds before each answer")
+    parser.add_argument("--slow-word", default="", help="questions holding it are slow")
+    parser.add_argument("--slow-delay", type=float, default=5.0, help="their pause (seconds)")
     args = parser.parse_args(argv)
     script = LLMScript()
     script.delay = args.delay
+    script.slow_word, script.slow_delay = args.slow_word, args.slow_delay
     uvicorn.run(
         create_llm_app(script), host="127.0.0.1", port=args.port, log_level="warning",
         access_log=False,
