@@ -157,7 +157,9 @@ def chat_query(body: dict[str, Any], settings: Settings, scope: Scope, method: s
     temperature and max_tokens it asks for, and the token budget its context window leaves;
     and its answer's form (stop, response_format)."""
     _refuse_unsupported(body)
-    form = AnswerFormat.of(stop=body.get("stop"), response_format=body.get("response_format"))
+    form = AnswerFormat.of(
+        stop=body.get("stop"), response_format=body.get("response_format"), request=body
+    )
     messages = body["messages"]
     question, history = split_conversation(messages)
     model = _model_of(body)
@@ -172,8 +174,8 @@ def chat_query(body: dict[str, Any], settings: Settings, scope: Scope, method: s
     # no max_tokens asked: what the sources leave (KAITO: no limit beyond the window), not
     # llm.maxTokens; one asked for: lowered so that the sources keep a fifth at least
     allowed = free - int(free * MIN_CONTEXT_RATIO)
-    asked = body.get("max_completion_tokens") or body.get("max_tokens")
-    max_tokens = int(asked) if isinstance(asked, int) and asked > 0 else free - share
+    asked = _max_tokens_of(body)
+    max_tokens = asked if asked is not None else free - share
     if max_tokens > allowed:
         log.info(
             "max_tokens lowered from %d to %d (context window %d)", max_tokens, allowed, window
@@ -275,6 +277,18 @@ def _model_of(body: dict[str, Any]) -> str | None:
             f"model must be a model name of at most {MAX_MODEL_NAME} characters"
         )
     return model
+
+
+def _max_tokens_of(body: dict[str, Any]) -> int | None:
+    """max_completion_tokens (or the older max_tokens), a whole number of at least 1."""
+    for name in ("max_completion_tokens", "max_tokens"):
+        value = body.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InvalidChatRequest(f"{name} must be a whole number of at least 1")
+        return value
+    return None
 
 
 def _temperature_of(body: dict[str, Any]) -> float | None:

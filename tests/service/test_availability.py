@@ -372,3 +372,38 @@ def test_an_upload_whose_files_bring_too_much_text_is_a_413(make_client: ClientF
     assert "one upload may bring" in response.json()["content"]["reason"]
     listed = client.get("/documents", headers=ADMIN).json()["content"]["documents"]
     assert not any(d["id"].startswith("part") for d in listed)  # nothing was indexed
+
+
+# -- item 7: OpenAI options are honoured or refused, never ignored ------------------------------
+
+ASK = {"model": "rag", "messages": [{"role": "user", "content": "Who lit the lighthouse lamp?"}]}
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        {"max_tokens": 0}, {"max_tokens": -1}, {"max_tokens": "100"}, {"max_tokens": 1.5},
+        {"max_completion_tokens": True}, {"top_p": 2}, {"frequency_penalty": 3},
+        {"presence_penalty": "high"}, {"seed": "x"}, {"seed": 2**64}, {"logit_bias": {"abc": 1}},
+        {"logit_bias": {"50256": 500}}, {"user": 5}, {"tool_choice": "required"},
+    ],
+)  # fmt: skip
+def test_an_openai_option_out_of_range_is_a_400_before_any_llm_call(
+    make_client: ClientFactory, llm: LLMScript, option: dict
+) -> None:
+    response = make_client().post("/v1/chat/completions", json={**ASK, **option})
+    assert response.status_code == 400, response.text
+    assert next(iter(option)) in response.json()["error"]["message"]
+    assert llm.requests == []
+
+
+def test_sampling_options_reach_the_llm(make_client: ClientFactory, llm: LLMScript) -> None:
+    options = {"top_p": 0.5, "frequency_penalty": 0.1, "presence_penalty": -0.2, "seed": 7,
+               "logit_bias": {"50256": -100}, "user": "reader-1", "tool_choice": "none",
+               "max_tokens": 42}  # fmt: skip
+    response = make_client().post("/v1/chat/completions", json={**ASK, **options})
+    assert response.status_code == 200, response.text
+    sent = llm.requests[-1].body
+    for name, value in options.items():
+        if name != "tool_choice":  # none: no tool, nothing to send
+            assert sent[name] == value, name
