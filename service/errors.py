@@ -194,6 +194,14 @@ class PayloadTooLarge(ServiceError):
     message = "Sorry, what you sent is too large."
 
 
+class BodyTimeout(ServiceError):
+    """The request's body stopped arriving (request.body.timeout): its connection is freed."""
+
+    kind = "BadRequest"
+    status = 408
+    message = "Sorry, your request arrived too slowly."
+
+
 class ModelNotServed(ServiceError):
     """The request names a model the LLM API does not serve (OpenAI's `model_not_found`)."""
 

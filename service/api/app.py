@@ -73,7 +73,11 @@ def create_app(config_path: Path) -> FastAPI:
     app.state.runtime = runtime
     install_error_handlers(app)
     # JSON bodies are read by their routes (service.api.payload), within this bound
-    app.add_middleware(BodySizeLimit, limit=lambda: runtime.settings().server.request_max_bytes)
+    app.add_middleware(
+        BodySizeLimit,
+        limit=lambda: runtime.settings().server.request_max_bytes,
+        pause=lambda: runtime.settings().server.body_timeout,
+    )
     # what one caller's LLM questions may take (service.api.llm_work): cancelled when the
     # caller leaves; a bounded number at once per caller
     app.add_middleware(CancelOnDisconnect)

@@ -1,26 +1,34 @@
-"""The request body size limit (`request.max.bytes`), enforced before the body is parsed.
+"""The request body size limit (`request.max.bytes`), enforced before the body is parsed,
+and its pace (`request.body.timeout`).
 
 A declared Content-Length over the limit is refused at once; a chunked body is counted as it
-arrives and refused when it passes the limit, so no oversized body is ever held in memory.
+arrives and refused when it passes the limit, so no oversized body is ever held in memory. A
+body that pauses longer than the timeout between two parts is a 408: a client sending a byte a
+minute cannot hold a connection and a worker's attention for ever.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+import anyio
 from fastapi import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.api.errors import error_response
-from service.errors import PayloadTooLarge
+from service.errors import BodyTimeout, PayloadTooLarge
 
 
 class BodySizeLimit:
-    """ASGI middleware: refuses bodies over request.max.bytes before they are read whole."""
+    """ASGI middleware: refuses bodies over request.max.bytes before they are read whole, and
+    bodies that stop arriving for request.body.timeout."""
 
-    def __init__(self, app: ASGIApp, limit: Callable[[], int]) -> None:
+    def __init__(
+        self, app: ASGIApp, limit: Callable[[], int], pause: Callable[[], float] = lambda: 30.0
+    ) -> None:
         self.app = app
         self.limit = limit
+        self.pause = pause
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -34,12 +42,24 @@ class BodySizeLimit:
             await error_response(request, error)(scope, receive, send)
             return
         received = 0
+        complete = False
+        pause = self.pause()
 
         async def counted() -> Message:
-            nonlocal received
-            message = await receive()
+            nonlocal received, complete
+            if complete:  # after the body: the wait for a disconnect is not timed
+                return await receive()
+            try:
+                with anyio.fail_after(pause):
+                    message = await receive()
+            except TimeoutError:
+                raise BodyTimeout(
+                    f"the request body stopped arriving for {pause:g}s "
+                    f"(request.body.timeout), after {received} bytes"
+                ) from None
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
+                complete = not message.get("more_body", False)
                 if received > limit:
                     raise PayloadTooLarge(_too_large(received, limit))
             return message

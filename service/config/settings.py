@@ -97,6 +97,14 @@ class ServerSettings(Part):
         gt=0,
         le=86400,
     )
+    body_timeout: float = _key(
+        "request.body.timeout",
+        30.0,
+        "Seconds a request body may pause between two of its parts; a body that stops "
+        "arriving gets a 408 and frees its connection (a slow sender cannot hold workers).",
+        gt=0,
+        le=3600,
+    )
     request_max_bytes: int = _key(
         "request.max.bytes",
         5_242_880,

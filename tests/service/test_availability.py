@@ -407,3 +407,24 @@ def test_sampling_options_reach_the_llm(make_client: ClientFactory, llm: LLMScri
     for name, value in options.items():
         if name != "tool_choice":  # none: no tool, nothing to send
             assert sent[name] == value, name
+
+
+def test_a_body_that_stops_arriving_is_a_408_and_frees_the_connection(
+    service: ServiceFactory,
+) -> None:
+    host, port = service({"request.body.timeout": 1}).removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as connection:
+        started = time.monotonic()
+        connection.sendall(
+            b"POST /ai/rag HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 1000\r\n\r\n" + b'{"query": "la'
+        )
+        answer = ""
+        while "}}" not in answer:  # the whole error envelope, however it is cut in packets
+            part = connection.recv(65536).decode(errors="replace")
+            if not part:
+                break
+            answer += part
+        assert answer.startswith("HTTP/1.1 408"), answer[:200]
+        assert "request.body.timeout" in answer
+        assert time.monotonic() - started < 8
