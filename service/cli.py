@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 
+from service.api.connections import BoundedHeaders
 from service.config import Settings
 from service.config.store import env_name
 from service.errors import ExtractionFailed, SetupError
@@ -153,6 +154,8 @@ def _serve(args: argparse.Namespace) -> int:
             "access_log": False,  # the service logs each request itself (service.api.app)
             # on SIGTERM, requests in flight may finish within their own deadline
             "timeout_graceful_shutdown": int(settings.server.request_timeout) + 1,
+            # a connection that never completes its headers is closed (service.api.connections)
+            "http": BoundedHeaders,
         }
         if args.workers == 1:
             uvicorn.run(app, **options)

@@ -7,14 +7,18 @@ import asyncio
 import json
 import logging
 import socket
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import httpx
 import pytest
 
+from service.api.connections import HEADER_SECONDS
 from service.api.documents import MAX_UPLOAD_CHARS
 from service.api.payload import MAX_DEPTH, QUESTION_BYTES
+from service.cli import start_server
 from service.errors import Overloaded
 from service.grounding.check import MAX_BY_MEANING, MAX_CLAUSES, GroundingCheck
 from service.grounding.claims import MAX_SENTENCES
@@ -23,9 +27,11 @@ from service.llm.breaker import CircuitBreaker
 from service.llm.client import ChatClient, LLMOptions
 from service.llm.embeddings import EmbeddingsClient
 from service.llm.types import ChatMessage
+from service.processes import stop_group
 from service.upstream import POOL_WAIT_SECONDS
 from testing.llm_server import LLMScript, Step
-from tests.conftest import ADMIN_TOKEN, ClientFactory, ServiceFactory
+from testing.servers import free_port
+from tests.conftest import ADMIN_TOKEN, ClientFactory, ServiceFactory, write_properties
 
 DEEP = b"[" * (MAX_DEPTH + 5) + b"]" * (MAX_DEPTH + 5)
 # a body the service must refuse if it parsed it (too deep): who answers first shows the order
@@ -428,3 +434,31 @@ def test_a_body_that_stops_arriving_is_a_408_and_frees_the_connection(
         assert answer.startswith("HTTP/1.1 408"), answer[:200]
         assert "request.body.timeout" in answer
         assert time.monotonic() - started < 8
+
+
+@pytest.mark.usefixtures("corpus")
+def test_connections_that_never_complete_their_headers_are_closed(
+    tmp_path: Path, base_properties: dict[str, object], llm: LLMScript
+) -> None:
+    config = write_properties(tmp_path / "rag.properties", base_properties)
+    port = free_port()
+    command = [sys.executable, "-m", "service.cli", "serve", "--config", str(config)]
+    server = start_server(
+        [*command, "--port", str(port)], f"http://127.0.0.1:{port}/health/live", what="service"
+    )
+    try:
+        silent = socket.create_connection(("127.0.0.1", port))
+        slow = socket.create_connection(("127.0.0.1", port))
+        slow.sendall(b"POST /ai/rag HTTP/1.1\r\nHost: x\r\n")  # and nothing more
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}") as http:  # one kept-alive link
+            assert http.get("/health/live").status_code == 200
+            time.sleep(1)
+            assert http.get("/health/live").status_code == 200  # the same connection again
+        for connection in (silent, slow):
+            connection.settimeout(HEADER_SECONDS + 10)
+            started = time.monotonic()
+            assert connection.recv(100) == b""  # closed by the service
+            assert time.monotonic() - started < HEADER_SECONDS + 5
+            connection.close()
+    finally:
+        stop_group(server, timeout=30)
