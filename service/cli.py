@@ -11,6 +11,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -301,10 +302,14 @@ async def _ingest_into_solr(
         documents, skipped = [], 0
         for file, root in find_files(paths):
             try:
-                documents.append(extract(file, root, language=language))
+                document = extract(file, root, language=language)
             except ExtractionFailed as error:  # UnsupportedFile too
                 skipped += 1
                 print(f"skipped {file}: {error}", file=sys.stderr)
+                continue
+            if root == SAMPLES_FOLDER:  # no link to this machine's files for anonymous callers
+                document = replace(document, url="")
+            documents.append(document)
         line = ProgressLine()
         summary = await indexer.run(documents, line)
         line.done()
