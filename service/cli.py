@@ -16,6 +16,7 @@ from pathlib import Path
 
 import httpx
 
+from service import __version__
 from service.api.connections import BoundedHeaders
 from service.config import Settings
 from service.config.store import env_name
@@ -42,16 +43,23 @@ def main(argv: list[str] | None = None) -> int:
     except SetupError as error:  # a bad config, prompt template or Solr layout: one line
         print(f"solr-rag: {error}", file=sys.stderr)
         return 2
+    except FileNotFoundError as error:  # a path given on the command line: one line too
+        print(f"solr-rag: {error}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
 
 
+CONFIG_HELP = "the rag.properties to use (default: %(default)s)"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="solr-rag", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"solr-rag {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     serve = commands.add_parser("serve", help="run the RAG service")
-    serve.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
+    serve.add_argument("--config", type=Path, default=DEFAULT_CONFIG, help=CONFIG_HELP)
     serve.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
     serve.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
     serve.add_argument(
@@ -84,9 +92,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.set_defaults(run=_serve)
 
-    ingest = commands.add_parser("ingest", help="index text, Markdown and HTML files")
+    what = "index files: text, Markdown, HTML, PDF and DOCX (folders: every such file)"
+    ingest = commands.add_parser("ingest", help=what, description=what[0].upper() + what[1:])
     ingest.add_argument("paths", nargs="*", type=Path, help="files or folders")
-    ingest.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
+    ingest.add_argument("--config", type=Path, default=DEFAULT_CONFIG, help=CONFIG_HELP)
     ingest.add_argument("--language", default="en", help="ISO code of the documents' language")
     ingest.add_argument("--samples", action="store_true", help="ingest the sample corpus")
     ingest.add_argument(

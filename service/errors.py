@@ -128,6 +128,7 @@ class NotFound(ServiceError):
     kind = "BadRequest"
     status = 404
     message = "Sorry, there is nothing at this address."
+    openai_code = "not_found"
 
 
 class IndexNotFound(ServiceError):
@@ -148,6 +149,7 @@ class MethodNotAllowed(ServiceError):
     kind = "BadRequest"
     status = 405
     message = "Sorry, this address does not answer that HTTP method."
+    openai_code = "method_not_allowed"
 
 
 class InvalidChatRequest(BadRequest):

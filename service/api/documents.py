@@ -269,6 +269,7 @@ async def delete(
     """Remove a document and its passages; ids may hold `/` (`folder/x.txt`, or `%2F`).
     404 when there is no such document."""
     runtime: Runtime = request.app.state.runtime
-    if not await runtime.indexer(runtime.settings()).delete(document_id):
+    passages = await runtime.indexer(runtime.settings()).delete(document_id)
+    if passages is None:
         raise DocumentNotFound(f"no document with id {document_id!r} in FileShare")
-    return IngestResponse(content=IngestResult(documents=1, passages=0, seconds=0.0))
+    return IngestResponse(content=IngestResult(documents=1, passages=passages, seconds=0.0))

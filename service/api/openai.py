@@ -197,7 +197,10 @@ async def _stream(
         answer = await reply.answer()
         if render.inline_sources and answer.documents:
             yield render.delta({"content": sources_block(answer)})
-        yield render.delta({}, answer.finish_reason, **render.extensions(answer))
+        extensions = render.extensions(answer)
+        if include_usage:  # OpenAI sends it once, in the last chunk: clients add them up
+            del extensions["usage"]
+        yield render.delta({}, answer.finish_reason, **extensions)
         if include_usage:
             yield render.chunk([], usage=_usage(answer))
     except Exception as error:  # the stream has begun: the error becomes a chunk

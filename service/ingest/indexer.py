@@ -222,12 +222,20 @@ class Indexer:
         )  # fmt: skip
         return list(found["response"]["docs"]), int(found["response"]["numFound"])
 
-    async def delete(self, document_id: str) -> bool:
-        """Removes a document and its passages; False when FileShare had no such document."""
+    async def delete(self, document_id: str) -> int | None:
+        """Removes a document and its passages: how many passages went with it; None when
+        FileShare had no such document."""
         if not await self.count(document_id):
-            return False
+            return None
+        passages = 0
+        if self._passages:
+            found = await self._solr.select(
+                self._passages.collection,
+                {"q": _parent_query(document_id)["query"], "defType": "lucene", "rows": 0},
+            )
+            passages = int(found["response"]["numFound"])
         await self.delete_all([document_id])
-        return True
+        return passages
 
     async def delete_all(self, document_ids: Sequence[str]) -> None:
         """Removes these documents and their passages, in one update each and one commit."""

@@ -121,9 +121,16 @@ def split_prompt(prompt: str) -> tuple[str, list[tuple[int, str, str]]]:
 
 
 def answer(prompt: str, *, max_sentences: int = 3, max_words: int = 200) -> str:
+    return answer_and_finish(prompt, max_sentences=max_sentences, max_words=max_words)[0]
+
+
+def answer_and_finish(
+    prompt: str, *, max_sentences: int = 3, max_words: int = 200
+) -> tuple[str, str]:
+    """The answer and OpenAI's finish_reason: `length` when max_words cut it, else `stop`."""
     question, sources = split_prompt(prompt)
     if not sources:
-        return NO_SOURCES
+        return NO_SOURCES, "stop"
     sentences = [
         Sentence(number, piece, terms_of(piece))
         for number, _title, text in sources
@@ -137,13 +144,13 @@ def answer(prompt: str, *, max_sentences: int = 3, max_words: int = 200) -> str:
     ranked = _bm25(wanted, sentences, title_bonus)
     best = [s for score, s in ranked if score > 0][:max_sentences]
     if not best:
-        return NOT_FOUND
+        return NOT_FOUND, "stop"
     words: list[str] = []
     for sentence in best:
         words.extend(f"{sentence.text} [{sentence.source}]".split())
         if len(words) >= max_words:
             break
-    return " ".join(words[:max_words])
+    return " ".join(words[:max_words]), "length" if len(words) > max_words else "stop"
 
 
 def _sentences(text: str) -> list[str]:

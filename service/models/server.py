@@ -113,7 +113,7 @@ def _openai_error(status: int, message: str, kind: str) -> JSONResponse:
 
 
 async def _stream(
-    completion_id: str, model: str, text: str, usage: dict[str, int]
+    completion_id: str, model: str, text: str, usage: dict[str, int], finish: str = "stop"
 ) -> AsyncIterator[str]:
     """OpenAI's chunk stream: the role, the text a word at a time, the end, the usage."""
 
@@ -135,7 +135,7 @@ async def _stream(
     for word in re.findall(r"\S+\s*", text):
         yield delta({"content": word})
         await asyncio.sleep(0)
-    yield delta({}, "stop")
+    yield delta({}, finish)
     yield event([], usage=usage)
     yield "data: [DONE]\n\n"
 
@@ -219,7 +219,7 @@ def create_model_app(*, embeddings: bool = True) -> FastAPI:
             )
         users = [m for m in request.messages if m.role == "user"]
         prompt = users[-1].text() if users else request.messages[-1].text()
-        text = extractive.answer(prompt, max_words=request.max_tokens or 200)
+        text, finish = extractive.answer_and_finish(prompt, max_words=request.max_tokens or 200)
         prompt_words = sum(len(m.text().split()) for m in request.messages)
         # Whitespace-separated words, not model tokens: this answerer has no tokenizer.
         usage = {
@@ -230,7 +230,8 @@ def create_model_app(*, embeddings: bool = True) -> FastAPI:
         completion_id = f"chatcmpl-{uuid.uuid4().hex}"
         if request.stream:
             return StreamingResponse(
-                _stream(completion_id, model, text, usage), media_type="text/event-stream"
+                _stream(completion_id, model, text, usage, finish),
+                media_type="text/event-stream",
             )
         return {
             "id": completion_id,
@@ -241,7 +242,7 @@ def create_model_app(*, embeddings: bool = True) -> FastAPI:
                 {
                     "index": 0,
                     "message": {"role": "assistant", "content": text},
-                    "finish_reason": "stop",
+                    "finish_reason": finish,
                 }
             ],
             "usage": usage,

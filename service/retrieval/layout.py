@@ -56,14 +56,26 @@ async def verify_layout(
     then raises SolrLayoutError."""
     wait = layout.startup_wait if wait is None else wait
     required = required_fields(layout, cache=cache)
+    roles = {  # each collection: the key that names it, the configset it is made from
+        layout.documents_collection: ("solr.collection.documents", "FileShare"),
+        layout.passages_collection: ("solr.collection.passages", "VectorMain"),
+        layout.cache_collection: ("solr.collection.cache", "AnswerCache"),
+    }
     for collection, fields in required.items():
-        present = await _fields_when_reachable(solr, collection, wait)
+        key, configset = roles[collection]
+        present = await _fields_when_reachable(solr, collection, wait, key, configset)
         missing = [name for name in fields if name not in present]
         if missing:
+            vector = (
+                ", or set solr.vector.field to a vector field it has"
+                if layout.vector_field in missing
+                else ""
+            )
             raise SolrLayoutError(
-                f"Solr collection {collection!r} lacks the field(s) {', '.join(missing)} that "
-                f"the service uses: create it from solr/configsets/{collection} (README, "
-                "'Solr'), or fix solr.vector.field in rag.properties"
+                f"Solr collection {collection!r} ({key}) lacks the field(s) "
+                f"{', '.join(missing)} that the service reads: create it from our configset "
+                f"solr/configsets/{configset} (README, 'Solr'), or name another collection in "
+                f"{key}{vector}"
             )
     dimension = await _vector_dimension(solr, layout)
     if embeddings is not None:
@@ -130,7 +142,9 @@ async def _same_dimension(
         )
 
 
-async def _fields_when_reachable(solr: SolrClient, collection: str, wait: float) -> set[str]:
+async def _fields_when_reachable(
+    solr: SolrClient, collection: str, wait: float, key: str, configset: str
+) -> set[str]:
     give_up = time.monotonic() + wait
     while True:
         try:
@@ -138,9 +152,8 @@ async def _fields_when_reachable(solr: SolrClient, collection: str, wait: float)
         except UpstreamBadResponse as error:
             raise SolrLayoutError(
                 f"Solr at {solr.nodes.address} has no usable collection {collection!r} "
-                f"({error.reason}): "
-                f"create it from solr/configsets/{collection} (README, 'Solr'), or name "
-                "yours in solr.collection.documents / solr.collection.passages"
+                f"({key}; {error.reason}): create it from our configset "
+                f"solr/configsets/{configset} (README, 'Solr'), or name yours in {key}"
             ) from None
         except (UpstreamUnavailable, UpstreamTimeout) as error:
             if time.monotonic() >= give_up:

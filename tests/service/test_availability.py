@@ -304,7 +304,7 @@ def test_an_index_name_that_is_not_a_string_is_refused(
     assert llm.requests == []
 
 
-@pytest.mark.parametrize("path", ["/no/such/page", "/favicon.ico"])
+@pytest.mark.parametrize("path", ["/no/such/page", "/robots.txt"])
 def test_an_unknown_path_answers_the_documented_envelope(
     make_client: ClientFactory, path: str
 ) -> None:
