@@ -151,8 +151,15 @@ def _serve(args: argparse.Namespace) -> int:
         if args.samples:
             asyncio.run(_ingest_into_solr(settings, [], "en", samples=True, if_empty=True))
         base = f"http://{args.host}:{args.port}"
+        admin = (
+            "the admin token is set"
+            if settings.security.admin_token.get_secret_value()
+            else "off until you set an admin token: ADMIN_TOKEN=<secret> make run (or "
+            "admin.token in rag.properties); HTTP ingestion needs it too"
+        )
         print(
-            f"\nsolr-rag is starting on {base} (API docs: {base}/docs)\nTry:\n"
+            f"\nsolr-rag is starting on {base} (API docs: {base}/docs)\n"
+            f"  chat: {base}/ui\n  admin: {base}/admin ({admin})\nTry:\n"
             f"  curl -s {base}/ai/rag -H 'Content-Type: application/json' \\\n"
             '       -d \'{"query": "What does the assert statement do?"}\'\n',
             flush=True,

@@ -59,8 +59,13 @@ fetch_jars() {
   command -v mvn >/dev/null || { echo "solr.sh: Maven (mvn) is needed to fetch the Solr jars" >&2; exit 1; }
   echo "Fetching the Solr 9.8 jars from Maven Central into solr/local/lib ..." >&2
   rm -rf "$lib"
-  (cd "$here" && mvn -q -B dependency:copy-dependencies)
+  (cd "$here" && quiet_mvn dependency:copy-dependencies)
   echo "$want" > "$stamp"
+}
+
+# Maven, quiet: Maven 3.8 prints colour resets (ESC[0m) even in batch mode, which show as noise
+quiet_mvn() {
+  mvn -q -B "$@" 2>&1 | sed 's/\x1b\[[0-9;]*m//g'
 }
 
 # Our Solr plugins (solr/plugins/*), built into lib/ beside Solr's jars, so every node can load
@@ -71,7 +76,7 @@ build_plugins() {
   if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then return 0; fi
   echo "Building our Solr plugins (solr/plugins) ..." >&2
   for pom in "$plugins"/*/pom.xml; do
-    (cd "$(dirname "$pom")" && mvn -q -B package -DskipTests)
+    (cd "$(dirname "$pom")" && quiet_mvn package -DskipTests)
     cp "$(dirname "$pom")"/target/solr-rag-*.jar "$lib/"
   done
   echo "$want" > "$stamp"

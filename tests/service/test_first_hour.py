@@ -3,6 +3,7 @@ a test that failed before."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,9 @@ from openai import OpenAI
 
 from service.api.app import create_app
 from service.errors import SolrLayoutError
+from service.processes import start_group, stop_group
 from testing.llm_server import LLMScript
+from testing.servers import free_port
 from tests.conftest import ADMIN_TOKEN, ClientFactory, ServiceFactory, write_properties
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
@@ -142,3 +145,33 @@ def test_deleting_a_document_says_how_many_passages_went_with_it(
     deleted = client.delete("/documents/first-hour/doc", headers=ADMIN)
     assert deleted.status_code == 200, deleted.text
     assert deleted.json()["content"]["passages"] == written
+
+
+# -- 10: startup says where the chat and admin pages are, and how to turn the admin on --------
+
+
+@pytest.mark.usefixtures("corpus")
+def test_startup_prints_the_pages_and_how_to_set_the_admin_token(
+    tmp_path: Path, base_properties: dict[str, object]
+) -> None:
+    values = {key: value for key, value in base_properties.items() if key != "admin.token"}
+    config = write_properties(tmp_path / "rag.properties", values)
+    port = free_port()
+    command = [sys.executable, "-m", "service.cli", "serve", "--config", str(config)]
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("ADMIN_TOKEN")}
+    server = start_group(
+        [*command, "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        env=environment,
+    )  # fmt: skip
+    try:
+        assert server.stdout is not None
+        printed = ""
+        while "Try:" not in printed:
+            line = server.stdout.readline().decode()
+            assert line, printed  # it ended before printing
+            printed += line
+        assert f"chat: http://127.0.0.1:{port}/ui" in printed
+        assert f"admin: http://127.0.0.1:{port}/admin (off until" in printed
+        assert "ADMIN_TOKEN=" in printed
+    finally:
+        stop_group(server, timeout=30)
