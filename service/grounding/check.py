@@ -15,7 +15,7 @@ import itertools
 import logging
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from service.errors import ServiceError
@@ -141,7 +141,9 @@ class GroundingCheck:
 
     async def run(self, answer: str, sources: Sequence[tuple[int, str]]) -> Grounding:
         """`sources`: (citation number, text sent to the LLM), one or more per source."""
-        return await self.check(checkable_claims(answer), evidence_of(sources))
+        claims = checkable_claims(answer)
+        report = await self.check(claims, evidence_of(sources))
+        return with_verbatim_quotes(report, claims, sources)
 
     async def check(self, claims: Sequence[Claim], evidence: list[Evidence]) -> Grounding:
         """`run` on an answer already cut into claims, its sources into evidence."""
@@ -201,6 +203,35 @@ class GroundingCheck:
             if near:
                 verdicts[index] = _numbers_of(near)
         return verdicts
+
+
+# a quote shorter than this may be a commonplace ("It is.") rather than a quote
+MIN_QUOTE_CHARS = 20
+
+
+def with_verbatim_quotes(
+    report: Grounding, claims: Sequence[Claim], sources: Sequence[tuple[int, str]]
+) -> Grounding:
+    """`report`, with every sentence that a source it cites (any, when it cites none) holds
+    word for word marked supported by it: a quote is supported by definition, however the
+    source's lines were wrapped and its sentences cut (a source's hard line breaks made a
+    quoted sentence's clauses straddle several evidence pieces, and fail)."""
+    texts: dict[int, str] = {}
+    for number, text in sources:
+        texts[number] = f"{texts.get(number, '')} {_flat(text)}"
+    checks = list(report.sentences)
+    for index, (check, claim) in enumerate(zip(checks, claims, strict=True)):
+        quote = _flat(claim.text)
+        if check.supported or len(quote) < MIN_QUOTE_CHARS:
+            continue
+        quoting = tuple(n for n in (claim.cited or tuple(texts)) if quote in texts.get(n, ""))
+        if quoting:
+            checks[index] = replace(check, supported=True, sources=quoting)
+    return replace(report, sentences=tuple(checks))
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split()).lower()
 
 
 def checkable_claims(answer: str) -> list[Claim]:

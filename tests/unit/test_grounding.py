@@ -114,3 +114,22 @@ async def test_the_work_is_bounded_whatever_the_answer_and_sources() -> None:
     grounding = await GroundingCheck(None).run(answer, sources)
     assert grounding.total == MAX_SENTENCES
     assert len(evidence_of(sources)) == MAX_EVIDENCE  # of 49 x 399 sentences and pairs
+
+
+async def test_a_sentence_quoted_word_for_word_is_supported_however_the_source_is_wrapped() -> None:
+    # the sample corpus's Unicode topic, hard-wrapped as CPython ships it (issue 36, item 8)
+    source = (
+        "    one code point.  For example, the abstract character “LATIN\n"
+        "    CAPITAL LETTER C WITH CEDILLA” can be represented as a single\n"
+        "    *precomposed character* at code position U+00C7, or as a sequence\n"
+        "    of a *base character* at code position U+0043 (LATIN CAPITAL\n"
+        "    LETTER C), followed by a *combining character* at code position\n"
+        "    U+0327 (COMBINING CEDILLA)."
+    )
+    quote = " ".join(source.split()).removeprefix("one code point. ")
+    report = await GroundingCheck(None).run(f"{quote} [1]", [(1, source)])
+    assert [(s.supported, s.sources) for s in report.sentences] == [(True, (1,))]
+    # a sentence that only begins like the source is not a quote
+    carried_on = quote[:-1] + ", which made it the capital of Mongolia."
+    report = await GroundingCheck(None).run(f"{carried_on} [1]", [(1, source)])
+    assert not report.sentences[0].supported
