@@ -53,7 +53,6 @@ log = logging.getLogger(__name__)
 
 CHAT_ROLES = frozenset({"system", "developer", "user", "assistant"})
 METHODS = frozenset({"bm25", "vector", "hybrid"})
-BUILT_IN_INDEXES = RESERVED_NAMES
 # the models GET /v1/models lists for clients that only pick a model: each names a retrieval
 # ("": the configured one)
 RAG_MODELS = {"rag": "", "rag-bm25": "bm25", "rag-vector": "vector", "rag-hybrid": "hybrid"}
@@ -262,7 +261,7 @@ def _method_of(index: str, settings: Settings) -> str:
 
 def kaito_index_of(index: object) -> str | None:
     """The KAITO index (POST /index) an index_name names, if it is not one of ours."""
-    if not isinstance(index, str) or index.lower() in BUILT_IN_INDEXES:
+    if not isinstance(index, str) or index.lower() in RESERVED_NAMES:
         return None
     return index if INDEX_NAME.fullmatch(index) else None
 

@@ -7,6 +7,7 @@ import hmac
 
 from fastapi import Request
 
+from service.config.settings import SecuritySettings
 from service.errors import FeatureDisabled, Unauthorized
 from service.runtime import Runtime
 
@@ -41,11 +42,21 @@ def require_admin(request: Request) -> None:
 def require_api_key(request: Request) -> None:
     """A FastAPI dependency of the public endpoints: one of `api.keys`, when any is set."""
     runtime: Runtime = request.app.state.runtime
-    keys = [k.strip() for k in runtime.settings().security.api_keys.get_secret_value().split(",")]
-    keys = [key for key in keys if key]
-    if not keys:
-        return
+    security = runtime.settings().security
+    if api_keys(security) and matching_api_key(request, security) is None:
+        raise Unauthorized("missing or wrong API key (Authorization: Bearer or X-API-Key)")
+
+
+def api_keys(security: SecuritySettings) -> list[str]:
+    """The configured `api.keys` (none: the public endpoints are open)."""
+    return [key.strip() for key in security.api_keys.get_secret_value().split(",") if key.strip()]
+
+
+def matching_api_key(request: Request, security: SecuritySettings) -> str | None:
+    """The configured key the request sends, compared in constant time, or None."""
     # X-API-Key as well as the bearer token: with JWT identity, Authorization holds the JWT
     given = [request.headers.get("x-api-key", "").strip(), bearer_token(request)]
-    if not any(_matches(candidate, key) for candidate in given for key in keys):
-        raise Unauthorized("missing or wrong API key (Authorization: Bearer or X-API-Key)")
+    return next(
+        (key for key in api_keys(security) for candidate in given if _matches(candidate, key)),
+        None,
+    )

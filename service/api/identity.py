@@ -4,6 +4,7 @@ from a verified JWT (`security.identity`)."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import jwt
 from fastapi import Request
@@ -42,12 +43,24 @@ def _groups_from_jwt(request: Request, security: SecuritySettings) -> list[str]:
     token = bearer_token(request)
     if not token:
         return []
+    claims = verified_claims(token, security)
+    groups = claims.get(security.jwt_groups_claim, [])
+    if isinstance(groups, str):
+        groups = groups.split(",")
+    if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
+        raise BadRequest(f"the token's {security.jwt_groups_claim} claim must list group names")
+    return [group.strip() for group in groups]
+
+
+def verified_claims(token: str, security: SecuritySettings) -> dict[str, Any]:
+    """The claims of a JWT whose signature, expiry and (when configured) audience and issuer
+    verify; Unauthorized otherwise."""
     key = security.jwt_key.get_secret_value()
     if not key:
         raise TechnicalError("security.identity is jwt but security.jwt.key is empty")
     algorithms = [a.strip() for a in security.jwt_algorithms.split(",")]
     try:
-        claims = jwt.decode(
+        return jwt.decode(
             token,
             key,
             algorithms=algorithms,
@@ -57,9 +70,3 @@ def _groups_from_jwt(request: Request, security: SecuritySettings) -> list[str]:
         )
     except jwt.PyJWTError as error:
         raise Unauthorized(f"the identity token is not valid: {error}") from None
-    groups = claims.get(security.jwt_groups_claim, [])
-    if isinstance(groups, str):
-        groups = groups.split(",")
-    if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
-        raise BadRequest(f"the token's {security.jwt_groups_claim} claim must list group names")
-    return [group.strip() for group in groups]

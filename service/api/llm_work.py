@@ -15,19 +15,18 @@ call the LLM.
 from __future__ import annotations
 
 import hashlib
-import hmac
 from collections import Counter
 from collections.abc import Callable
 
 import anyio
-import jwt
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.api.auth import bearer_token
+from service.api.auth import bearer_token, matching_api_key
 from service.api.errors import error_response
+from service.api.identity import verified_claims
 from service.config.settings import Settings
-from service.errors import CallerOverLimit
+from service.errors import CallerOverLimit, ServiceError
 
 # the endpoints whose requests call the LLM (after DatafariPaths has rewritten its aliases)
 LLM_PATHS = ("/ai/rag", "/ai/summarize", "/v1/chat/completions", "/search/select")
@@ -42,34 +41,19 @@ def calls_the_llm(scope: Scope) -> bool:
 def caller_of(request: Request, settings: Settings) -> str:
     """Who is asking, for the per-caller cap (see the module's docstring)."""
     security = settings.security
-    keys = [k.strip() for k in security.api_keys.get_secret_value().split(",") if k.strip()]
-    for given in (request.headers.get("x-api-key", "").strip(), bearer_token(request)):
-        for key in keys:
-            if given and hmac.compare_digest(given.encode(), key.encode()):
-                return "key:" + hashlib.sha256(key.encode()).hexdigest()[:16]
-    if security.enabled and security.identity == "jwt" and bearer_token(request):
-        subject = _verified_subject(bearer_token(request), settings)
-        if subject:
-            return "sub:" + subject
+    key = matching_api_key(request, security)
+    if key is not None:
+        return "key:" + hashlib.sha256(key.encode()).hexdigest()[:16]
+    token = bearer_token(request)
+    if security.enabled and security.identity == "jwt" and token:
+        try:
+            subject = verified_claims(token, security).get("sub")
+        except (ServiceError, ValueError, TypeError):  # not verified: names nobody
+            subject = None
+        if isinstance(subject, str) and subject:
+            return "sub:" + subject[:256]
     client = request.client
     return "address:" + (client.host if client else "unknown")
-
-
-def _verified_subject(token: str, settings: Settings) -> str | None:
-    security = settings.security
-    try:
-        claims = jwt.decode(
-            token,
-            security.jwt_key.get_secret_value(),
-            algorithms=[a.strip() for a in security.jwt_algorithms.split(",")],
-            audience=security.jwt_audience or None,
-            issuer=security.jwt_issuer or None,
-            options={"require": ["exp"], "verify_aud": bool(security.jwt_audience)},
-        )
-    except (jwt.PyJWTError, ValueError, TypeError):
-        return None
-    subject = claims.get("sub")
-    return subject[:256] if isinstance(subject, str) and subject else None
 
 
 class CallerLimit:
