@@ -61,6 +61,7 @@ from bench.support import ROOT, percentile, save_results, tree_cpu_seconds
 from service.cli import start_server
 from service.processes import stop_group
 from testing.corpus import load_corpus
+from testing.hostile_schemas import HOSTILE_SCHEMAS
 from testing.servers import free_port
 from testing.solr import local_solr
 
@@ -156,20 +157,11 @@ SCHEMA_ATTACKER_KEY = "schema-attacker"
 SLOW_WORD = "slowpoke"
 
 
-def _chained_any_of(levels: int) -> dict[str, object]:
-    defs: dict[str, object] = {
-        f"l{i}": {"anyOf": [{"$ref": f"#/$defs/l{i + 1}"}, {"$ref": f"#/$defs/l{i + 1}"}]}
-        for i in range(levels)
-    }
-    defs[f"l{levels}"] = {"type": "integer"}
-    return {"$ref": "#/$defs/l0", "$defs": defs}
-
-
-HOSTILE_SCHEMAS = (
-    _chained_any_of(18),
-    {"$ref": "#"},
-    {"type": "object", "patternProperties": {"^(a+)+$": {}}, "additionalProperties": False},
-)
+# the schema attacker's: a 2**18 expansion, a $ref cycle, a catastrophic patternProperties
+SCHEMAS = [
+    HOSTILE_SCHEMAS[name][0]
+    for name in ("18 chained anyOf", "itself", "a catastrophic key pattern")
+]
 BIG_BODY = b"[" + b",".join([b"{}"] * 1_700_000) + b"]"  # 5.1 MB
 
 
@@ -276,7 +268,7 @@ class Attackers:
                 if self.stop.is_set():
                     return
                 form = {"type": "json_schema", "json_schema": {
-                    "name": "x", "schema": HOSTILE_SCHEMAS[n % len(HOSTILE_SCHEMAS)]}}  # fmt: skip
+                    "name": "x", "schema": SCHEMAS[n % len(SCHEMAS)]}}  # fmt: skip
                 body = {"model": "rag", "messages": [{"role": "user", "content": "lamp?"}],
                         "response_format": form}  # fmt: skip
                 request = http.post(

@@ -29,9 +29,11 @@ from service.llm.embeddings import EmbeddingsClient
 from service.llm.types import ChatMessage
 from service.processes import stop_group
 from service.upstream import POOL_WAIT_SECONDS
+from testing.hostile_schemas import HOSTILE_SCHEMAS
 from testing.llm_server import LLMScript, Step
 from testing.servers import free_port
 from tests.conftest import ADMIN_TOKEN, ClientFactory, ServiceFactory, write_properties
+from tests.service.test_lifecycle import wait_until
 
 DEEP = b"[" * (MAX_DEPTH + 5) + b"]" * (MAX_DEPTH + 5)
 # a body the service must refuse if it parsed it (too deep): who answers first shows the order
@@ -112,13 +114,6 @@ def _ask(base: str, key: str, timeout: float = 30) -> httpx.Response:
     )
 
 
-def _wait_for(condition, seconds: float = 10) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
-
-
 def test_one_caller_over_its_cap_gets_a_429_while_another_is_served(
     service: ServiceFactory, llm: LLMScript
 ) -> None:
@@ -126,7 +121,7 @@ def test_one_caller_over_its_cap_gets_a_429_while_another_is_served(
     llm.then(Step(content="slow [1]", delay=10), Step(content="slow [1]", delay=10))
     with ThreadPoolExecutor(2) as pool:
         slow = [pool.submit(_ask, base, "key-a") for _ in range(2)]
-        _wait_for(lambda: len(llm.requests) == 2)
+        assert wait_until(lambda: len(llm.requests) == 2, seconds=10)
         refused = _ask(base, "key-a")
         assert refused.status_code == 429, refused.text
         assert refused.headers["Retry-After"] == "2"
@@ -146,7 +141,7 @@ def test_a_made_up_token_does_not_make_a_new_caller(
     llm.then(Step(content="slow [1]", delay=4))
     with ThreadPoolExecutor(1) as pool:
         slow = pool.submit(_ask, base, "invented-1")
-        _wait_for(lambda: len(llm.requests) == 1)
+        assert wait_until(lambda: len(llm.requests) == 1, seconds=10)
         assert _ask(base, "invented-2").status_code == 429
         assert slow.result().status_code == 200
 
@@ -177,36 +172,12 @@ def test_a_client_that_leaves_cancels_its_request(
         with pytest.raises(httpx.ReadTimeout):
             httpx.post(f"{base}/ai/rag", json={"query": "lamp"}, timeout=1)
         # the LLM call is abandoned within seconds, not after its 20 s
-        _wait_for(lambda: llm.requests and llm.requests[0].left_while_waiting, seconds=5)
-        _wait_for(lambda: any(" 499 " in r.getMessage() for r in caplog.records), seconds=5)
+        assert wait_until(lambda: llm.requests and llm.requests[0].left_while_waiting, seconds=5)
+        assert wait_until(lambda: any(" 499 " in r.getMessage() for r in caplog.records), seconds=5)
     assert not any(" 500 " in r.getMessage() for r in caplog.records)
 
 
 # -- item 3: a caller's JSON schema costs bounded work ----------------------------------------
-
-
-def _chained_any_of(levels: int) -> dict:
-    """Each level any of two references to the next: 2**levels subschemas once followed."""
-    defs = {f"l{i}": {"anyOf": [{"$ref": f"#/$defs/l{i + 1}"}, {"$ref": f"#/$defs/l{i + 1}"}]}
-            for i in range(levels)}  # fmt: skip
-    defs[f"l{levels}"] = {"type": "integer"}
-    return {"$ref": "#/$defs/l0", "$defs": defs}
-
-
-HOSTILE_SCHEMAS = {
-    "18 chained anyOf": (_chained_any_of(18), "past 2000 subschemas"),
-    "itself": ({"$ref": "#"}, "refers to itself"),
-    "a two-step loop": (
-        {"$ref": "#/$defs/a", "$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}},
-        "refers to itself",
-    ),
-    "a URL": ({"$ref": "https://example.com/schema.json"}, "outside the schema"),
-    "a catastrophic key pattern": (
-        {"type": "object", "patternProperties": {"^(a+)+$": {}}, "additionalProperties": False},
-        "patternProperties",
-    ),
-    "a dynamic reference": ({"$dynamicRef": "#node"}, "refers to itself"),
-}
 
 
 def _ask_for_json(base: str, name: str, schema: dict) -> httpx.Response:
@@ -325,7 +296,7 @@ def test_a_client_that_leaves_mid_body_is_a_499_not_a_500(
                 b"Content-Length: 1000\r\n\r\n" + b'{"query": "la'
             )
             time.sleep(0.3)
-        _wait_for(lambda: any(" 499 " in r.getMessage() for r in caplog.records), seconds=5)
+        assert wait_until(lambda: any(" 499 " in r.getMessage() for r in caplog.records), seconds=5)
     assert not any(" 500 " in r.getMessage() for r in caplog.records)
 
 
