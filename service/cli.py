@@ -235,7 +235,11 @@ async def _verify_solr(settings: Settings) -> None:
         solr = SolrClient(http, SolrNodes.configured(settings.solr))
         embeddings = embeddings_client(http, settings, retries=0)
         await verify_layout(
-            solr, settings.solr, embeddings=embeddings, cache=settings.cache.enabled
+            solr,
+            settings.solr,
+            embeddings=embeddings,
+            cache=settings.cache.enabled,
+            security=settings.security.model if settings.security.enabled else None,
         )
         await EmbeddingMode.of(settings).verify(solr)
 

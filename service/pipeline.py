@@ -326,8 +326,9 @@ class _Pipeline(Generic[Q]):
         raise NotImplementedError
 
     async def _document(self, document_id: str, scope: Scope) -> RetrievedDocument | None:
-        collection = self.settings.solr.documents_collection
-        return await DocumentById(self._solr, collection).run(document_id, scope)
+        layout = self.settings.solr
+        found = DocumentById(self._solr, layout.documents_collection, layout.documents_map)
+        return await found.run(document_id, scope)
 
     def _chunk(self, documents: list[RetrievedDocument]) -> list[NumberedChunk]:
         if not self.settings.prompt.chunking_enable:
@@ -387,7 +388,10 @@ class RagPipeline(_Pipeline[RagQuery]):
             queries = tuple(q for q in map(sanitize_query, expansion.queries) if q)
         with timings.stage("retrieve"):
             documents = await self._retrieve(
-                queries, request.document_id, request.scope, request.answer_without_sources
+                queries,
+                request.document_id,
+                replace(request.scope, lang=request.lang),
+                request.answer_without_sources,
             )
         numbered = self._chunk(documents)
         if documents and not numbered and not request.answer_without_sources:
@@ -583,7 +587,9 @@ class SummarizePipeline(_Pipeline[SummarizeQuery]):
     async def _source(self, request: SummarizeQuery) -> RetrievedDocument:
         if request.document_id is None:
             return RetrievedDocument(id="", title="", url="", content=request.text or "")
-        document = await self._document(request.document_id, request.scope)
+        document = await self._document(
+            request.document_id, replace(request.scope, lang=request.lang)
+        )
         if document is None:
             raise SummarySourceNotFound(f"no document with id {request.document_id!r} in FileShare")
         return document

@@ -80,6 +80,10 @@ SOLR_LAYOUT_KEYS = frozenset(
         "solr.collection.cache",
         "cache.enabled",
         "solr.vector.field",
+        "solr.documents.fields",
+        "solr.passages.fields",
+        "security.enabled",
+        "security.model",
         "solr.embeddings.mode",
         "solr.zk.hosts",
         "ai.embeddings.endpoint",  # a model of another dimension
@@ -127,6 +131,7 @@ class Runtime:
                     settings.solr,
                     embeddings=self._plain_embeddings(settings),
                     cache=settings.cache.enabled,
+                    security=settings.security.model if settings.security.enabled else None,
                 )
                 await self.embedding_mode(settings).verify(self.solr(settings))
             except SolrLayoutError:
@@ -233,6 +238,7 @@ class Runtime:
                     wait=0,
                     embeddings=self._plain_embeddings(settings),
                     cache=settings.cache.enabled,
+                    security=settings.security.model if settings.security.enabled else None,
                 )
                 await EmbeddingMode.of(settings).verify(self.solr(settings))
             except SolrLayoutError as error:

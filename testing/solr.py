@@ -6,10 +6,12 @@ a crashed machine) and start it again, while the other nodes and ZooKeeper (node
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import socket
 import subprocess
+import zipfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -165,3 +167,22 @@ def _free(port: int) -> bool:
         except OSError:
             return False
         return True
+
+
+def upload_configset(solr_url: str, name: str, folder: Path) -> None:
+    """A configset made of `folder`'s conf/ files (a schema someone else wrote), uploaded
+    through Solr's Configsets API, replacing any of that name."""
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w") as zipped:
+        for path in sorted((folder / "conf").rglob("*")):
+            if path.is_file():
+                zipped.write(path, path.relative_to(folder / "conf").as_posix())
+    response = httpx.post(
+        f"{solr_url}/admin/configs",
+        params={"action": "UPLOAD", "name": name, "overwrite": "true", "cleanup": "true"},
+        content=archive.getvalue(),
+        headers={"Content-Type": "application/octet-stream"},
+        timeout=60,
+    )
+    if response.status_code != 200:
+        raise SolrStartError(f"configset {name} not uploaded: {response.text[:2000]}")

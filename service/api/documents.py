@@ -155,16 +155,18 @@ async def list_documents(
 ) -> DocumentPageResponse:
     """What is indexed (FileShare's documents, by id), a page at a time, optionally only ids
     under a prefix (a folder), one language, or what one group may see."""
+    runtime: Runtime = request.app.state.runtime
+    settings = runtime.settings()
+    fields = settings.solr.documents_map
     filters = []
     if id_prefix:
-        filters.append("{!prefix f=id}" + id_prefix)
+        filters.append(f"{{!prefix f={fields.field('id')}}}" + id_prefix)
     if language:
-        filters.append("{!term f=language}" + language)
+        filters.append(f"{{!term f={fields.field('language')}}}" + language)
     if group is not None:
-        filters += visible_to([group])
-    runtime: Runtime = request.app.state.runtime
-    documents, total = await runtime.indexer(runtime.settings()).page(
-        limit=limit, offset=offset, filters=filters
+        filters += visible_to([group], settings.security.model)
+    documents, total = await runtime.indexer(settings).page(
+        limit=limit, offset=offset, filters=filters, fields=fields
     )
     return DocumentPageResponse(
         content=DocumentPage(

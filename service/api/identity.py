@@ -34,7 +34,7 @@ def caller_scope(request: Request, security: SecuritySettings) -> Scope:
             f"{where} must list at most {MAX_GROUPS} group names "
             "(letters, digits, . _ @ : -), separated by commas"
         )
-    return Scope(groups=unique)
+    return Scope(groups=unique, security=security.model)
 
 
 def _groups_from_jwt(request: Request, security: SecuritySettings) -> list[str]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
+from dataclasses import replace
 from functools import cache
 from typing import Annotated, Any, Literal
 
@@ -24,10 +25,12 @@ from pydantic import (
     ConfigDict,
     Field,
     SecretStr,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 
+from service.config.field_map import FieldMap, parse_fields
 from service.text.tokens import ENCODINGS, TokenCounter, token_counter
 
 Retrieval = Literal["bm25", "vector", "hybrid"]
@@ -356,6 +359,26 @@ class SolrSettings(Part):
     vector_field: str = _key(
         "solr.vector.field", "vector_384", "DenseVectorField of VectorMain holding the vectors."
     )
+    documents_fields: str = _key(
+        "solr.documents.fields",
+        "",
+        "Which fields of the documents collection hold what the service reads, when they are "
+        "not our configset's: role=field, comma-separated (roles: id, title, content, url, "
+        "language, modified; e.g. title=name_s,content=body_t,url=link_s). Several fields "
+        "separated by | are tried in order; {lang} in a name is the request's lang, else the "
+        "document's language (content=content_{lang}|content). Roles not named keep our "
+        "configset's field (id, title, content, url, language, last_modified).",
+        max_length=2000,
+    )
+    passages_fields: str = _key(
+        "solr.passages.fields",
+        "",
+        "The same for the passages collection (roles: id, title, text, url, language, "
+        "modified, parent, vector; Datafari's VectorMain: text=embedded_content,"
+        "parent=parent_doc). Defaults: our configset's (text=content, parent=parent_id; "
+        "vector: solr.vector.field).",
+        max_length=2000,
+    )
     embeddings_model: str = _key(
         "solr.embeddings.model",
         "default_model",
@@ -397,6 +420,26 @@ class SolrSettings(Part):
     @classmethod
     def _strip(cls, value: str) -> str:
         return value.strip()
+
+    @field_validator("documents_fields", "passages_fields")
+    @classmethod
+    def _field_map(cls, value: str, info: ValidationInfo) -> str:
+        parse_fields(value, "documents" if info.field_name == "documents_fields" else "passages")
+        return value.strip()
+
+    @property
+    def documents_map(self) -> FieldMap:
+        """What the documents collection's fields hold (solr.documents.fields)."""
+        return parse_fields(self.documents_fields, "documents")
+
+    @property
+    def passages_map(self) -> FieldMap:
+        """What the passages collection's fields hold (solr.passages.fields); its vector:
+        solr.vector.field unless the mapping names one."""
+        mapped = parse_fields(self.passages_fields, "passages")
+        if "vector" in mapped.named:
+            return mapped
+        return replace(mapped, roles={**mapped.roles, "vector": (self.vector_field,)})
 
 
 class RetrievalSettings(Part):
@@ -661,6 +704,14 @@ class SecuritySettings(Part):
         False,
         "Document-level security: searches return only documents whose allowed_groups meet "
         "the caller's groups (or that have none), never those whose denied_groups do.",
+    )
+    model: Literal["groups", "manifoldcf"] = _key(
+        "security.model",
+        "groups",
+        "Which fields say who may see a document: groups (ours: allowed_groups, none: "
+        "public, and denied_groups) or manifoldcf (what ManifoldCF's connectors, and so "
+        "Datafari, write: allow_token_document|parent|share and deny_token_document|parent|"
+        "share, __nosecurity__ meaning open; the caller's groups are its access tokens).",
     )
     groups_header: str = _key(
         "security.groups.header",

@@ -17,15 +17,25 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from service.config import Settings
+from service.config.field_map import FieldMap
 from service.ingest.extract import SourceDocument
 from service.ingest.passages import Passage, PassageSplitter
 from service.llm.embeddings import EmbeddingsClient
+from service.retrieval.bm25 import OUR_DOCUMENTS
 from service.retrieval.embedding_mode import EmbeddingMode
 from service.retrieval.layout import EMBEDDING_FIELD, EMBEDDING_MODEL
-from service.retrieval.scope import MAIN_CORPUS
+from service.retrieval.scope import INDEX_FIELD, MAIN_CORPUS
 from service.retrieval.solr import SolrClient
 
-LISTED_FIELDS = "id,title,url,language,last_modified,allowed_groups,denied_groups"
+# what a listed document shows: our name, the role that holds it (solr.documents.fields)
+LISTED_ROLES = {
+    "id": "id",
+    "title": "title",
+    "url": "url",
+    "language": "language",
+    "last_modified": "modified",
+}
+GROUP_FIELDS = "allowed_groups,denied_groups"
 
 
 INDEX_HASH = "index_hash_s"  # FileShare: what a document was indexed as
@@ -211,16 +221,32 @@ class Indexer:
         return int(found["response"]["numFound"])
 
     async def page(
-        self, *, limit: int, offset: int, filters: Sequence[str] = ()
+        self,
+        *,
+        limit: int,
+        offset: int,
+        filters: Sequence[str] = (),
+        fields: FieldMap = OUR_DOCUMENTS,
     ) -> tuple[list[dict[str, Any]], int]:
         """A page of FileShare's main corpus (not KAITO indexes), by id, with the `filters`
-        (Solr filters the service built), and how many documents match."""
+        (Solr filters the service built), and how many documents match; each document's
+        fields as `fields` maps them, under our names."""
+        schema = await self._solr.schema_fields(self._collection)
+        corpus = [MAIN_CORPUS] if schema.has(INDEX_FIELD) else []
         found = await self._solr.select(
             self._collection,
-            {"q": "*:*", "defType": "lucene", "fq": [MAIN_CORPUS, *filters], "sort": "id asc",
-             "rows": limit, "start": offset, "fl": LISTED_FIELDS},
+            {"q": "*:*", "defType": "lucene", "fq": [*corpus, *filters],
+             "sort": f"{fields.field('id')} asc", "rows": limit, "start": offset,
+             "fl": f"{fields.listed()},{GROUP_FIELDS}"},
         )  # fmt: skip
-        return list(found["response"]["docs"]), int(found["response"]["numFound"])
+        documents = [
+            {
+                **{name: fields.read(doc, role) for name, role in LISTED_ROLES.items()},
+                **{name: doc[name] for name in GROUP_FIELDS.split(",") if name in doc},
+            }
+            for doc in found["response"]["docs"]
+        ]
+        return documents, int(found["response"]["numFound"])
 
     async def delete(self, document_id: str) -> int | None:
         """Removes a document and its passages: how many passages went with it; None when

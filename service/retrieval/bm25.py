@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from service.config.field_map import FieldMap, parse_fields
 from service.retrieval.base import RetrievedDocument
 from service.retrieval.scope import EVERYTHING, Scope
 from service.retrieval.solr import SolrClient
 
-DOCUMENT_FIELDS = "id,parent_id,title,url,content,score"
+OUR_DOCUMENTS = parse_fields("", "documents")  # our configset's field names
 
 
 class Bm25Retriever:
@@ -29,83 +30,89 @@ class Bm25Retriever:
         rows: int,
         tie: float = 1.0,
         scope: Scope = EVERYTHING,
+        field_map: FieldMap = OUR_DOCUMENTS,
     ) -> None:
         self._solr = solr
         self._collection = collection
         self._fields = fields
+        self._map = field_map
         self._tie = tie
         self._operator = operator
         self._rows = rows
         self._scope = scope
 
     async def run(self, query: str) -> list[RetrievedDocument]:
+        schema = await self._solr.schema_fields(self._collection)
+        lang = self._scope.lang
         params: dict[str, str | int | float | list[str]] = {
             "q": query,
             "defType": "edismax",
-            "qf": self._fields,
+            "qf": self._map.translated_qf(self._fields, lang, schema),
             "tie": self._tie,
             "q.op": self._operator,
             "uf": "-*",
             "lowercaseOperators": "false",
             "rows": self._rows,
-            "fl": DOCUMENT_FIELDS,
+            "fl": self._map.listed(),
         }
-        params.update(self._scope.params())
-        return documents_from_response(await self._solr.select(self._collection, params))
+        params.update(self._scope.params(self._map, schema))
+        body = await self._solr.select(self._collection, params)
+        return documents_from_response(body, self._map, lang)
 
 
 class DocumentById:
     """Fetches the one FileShare document a request names with `id`."""
 
-    def __init__(self, solr: SolrClient, collection: str) -> None:
+    def __init__(
+        self, solr: SolrClient, collection: str, field_map: FieldMap = OUR_DOCUMENTS
+    ) -> None:
         self._solr = solr
         self._collection = collection
+        self._map = field_map
 
     async def run(self, document_id: str, scope: Scope = EVERYTHING) -> RetrievedDocument | None:
         """The document, or None when it is not there or the caller may not see it."""
+        schema = await self._solr.schema_fields(self._collection)
         # The id travels in its own parameter: it is never parsed as query syntax.
         body = await self._solr.select(
             self._collection,
             {
-                **scope.params(),
+                **scope.params(self._map, schema),
                 "defType": "lucene",
-                "q": "{!term f=id v=$rag.id}",
+                "q": f"{{!term f={self._map.field('id')} v=$rag.id}}",
                 "rag.id": document_id,
                 "rows": 1,
-                "fl": DOCUMENT_FIELDS,
+                "fl": self._map.listed(),
             },
         )
-        documents = documents_from_response(body)
+        documents = documents_from_response(body, self._map, scope.lang)
         return documents[0] if documents else None
 
 
 async def count_documents(solr: SolrClient, collection: str, scope: Scope) -> int:
     """How many documents of the collection the scope holds (a KAITO index: its size)."""
+    schema = await solr.schema_fields(collection)
     body = await solr.select(
-        collection, {**scope.params(), "defType": "lucene", "q": "*:*", "rows": 0}
+        collection,
+        {**scope.params(OUR_DOCUMENTS, schema), "defType": "lucene", "q": "*:*", "rows": 0},
     )
     return int(body.get("response", {}).get("numFound", 0))
 
 
-def documents_from_response(body: dict[str, Any]) -> list[RetrievedDocument]:
-    return [_document(doc) for doc in body.get("response", {}).get("docs", [])]
-
-
-def _document(doc: dict[str, Any]) -> RetrievedDocument:
-    return RetrievedDocument(
-        id=str(doc["id"]),
-        title=_text(doc.get("title")),
-        url=_text(doc.get("url")),
-        content=_text(doc.get("content")),
-        score=float(doc.get("score", 0.0)),
-        parent_id=doc.get("parent_id"),
-    )
-
-
-def _text(value: object) -> str:
-    """Stored fields may come back as lists (multi-valued in a foreign schema)."""
-    if value is None:
-        return ""
-    if isinstance(value, list):
-        return "\n".join(str(item) for item in value)
-    return str(value)
+def documents_from_response(
+    body: dict[str, Any], field_map: FieldMap = OUR_DOCUMENTS, lang: str | None = None
+) -> list[RetrievedDocument]:
+    """Solr's documents (or passages) as the service reads them, through the field map."""
+    read = field_map.read
+    text = "text" if "text" in field_map.roles else "content"
+    return [
+        RetrievedDocument(
+            id=read(doc, "id"),
+            title=read(doc, "title", lang),
+            url=read(doc, "url", lang),
+            content=read(doc, text, lang),
+            score=float(doc.get("score", 0.0)),
+            parent_id=read(doc, "parent") or None,
+        )
+        for doc in body.get("response", {}).get("docs", [])
+    ]

@@ -29,11 +29,12 @@ def vector_retriever(
         solr,
         layout.passages_collection,
         embeddings,
-        field=layout.vector_field,
+        field=layout.passages_map.field("vector"),
         top_k=top_k,
         scope=scope,
         min_similarity=min_similarity,
         mode=mode,
+        field_map=layout.passages_map,
     )
 
 
@@ -58,6 +59,7 @@ def build_retriever(
             rows=rows,
             tie=method.bm25_tie,
             scope=scope.with_parent(None),  # whole documents: no parent to keep
+            field_map=layout.documents_map,
         )
     if method.in_force == "vector":
         return vector_retriever(
@@ -78,6 +80,7 @@ def build_retriever(
         rows=depth,
         tie=method.bm25_tie,
         scope=scope,
+        field_map=layout.passages_map,
     )
     semantic = vector_retriever(
         layout,

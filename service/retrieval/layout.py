@@ -10,6 +10,7 @@ import asyncio
 import logging
 import time
 
+from service.config.field_map import LANG, REQUIRED, FieldMap, SchemaFields
 from service.config.settings import SolrSettings
 from service.errors import (
     ServiceError,
@@ -19,11 +20,13 @@ from service.errors import (
     UpstreamUnavailable,
 )
 from service.llm.embeddings import EmbeddingsClient
+from service.retrieval.scope import SecurityModel, security_fields
 from service.retrieval.solr import SolrClient
 
 log = logging.getLogger(__name__)
 
-SHARED_FIELDS = ("id", "title", "url", "content", "language", "allowed_groups", "denied_groups")
+# our configsets' fields: checked when the mapping names none (the collections are ours)
+SHARED_FIELDS = ("id", "title", "url", "content", "language")
 PASSAGE_FIELDS = ("parent_id", "chunk_index")
 CACHE_FIELDS = ("id", "question", "variant_s", "index_version_s", "created_dt", "answer_json")
 # what a passage's vector is: its field, and the model that computed it, by name
@@ -31,15 +34,46 @@ EMBEDDING_FIELD, EMBEDDING_MODEL = "embedding_field_s", "embedding_model_s"
 RETRY_SECONDS = 1.0
 
 
-def required_fields(layout: SolrSettings, *, cache: bool = False) -> dict[str, tuple[str, ...]]:
-    """The fields each collection must declare; the answer cache's only when it is on."""
+def required_fields(
+    layout: SolrSettings, *, cache: bool = False, security: SecurityModel | None = None
+) -> dict[str, tuple[str, ...]]:
+    """The fields each collection must declare, each a field or a role's alternatives
+    (`content_{lang}|content`: one of them); the answer cache's only when it is on, the
+    security model's (`security`) only when security is on."""
+    guarded = security_fields(security) if security else ()
+    documents, passages = layout.documents_map, layout.passages_map
     fields = {
-        layout.documents_collection: SHARED_FIELDS,
-        layout.passages_collection: (*SHARED_FIELDS, *PASSAGE_FIELDS, layout.vector_field),
+        layout.documents_collection: (*_mapped(documents, "documents", SHARED_FIELDS), *guarded),
+        layout.passages_collection: (
+            *_mapped(passages, "passages", (*SHARED_FIELDS, *PASSAGE_FIELDS)),
+            passages.field("vector"),
+            *guarded,
+        ),
     }
     if cache:
         fields[layout.cache_collection] = (*CACHE_FIELDS, layout.vector_field)
     return fields
+
+
+def _mapped(field_map: FieldMap, kind: str, ours: tuple[str, ...]) -> tuple[str, ...]:
+    """Our configset's fields when the map names no role; else the roles the service cannot
+    do without and those the map names."""
+    if not field_map.named:
+        return ours
+    roles = dict.fromkeys((*REQUIRED[kind], *sorted(field_map.named - {"vector"})))
+    return tuple("|".join(field_map.fields(role)) for role in roles)
+
+
+def _present(field: str, schema: SchemaFields) -> bool:
+    """One of a role's alternatives is in the schema (a {lang} one: in some language)."""
+    for name in field.split("|"):
+        if LANG in name:
+            before, _, after = name.partition(LANG)
+            if any(n.startswith(before) and n.endswith(after) for n in schema.declared):
+                return True
+        elif schema.has(name):
+            return True
+    return False
 
 
 async def verify_layout(
@@ -49,13 +83,14 @@ async def verify_layout(
     wait: float | None = None,
     embeddings: EmbeddingsClient | None = None,
     cache: bool = False,
+    security: SecurityModel | None = None,
 ) -> None:
     """Returns when every collection and field is there, and the vector field is a
     DenseVectorField whose dimension is the embeddings model's (asked of `embeddings`, when
     it answers); waits up to `wait` seconds (solr.startup.wait) for Solr to answer at all,
     then raises SolrLayoutError."""
     wait = layout.startup_wait if wait is None else wait
-    required = required_fields(layout, cache=cache)
+    required = required_fields(layout, cache=cache, security=security)
     roles = {  # each collection: the key that names it, the configset it is made from
         layout.documents_collection: ("solr.collection.documents", "FileShare"),
         layout.passages_collection: ("solr.collection.passages", "VectorMain"),
@@ -63,19 +98,24 @@ async def verify_layout(
     }
     for collection, fields in required.items():
         key, configset = roles[collection]
-        present = await _fields_when_reachable(solr, collection, wait, key, configset)
-        missing = [name for name in fields if name not in present]
+        schema = await _fields_when_reachable(solr, collection, wait, key, configset)
+        missing = [name for name in fields if not _present(name, schema)]
         if missing:
             vector = (
                 ", or set solr.vector.field to a vector field it has"
                 if layout.vector_field in missing
                 else ""
             )
+            mapping = (
+                "solr.documents.fields"
+                if collection == layout.documents_collection
+                else "solr.passages.fields"
+            )
             raise SolrLayoutError(
                 f"Solr collection {collection!r} ({key}) lacks the field(s) "
                 f"{', '.join(missing)} that the service reads: create it from our configset "
-                f"solr/configsets/{configset} (README, 'Solr'), or name another collection in "
-                f"{key}{vector}"
+                f"solr/configsets/{configset} (README, 'Solr'), name another collection in "
+                f"{key}, or map its own fields in {mapping}{vector}"
             )
     dimension = await _vector_dimension(solr, layout)
     if embeddings is not None:
@@ -85,11 +125,12 @@ async def verify_layout(
 
 
 async def _vector_dimension(solr: SolrClient, layout: SolrSettings) -> int:
-    field_type = await solr.field_type(layout.passages_collection, layout.vector_field)
+    vector_field = layout.passages_map.field("vector")
+    field_type = await solr.field_type(layout.passages_collection, vector_field)
     dimension = field_type.get("vectorDimension")
     if not str(field_type.get("class", "")).endswith("DenseVectorField") or dimension is None:
         raise SolrLayoutError(
-            f"solr.vector.field {layout.vector_field!r} is not a DenseVectorField in "
+            f"solr.vector.field {vector_field!r} is not a DenseVectorField in "
             f"{layout.passages_collection!r} (its type is {field_type.get('name')!r}): name a "
             "vector field (solr/configsets/VectorMain has vector_384 ... vector_1536)"
         )
@@ -100,7 +141,10 @@ async def _same_model(solr: SolrClient, layout: SolrSettings, model: str) -> Non
     """Vectors of two models cannot be compared: the passages' vectors must all come from the
     model that embeds the questions (the indexer stores its name with each passage; passages
     indexed before it did are not counted)."""
-    vectors_in_field = "{!term f=" + EMBEDDING_FIELD + "}" + layout.vector_field
+    schema = await solr.schema_fields(layout.passages_collection)
+    if not (schema.has(EMBEDDING_FIELD) and schema.has(EMBEDDING_MODEL)):
+        return  # a collection another tool fills: it does not say which model
+    vectors_in_field = "{!term f=" + EMBEDDING_FIELD + "}" + layout.passages_map.field("vector")
     found = await solr.select(
         layout.passages_collection,
         {"q": "*:*", "defType": "lucene", "rows": 0, "fq": vectors_in_field, "facet": "true",
@@ -144,11 +188,11 @@ async def _same_dimension(
 
 async def _fields_when_reachable(
     solr: SolrClient, collection: str, wait: float, key: str, configset: str
-) -> set[str]:
+) -> SchemaFields:
     give_up = time.monotonic() + wait
     while True:
         try:
-            return await solr.field_names(collection)
+            return await solr.schema_fields(collection)
         except UpstreamBadResponse as error:
             raise SolrLayoutError(
                 f"Solr at {solr.nodes.address} has no usable collection {collection!r} "

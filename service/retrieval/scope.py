@@ -1,33 +1,49 @@
 """Which documents a search may return: the main corpus or one KAITO index, one parent's
 passages, and what the caller may see.
 
-Document-level security (Datafari Enterprise's promise): documents carry `allowed_groups`
-(none: public) and `denied_groups`. With security on, every search gets Solr filters for the
-caller's groups; a caller with no groups sees public documents only. Values travel quoted in
-filter queries built here, never from user text, so they cannot add syntax.
+Document-level security (Datafari Enterprise's promise), in one of two models
+(`security.model`):
+- groups (ours): documents carry `allowed_groups` (none: public) and `denied_groups`;
+- manifoldcf (what ManifoldCF's connectors write, and so Datafari): `allow_token_<level>` and
+  `deny_token_<level>` at three levels (document, parent, share), `__nosecurity__` (or no
+  value) meaning open; a caller sees a document when at each level it is open or one of the
+  caller's tokens is allowed, and none of the caller's tokens is denied.
+With security on, every search gets Solr filters for the caller's groups (tokens); a caller
+with none sees open documents only. Values travel quoted in filter queries built here, never
+from user text, so they cannot add syntax.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Literal
+
+from service.config.field_map import FieldMap, SchemaFields
 
 PUBLIC = "(*:* -allowed_groups:[* TO *])"
 # the KAITO index a document belongs to (service.ingest.indexes); none: the main corpus
 INDEX_FIELD = "index_s"
 MAIN_CORPUS = f"*:* -{INDEX_FIELD}:[* TO *]"
+NO_SECURITY = "__nosecurity__"  # ManifoldCF's token of an open level
+LEVELS = ("share", "parent", "document")
+
+SecurityModel = Literal["groups", "manifoldcf"]
 
 
 @dataclass(frozen=True)
 class Scope:
     """`groups` None means security is off; an empty tuple means an anonymous caller. `index`
     None means the main corpus (no KAITO index's documents); `filters` are Solr filters built
-    by the service (metadata filters), never raw user text."""
+    by the service (metadata filters), never raw user text. `lang`: the caller's language,
+    which of a language-suffixed field (solr.documents.fields) is read and searched."""
 
     parent_id: str | None = None
     groups: tuple[str, ...] | None = None
     index: str | None = None
     filters: tuple[str, ...] = ()
+    security: SecurityModel = "groups"
+    lang: str | None = None
 
     def with_parent(self, parent_id: str | None) -> Scope:
         return replace(self, parent_id=parent_id)
@@ -36,31 +52,60 @@ class Scope:
         """This scope within one KAITO index, with extra filters."""
         return replace(self, index=index, filters=tuple(filters))
 
-    def params(self) -> dict[str, str | list[str]]:
-        """Solr parameters: `fq` filters (applied before kNN takes its nearest neighbours)."""
+    def params(
+        self, fields: FieldMap | None = None, schema: SchemaFields | None = None
+    ) -> dict[str, str | list[str]]:
+        """Solr parameters: `fq` filters (applied before kNN takes its nearest neighbours).
+        `fields`: where the collection keeps a passage's parent; `schema`: its fields, when
+        known (a collection without KAITO's index field holds the main corpus only)."""
         filters: list[str] = [*self.filters]
         params: dict[str, str | list[str]] = {}
+        partitioned = schema is None or schema.has(INDEX_FIELD)
         if self.index is None:
-            filters.append(MAIN_CORPUS)
+            if partitioned:
+                filters.append(MAIN_CORPUS)
         else:
             filters.append(f"{{!term f={INDEX_FIELD} v=$rag.index}}")
             params["rag.index"] = self.index
         if self.parent_id is not None:
-            filters.append("{!term f=parent_id v=$rag.parent}")
+            parent = fields.field("parent") if fields and "parent" in fields.roles else "parent_id"
+            filters.append(f"{{!term f={parent} v=$rag.parent}}")
             params["rag.parent"] = self.parent_id
         if self.groups is not None:
-            filters += visible_to(self.groups)
+            filters += visible_to(self.groups, self.security)
         if filters:
             params["fq"] = filters
         return params
 
 
-def visible_to(groups: Sequence[str]) -> list[str]:
-    """Solr filters for what members of `groups` may see (none: public documents only)."""
+def visible_to(groups: Sequence[str], model: SecurityModel = "groups") -> list[str]:
+    """Solr filters for what members of `groups` may see (none: open documents only)."""
+    if model == "manifoldcf":
+        return _manifoldcf(groups)
     if not groups:
         return [PUBLIC]
     quoted = " OR ".join(_quote(group) for group in groups)
     return [f"allowed_groups:({quoted}) OR {PUBLIC}", f"*:* -denied_groups:({quoted})"]
+
+
+def _manifoldcf(tokens: Sequence[str]) -> list[str]:
+    """At each level: open, or one of the tokens allowed; and none of the tokens denied."""
+    allowed = " OR ".join([NO_SECURITY, *(_quote(token) for token in tokens)])
+    filters = []
+    for level in LEVELS:
+        allow, deny = f"allow_token_{level}", f"deny_token_{level}"
+        filters.append(f"{allow}:({allowed}) OR (*:* -{allow}:[* TO *])")
+        if tokens:
+            denied = " OR ".join(_quote(token) for token in tokens)
+            filters.append(f"*:* -{deny}:({denied})")
+    return filters
+
+
+def security_fields(model: SecurityModel) -> tuple[str, ...]:
+    """The fields a collection needs for the security model."""
+    if model == "manifoldcf":
+        return tuple(f"{kind}_token_{level}" for kind in ("allow", "deny") for level in LEVELS)
+    return ("allowed_groups", "denied_groups")
 
 
 def _quote(value: str) -> str:

@@ -15,12 +15,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 
+from service.config.field_map import SchemaFields
 from service.errors import (
     TechnicalError,
     UpstreamBadResponse,
@@ -40,6 +42,8 @@ Params = Mapping[str, str | int | float | Sequence[str]]
 MAX_ATTEMPTS = 3  # nodes one call may try
 DISCOVERY_TIMEOUT = httpx.Timeout(5.0, connect=2.0)  # learning the nodes must not hold a request
 ZOOKEEPER_TIMEOUT = 2.0  # seconds to connect to ZooKeeper and read the live nodes
+SCHEMA_SECONDS = 60.0  # how long a collection's fields are taken as known
+MAX_SCHEMAS = 64  # collections whose fields are remembered
 PING_TIMEOUT = httpx.Timeout(2.0)  # two nodes' tries fit in a health probe's 5 s
 
 
@@ -67,6 +71,7 @@ class SolrClient:
         self._http = http
         self.nodes = SolrNodes.parse(nodes) if isinstance(nodes, str) else nodes
         self._timeout = httpx.Timeout(read_timeout, connect=connect_timeout, pool=POOL_WAIT_SECONDS)
+        self._schemas: dict[str, tuple[float, SchemaFields]] = {}
 
     async def select(self, collection: str, params: Params) -> dict[str, Any]:
         """Run a search; `params` go in a POST form so long queries never hit URL limits."""
@@ -128,6 +133,27 @@ class SolrClient:
         """The fields the collection's schema declares (not dynamic ones)."""
         body = await self._request("GET", f"/{collection}/schema/fields", params={"wt": "json"})
         return {str(field.get("name")) for field in body.get("fields", [])}
+
+    async def schema_fields(self, collection: str) -> SchemaFields:
+        """The collection's declared and dynamic fields (which are searchable), asked of Solr
+        at most once every SCHEMA_SECONDS: what a filter or a search may name."""
+        now = time.monotonic()
+        held = self._schemas.get(collection)
+        if held is not None and now - held[0] < SCHEMA_SECONDS:
+            return held[1]
+        params = {"wt": "json", "showDefaults": "true"}
+        declared = await self._request("GET", f"/{collection}/schema/fields", params=params)
+        dynamic = await self._request("GET", f"/{collection}/schema/dynamicfields", params=_JSON)
+        fields = declared.get("fields", [])
+        schema = SchemaFields(
+            declared=frozenset(str(f.get("name")) for f in fields),
+            dynamic=tuple(str(f.get("name")) for f in dynamic.get("dynamicFields", [])),
+            unsearchable=frozenset(str(f.get("name")) for f in fields if f.get("indexed") is False),
+        )
+        if len(self._schemas) > MAX_SCHEMAS:
+            self._schemas.clear()
+        self._schemas[collection] = (now, schema)
+        return schema
 
     async def field_type(self, collection: str, field: str) -> dict[str, Any]:
         """The type of a declared field, with its properties (`class`, `vectorDimension`)."""

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from service.config.field_map import FieldMap, parse_fields
 from service.errors import UpstreamBadResponse
 from service.llm.embeddings import EmbeddingsClient
 from service.retrieval.base import RetrievedDocument
-from service.retrieval.bm25 import DOCUMENT_FIELDS, documents_from_response
+from service.retrieval.bm25 import documents_from_response
 from service.retrieval.embedding_mode import PARSER_NAME, EmbeddingMode
 from service.retrieval.scope import EVERYTHING, Scope
 from service.retrieval.solr import SolrClient
@@ -32,8 +33,10 @@ class VectorRetriever:
         scope: Scope = EVERYTHING,
         min_similarity: float = 0.0,
         mode: EmbeddingMode | None = None,
+        field_map: FieldMap | None = None,
     ) -> None:
         self._solr = solr
+        self._map = field_map or parse_fields("", "passages")
         self._mode = mode
         self._collection = collection
         self._embeddings = embeddings
@@ -44,14 +47,16 @@ class VectorRetriever:
         self._min_score = (1 + min_similarity) / 2 if min_similarity > 0 else 0.0
 
     async def run(self, query: str) -> list[RetrievedDocument]:
+        schema = await self._solr.schema_fields(self._collection)
         params: dict[str, str | int | list[str]] = {
             "defType": "lucene",
             "rows": self._top_k,
-            "fl": DOCUMENT_FIELDS,
+            "fl": self._map.listed(),
             **await self._knn(query),
         }
-        params.update(self._scope.params())
-        found = documents_from_response(await self._solr.select(self._collection, params))
+        params.update(self._scope.params(self._map, schema))
+        body = await self._solr.select(self._collection, params)
+        found = documents_from_response(body, self._map, self._scope.lang)
         return [passage for passage in found if passage.score >= self._min_score]
 
     async def _knn(self, query: str) -> dict[str, str]:

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
+from service.config.field_map import parse_fields
 from service.llm import EmbeddingsClient, LLMOptions
 from service.retrieval import Bm25Retriever, DocumentById, RetrievedDocument, SolrClient
 from service.retrieval.fusion import (
@@ -41,7 +42,14 @@ async def embeddings(model_server_url: str) -> AsyncIterator[EmbeddingsClient]:
 
 
 def bm25(solr: SolrClient, collection: str = "FileShare", **options: object) -> Bm25Retriever:
-    settings = {"fields": "title content", "operator": "OR", "rows": 5, **options}
+    kind = "passages" if collection == "VectorMain" else "documents"
+    settings = {
+        "fields": "title content",
+        "operator": "OR",
+        "rows": 5,
+        "field_map": parse_fields("", kind),
+        **options,
+    }
     return Bm25Retriever(solr, collection, **settings)  # type: ignore[arg-type]
 
 

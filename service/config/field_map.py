@@ -1,0 +1,179 @@
+"""Which field of a collection holds what the service reads: the field mapping (a validated
+value of solr.documents.fields and solr.passages.fields).
+
+A collection the service did not build names its fields its own way (`name_s`, `body_t`,
+Datafari's `content_en`...). `solr.documents.fields` and `solr.passages.fields` map each role
+the service reads (id, title, content, url...) to the collection's fields:
+
+    title=name_s,content=content_{lang}|content,url=link_s
+
+A role may list several fields, tried in order (`|`); `{lang}` in a field's name is the
+language: the request's `lang`, or else the document's own language field, so a French
+document is read from `content_fr`, and a document without one from `content`. Multi-valued
+fields are read as their values joined by newlines.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import Any
+
+LANG = "{lang}"
+LANGUAGE_CODE = re.compile(r"^[a-z]{2,3}(-[a-z0-9]{2,8})?$")
+FIELD = re.compile(r"^(?:[A-Za-z_][\w.-]*|[\w.-]*\{lang\}[\w.-]*)$")
+
+DOCUMENT_ROLES = ("id", "title", "content", "url", "language", "modified")
+PASSAGE_ROLES = ("id", "title", "text", "url", "language", "modified", "parent", "vector")
+# roles used as one field in filters and writes: a list of fields or {lang} makes no sense
+SINGLE = ("id", "parent", "vector", "language")
+# roles without which the service cannot answer from a collection
+REQUIRED = {"documents": ("id", "content"), "passages": ("id", "text", "parent")}
+
+DOCUMENT_DEFAULTS = (
+    "id=id,title=title,content=content,url=url,language=language,modified=last_modified"
+)
+PASSAGE_DEFAULTS = (
+    "id=id,title=title,text=content,url=url,language=language,modified=last_modified,"
+    "parent=parent_id"
+)
+
+
+@dataclass(frozen=True)
+class SchemaFields:
+    """The fields a collection's schema declares, its dynamic fields' patterns, and the
+    declared fields that are not indexed (stored only: read, never searched)."""
+
+    declared: frozenset[str]
+    dynamic: tuple[str, ...] = ()
+    unsearchable: frozenset[str] = frozenset()
+
+    def has(self, name: str) -> bool:
+        return name in self.declared or any(fnmatchcase(name, p) for p in self.dynamic)
+
+    def searchable(self, name: str) -> bool:
+        return self.has(name) and name not in self.unsearchable
+
+
+@dataclass(frozen=True)
+class FieldMap:
+    """Each role's fields, in the order they are tried."""
+
+    roles: Mapping[str, tuple[str, ...]]
+    named: frozenset[str] = frozenset()  # the roles the key names (not defaults)
+
+    def field(self, role: str) -> str:
+        """The one field of a single-field role (id, parent, vector, language)."""
+        return self.roles[role][0]
+
+    def fields(self, role: str) -> tuple[str, ...]:
+        return self.roles.get(role, ())
+
+    def listed(self) -> str:
+        """Solr's `fl` for every role (a `{lang}` field as a glob, `content_*`), and score."""
+        names: dict[str, None] = {}
+        for role, fields in self.roles.items():
+            if role != "vector":
+                names.update((f.replace(LANG, "*"), None) for f in fields)
+        return ",".join([*names, "score"])
+
+    def read(self, doc: Mapping[str, Any], role: str, lang: str | None = None) -> str:
+        """The role's text in a Solr document: its first field that holds some, `{lang}`
+        read as `lang`, else the document's language."""
+        language = lang or (_text(doc.get(self.field("language"))) if "language" in self.roles
+                            else "")  # fmt: skip
+        for name in self.fields(role):
+            if LANG in name:
+                if not LANGUAGE_CODE.match(language):
+                    continue
+                name = name.replace(LANG, language)
+            value = _text(doc.get(name))
+            if value:
+                return value
+        return ""
+
+    def searched(self, role: str, lang: str | None, schema: SchemaFields | None) -> list[str]:
+        """The fields a search of the role's text goes to: `{lang}` as `lang` when the schema
+        has that field, else every language the schema declares; fields the schema does not
+        have are left out (all of them when nothing is known of the schema)."""
+        found: list[str] = []
+        for name in self.fields(role):
+            if LANG not in name:
+                if schema is None or schema.searchable(name):
+                    found.append(name)
+                continue
+            if lang and LANGUAGE_CODE.match(lang):
+                named = name.replace(LANG, lang)
+                if schema is None or schema.searchable(named):
+                    found.append(named)
+                    break  # the request's language, its fallbacks not searched
+                continue
+            if schema is not None:
+                found += sorted(_languages(name, schema))
+        return list(dict.fromkeys(found))
+
+    def translated_qf(self, qf: str, lang: str | None, schema: SchemaFields | None) -> str:
+        """solr.bm25.qf with each role name (title, content, text) that this map sends
+        elsewhere replaced by the role's searched fields, boost kept; other fields as they are."""
+        terms: list[str] = []
+        for term in qf.split():
+            name, _, boost = term.partition("^")
+            role = "text" if name == "content" and "text" in self.roles else name
+            if role in ("title", "content", "text") and self.fields(role) != (name,):
+                suffix = f"^{boost}" if boost else ""
+                terms += [f + suffix for f in self.searched(role, lang, schema)]
+            else:
+                terms.append(term)
+        return " ".join(dict.fromkeys(terms)) or qf
+
+
+def parse_fields(text: str, kind: str) -> FieldMap:
+    """A FieldMap from a `role=field|field,...` list over the defaults of `kind` (documents or
+    passages); ValueError saying what is wrong."""
+    roles_allowed = DOCUMENT_ROLES if kind == "documents" else PASSAGE_ROLES
+    defaults = DOCUMENT_DEFAULTS if kind == "documents" else PASSAGE_DEFAULTS
+    roles = _pairs(defaults, roles_allowed)
+    named = _pairs(text, roles_allowed)
+    if kind == "passages" and "content" in named:  # a passage's content is its text
+        named["text"] = named.pop("content")
+    return FieldMap({**roles, **named}, frozenset(named))
+
+
+def _pairs(text: str, allowed: Iterable[str]) -> dict[str, tuple[str, ...]]:
+    allowed = tuple(allowed)
+    extra = ("content",) if "text" in allowed else ()
+    pairs: dict[str, tuple[str, ...]] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        role, equals, value = (s.strip() for s in item.partition("="))
+        if not equals or role not in (*allowed, *extra):
+            raise ValueError(
+                f"{item!r} is not role=field; roles: {', '.join(allowed)} (e.g. title=name_s)"
+            )
+        if role in pairs:
+            raise ValueError(f"role {role!r} is mapped twice")
+        fields = tuple(f.strip() for f in value.split("|"))
+        bad = [f for f in fields if not FIELD.match(f)]
+        if bad or not fields:
+            raise ValueError(f"{bad[0] if bad else value!r} is not a Solr field name ({role})")
+        if role in SINGLE and (len(fields) > 1 or LANG in fields[0]):
+            raise ValueError(f"role {role!r} takes one field, without {LANG}")
+        pairs[role] = fields
+    return pairs
+
+
+def _languages(pattern: str, schema: SchemaFields) -> set[str]:
+    """The declared fields a `{lang}` field names: content_{lang} -> content_en, content_fr."""
+    before, _, after = pattern.partition(LANG)
+    shape = re.compile(re.escape(before) + r"([a-z]{2,3})" + re.escape(after) + "$")
+    return {n for n in schema.declared if shape.match(n) and schema.searchable(n)}
+
+
+def _text(value: object) -> str:
+    """Stored fields may come back as lists (multi-valued in a foreign schema)."""
+    if value is None:
+        return ""
+    if isinstance(value, list):
+        return "\n".join(str(item) for item in value)
+    return str(value)
