@@ -1,4 +1,5 @@
-"""The `solr-rag` command: serve | ingest | samples | model-server | solr start|stop|status."""
+"""The `solr-rag` command: serve | ingest | sync | samples | model-server | solr (start, stop,
+status, fetch)."""
 
 from __future__ import annotations
 
@@ -107,6 +108,29 @@ def _parser() -> argparse.ArgumentParser:
         help="write and embed every document again, even those Solr holds unchanged",
     )
     ingest.set_defaults(run=_ingest)
+
+    what = (
+        "make the passages collection follow the documents collection, whoever writes it: "
+        "new and changed documents split and embedded, passages of deleted ones removed"
+    )
+    sync = commands.add_parser("sync", help=what, description=what[0].upper() + what[1:])
+    sync.add_argument("--config", type=Path, default=DEFAULT_CONFIG, help=CONFIG_HELP)
+    sync.add_argument(
+        "--every",
+        type=_interval,
+        metavar="INTERVAL",
+        help="run again after each run, this long after it ended (30s, 5m, 1h); Ctrl-C stops",
+    )
+    sync.add_argument(
+        "--checkpoint",
+        type=Path,
+        help="where a run keeps its place, to resume after a crash "
+        "(default: ~/.cache/solr-rag/sync-<documents>-<passages>.json)",
+    )
+    sync.add_argument(
+        "--restart", action="store_true", help="start from the first document, not the checkpoint"
+    )
+    sync.set_defaults(run=_sync)
 
     samples = commands.add_parser("samples", help="write the sample corpus into a folder")
     samples.add_argument("folder", type=Path)
@@ -270,6 +294,63 @@ def start_server(
             time.sleep(0.2)
     stop_group(process)
     raise SystemExit(f"{what} did not start ({' '.join(command)})")
+
+
+def _interval(text: str) -> float:
+    """30s, 5m, 1h, or seconds."""
+    units = {"s": 1, "m": 60, "h": 3600}
+    number, unit = (text[:-1], text[-1]) if text and text[-1] in units else (text, "s")
+    try:
+        seconds = float(number) * units[unit]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an interval (30s, 5m, 1h)") from None
+    if not 1 <= seconds <= 7 * 86400:
+        raise argparse.ArgumentTypeError(f"{text!r}: an interval is 1s to 7 days")
+    return seconds
+
+
+def _sync(args: argparse.Namespace) -> int:
+    from service.config import load_settings
+
+    settings = load_settings(args.config, os.environ)
+    while True:
+        asyncio.run(_sync_once(settings, args.checkpoint, restart=args.restart))
+        if args.every is None:
+            return 0
+        print(f"next sync in {args.every:g}s (Ctrl-C stops)", file=sys.stderr, flush=True)
+        time.sleep(args.every)
+        settings = load_settings(args.config, os.environ)  # an edit is taken at the next run
+        args.restart = False
+
+
+async def _sync_once(settings: Settings, checkpoint: Path | None, *, restart: bool) -> None:
+    from service.ingest.progress import ProgressLine
+    from service.ingest.sync import PassageSync, default_checkpoint
+    from service.llm.embeddings import embeddings_client
+    from service.retrieval import SolrClient
+    from service.retrieval.nodes import SolrNodes
+
+    async with httpx.AsyncClient() as http:
+        solr = SolrClient(
+            http,
+            SolrNodes.configured(settings.solr),
+            connect_timeout=settings.solr.timeout_connect,
+            read_timeout=settings.solr.timeout_read,
+        )
+        sync = PassageSync(
+            solr,
+            settings,
+            embeddings_client(http, settings),
+            checkpoint=checkpoint or default_checkpoint(settings),
+        )
+        if restart:
+            sync.checkpoint.clear()
+        line = ProgressLine()
+        try:
+            summary = await sync.run(progress=line)
+        finally:
+            line.done()
+    print(f"synced: {summary}", flush=True)
 
 
 def _ingest(args: argparse.Namespace) -> int:

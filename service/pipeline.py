@@ -72,6 +72,7 @@ from service.retrieval import (
 from service.retrieval.embedding_mode import EmbeddingMode
 from service.retrieval.factory import build_retriever
 from service.retrieval.fusion import MultiQueryRetriever
+from service.retrieval.in_memory import InMemorySearch
 from service.retrieval.scope import EVERYTHING, Scope
 from service.text import Chunker, normalize_question, sanitize_query
 
@@ -288,8 +289,10 @@ class _Pipeline(Generic[Q]):
         prompts: PromptLibrary,
         answer_cache: AnswerCache | None = None,
         embedding_mode: EmbeddingMode | None = None,
+        in_memory: InMemorySearch | None = None,
     ) -> None:
         self.settings = settings
+        self._in_memory = in_memory  # rag.enable.vector.search
         self._solr = solr
         self._llm = llm
         self._embeddings = embeddings
@@ -500,6 +503,7 @@ class RagPipeline(_Pipeline[RagQuery]):
             self._embeddings,
             scope=scope,
             mode=self._embedding_mode,
+            in_memory=self._in_memory,
         )
 
     async def _retrieve(

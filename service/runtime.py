@@ -25,6 +25,7 @@ from service.pipeline import NO_OVERRIDES, Overrides, RagPipeline, SummarizePipe
 from service.retrieval import Retriever, Scope, SolrClient, VectorRetriever
 from service.retrieval.embedding_mode import EmbeddingMode
 from service.retrieval.factory import build_retriever, vector_retriever
+from service.retrieval.in_memory import InMemorySearch, PassageVectors
 from service.retrieval.layout import verify_layout
 from service.retrieval.nodes import SolrNodes
 
@@ -112,6 +113,8 @@ class Runtime:
         self._embedding_mode: tuple[tuple[str, ...], EmbeddingMode] | None = None
         # uploaded files are extracted in a worker process (started on first use)
         self.extractor = Extractor()
+        # InMemory vector search's passage vectors, by model and text (bounded LRU)
+        self.passage_vectors = PassageVectors()
 
     async def start(self) -> None:
         """Opens the connection pools; checks Solr's layout (solr.startup.check), raising
@@ -352,6 +355,19 @@ class Runtime:
             self.prompt_library(settings),
             answer_cache,
             self.embedding_mode(settings),
+            self.in_memory(settings),
+        )
+
+    def in_memory(self, settings: Settings) -> InMemorySearch | None:
+        """InMemory vector search (rag.enable.vector.search), its vectors shared by every
+        request; None when off."""
+        if not settings.retrieval.in_memory:
+            return None
+        return InMemorySearch(
+            self.passage_vectors,
+            size=settings.embeddings.passage_size,
+            overlap=settings.embeddings.passage_overlap,
+            max_chunks=settings.retrieval.in_memory_chunks,
         )
 
     def _prompts_folder(self, settings: Settings) -> Path:

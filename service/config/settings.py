@@ -461,6 +461,24 @@ class RetrievalSettings(Part):
     max_files: int = _key(
         "chunking.maxFiles", 3, "Documents retrieved by the BM25 search.", ge=1, le=100
     )
+    in_memory: bool = _key(
+        "rag.enable.vector.search",
+        False,
+        "Datafari's InMemory vector search: the documents the BM25 search finds are cut into "
+        "passages (vector.chunk.size, vector.chunk.overlap), embedded with "
+        "ai.embeddings.model (kept in memory, so a popular document is embedded once), and "
+        "the inMemory.maxChunks passages nearest the question are what the LLM gets. Needs no "
+        "passages collection: the vector search to turn on first over an existing index. "
+        "Works on BM25 retrieval only (retrieval.method=bm25, or empty with "
+        "solr.enable.vector.search=false).",
+    )
+    in_memory_chunks: int = _key(
+        "inMemory.maxChunks",
+        10,
+        "Passages InMemory vector search keeps (rag.enable.vector.search).",
+        ge=1,
+        le=256,
+    )
     operator: Literal["AND", "OR"] = _key(
         "rag.operator", "OR", "Operator between query terms in the BM25 search (q.op)."
     )
@@ -534,6 +552,16 @@ class RetrievalSettings(Part):
         "HIGH",
         "Lowest relevance grade a chunk needs to be used: LOW, MEDIUM or HIGH.",
     )
+
+    @model_validator(mode="after")
+    def _in_memory_ranks_bm25_documents(self) -> RetrievalSettings:
+        if self.in_memory and self.in_force != "bm25":
+            raise ValueError(
+                "rag.enable.vector.search (InMemory vector search) ranks the passages of the "
+                f"documents BM25 finds, but retrieval is {self.in_force}: set "
+                "retrieval.method=bm25, or turn rag.enable.vector.search off"
+            )
+        return self
 
     @property
     def in_force(self) -> Retrieval:

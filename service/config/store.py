@@ -41,9 +41,6 @@ LEGACY_KEYS = {
     "rag.api.endpoint": "ai.api.endpoint",
     "rag.model": "llm.model",
     "llm.max.request.size": "prompt.max.request.size",
-    # InMemory vector search (passages of BM25 results by meaning), replaced by Solr's
-    "rag.enable.vector.search": "solr.enable.vector.search",
-    "inMemory.maxChunks": "solr.topK",
 }
 
 

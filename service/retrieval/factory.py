@@ -8,6 +8,7 @@ from service.retrieval.base import Retriever
 from service.retrieval.bm25 import Bm25Retriever
 from service.retrieval.embedding_mode import EmbeddingMode
 from service.retrieval.fusion import HybridRetriever
+from service.retrieval.in_memory import InMemorySearch
 from service.retrieval.scope import EVERYTHING, Scope
 from service.retrieval.solr import SolrClient
 from service.retrieval.vector import VectorRetriever
@@ -46,12 +47,14 @@ def build_retriever(
     *,
     scope: Scope = EVERYTHING,
     mode: EmbeddingMode | None = None,
+    in_memory: InMemorySearch | None = None,
 ) -> Retriever:
     """The search `method` names, on the collections `layout` names; `scope` limits what is
-    searched: the caller's groups, one document's passages; `mode`: whether Solr embeds."""
+    searched: the caller's groups, one document's passages; `mode`: whether Solr embeds;
+    `in_memory`: BM25's documents ranked by passage (rag.enable.vector.search)."""
     rows = method.limit
     if method.in_force == "bm25":
-        return Bm25Retriever(
+        documents = Bm25Retriever(
             solr,
             layout.documents_collection,
             fields=method.bm25_fields,
@@ -61,6 +64,7 @@ def build_retriever(
             scope=scope.with_parent(None),  # whole documents: no parent to keep
             field_map=layout.documents_map,
         )
+        return in_memory.around(documents, embeddings) if in_memory else documents
     if method.in_force == "vector":
         return vector_retriever(
             layout,

@@ -193,7 +193,13 @@ def test_legacy_key_names_are_read_as_todays(tmp_path: Path) -> None:
     assert settings.llm.endpoint == "http://llm.example/v1/"
     assert settings.llm.token.get_secret_value() == "t0ken"
     assert (settings.llm.model, settings.prompt.max_request_size) == ("m1", 30000)
-    assert (settings.retrieval.top_k, settings.retrieval.in_force) == (7, "vector")
+    # Datafari's InMemory vector search: its own keys, not Solr vector search's (issue 32)
+    retrieval = settings.retrieval
+    assert (retrieval.in_memory, retrieval.in_memory_chunks, retrieval.in_force) == (
+        True,
+        7,
+        "bm25",
+    )
 
 
 def test_todays_name_wins_and_an_edit_removes_the_former_line(tmp_path: Path) -> None:

@@ -129,11 +129,12 @@ def test_a_datafari_rag_properties_starts_the_service_and_answers(
     assert llm.requests[0].body["model"] == "gpt-3.5-turbo"  # rag.model
     assert llm.requests[0].headers["authorization"] == "Bearer X"  # rag.api.token
     assert settings.prompt.max_request_size == 40000  # llm.max.request.size
-    assert settings.retrieval.top_k == 10  # solr.topK is set too, and wins over inMemory
+    assert settings.retrieval.top_k == 10  # solr.topK
+    assert (settings.retrieval.in_memory, settings.retrieval.in_memory_chunks) == (False, 5)
     assert settings.retrieval.in_force == "bm25"  # solr.enable.vector.search=false honoured
     assert settings.solr.vector_field == "vector_1536"
     warned = [r.getMessage() for r in caplog.records if "former name" in r.getMessage()]
-    assert len(warned) == 6 and any(
+    assert len(warned) == 4 and any(
         "rag.model is the former name of llm.model" in w for w in warned
     )
 

@@ -4,6 +4,7 @@ filled the way a crawler fills them (plain Solr updates, never our ingestion).""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,13 +12,19 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+import testing
+from service import cli
 from service.api.app import create_app
 from service.errors import SolrLayoutError
+from service.ingest.indexer import IngestProgress
+from service.ingest.sync import PAGE, PassageSync, SyncSummary
+from service.llm.embeddings import embeddings_client
+from service.retrieval import SolrClient
 from testing.llm_server import LLMScript
 from testing.solr import create_collection, delete_collection, upload_configset
-from tests.conftest import ADMIN_TOKEN, ClientFactory, write_properties
+from tests.conftest import ADMIN_TOKEN, ClientFactory, test_settings, write_properties
 
-CONFIGSETS = Path(__file__).parents[1] / "fixtures" / "configsets"
+CONFIGSETS = Path(testing.__file__).parent / "configsets"
 AUTH = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 PRODUCTS, DOCS, PASSAGES = "Products", "DfFileShare", "DfVectorMain"
 
@@ -294,3 +301,243 @@ def test_manifoldcf_security_needs_the_token_fields(
     path = write_properties(tmp_path / "tokens.properties", properties)
     with pytest.raises(SolrLayoutError, match="allow_token_share"), TestClient(create_app(path)):
         pass
+
+
+# -- 3: InMemory vector search --------------------------------------------------------------------
+
+
+def in_memory(**overrides: object) -> dict[str, object]:
+    return products(
+        **{
+            "rag.enable.vector.search": True,
+            "inMemory.maxChunks": 1,
+            "vector.chunk.size": 60,
+            "vector.chunk.overlap": 0,
+            "chunking.maxFiles": 5,
+            **overrides,
+        }
+    )
+
+
+@pytest.mark.usefixtures("foreign")
+def test_in_memory_vector_search_keeps_the_passages_nearest_the_question(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    """BM25 finds both products (OR); their passages are ranked by meaning, and only the
+    nearest one reaches the LLM, under its document's id, title and URL."""
+    client = make_client(in_memory())
+    content = rag(client, "What is the heel drop of the trail running shoe, camping kettle?")
+    [source] = content["documents"]
+    assert (source["id"], source["title"]) == ("p-trail", "Trail running shoe")
+    assert source["content"] == "Its heel drop is 6 mm."
+    prompt = llm.requests[-1].prompt
+    assert "Its heel drop is 6 mm." in prompt
+    assert "rock plate" not in prompt and "titanium" not in prompt
+    kettle = rag(client, "How fast does the kettle boil a litre of water, shoe?")
+    assert [d["id"] for d in kettle["documents"]] == ["p-kettle"]
+
+
+@pytest.mark.usefixtures("foreign")
+def test_in_memory_vectors_are_kept_so_a_document_is_embedded_once(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    client = make_client(in_memory())
+    vectors = client.app.state.runtime.passage_vectors  # type: ignore[attr-defined]
+    rag(client, "heel drop of the trail running shoe")
+    first = vectors.embedded
+    assert first >= 2  # the shoe's two passages at least
+    rag(client, "rock plate of the trail running shoe")
+    assert vectors.embedded == first
+
+
+@pytest.mark.usefixtures("foreign")
+def test_in_memory_vector_search_needs_bm25_retrieval(make_client: ClientFactory) -> None:
+    admin = make_client(products())
+    response = admin.put(
+        "/admin/config",
+        json={"rag.enable.vector.search": True, "retrieval.method": "hybrid"},
+        headers=AUTH,
+    )
+    assert response.status_code == 422, response.text
+    assert "retrieval.method=bm25" in response.text
+
+
+@pytest.mark.usefixtures("foreign")
+def test_in_memory_vector_search_keeps_manifoldcf_security(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    client = secure(
+        make_client,
+        **{"rag.enable.vector.search": True, "inMemory.maxChunks": 50, "vector.chunk.size": 80},
+    )
+    headers = {"X-User-Groups": "AD:sales"}
+    response = client.post("/ai/rag", json={"query": "handbook"}, headers=headers)
+    assert response.status_code == 200, response.text
+    assert sources(response.json()["content"]) == PUBLIC | {SALES}
+    assert_no_leak(response.text, llm, PUBLIC | {SALES})
+
+
+# -- 4b: solr-rag sync ----------------------------------------------------------------------------
+
+
+def synced_settings(solr_url: str, model_server_url: str, documents: str, passages: str):
+    return test_settings(
+        solr_url,
+        model_server_url,
+        **{
+            "solr.collection.documents": documents,
+            "solr.collection.passages": passages,
+            "solr.documents.fields": DATAFARI_DOCUMENT_FIELDS,
+            "solr.passages.fields": DATAFARI_PASSAGE_FIELDS,
+            "vector.chunk.size": 200,
+            "vector.chunk.overlap": 0,
+        },
+    )
+
+
+async def sync_run(settings, checkpoint: Path, progress=None, page: int = PAGE) -> SyncSummary:
+    async with httpx.AsyncClient() as http:
+        solr = SolrClient(http, settings.solr.url)
+        sync = PassageSync(
+            solr, settings, embeddings_client(http, settings), checkpoint=checkpoint, page=page
+        )
+        return await sync.run(progress)
+
+
+def passages_of(solr_url: str, collection: str) -> dict[str, list[dict]]:
+    found = httpx.get(
+        f"{solr_url}/{collection}/select",
+        params={"q": "*:*", "rows": 10_000, "fl": "*", "sort": "id asc"},
+    ).json()["response"]["docs"]
+    by_parent: dict[str, list[dict]] = {}
+    for doc in found:
+        by_parent.setdefault(doc["parent_doc"], []).append(doc)
+    return by_parent
+
+
+def wiki(i: int) -> dict:
+    """A crawled page: three paragraphs, so several passages."""
+    text = "\n\n".join(
+        f"Page {i}, part {part}: the glacier number {i} moved {i * part} metres in spring."
+        + " It is measured by the survey team every week." * 3
+        for part in (1, 2, 3)
+    )
+    return {"id": f"wiki-{i:02d}", "title": [f"Glacier {i}"], "content": [text],
+            "content_en": text, "url": f"https://wiki.example/{i}", "language": "en"}  # fmt: skip
+
+
+async def test_sync_writes_new_and_changed_documents_resumes_and_removes_the_gone(
+    solr_url: str, model_server_url: str, tmp_path: Path
+) -> None:
+    documents, passages = "SyncDocs", "SyncPassages"
+    upload_configset(solr_url, "DatafariFileShare", CONFIGSETS / "DatafariFileShare")
+    upload_configset(solr_url, "DatafariVectorMain", CONFIGSETS / "DatafariVectorMain")
+    create_collection(solr_url, documents, "DatafariFileShare")
+    create_collection(solr_url, passages, "DatafariVectorMain")
+    try:
+        post(solr_url, documents, [wiki(i) for i in range(12)])
+        settings = synced_settings(solr_url, model_server_url, documents, passages)
+        checkpoint = tmp_path / "sync.json"
+
+        # a first run stops after its first page (a crash); the next resumes after it
+        def crash(state: IngestProgress) -> None:
+            raise KeyboardInterrupt
+
+        with pytest.raises(KeyboardInterrupt):
+            await sync_run(settings, checkpoint, crash, page=5)
+        assert checkpoint.exists()
+        assert len(passages_of(solr_url, passages)) == 5  # the first page's, committed
+        seen: list[IngestProgress] = []
+        first = await sync_run(settings, checkpoint, seen.append, page=5)
+        assert first.resumed and [s.documents for s in seen] == [10, 12]
+        assert not checkpoint.exists()
+        held = passages_of(solr_url, passages)
+        assert sorted(held) == [f"wiki-{i:02d}" for i in range(12)]
+        one = held["wiki-03"]
+        assert len(one) >= 3 and {p["chunk_index"] for p in one} == set(range(len(one)))
+        assert one[0]["title"] == ["Glacier 3"] and one[0]["url"] == "https://wiki.example/3"
+        assert "glacier number 3" in one[0]["embedded_content"]
+        assert len(one[0]["vector_384"]) == 384
+
+        # nothing changed: nothing embedded, nothing written
+        again = await sync_run(settings, checkpoint)
+        assert (again.changed, again.passages, again.embedded, again.removed) == (0, 0, 0, 0)
+        assert not again.resumed
+
+        # one paragraph of one document changed: only its passage is embedded again
+        changed = wiki(3)
+        text = changed["content"][0].replace("moved 6 metres", "moved 60 metres")
+        changed.update(content=[text], content_en=text)
+        post(solr_url, documents, [changed])
+        after = await sync_run(settings, checkpoint)
+        assert (after.changed, after.embedded) == (1, 1)
+        assert after.passages == len(one)
+        new = passages_of(solr_url, passages)["wiki-03"]
+        assert sum("moved 60 metres" in p["embedded_content"] for p in new) == 1
+        assert new[0]["vector_384"] == pytest.approx(one[0]["vector_384"])
+
+        # a document deleted from FileShare: its passages go at the next sync
+        httpx.post(
+            f"{solr_url}/{documents}/update",
+            params={"commit": "true"},
+            json={"delete": {"id": "wiki-07"}},
+        ).raise_for_status()
+        gone = await sync_run(settings, checkpoint)
+        assert gone.removed == 1 and gone.embedded == 0
+        assert "wiki-07" not in passages_of(solr_url, passages)
+        assert len(passages_of(solr_url, passages)) == 11
+    finally:
+        delete_collection(solr_url, documents)
+        delete_collection(solr_url, passages)
+
+
+@pytest.fixture(scope="module")
+def synced(foreign: str, model_server_url: str, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """DfVectorMain made from DfFileShare by sync: the passages a crawler's documents get."""
+    settings = synced_settings(foreign, model_server_url, DOCS, PASSAGES)
+    checkpoint = tmp_path_factory.mktemp("sync") / "sync.json"
+    summary = asyncio.run(sync_run(settings, checkpoint))
+    assert summary.changed == len(DATAFARI_DOCS)
+    return foreign
+
+
+@pytest.mark.usefixtures("synced")
+@pytest.mark.parametrize("method", ["vector", "hybrid"])
+@pytest.mark.parametrize("tokens", list(CALLERS))
+def test_synced_passages_answer_by_knn_and_hybrid_within_manifoldcf_security(
+    make_client: ClientFactory, llm: LLMScript, method: str, tokens: str
+) -> None:
+    client = secure(
+        make_client,
+        **{"retrieval.method": method, "retrieval.similarity.min": 0, "solr.topK": 20},
+    )
+    headers = {"X-User-Groups": tokens} if tokens else {}
+    response = client.post("/ai/rag", json={"query": "handbook"}, headers=headers)
+    assert response.status_code == 200, response.text
+    content = response.json()["content"]
+    assert sources(content) == CALLERS[tokens]
+    titles = {d["id"]: d["title"] for d in content["documents"]}
+    assert titles["file://share/public/tides.txt"] == "Harbour tide tables"
+    assert_no_leak(response.text, llm, CALLERS[tokens])
+    vector = client.get(
+        "/search/vector", params={"q": "handbook canteen bonus", "topK": 50}, headers=headers
+    )
+    assert vector.status_code == 200, vector.text
+    assert {p["parent_id"] for p in vector.json()["content"]["documents"]} == CALLERS[tokens]
+
+
+@pytest.mark.usefixtures("synced")
+def test_the_cli_syncs_with_progress(
+    tmp_path: Path, base_properties: dict[str, object], capsys: pytest.CaptureFixture[str]
+) -> None:
+    chunks = {"vector.chunk.size": 200, "vector.chunk.overlap": 0}  # as the fixture's sync
+    path = write_properties(tmp_path / "sync.properties", {**base_properties, **datafari(**chunks)})
+    checkpoint = tmp_path / "cli-sync.json"
+    assert cli.main(["sync", "--config", str(path), "--checkpoint", str(checkpoint)]) == 0
+    out, err = capsys.readouterr()
+    assert "4/4 documents" in err and "documents/s" in err
+    assert "synced: 4 documents read, 0 new or changed" in out
+    with pytest.raises(SystemExit) as bad:
+        cli.main(["sync", "--config", str(path), "--every", "soon"])
+    assert bad.value.code == 2
+    assert "'soon' is not an interval (30s, 5m, 1h)" in capsys.readouterr().err

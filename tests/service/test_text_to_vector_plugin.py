@@ -25,6 +25,7 @@ from service.llm.embeddings import embeddings_client
 from service.retrieval import SolrClient
 from service.retrieval.embedding_mode import PROCESSOR_CLASS, EmbeddingMode, plugin_gap
 from service.retrieval.factory import build_retriever
+from service.text.chunk import Chunker
 from testing.corpus import load_corpus
 from testing.llm_server import LLMScript
 from testing.servers import free_port
@@ -51,9 +52,10 @@ def test_the_plugins_java_tests_pass_against_the_local_model_server(
     suites = [ElementTree.parse(report).getroot() for report in reports]
     assert {suite.get("name") for suite in suites} == {
         "org.solrrag.vectors.EmbeddingsEndpointTest",
+        "org.solrrag.vectors.PassageSplitterTest",
         "org.solrrag.vectors.TextToVectorUpdateProcessorFactoryTest",
     }
-    assert sum(int(suite.get("tests", 0)) for suite in suites) == 10
+    assert sum(int(suite.get("tests", 0)) for suite in suites) == 15
     assert all(suite.get("failures") == "0" and suite.get("errors") == "0" for suite in suites)
     assert all(suite.get("skipped") == "0" for suite in suites)
 
@@ -386,3 +388,79 @@ def test_the_local_launcher_turns_the_plugin_on_for_every_node(
             params={"q": "id:keeper_0", "defType": "lucene", "fl": "vector_384"},
         ).json()
         assert len(stored["response"]["docs"][0]["vector_384"]) == 384
+
+
+# -- VectorMain follows FileShare: the passages processor (issue 32, 4a) ---------------------
+
+
+def passages_in(url: str) -> dict[str, list[dict[str, Any]]]:
+    found = httpx.get(
+        f"{url}/select",
+        params={"q": "*:*", "defType": "lucene", "rows": 10_000, "sort": "chunk_index asc",
+                "fl": "id,parent_id,chunk_index,content,title,url,allowed_groups,vector_384"},
+    ).json()["response"]["docs"]  # fmt: skip
+    held: dict[str, list[dict[str, Any]]] = {}
+    for passage in found:
+        held.setdefault(passage["parent_id"], []).append(passage)
+    return held
+
+
+def test_a_document_posted_to_fileshare_gets_its_passages_in_vectormain(
+    solr_url: str, model_server_url: str, make_client: ClientFactory, llm: LLMScript
+) -> None:
+    """Posted with plain Solr updates (a crawler), never the service: cut as the service cuts
+    (Chunker on the same size and overlap), embedded by VectorMain's own plugin, found by kNN
+    through /ai/rag; replaced and deleted documents take their old passages with them."""
+    documents = load_corpus()
+    size, overlap = 300, 50
+    with (
+        embedding_collection(solr_url, f"{model_server_url}/v1/") as vectors,
+        collection(
+            solr_url,
+            "FileShare",
+            **{"passages.enabled": "true", "passages.collection": vectors.rsplit("/", 1)[1],
+               "passages.size": str(size), "passages.overlap": str(overlap)},
+        ) as fileshare,
+    ):  # fmt: skip
+        posted = [
+            {"id": d.id, "title": d.title, "url": d.url, "content": d.content,
+             "language": d.language}
+            for d in documents
+        ]  # fmt: skip
+        posted[0]["allowed_groups"] = ["team-x"]
+        response = post(f"{solr_url}/{fileshare}", posted)
+        assert response.status_code == 200, response.text
+        held = passages_in(vectors)
+        assert set(held) == {d.id for d in documents if d.content.strip()}
+        for document in documents:
+            pieces = held.get(document.id, [])
+            assert [p["content"] for p in pieces] == Chunker(size, overlap).run(document.content)
+            assert [p["id"] for p in pieces] == [f"{document.id}_{i}" for i in range(len(pieces))]
+            assert all(p["title"] == document.title and p["url"] == document.url for p in pieces)
+            assert all(len(p["vector_384"]) == 384 for p in pieces)
+        assert all(p["allowed_groups"] == ["team-x"] for p in held[documents[0].id])
+
+        client = make_client(
+            {
+                "solr.collection.documents": fileshare,
+                "solr.collection.passages": vectors.rsplit("/", 1)[1],
+                "retrieval.method": "vector",
+                "solr.embeddings.mode": "solr",
+            }
+        )
+        answer = client.post("/ai/rag", json={"query": "When was the lighthouse lamp electrified?"})
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["content"]["documents"][0]["id"] == "lighthouse"
+
+        # replaced: only the new text's passages; deleted by id: none left
+        shorter = {**posted[1], "content": "A single short sentence now."}
+        assert post(f"{solr_url}/{fileshare}", [shorter]).status_code == 200
+        assert [p["content"] for p in passages_in(vectors)[shorter["id"]]] == [shorter["content"]]
+        gone = httpx.post(
+            f"{solr_url}/{fileshare}/update",
+            params={"commit": "true"},
+            json={"delete": {"id": shorter["id"]}},
+            timeout=60,
+        )
+        assert gone.status_code == 200, gone.text
+        assert shorter["id"] not in passages_in(vectors)

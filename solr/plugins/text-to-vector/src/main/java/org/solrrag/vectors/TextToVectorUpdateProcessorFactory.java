@@ -13,7 +13,6 @@ import org.apache.solr.update.AddUpdateCommand;
 import org.apache.solr.update.CommitUpdateCommand;
 import org.apache.solr.update.DeleteUpdateCommand;
 import org.apache.solr.update.MergeIndexesCommand;
-import org.apache.solr.update.RollbackUpdateCommand;
 import org.apache.solr.update.processor.UpdateRequestProcessor;
 import org.apache.solr.update.processor.UpdateRequestProcessorFactory;
 
@@ -82,8 +81,7 @@ public class TextToVectorUpdateProcessorFactory extends UpdateRequestProcessorFa
     return value.toString().trim();
   }
 
-  private final class Processor extends UpdateRequestProcessor {
-    private final List<AddUpdateCommand> pending = new ArrayList<>();
+  private final class Processor extends HoldingProcessor<AddUpdateCommand> {
 
     Processor(UpdateRequestProcessor next) {
       super(next);
@@ -116,20 +114,9 @@ public class TextToVectorUpdateProcessorFactory extends UpdateRequestProcessorFa
       super.processMergeIndexes(cmd);
     }
 
-    @Override
-    public void processRollback(RollbackUpdateCommand cmd) throws IOException {
-      pending.clear();
-      super.processRollback(cmd);
-    }
-
-    @Override
-    public void finish() throws IOException {
-      flush();
-      super.finish();
-    }
-
     /** Embeds the held documents, then passes them on in their order. */
-    private void flush() throws IOException {
+    @Override
+    protected void flush() throws IOException {
       if (pending.isEmpty()) {
         return;
       }
