@@ -25,7 +25,7 @@ from service.api import (
     search,
     summarize,
 )
-from service.api.datafari import DatafariPaths
+from service.api.datafari import DatafariPaths, add_datafari_paths
 from service.api.docs import install_docs
 from service.api.errors import install_error_handlers
 from service.api.limits import BodySizeLimit
@@ -115,7 +115,9 @@ def _document_by_hand(app: FastAPI) -> None:
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            add_schemas(generate())
+            document = generate()
+            add_schemas(document)
+            add_datafari_paths(document)
         return app.openapi_schema  # type: ignore[return-value]
 
     app.openapi = openapi  # type: ignore[method-assign]

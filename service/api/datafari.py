@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import copy
+from typing import Any
+
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 DATAFARI_PREFIX = "/Datafari/rest/v2.0"
@@ -27,3 +30,19 @@ class DatafariPaths:
                 if raw is not None:
                     scope["raw_path"] = raw.removeprefix(DATAFARI_PREFIX.encode())
         await self.app(scope, receive, send)
+
+
+def add_datafari_paths(document: dict[str, Any]) -> None:
+    """The OpenAPI document lists Datafari's paths too: each RagAPI route again under the
+    prefix, the same operation (its own operationId, tagged `datafari`)."""
+    paths = document.get("paths", {})
+    for path, item in list(paths.items()):
+        if not path.startswith(_SERVED):
+            continue
+        alias = copy.deepcopy(item)
+        for operation in alias.values():
+            if isinstance(operation, dict) and "operationId" in operation:
+                operation["operationId"] += "_datafari"
+                operation["tags"] = ["datafari"]
+                operation["summary"] = f"{operation.get('summary', path)} (Datafari's path)"
+        paths[DATAFARI_PREFIX + path] = alias

@@ -6,8 +6,11 @@ upstream addresses, circuit breaker states)."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
 
 from service.api.auth import is_admin
 from service.runtime import Runtime, addresses
@@ -15,17 +18,42 @@ from service.runtime import Runtime, addresses
 router = APIRouter(tags=["operations"])
 
 
-@router.get("/health/live")
+class Check(BaseModel):
+    """One thing the service needs: `up` or `down`, and what was found (`reason` when down;
+    with the admin token, where it is: `at`, `circuit`...)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    status: Literal["up", "down"]
+
+
+class Health(BaseModel):
+    """Readiness: `up` when every check is."""
+
+    status: Literal["up", "down"]
+    checks: dict[str, Check] = Field(
+        description="config, solr (one per collection), solr:nodes, llm, embeddings."
+    )
+
+
+class Liveness(BaseModel):
+    status: Literal["up"]
+
+
+@router.get("/health/live", response_model=Liveness)
 async def live() -> dict[str, str]:
     """Answers as long as the process serves requests: restart it when this fails."""
     return {"status": "up"}
 
 
-_NOT_READY = {503: {"description": "Something the service needs is down (see `checks`)."}}
+_READY = {
+    200: {"model": Health, "description": "Requests can be answered."},
+    503: {"model": Health, "description": "Something the service needs is down (see `checks`)."},
+}
 
 
-@router.get("/health", responses=_NOT_READY)
-@router.get("/health/ready", responses=_NOT_READY)
+@router.get("/health", responses=_READY)
+@router.get("/health/ready", responses=_READY)
 async def ready(request: Request) -> JSONResponse:
     """200 when requests can be answered; 503 (with what is down) otherwise."""
     runtime: Runtime = request.app.state.runtime

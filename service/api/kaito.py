@@ -220,15 +220,19 @@ async def retrieve(body: RetrieveRequest, request: Request) -> RetrieveResponse:
         body.index_name, metadata_filters(body.metadata_filter)
     )
     found = await runtime.index_retriever(settings, scope, body.max_node_count).run(query)
+    found = found[: body.max_node_count]
+    doc_ids = [doc_id_of(body.index_name, node.source_id) for node in found]
+    metadata = await _indexes(request).metadata(body.index_name, doc_ids)
     results = [
         NodeWithScore(
-            doc_id=doc_id_of(body.index_name, node.source_id),
+            doc_id=doc_id,
             node_id=node.id,
             text=node.content,
             score=node.score,
             source=node.url or None,
+            metadata=metadata.get(doc_id) or None,
         )
-        for node in found[: body.max_node_count]
+        for doc_id, node in zip(doc_ids, found, strict=True)
     ]
     return RetrieveResponse(query=body.query, results=results, count=len(results))
 

@@ -173,6 +173,13 @@ class KaitoIndexes:
     async def _count(self, index: str) -> int:
         return await count_documents(self._solr, self._collection, EVERYTHING.in_index(index))
 
+    async def metadata(self, index: str, doc_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """Each of these documents' metadata, by doc_id (those the index holds)."""
+        unique = list(dict.fromkeys(doc_ids))
+        return {
+            document.doc_id: document.metadata for document in await self._by_ids(index, unique)
+        }
+
     async def _by_ids(self, index: str, doc_ids: Sequence[str]) -> list[IndexedDocument]:
         if not doc_ids:
             return []

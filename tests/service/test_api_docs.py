@@ -42,6 +42,26 @@ def test_rag_documents_its_event_stream(document: dict) -> None:
     assert "`token`" in ok["description"] and "`done`" in ok["description"]
 
 
+def test_datafari_paths_and_health_are_documented(document: dict, client: TestClient) -> None:
+    """Issue 36, item 11: the Datafari paths were served but not in the spec; /health's body
+    had no schema."""
+    paths = document["paths"]
+    for route in ("/ai/rag", "/ai/summarize", "/search/vector"):
+        alias = paths[f"/Datafari/rest/v2.0{route}"]
+        assert alias.keys() == paths[route].keys()
+        for method, operation in alias.items():
+            assert operation["operationId"] == paths[route][method]["operationId"] + "_datafari"
+    ids = [op["operationId"] for item in paths.values() for op in item.values()]
+    assert len(ids) == len(set(ids))
+    ready = paths["/health"]["get"]["responses"]
+    for status in ("200", "503"):
+        schema = ready[status]["content"]["application/json"]["schema"]["$ref"]
+        health = document["components"]["schemas"][schema.rsplit("/", 1)[-1]]
+        assert {"status", "checks"} <= set(health["properties"])
+    answered = client.get("/health").json()
+    assert answered["status"] == "up" and answered["checks"]["config"]["status"] == "up"
+
+
 @pytest.mark.parametrize("page", ["/docs", "/redoc"])
 def test_the_documentation_pages_load_nothing_from_elsewhere(client: TestClient, page: str) -> None:
     html = client.get(page).text

@@ -127,6 +127,9 @@ def test_retrieve_persist_load_and_drop(kaito: AuthenticatedClient, base: str) -
         ),
     )
     assert only_kim is not None and {node.doc_id for node in only_kim.results} == {"tides"}
+    # each node carries its document's metadata (it was null: issue 36, item 11)
+    assert only_kim.results[0].metadata is not None
+    assert only_kim.results[0].metadata.to_dict()["author"] == "Kim"
     persist_index.sync(INDEX, client=kaito)  # raises on an unexpected status
     load_index.sync(INDEX, client=kaito, overwrite=True)
     delete_index.sync(INDEX, client=kaito)
