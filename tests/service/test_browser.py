@@ -12,6 +12,7 @@ import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from service.api.app import create_app
@@ -267,6 +268,38 @@ def test_answers_and_documents_cannot_inject_html(serve: Serve, page, llm: LLMSc
     assert answer.locator("ul li").count() == 2
     assert page.evaluate("window.pwned") is None
     shot(page, "widget-markdown-safe")
+
+
+def test_sources_say_which_the_answer_cites_and_show_a_file_s_passage(
+    serve: Serve, page, llm: LLMScript
+) -> None:
+    """Issue 36, item 9: every source looked alike, and a file:// source was a title only."""
+    base, _ = serve({"retrieval.method": "bm25", "chunking.maxFiles": 2})
+    note = {
+        "id": "share-notes",
+        "title": "Share notes",
+        "url": "file:///srv/share/lamp-notes.txt",
+        "content": "Notes on the lighthouse lamp from the file share: it was cleaned weekly.",
+    }
+    headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    httpx.post(f"{base}/documents", json={"documents": [note]}, headers=headers).raise_for_status()
+    try:
+        page.goto(f"{base}/ui")
+        answer = ask(page, "lighthouse lamp notes file share cleaned")
+        items = answer.locator(".sources li")
+        assert items.count() == 2
+        # the answer cites [1] only: the first source is marked, the second is not
+        assert items.nth(0).get_attribute("class") == "cited"
+        assert items.nth(0).locator(".badge").inner_text() == "cited"
+        assert items.nth(1).get_attribute("class") == "uncited"
+        shared = answer.locator(".sources li", has_text="Share notes")
+        assert shared.locator("a").count() == 0  # no dead file:// link
+        shared.locator("summary").click()
+        assert "cleaned weekly" in shared.locator("blockquote").inner_text()
+        assert shared.locator(".location").inner_text() == note["url"]
+        shot(page, "widget-sources")
+    finally:
+        httpx.delete(f"{base}/documents/share-notes", headers=headers)
 
 
 def test_sentences_the_sources_do_not_support_are_marked(

@@ -172,11 +172,20 @@
     documents.forEach((doc, index) => {
       const anchor = `${id}-src-${counter}-${index + 1}`;
       links.set(index + 1, anchor);
-      const item = element("li", { id: anchor });
+      const item = element("li", { id: anchor, class: doc.cited ? "cited" : "uncited" });
       const url = safeUrl(doc.url || "");
       const title = doc.title || doc.id || "Untitled document";
-      if (url) item.append(element("a", { href: url, target: "_blank", rel: "noopener noreferrer" }, title));
-      else item.append(element("span", {}, title));
+      if (url) {
+        item.append(element("a", { href: url, target: "_blank", rel: "noopener noreferrer" }, title));
+      } else {
+        // a file:// path or none: no dead link; the passage the answer was given, on demand
+        const details = element("details", { class: "passage" });
+        details.append(element("summary", {}, title));
+        if (doc.url) details.append(element("p", { class: "location" }, doc.url));
+        details.append(element("blockquote", {}, (doc.content || "").slice(0, 1200)));
+        item.append(details);
+      }
+      if (doc.cited) item.append(element("span", { class: "badge" }, "cited"));
       list.append(item);
     });
     box.append(list);
