@@ -103,6 +103,13 @@ def _parser() -> argparse.ArgumentParser:
         "--if-empty", action="store_true", help="do nothing when the collection has documents"
     )
     ingest.add_argument(
+        "--source",
+        metavar="NAME",
+        help="what each id starts with (default: the folder's name: docs/a.txt for docs/a.txt "
+        "ingested as the folder docs); two folders of one source may replace each other's "
+        "files, two sources never do",
+    )
+    ingest.add_argument(
         "--force",
         action="store_true",
         help="write and embed every document again, even those Solr holds unchanged",
@@ -363,7 +370,13 @@ def _ingest(args: argparse.Namespace) -> int:
     settings = load_settings(args.config, os.environ)
     return asyncio.run(
         _ingest_into_solr(
-            settings, paths, args.language, args.samples, args.if_empty, force=args.force
+            settings,
+            paths,
+            args.language,
+            args.samples,
+            args.if_empty,
+            force=args.force,
+            source=args.source,
         )
     )
 
@@ -376,10 +389,12 @@ async def _ingest_into_solr(
     if_empty: bool,
     *,
     force: bool = False,
+    source: str | None = None,
 ) -> int:
-    """Files (and the sample corpus) into FileShare, their embedded passages into VectorMain."""
+    """Files (and the sample corpus) into FileShare, their embedded passages into VectorMain;
+    ids start with `source` (default: each folder's name)."""
     from service.ingest import extract, find_files
-    from service.ingest.indexer import indexer_for
+    from service.ingest.indexer import indexer_for, with_source
     from service.ingest.progress import ProgressLine
     from service.ingest.samples import export_samples
     from service.llm.embeddings import embeddings_client
@@ -403,18 +418,21 @@ async def _ingest_into_solr(
         documents, skipped = [], 0
         for file, root in find_files(paths):
             try:
-                document = extract(file, root, language=language)
+                document = extract(file, root, language=language, source=source)
             except ExtractionFailed as error:  # UnsupportedFile too
                 skipped += 1
                 print(f"skipped {file}: {error}", file=sys.stderr)
                 continue
             if root == SAMPLES_FOLDER:  # no link to this machine's files for anonymous callers
                 document = replace(document, url="")
-            documents.append(document)
+            named = root.resolve().name if source is None else source
+            documents.append(with_source(document, named or "files"))
         line = ProgressLine()
         summary = await indexer.run(documents, line)
         line.done()
         print(f"Ingested {summary} into {collection} and {settings.solr.passages_collection}")
+        if summary.replaced:
+            print(summary.replacements(), file=sys.stderr)
         if skipped:
             print(f"{skipped} file(s) skipped (see above)")
         return 0

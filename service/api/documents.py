@@ -23,6 +23,7 @@ from service.errors import (
     TooLarge,
 )
 from service.ingest import IngestSummary, SourceDocument, extract_bytes
+from service.ingest.indexer import with_source
 from service.ingest.indexes import ID_PREFIX
 from service.retrieval.scope import visible_to
 from service.runtime import Runtime
@@ -75,6 +76,13 @@ class IngestRequest(BaseModel):
     documents: list[DocumentIn] = Field(min_length=1, max_length=1000)
 
 
+class Replaced(BaseModel):
+    """A document that one of another source replaced."""
+
+    id: str
+    source: str = Field(description="Where the replaced document came from.")
+
+
 class IngestResult(BaseModel):
     """What an ingestion did."""
 
@@ -85,6 +93,11 @@ class IngestResult(BaseModel):
     embedded: int = Field(
         0, description="Passages embedded; the others kept the vector Solr stores for their text."
     )
+    replaced: list[Replaced] = Field(
+        default_factory=list,
+        description="Documents of another source (a folder the CLI ingested, uploads, this "
+        "API) that a document of this request replaced, having the same id.",
+    )
 
     @classmethod
     def of(cls, summary: IngestSummary, **more: Any) -> Self:
@@ -94,6 +107,7 @@ class IngestResult(BaseModel):
             seconds=round(summary.seconds, 3),
             unchanged=summary.unchanged,
             embedded=summary.embedded,
+            replaced=[Replaced(id=i, source=source) for i, source in summary.replaced],
             **more,
         )
 
@@ -110,7 +124,8 @@ async def ingest(body: IngestRequest, request: Request) -> IngestResponse:
     """Index documents into FileShare and their embedded passages into VectorMain; a document
     whose id exists is replaced, passages included."""
     runtime: Runtime = request.app.state.runtime
-    summary = await runtime.indexer(runtime.settings()).run([d.to_source() for d in body.documents])
+    documents = [with_source(d.to_source(), "api") for d in body.documents]
+    summary = await runtime.indexer(runtime.settings()).run(documents)
     return IngestResponse(content=IngestResult.of(summary))
 
 
@@ -242,7 +257,7 @@ async def upload(
         except ExtractionFailed as error:  # UnsupportedFile too
             skipped.append(Skipped(file=name, reason=str(error)))
             continue
-        documents.append(replace(document, allowed_groups=groups))
+        documents.append(with_source(replace(document, allowed_groups=groups), "upload"))
         extracted = sum(len(d.content) for d in documents)
         if extracted > MAX_UPLOAD_CHARS:
             raise PayloadTooLarge(

@@ -76,13 +76,16 @@ def find_files(paths: list[Path]) -> Iterator[tuple[Path, Path]]:
             raise FileNotFoundError(f"no such file or folder: {path}")
 
 
-def extract(file: Path, root: Path, *, language: str = "en") -> SourceDocument:
-    """Raises UnsupportedFile for an unknown kind, ExtractionFailed for an unreadable file."""
+def extract(
+    file: Path, root: Path, *, language: str = "en", source: str | None = None
+) -> SourceDocument:
+    """Raises UnsupportedFile for an unknown kind, ExtractionFailed for an unreadable file.
+    `source`: the name the id starts with (default: the ingested folder's)."""
     modified = datetime.fromtimestamp(file.stat().st_mtime, UTC)
     return extract_bytes(
         file.name,
         file.read_bytes(),
-        document_id=document_id(file, root),
+        document_id=document_id(file, root, source),
         url=file.resolve().as_uri(),
         language=language,
         last_modified=modified,
@@ -136,13 +139,16 @@ def extract_bytes(
     )
 
 
-def document_id(file: Path, root: Path) -> str:
-    """The file's path below the ingested folder, e.g. `python-reference/assert.txt`."""
+def document_id(file: Path, root: Path, source: str | None = None) -> str:
+    """The source's name, then the file's path below the ingested folder: the folder's own name
+    unless `source` names another, e.g. `python-reference/assert.txt`; so two folders that hold
+    the same file names never replace each other's documents ("" for the bare path)."""
     try:
         relative = file.resolve().relative_to(root.resolve())
     except ValueError:
         relative = Path(file.name)
-    return relative.as_posix()
+    name = root.resolve().name if source is None else source.strip("/")
+    return f"{name}/{relative.as_posix()}" if name else relative.as_posix()
 
 
 _MARKDOWN_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$")

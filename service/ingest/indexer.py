@@ -13,7 +13,7 @@ import hashlib
 import json
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from service.config import Settings
@@ -39,6 +39,7 @@ GROUP_FIELDS = "allowed_groups,denied_groups"
 
 
 INDEX_HASH = "index_hash_s"  # FileShare: what a document was indexed as
+SOURCE_FIELD = "source_s"  # where a document came from: the folder (its name) or "upload"
 EMBEDDING_HASH = "embedding_hash_s"  # VectorMain: the model and text a passage's vector is of
 ID_SEPARATOR = "\x1f"  # between ids in a terms query; an id holding it is never looked up
 
@@ -53,6 +54,8 @@ class IngestSummary:
     seconds: float
     unchanged: int = 0
     embedded: int = 0
+    # (id, the source it came from) of documents another source's document replaced
+    replaced: tuple[tuple[str, str], ...] = ()
 
     def __str__(self) -> str:
         rate = (self.documents + self.unchanged) / self.seconds if self.seconds else 0.0
@@ -61,6 +64,15 @@ class IngestSummary:
             f"embedded), {self.unchanged} unchanged, in {self.seconds:.1f}s "
             f"({rate:.1f} documents/s)"
         )
+
+    def replacements(self, shown: int = 10) -> str:
+        """ "2 documents of another source replaced: notes/pass.txt (was from python-reference),
+        ..."; empty when none was."""
+        if not self.replaced:
+            return ""
+        listed = ", ".join(f"{i} (was from {source})" for i, source in self.replaced[:shown])
+        more = f" and {len(self.replaced) - shown} more" if len(self.replaced) > shown else ""
+        return f"{len(self.replaced)} document(s) of another source replaced: {listed}{more}"
 
 
 @dataclass(frozen=True)
@@ -137,6 +149,8 @@ class Indexer:
         self._batch_size = batch_size
         self._group_passages = group_passages
         self._force = force
+        # (id, the source it came from) of documents a document of another source replaced
+        self.replaced: list[tuple[str, str]] = []
 
     async def run(
         self, documents: Sequence[SourceDocument], progress: Progress | None = None
@@ -175,7 +189,10 @@ class Indexer:
         # recovered it, say) becomes visible on every replica alike
         await self.commit()
         seconds = time.perf_counter() - started
-        return IngestSummary(written, passages, seconds, len(documents) - written, embedded)
+        replaced = tuple(self.replaced)
+        return IngestSummary(
+            written, passages, seconds, len(documents) - written, embedded, replaced
+        )
 
     async def _groups(self, documents: Sequence[SourceDocument]) -> AsyncIterator[_Group]:
         """The changed documents with their passages, about `group_passages` passages a group;
@@ -206,9 +223,16 @@ class Indexer:
         """The documents of `batch` FileShare does not hold as they are (all with `force`),
         each with its FileShare fields."""
         indexed = [(document, self._indexed(document)) for document in batch]
+        stored = await self._stored(
+            self._collection, "id", [d.id for d in batch], INDEX_HASH, SOURCE_FIELD
+        )
+        sources = {doc["id"]: doc.get(SOURCE_FIELD) for doc in stored}
+        for document, fields in indexed:
+            before, now = sources.get(document.id), fields.get(SOURCE_FIELD)
+            if before and now and before != now:
+                self.replaced.append((document.id, str(before)))
         if self._force:
             return indexed
-        stored = await self._stored(self._collection, "id", [d.id for d in batch], INDEX_HASH)
         held = {doc["id"]: doc.get(INDEX_HASH) for doc in stored}
         return [(d, fields) for d, fields in indexed if held.get(d.id) != fields[INDEX_HASH]]
 
@@ -366,6 +390,13 @@ class Indexer:
             for doc in found
             if doc.get(EMBEDDING_HASH) and doc.get(index.vector_field)
         }
+
+
+def with_source(document: SourceDocument, source: str) -> SourceDocument:
+    """The document, saying where it came from (SOURCE_FIELD): a document replacing one of
+    another source is reported (IngestSummary.replaced)."""
+    fields = tuple((k, v) for k, v in document.fields if k != SOURCE_FIELD)
+    return replace(document, fields=(*fields, (SOURCE_FIELD, source)))
 
 
 def indexer_for(

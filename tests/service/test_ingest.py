@@ -15,7 +15,7 @@ from service.ingest.samples import export_samples
 def test_text_title_is_the_first_line(tmp_path: Path) -> None:
     file = tmp_path / "notes.txt"
     file.write_text("\n\nHarbour notes\nThe tide turns at noon.\n")
-    document = extract(file, tmp_path)
+    document = extract(file, tmp_path, source="")
     assert (document.id, document.title) == ("notes.txt", "Harbour notes")
     assert document.content.startswith("Harbour notes")
 
@@ -40,12 +40,14 @@ def test_html_text_and_title(tmp_path: Path) -> None:
     assert "\n\nSecond paragraph." in document.content
 
 
-def test_ids_are_paths_below_the_ingested_folder(tmp_path: Path) -> None:
+def test_ids_are_the_folder_name_and_the_path_below_it(tmp_path: Path) -> None:
     (tmp_path / "a" / "b").mkdir(parents=True)
     (tmp_path / "a" / "b" / "c.md").write_text("# C\n")
     (tmp_path / "a" / "skip.bin").write_bytes(b"\x00")
     found = [extract(file, root).id for file, root in find_files([tmp_path / "a"])]
-    assert found == ["b/c.md"]
+    assert found == ["a/b/c.md"]
+    named = [extract(f, root, source="kb").id for f, root in find_files([tmp_path / "a"])]
+    assert named == ["kb/b/c.md"]
 
 
 def test_missing_path_is_reported(tmp_path: Path) -> None:
@@ -73,7 +75,7 @@ def test_cli_ingests_files_that_the_service_then_finds(
     assert cli(["ingest", str(folder), "--config", str(config)]) == 0
 
     found = httpx.get(
-        f"{solr_url}/FileShare/select", params={"q": "id:kiln.md", "defType": "lucene"}
+        f"{solr_url}/FileShare/select", params={"q": 'id:"kb/kiln.md"', "defType": "lucene"}
     ).json()
     assert (
         found["response"]["docs"][0]["title"] == ["Kiln firing"]
@@ -83,4 +85,55 @@ def test_cli_ingests_files_that_the_service_then_finds(
     client = make_client()
     response = client.post("/ai/rag", json={"query": "stoneware cone"})
     assert response.status_code == 200, response.text
-    assert response.json()["content"]["documents"][0]["id"] == "kiln.md"
+    assert response.json()["content"]["documents"][0]["id"] == "kb/kiln.md"
+
+
+def test_two_folders_with_the_same_file_names_do_not_replace_each_other(
+    tmp_path: Path, base_properties: dict[str, object], solr_url: str, make_client, capsys
+) -> None:
+    """Issue 36, item 2: a second folder's pass.txt replaced the sample corpus's, and the
+    summary said nothing."""
+    from tests.conftest import ADMIN_TOKEN, write_properties
+
+    config = write_properties(tmp_path / "ingest.properties", base_properties)
+    ids = {"handbook/pass.txt": "Tide tables", "notes/pass.txt": "Kiln notes"}
+    for document_id, text in ids.items():
+        folder = tmp_path / document_id.split("/")[0]
+        folder.mkdir()
+        (folder / "pass.txt").write_text(f"{text} of the harbour.")
+        assert cli(["ingest", str(folder), "--config", str(config)]) == 0
+    client = make_client()
+    admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    try:
+        for document_id, text in ids.items():
+            found = httpx.get(
+                f"{solr_url}/FileShare/select",
+                params={"q": f'id:"{document_id}"', "defType": "lucene"},
+            ).json()["response"]["docs"]
+            assert len(found) == 1 and text in str(found[0]["content"])
+        # an upload of the same id replaces it: said so, with where the old one came from
+        uploaded = client.post(
+            "/documents/files",
+            files=[("files", ("handbook/pass.txt", b"Tide tables, uploaded.", "text/plain"))],
+            headers=admin,
+        )
+        assert uploaded.status_code == 200, uploaded.text
+        replaced = uploaded.json()["content"]["replaced"]
+        assert replaced == [{"id": "handbook/pass.txt", "source": "handbook"}]
+        # and the folder ingested again takes it back, saying so
+        capsys.readouterr()
+        assert cli(["ingest", str(tmp_path / "handbook"), "--config", str(config)]) == 0
+        assert "handbook/pass.txt (was from upload)" in capsys.readouterr().err
+        # --source: one name for another folder, whose files then update that source's
+        (tmp_path / "more").mkdir()
+        (tmp_path / "more" / "pass.txt").write_text("Kiln notes, revised.")
+        assert cli(["ingest", str(tmp_path / "more"), "--source", "notes",
+                    "--config", str(config)]) == 0  # fmt: skip
+        assert "replaced" not in capsys.readouterr().err
+        found = httpx.get(
+            f"{solr_url}/FileShare/select", params={"q": 'id:"notes/pass.txt"', "defType": "lucene"}
+        ).json()["response"]["docs"]
+        assert "revised" in str(found[0]["content"])
+    finally:  # documents and passages
+        for document_id in ids:
+            client.delete(f"/documents/{document_id}", headers=admin)
