@@ -103,4 +103,5 @@ def build_retriever(
         lexical_weight=method.bm25_weight,
         semantic_weight=method.vector_weight,
         limit=rows,
+        needs_meaning=method.similarity_min > 0 and method.needs_meaning,
     )

@@ -99,7 +99,12 @@ class HybridRetriever:
     normalized scores (`score`) or by reciprocal rank (`rrf`, with `k`).
 
     Both retrievers should fetch more candidates than `limit`: a passage just under one
-    ranking's cut-off gets nothing from it."""
+    ranking's cut-off gets nothing from it.
+
+    `needs_meaning`: when the kNN side finds nothing (none of its passages is as similar as
+    retrieval.similarity.min), the question is about something the passages do not hold, and
+    nothing is returned, whatever words BM25 matched ("Who won the world cup?" matching
+    "world" in a "Hello world" example)."""
 
     def __init__(
         self,
@@ -111,7 +116,9 @@ class HybridRetriever:
         lexical_weight: float = 1.0,
         semantic_weight: float = 1.0,
         limit: int = 10,
+        needs_meaning: bool = False,
     ) -> None:
+        self._needs_meaning = needs_meaning
         self._lexical = lexical
         self._semantic = semantic
         self._fusion = fusion
@@ -123,6 +130,8 @@ class HybridRetriever:
         lexical, semantic = await asyncio.gather(
             self._lexical.run(query), self._semantic.run(query)
         )
+        if self._needs_meaning and not semantic:
+            return []
         rankings = [
             Ranking(lexical, self._weights[0]),
             Ranking(semantic, self._weights[1]),

@@ -8,8 +8,10 @@ import unicodedata
 MAX_QUERY_LENGTH = 500
 
 # Datafari's list: Lucene/Solr syntax that would change the parse, removed rather than escaped.
-# `{` and `}` going means no local params (`{!...}`) can ever reach Solr.
-_SOLR_SPECIALS = re.compile(r"\+|&&|\|\||[{}\[\]^~*\\<>=#]")
+# `{` and `}` going means no local params (`{!...}`) can ever reach Solr. Ours adds `?`, a
+# wildcard to edismax: "electrified?" would match "electrifiedX" only, so a question's last
+# word was never found, and a lone "?" matched any one-character term.
+_SOLR_SPECIALS = re.compile(r"\+|&&|\|\||[{}\[\]^~*?\\<>=#]")
 _WHITESPACE = re.compile(r"\s+")
 # Java's \p{InCombiningDiacriticalMarks}, what Datafari removes: Latin, Greek and Vietnamese
 # accents. Not every combining mark (category Mn): Indic viramas and vowel signs, Arabic

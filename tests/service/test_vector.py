@@ -309,6 +309,37 @@ def test_a_question_the_documents_do_not_answer_finds_nothing(
     assert related.json()["content"]["documents"][0]["id"] == "lighthouse"
 
 
+OFF_TOPIC = "Who won the football world cup final that evening?"  # "evening": lighthouse's word
+
+
+def test_hybrid_does_not_answer_an_off_topic_question_from_a_shared_word(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    """Issue 36, item 1: BM25 matched one word, and hybrid answered with that source although
+    kNN found nothing at retrieval.similarity.min."""
+    client = make_client(HYBRID)
+    refused = client.post("/ai/rag", json={"query": OFF_TOPIC})
+    assert refused.status_code == 428, refused.text
+    assert llm.requests == []
+    # as before, when asked: BM25's match alone answers
+    lexical = make_client({**HYBRID, "hybrid.needs.meaning": False})
+    answered = lexical.post("/ai/rag", json={"query": OFF_TOPIC})
+    assert answered.status_code == 200, answered.text
+    assert answered.json()["content"]["documents"][0]["id"] == "lighthouse"
+    # an on-topic question still answers; /v1 with a threshold no passage meets: no source
+    related = client.post("/ai/rag", json={"query": NO_SHARED_WORDS})
+    assert related.json()["content"]["documents"][0]["id"] == "lighthouse"
+    body = {
+        "model": "rag",
+        "messages": [{"role": "user", "content": "When was the lighthouse lamp electrified?"}],
+        "index_name": "hybrid",
+        "similarity_threshold": 1.0,
+    }
+    strict = client.post("/v1/chat/completions", json=body)
+    assert strict.status_code == 200, strict.text
+    assert strict.json()["sources"] == []
+
+
 # -- nothing embedded twice ---------------------------------------------------------------------
 
 DEAD_EMBEDDINGS = {"ai.embeddings.endpoint": "http://127.0.0.1:9/v1/", "llm.retries": 0}

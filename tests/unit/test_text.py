@@ -11,7 +11,8 @@ from service.text import Chunker, clean_context, normalize_question, sanitize_qu
 @pytest.mark.parametrize(
     ("raw", "expected"),
     [
-        ("Où est l'été ?", "Ou est l'ete ?"),
+        ("Où est l'été ?", "Ou est l'ete"),
+        ("When was it electrified?", "When was it electrified"),  # ? is a wildcard
         ("{!lucene}*:* && title:x || y", "!lucene : title:x y"),
         ("a+b [c] {d} ^e ~f \\g <h> =i #j", "a b c d e f g h i j"),
         ("line\none\ttab\x00nul\x07bell", "line one tab nul bell"),
