@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import subprocess
 import sys
@@ -32,6 +33,8 @@ SOLR_SCRIPT = REPO_ROOT / "solr" / "local" / "solr.sh"
 DEFAULT_CONFIG = Path(os.environ.get("SOLR_RAG_CONFIG", "rag.properties"))
 MAX_WORKERS = 64
 DEFAULT_MODEL_PORT = 8001
+# what the server's start logs again: said once, by the server
+QUIET_PREFLIGHT = ("service.retrieval.layout", "service.retrieval.embedding_mode")
 SAMPLES_FOLDER = REPO_ROOT / ".cache" / "samples" / "python-reference"
 
 
@@ -257,6 +260,20 @@ def _port_overrides(args: argparse.Namespace) -> dict[str, str]:
 
 
 async def _verify_solr(settings: Settings) -> None:
+    """The startup check before the server starts, so a bad layout is one clear line; quiet
+    when it passes (the server's own start says what it found)."""
+    quiet = [logging.getLogger(name) for name in QUIET_PREFLIGHT]
+    levels = [logger.level for logger in quiet]
+    for logger in quiet:
+        logger.setLevel(logging.WARNING)
+    try:
+        await _check_solr_layout(settings)
+    finally:
+        for logger, level in zip(quiet, levels, strict=True):
+            logger.setLevel(level)
+
+
+async def _check_solr_layout(settings: Settings) -> None:
     from service.llm.embeddings import embeddings_client
     from service.retrieval import SolrClient
     from service.retrieval.embedding_mode import EmbeddingMode

@@ -160,18 +160,21 @@ def test_startup_prints_the_pages_and_how_to_set_the_admin_token(
     command = [sys.executable, "-m", "service.cli", "serve", "--config", str(config)]
     environment = {k: v for k, v in os.environ.items() if not k.startswith("ADMIN_TOKEN")}
     server = start_group(
-        [*command, "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        [*command, "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         env=environment,
     )  # fmt: skip
     try:
         assert server.stdout is not None
         printed = ""
-        while "Try:" not in printed:
+        while "Application startup complete" not in printed:
             line = server.stdout.readline().decode()
             assert line, printed  # it ended before printing
             printed += line
         assert f"chat: http://127.0.0.1:{port}/ui" in printed
         assert f"admin: http://127.0.0.1:{port}/admin (off until" in printed
         assert "ADMIN_TOKEN=" in printed
+        # what the start found, said once (it was said again by the check before it)
+        assert printed.count("Solr layout checked") == 1, printed
+        assert printed.count("solr.embeddings.mode auto") == 1, printed
     finally:
         stop_group(server, timeout=30)
