@@ -7,6 +7,7 @@ configsets) instead of starting one.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 from collections.abc import Callable, Iterator, Mapping
@@ -39,6 +40,17 @@ def pytest_configure(config: pytest.Config) -> None:
         raise KeyboardInterrupt(f"signal {signum}")
 
     signal.signal(signal.SIGTERM, interrupt)
+
+
+@pytest.fixture(autouse=True)
+def _logging_as_it_was() -> Iterator[None]:
+    """A test that runs the CLI (which sets up logging for its process) leaves the root logger
+    as it found it: the CLI's handler writes to the test's captured stream, closed after it."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 @pytest.fixture(scope="session")

@@ -153,6 +153,10 @@ def test_the_cli_ingests_a_folder_and_reports_what_it_skips(
     assert "1 file(s) skipped" in done.stdout
     found = httpx.get(
         f"{solr_url}/FileShare/select",
-        params={"q": "id:(hangar.pdf OR apiary.docx)", "defType": "lucene", "fl": "id,title"},
+        params={
+            "q": 'id:("kb/hangar.pdf" OR "kb/apiary.docx")',
+            "defType": "lucene",
+            "fl": "id,title",
+        },
     ).json()["response"]["docs"]
     assert sorted(d["title"] for d in found) == ["Apiary in winter", "Zeppelin hangar handbook"]

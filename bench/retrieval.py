@@ -1,0 +1,203 @@
+"""Retrieval quality on three collections at once: a default must hold on all of them.
+
+Cranfield (1,400 aeronautics abstracts, 225 graded queries), CISI (1,460 information-science
+abstracts, the 50 queries with judgments, binary) and the retrieval side of SQuAD 2.0 (708
+Wikipedia paragraphs; a seeded sample of answerable questions, the one gold paragraph
+relevant). Each collection goes through the service's own ingestion into a Solr started for
+the run (or `--solr-url`), then every configuration through the service's own retrievers:
+nDCG@10, recall@10, MRR@10 (a document's rank is that of its best passage), p50/p95 ms, and
+the mean over the collections.
+
+    python -m bench.retrieval [--solr-url URL] [--embeddings-url URL] [--squad N]
+                              [--only NAME ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import re
+import statistics
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from bench import cranfield
+from bench.support import fresh_solr, given_or_started, model_server, save_results
+from service.config import settings_from_mapping
+from service.ingest import SourceDocument
+from service.ingest.indexer import indexer_for
+from service.ingest.progress import ProgressLine
+from service.llm import EmbeddingsClient, LLMOptions
+from service.retrieval import SolrClient
+from service.retrieval.factory import build_retriever
+from service.text import sanitize_query
+
+DATA = Path(__file__).resolve().parent / "data"
+CANDIDATES = cranfield.CANDIDATES
+
+# every configuration measured: name -> rag.properties overrides (shipped values otherwise)
+CONFIGURATIONS: dict[str, dict[str, str]] = {
+    "bm25": {"retrieval.method": "bm25"},
+    "vector": {"retrieval.method": "vector"},
+    "vector, no floor": {"retrieval.method": "vector", "retrieval.similarity.min": "0"},
+    "hybrid score (shipped)": {"retrieval.method": "hybrid"},
+    "hybrid score, no floor": {"retrieval.method": "hybrid", "retrieval.similarity.min": "0"},
+    "hybrid rrf k=60": {"retrieval.method": "hybrid", "hybrid.fusion": "rrf"},
+    "hybrid rrf k=20": {"retrieval.method": "hybrid", "hybrid.fusion": "rrf", "hybrid.rrf.k": "20"},
+    "hybrid score, vector x2": {"retrieval.method": "hybrid", "hybrid.weight.vector": "2"},
+    "hybrid rrf k=60, vector x2": {
+        "retrieval.method": "hybrid",
+        "hybrid.fusion": "rrf",
+        "hybrid.weight.vector": "2",
+    },
+}
+
+
+@dataclass(frozen=True)
+class Collection:
+    name: str
+    documents: list[SourceDocument]
+    queries: list[tuple[str, str]]  # (key, text): only queries with a relevant document
+    judgments: dict[str, dict[str, int]]  # key -> document id -> gain (0: not relevant)
+
+
+def load_cranfield() -> Collection:
+    judgments = {str(k): v for k, v in cranfield.load_judgments().items()}
+    queries = [(str(q.position), q.text) for q in cranfield.load_queries()]
+    return _judged(Collection("cranfield", cranfield.load_documents(), queries, judgments))
+
+
+def _records(text: str) -> Iterator[tuple[str, dict[str, str]]]:
+    """SMART-format records: `.I n`, then fields `.T`, `.A`, `.W`, `.X`..."""
+    for block in re.split(r"^\.I\s+", text, flags=re.M)[1:]:
+        number, _, body = block.partition("\n")
+        fields = {}
+        for match in re.finditer(r"^\.([A-Z])\n(.*?)(?=^\.[A-Z]\n|\Z)", body, re.M | re.S):
+            fields[match.group(1)] = " ".join(match.group(2).split())
+        yield number.strip(), fields
+
+
+def load_cisi() -> Collection:
+    folder = DATA / "cisi"
+    read = lambda name: (folder / name).read_text(encoding="utf-8", errors="replace")  # noqa: E731
+    documents = [
+        SourceDocument(id=number, title=f.get("T", ""), url="", content=f.get("W", ""))
+        for number, f in _records(read("CISI.ALL"))
+    ]
+    queries = [(number, f.get("W", "")) for number, f in _records(read("CISI.QRY"))]
+    judgments: dict[str, dict[str, int]] = {}
+    for line in read("CISI.REL").splitlines():
+        parts = line.split()
+        if len(parts) >= 2:
+            judgments.setdefault(parts[0], {})[parts[1]] = 1
+    return _judged(Collection("cisi", documents, queries, judgments))
+
+
+def load_squad(count: int) -> Collection:
+    folder = DATA / "squad2"
+    rows = [json.loads(line) for line in (folder / "corpus.jsonl").open(encoding="utf-8")]
+    documents = [SourceDocument(id=r["id"], title=r["title"], url="", content=r["content"])
+                 for r in rows]  # fmt: skip
+    asked = [json.loads(line) for line in (folder / "questions.jsonl").open(encoding="utf-8")]
+    answerable = [q for q in asked if q["answerable"]]
+    sample = random.Random(37).sample(answerable, min(count, len(answerable)))
+    queries = [(q["id"], q["question"]) for q in sample]
+    judgments = {q["id"]: {q["gold_doc"]: 1} for q in sample}
+    return Collection("squad", documents, queries, judgments)
+
+
+def _judged(collection: Collection) -> Collection:
+    """Only the queries with at least one relevant document (the others score nothing)."""
+    queries = [
+        (key, text)
+        for key, text in collection.queries
+        if any(gain > 0 for gain in collection.judgments.get(key, {}).values())
+    ]
+    return Collection(collection.name, collection.documents, queries, collection.judgments)
+
+
+async def measure(
+    collection: Collection, solr_url: str, embeddings_url: str, names: list[str]
+) -> dict[str, dict[str, float]]:
+    base = {"solr.url": solr_url, "ai.embeddings.endpoint": embeddings_url,
+            "chunking.maxFiles": str(CANDIDATES), "solr.topK": str(CANDIDATES)}  # fmt: skip
+    rows: dict[str, dict[str, float]] = {}
+    async with httpx.AsyncClient(timeout=120) as http:
+        solr = SolrClient(http, solr_url, read_timeout=300)
+        embeddings = EmbeddingsClient(
+            http, LLMOptions(endpoint=embeddings_url, model="all-MiniLM-L6-v2", read_timeout=600)
+        )
+        for name in ("FileShare", "VectorMain"):
+            await solr.delete_by_query(name, "*:*")
+        settings = settings_from_mapping(base, source="bench", env={})
+        print(f"{collection.name}: ingesting {len(collection.documents)} documents", flush=True)
+        line = ProgressLine()
+        await indexer_for(settings, solr, embeddings).run(collection.documents, line)
+        line.done()
+        for name in names:
+            settings = settings_from_mapping(
+                {**base, **CONFIGURATIONS[name]}, source="bench", env={}
+            )
+            retriever = build_retriever(settings.retrieval, settings.solr, solr, embeddings)
+            scores: dict[str, list[float]] = {"ndcg": [], "recall": [], "mrr": [], "ms": []}
+            for key, text in collection.queries:
+                gains = collection.judgments[key]
+                started = time.perf_counter()
+                hits = await retriever.run(sanitize_query(text))
+                scores["ms"].append((time.perf_counter() - started) * 1000)
+                ranked = list(dict.fromkeys(hit.source_id for hit in hits))
+                scores["ndcg"].append(cranfield.ndcg(ranked, gains))
+                scores["recall"].append(cranfield.recall(ranked, gains))
+                scores["mrr"].append(cranfield.reciprocal_rank(ranked, gains))
+            ms = sorted(scores["ms"])
+            rows[name] = {
+                "ndcg@10": round(statistics.fmean(scores["ndcg"]), 4),
+                "recall@10": round(statistics.fmean(scores["recall"]), 4),
+                "mrr@10": round(statistics.fmean(scores["mrr"]), 4),
+                "p50_ms": round(statistics.median(ms), 1),
+                "p95_ms": round(ms[int(0.95 * (len(ms) - 1))], 1),
+            }
+            print(f"  {collection.name} {name}: {rows[name]}", flush=True)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--solr-url", help="a Solr with our configsets (default: start one)")
+    parser.add_argument("--embeddings-url", help="an OpenAI-compatible /v1 (default: ours)")
+    parser.add_argument("--squad", type=int, default=300, help="answerable SQuAD questions")
+    parser.add_argument("--only", nargs="*", choices=list(CONFIGURATIONS), help="these rows")
+    args = parser.parse_args(argv)
+    names = args.only or list(CONFIGURATIONS)
+    collections = [load_cranfield(), load_cisi(), load_squad(args.squad)]
+    table: dict[str, dict[str, dict[str, float]]] = {}
+    with (
+        given_or_started(args.solr_url, fresh_solr) as solr_url,
+        given_or_started(args.embeddings_url, model_server) as embeddings_url,
+    ):
+        for collection in collections:
+            print(f"{collection.name}: {len(collection.queries)} judged queries", flush=True)
+            table[collection.name] = asyncio.run(
+                measure(collection, solr_url, embeddings_url, names)
+            )
+    save_results("retrieval", table)
+    header = "".join(f" {c.name:>22}" for c in collections)
+    print(f"\nnDCG@10 / recall@10 / MRR@10{header} {'mean nDCG':>10} {'p50 ms':>7}")
+    for name in names:
+        cells = [table[c.name][name] for c in collections]
+        text = "".join(
+            f" {r['ndcg@10']:.3f}/{r['recall@10']:.3f}/{r['mrr@10']:.3f}".rjust(23) for r in cells
+        )
+        mean = statistics.fmean(r["ndcg@10"] for r in cells)
+        p50 = statistics.fmean(r["p50_ms"] for r in cells)
+        print(f"{name:<28}{text} {mean:>10.3f} {p50:>7.1f}")
+
+
+if __name__ == "__main__":
+    main()
