@@ -42,20 +42,19 @@ DATA = Path(__file__).resolve().parent / "data"
 CANDIDATES = cranfield.CANDIDATES
 
 # every configuration measured: name -> rag.properties overrides (shipped values otherwise)
+EQUAL = {"retrieval.method": "hybrid", "hybrid.weight.vector": "1"}
 CONFIGURATIONS: dict[str, dict[str, str]] = {
     "bm25": {"retrieval.method": "bm25"},
     "vector": {"retrieval.method": "vector"},
     "vector, no floor": {"retrieval.method": "vector", "retrieval.similarity.min": "0"},
-    "hybrid score (shipped)": {"retrieval.method": "hybrid"},
-    "hybrid score, no floor": {"retrieval.method": "hybrid", "retrieval.similarity.min": "0"},
-    "hybrid rrf k=60": {"retrieval.method": "hybrid", "hybrid.fusion": "rrf"},
-    "hybrid rrf k=20": {"retrieval.method": "hybrid", "hybrid.fusion": "rrf", "hybrid.rrf.k": "20"},
-    "hybrid score, vector x2": {"retrieval.method": "hybrid", "hybrid.weight.vector": "2"},
-    "hybrid rrf k=60, vector x2": {
-        "retrieval.method": "hybrid",
-        "hybrid.fusion": "rrf",
-        "hybrid.weight.vector": "2",
-    },
+    "hybrid score, weights 1/1": EQUAL,
+    "hybrid score 1/1, no floor": {**EQUAL, "retrieval.similarity.min": "0"},
+    "hybrid rrf k=60": {**EQUAL, "hybrid.fusion": "rrf"},
+    "hybrid rrf k=20": {**EQUAL, "hybrid.fusion": "rrf", "hybrid.rrf.k": "20"},
+    "hybrid score, vector x1.25": {**EQUAL, "hybrid.weight.vector": "1.25"},
+    "hybrid score, vector x1.5 (shipped)": {"retrieval.method": "hybrid"},
+    "hybrid score, vector x2": {**EQUAL, "hybrid.weight.vector": "2"},
+    "hybrid rrf k=60, vector x2": {**EQUAL, "hybrid.fusion": "rrf", "hybrid.weight.vector": "2"},
 }
 
 

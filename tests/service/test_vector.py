@@ -211,7 +211,8 @@ def test_hybrid_fuses_its_candidates_before_cutting_to_top_k(
     query = "zebra herd grazing"
     settings = settings_from_mapping(
         {"retrieval.method": "hybrid", "solr.topK": "1", "hybrid.candidates": "10",
-         "retrieval.similarity.min": "0", "solr.bm25.qf": "title content"},
+         "retrieval.similarity.min": "0", "solr.bm25.qf": "title content",
+         "hybrid.weight.vector": "1"},  # expected_fusion's equal weights
         source="test",
         env={},
     )  # fmt: skip
