@@ -5,6 +5,7 @@ filled the way a crawler fills them (plain Solr updates, never our ingestion).""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from service.ingest.indexer import IngestProgress
 from service.ingest.sync import PAGE, PassageSync, SyncSummary
 from service.llm.embeddings import embeddings_client
 from service.retrieval import SolrClient
-from testing.llm_server import LLMScript
+from testing.llm_server import LLMScript, Step
 from testing.solr import create_collection, delete_collection, upload_configset
 from tests.conftest import ADMIN_TOKEN, ClientFactory, test_settings, write_properties
 
@@ -289,6 +290,21 @@ def test_manifoldcf_security_holds_for_ids_summaries_and_the_openai_endpoint(
     assert_no_leak(response.text, llm, PUBLIC | {SALES})
     listed = client.get("/documents", params={"group": "AD:sales", "limit": 100}, headers=AUTH)
     assert {d["id"] for d in listed.json()["content"]["documents"]} == PUBLIC | {SALES}
+
+
+@pytest.mark.usefixtures("foreign")
+def test_manifoldcf_security_holds_for_every_query_of_multi_query_retrieval(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    """The LLM writes more queries, one aimed at the hidden document: each one is searched
+    within the caller's tokens."""
+    client = secure(make_client, **{"rag.queries.count": 3})
+    llm.then(Step(content=json.dumps({"queries": ["canteen wasabi menu", "quokka bonus"]})))
+    response = client.post("/ai/rag", json={"query": "handbook"}, headers={"X-User-Groups": ""})
+    assert response.status_code == 200, response.text
+    assert sources(response.json()["content"]) == PUBLIC
+    assert_no_leak(response.text, llm, PUBLIC)
+    assert len(llm.requests) == 2  # the queries, then the answer
 
 
 def test_manifoldcf_security_needs_the_token_fields(
