@@ -114,7 +114,7 @@ class PassageIndex:
     mode: EmbeddingMode | None = None
 
     def embedding_hash(self, passage: Passage) -> str:
-        return _hash(self.model, self.vector_field, passage.embedding_text)
+        return sha256_of(self.model, self.vector_field, passage.embedding_text)
 
 
 class Indexer:
@@ -316,7 +316,7 @@ class Indexer:
         index = self._passages
         settings = (index.splitter.settings, index.model, index.vector_field) if index else ()
         hashed = {key: value for key, value in fields.items() if key != "last_modified"}
-        fields[INDEX_HASH] = _hash(json.dumps([hashed, settings], sort_keys=True, default=str))
+        fields[INDEX_HASH] = sha256_of(json.dumps([hashed, settings], sort_keys=True, default=str))
         return fields
 
     async def _stored(
@@ -425,7 +425,9 @@ def indexer_for(
     )
 
 
-def _hash(*parts: str) -> str:
+def sha256_of(*parts: str) -> str:
+    """The hex sha256 of the parts, one a line: what a document or passage was made of
+    (ingestion's and sync's hashes must agree for a stored vector to be reused)."""
     return hashlib.sha256("\n".join(parts).encode("utf-8")).hexdigest()
 
 

@@ -18,7 +18,6 @@ the documents that are new or changed since, and removes those whose document is
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -31,7 +30,7 @@ from typing import Any
 from service.config import Settings
 from service.config.field_map import SchemaFields
 from service.errors import SolrLayoutError
-from service.ingest.indexer import EMBEDDING_HASH, ID_SEPARATOR, IngestProgress
+from service.ingest.indexer import EMBEDDING_HASH, ID_SEPARATOR, IngestProgress, sha256_of
 from service.llm.embeddings import EmbeddingsClient
 from service.retrieval.layout import EMBEDDING_FIELD, EMBEDDING_MODEL
 from service.retrieval.scope import INDEX_FIELD, MAIN_CORPUS, security_fields
@@ -122,7 +121,7 @@ class PassageSync:
             *(self._documents, self._passages, str(self._in.roles), str(self._out.roles)),
             *(self._model, str(cutting.passage_size), str(cutting.passage_overlap)),
         ]
-        self._made_of = _hash(*made_of)  # what every passage depends on, besides its document
+        self._made_of = sha256_of(*made_of)  # what every passage depends on, besides its document
         self.checkpoint = Checkpoint(checkpoint, self._made_of)
 
     async def run(self, progress: Callable[[IngestProgress], None] | None = None) -> SyncSummary:
@@ -193,7 +192,7 @@ class PassageSync:
             text, title = read(doc, "content"), read(doc, "title")
             meta = {name: doc[name] for name in copied if name in doc}
             url, language = read(doc, "url"), read(doc, "language")
-            version = _hash(
+            version = sha256_of(
                 self._made_of, title, text, url, language, json.dumps(meta, sort_keys=True)
             )
             versions[read(doc, "id")] = (version, title, text, url, language, meta)
@@ -218,7 +217,7 @@ class PassageSync:
                     self._out.fields("text")[0]: piece,
                     **({"chunk_index": index} if self._chunk_index else {}),
                     SYNC_HASH: version,
-                    EMBEDDING_HASH: _hash(self._model, self._vector, embedded_text),
+                    EMBEDDING_HASH: sha256_of(self._model, self._vector, embedded_text),
                     EMBEDDING_FIELD: self._vector,
                     EMBEDDING_MODEL: self._model,
                     **meta,
@@ -319,7 +318,3 @@ def _terms(field: str, values: Sequence[str]) -> str:
     """A query for the documents whose `field` is one of `values` (none holds the separator;
     quoted: Java counts it as white space)."""
     return f"{{!terms f={field} separator='{ID_SEPARATOR}'}}" + ID_SEPARATOR.join(values)
-
-
-def _hash(*parts: str) -> str:
-    return hashlib.sha256("\n".join(parts).encode("utf-8")).hexdigest()

@@ -129,11 +129,6 @@ class SolrClient:
             retry_on=(*RETRY_ON, UpstreamTimeout),
         )
 
-    async def field_names(self, collection: str) -> set[str]:
-        """The fields the collection's schema declares (not dynamic ones)."""
-        body = await self._request("GET", f"/{collection}/schema/fields", params={"wt": "json"})
-        return {str(field.get("name")) for field in body.get("fields", [])}
-
     async def schema_fields(self, collection: str) -> SchemaFields:
         """The collection's declared and dynamic fields (which are searchable), asked of Solr
         at most once every SCHEMA_SECONDS: what a filter or a search may name."""
