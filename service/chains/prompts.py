@@ -30,7 +30,7 @@ class TemplateSpec:
     required: frozenset[str] = frozenset()
 
 
-_COMMON = frozenset({"language", "history"})
+_COMMON = frozenset({"language", "history", "format_instruction"})
 
 
 def _spec(*provided: str, required: tuple[str, ...] = ()) -> TemplateSpec:
@@ -38,7 +38,7 @@ def _spec(*provided: str, required: tuple[str, ...] = ()) -> TemplateSpec:
 
 
 SPECS: dict[str, TemplateSpec] = {
-    "system": _spec("format_instruction"),
+    "system": _spec(),
     "source": _spec("number", "title", "url", required=("content",)),
     "stuff": _spec(required=("sources", "question")),
     "map": _spec(required=("sources", "question", "no_answer")),
@@ -208,10 +208,9 @@ class PromptBuilder:
         self._common = {
             "language": question.language,
             "history": [message.as_dict() for message in question.history],
+            "format_instruction": question.format_instruction,
         }
-        self._system = prompts.render(
-            system_template, format_instruction=question.format_instruction, **self._common
-        )
+        self._system = prompts.render(system_template, **self._common)
 
     def block(self, item: NumberedChunk) -> str:
         document = item.chunk.document

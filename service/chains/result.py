@@ -99,19 +99,54 @@ _NOTHING_FOUND = re.compile(
 )
 _SHORT = 200
 
+# What a small model copies from the prompt around its answer: a label before it ("Refined
+# answer:", "Answer so far:"), and lines of the templates themselves (fences, "Question: ...",
+# the headings of refine's and reduce's earlier answers). Only the answer is kept.
+_LABEL = re.compile(
+    r"^[ \t*#>]*(?:(?:refined|final|combined|updated|improved|new)\s+)?answer(?:\s+so\s+far)?"
+    r"[ \t*]*:[ \t*]*",
+    re.I | re.M,
+)
+_TEMPLATE_LINE = re.compile(
+    r"^[ \t]*(?:#{6,}[ \t]*$|question:|documents(?: \(.*\))?:|more documents found|"
+    r"an answer written earlier|the answer so far|answers to the same question|"
+    r"partial answers to the question|"
+    # the shipped instructions, when a model repeats them before its answer
+    r"answer the question from the documents|a name, a number or a short phrase|"
+    r"then give the number of the document|write only the answer itself)[^\n]*\n?",
+    re.I | re.M,
+)
+
+
+def without_scaffolding(text: str) -> str:
+    """The answer without what the prompt around it said: after the last answer label, and
+    without the template's own lines."""
+    labels = list(_LABEL.finditer(text))
+    if labels and text[labels[-1].end() :].strip():
+        text = text[labels[-1].end() :]
+    return re.sub(r"\n{3,}", "\n\n", _TEMPLATE_LINE.sub("", text)).strip()
+
 
 def clean_answer(text: str) -> str:
-    """Datafari's clean-up: literal `\\n` back to newlines, then trimmed. Empty is no answer."""
-    answer = text.replace("\\n", "\n").strip()
+    """Datafari's clean-up (literal `\\n` back to newlines, trimmed), and the prompt's
+    scaffolding a model copied taken out (without_scaffolding). Empty is no answer."""
+    answer = without_scaffolding(text.replace("\\n", "\n"))
     if not answer:
         raise NoValidAnswer("the LLM returned an empty answer")
     return answer
 
 
+# an answer made of citation marks alone ("[1]", "[1] [2]."): a source, no answer
+_ONLY_CITATIONS = re.compile(r"^[\s.,;:]*(\[\d{1,3}\][\s.,;:]*)+$")
+
+
 def says_nothing_relevant(text: str) -> bool:
-    """True for an answer (a map's, or the last) that only says its documents did not help."""
+    """True for an answer (a map's, or the last) that only says its documents did not help,
+    or that names a source and says nothing (`[1]`, as small models answer when lost)."""
     stripped = text.strip()
     if not stripped or NO_ANSWER in stripped.upper().replace(" ", "_"):
+        return True
+    if _ONLY_CITATIONS.match(stripped):
         return True
     return len(stripped) <= _SHORT and bool(_NOTHING_FOUND.search(stripped))
 

