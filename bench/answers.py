@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import contextlib
 import json
+import logging
 import random
 import tempfile
 import time
@@ -86,6 +88,18 @@ def answerer(args: argparse.Namespace, folder: Path, embeddings_url: str) -> Ite
             yield server.url, args.model
 
 
+class _Warnings(logging.Handler):
+    """Counts the service's warnings by logger: a fallback (an LLM's JSON that could not be
+    used by multi-query, grading or the grounding judge) is one."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.counts: collections.Counter[str] = collections.Counter()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.counts[record.name] += 1
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--solr-url", help="a Solr with our configsets (default: start one)")
@@ -106,6 +120,8 @@ def main(argv: list[str] | None = None) -> None:
         help="the ceiling row: each question asked of its gold paragraph alone (/ai/rag's id)",
     )
     args = parser.parse_args(argv)
+    warnings = _Warnings()
+    logging.getLogger("service").addHandler(warnings)
     questions = sample(args.answerable, args.unanswerable)
     rows = []
     with (
@@ -147,7 +163,8 @@ def main(argv: list[str] | None = None) -> None:
                         flush=True,
                     )
     settings = args.set + (["ceiling: the gold paragraph alone"] if args.ceiling else [])
-    result = {"model": model, "settings": settings, **summary(rows)}
+    result = {"model": model, "settings": settings, **summary(rows),
+              "warnings": dict(warnings.counts)}  # fmt: skip
     print(json.dumps(result, indent=1))
     save_results(f"answers-{model}", {"summary": result, "rows": rows})
 
