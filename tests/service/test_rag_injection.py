@@ -37,6 +37,6 @@ def test_ten_kilobytes_of_query_are_cut_not_refused(client: TestClient, llm: LLM
     response = client.post("/ai/rag", json={"query": query})
     assert response.status_code == 200, response.text
     assert response.json()["content"]["documents"][0]["id"] == "lighthouse"
-    question = llm.requests[0].prompt.rsplit("Question:", 1)[1].strip()
+    question = llm.requests[0].prompt.rsplit("Question:", 1)[1].split("\n\n", 1)[0].strip()
     assert len(question) <= 500
     assert "\x00" not in question
