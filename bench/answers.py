@@ -109,7 +109,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--llm-url", help="any OpenAI-compatible /v1 instead")
     parser.add_argument("--llm-model", default="", help="its model name")
-    parser.add_argument("--context", type=int, default=8192, help="llama.cpp's context tokens")
+    parser.add_argument(
+        "--context", type=int, default=packaged.CONTEXT_TOKENS, help="llama.cpp's context tokens"
+    )
     parser.add_argument("--answerable", type=int, default=20)
     parser.add_argument("--unanswerable", type=int, default=10)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
