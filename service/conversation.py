@@ -26,7 +26,7 @@ The LLM as it is needs `openai.passthrough.enabled` (the router's 400 otherwise)
   (`openai.no.context=answer`, KAITO's rule), or 428 NoFileFound (`error`).
 
     >>> plan = plan_of(body, settings, scope)   # raises InvalidChatRequest (a 400)
-    >>> reply = await runtime.rag_pipeline(plan.query.overrides).run(plan.query)
+    >>> reply = await rag_pipeline(snapshot.overridden(plan.query.overrides)).run(plan.query)
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from service.config import Settings
+from service.config.settings import RETRIEVAL_METHODS
 from service.errors import (
     ContextLengthExceeded,
     InvalidChatRequest,
@@ -45,17 +46,16 @@ from service.errors import (
 from service.ingest.indexes import INDEX_NAME, RESERVED_NAMES
 from service.llm import ChatMessage
 from service.llm.answer_format import AnswerFormat
-from service.pipeline import Overrides, RagQuery
+from service.rag.request import Overrides, RagQuery
 from service.retrieval import Scope
 from service.text.tokens import MESSAGE_TOKENS, TokenCounter, token_counter
 
 log = logging.getLogger(__name__)
 
 CHAT_ROLES = frozenset({"system", "developer", "user", "assistant"})
-METHODS = frozenset({"bm25", "vector", "hybrid"})
 # the models GET /v1/models lists for clients that only pick a model: each names a retrieval
 # ("": the configured one)
-RAG_MODELS = {"rag": "", "rag-bm25": "bm25", "rag-vector": "vector", "rag-hybrid": "hybrid"}
+RAG_MODELS = {"rag": "", **{f"rag-{method}": method for method in RETRIEVAL_METHODS}}
 MAX_MODEL_NAME = 256
 NO_USER_PROMPT = "There must be a user prompt since the latest assistant message."
 TOO_LONG = "Prompt length exceeds context window."
@@ -93,12 +93,12 @@ def plan_of(body: dict[str, Any], settings: Settings, scope: Scope) -> ChatPlan:
     answered, RelayDisabled when it is for the LLM and relaying is off."""
     method = retrieval_of(body, settings)
     if method is None:
-        if not settings.server.openai_passthrough:
+        if not settings.openai.passthrough:
             raise RelayDisabled(PASSTHROUGH_OFF)
         return ChatPlan(query=None)
     query = chat_query(body, settings, scope, method)
     rag_model = rag_model_of(body)
-    inline = settings.server.openai_sources_inline
+    inline = settings.openai.sources_inline
     return ChatPlan(
         query=query,
         model=rag_model,
@@ -127,9 +127,9 @@ def retrieval_of(body: dict[str, Any], settings: Settings) -> str | None:
         return _method_of(index, settings) if index != "" else None
     if rag_model is not None:
         return RAG_MODELS[rag_model] or settings.retrieval.in_force
-    if settings.server.openai_passthrough and body.get("model"):
+    if settings.openai.passthrough and body.get("model"):
         return None
-    default = settings.server.openai_default_index
+    default = settings.openai.default_index
     return _method_of(default, settings) if default else None
 
 
@@ -169,7 +169,7 @@ def chat_query(body: dict[str, Any], settings: Settings, scope: Scope, method: s
     if free < 1:
         raise ContextLengthExceeded(TOO_LONG)
     ratio = _number_in(body, "context_token_ratio", MIN_CONTEXT_RATIO, 0.8)
-    share = int(free * (settings.server.openai_context_ratio if ratio is None else ratio))
+    share = int(free * (settings.openai.context_ratio if ratio is None else ratio))
     # no max_tokens asked: what the sources leave (KAITO: no limit beyond the window), not
     # llm.maxTokens; one asked for: lowered so that the sources keep a fifth at least
     allowed = free - int(free * MIN_CONTEXT_RATIO)
@@ -182,7 +182,7 @@ def chat_query(body: dict[str, Any], settings: Settings, scope: Scope, method: s
         max_tokens = allowed
     sources = min(share, free - max_tokens)
     request_tokens = prompt_tokens + INSTRUCTION_TOKENS + sources
-    dynamic = settings.server.openai_dynamic_top_k
+    dynamic = settings.openai.dynamic_top_k
     overrides = Overrides(
         retrieval_method=method,
         max_request_tokens=min(settings.prompt.max_request_tokens or window, request_tokens),
@@ -201,7 +201,7 @@ def chat_query(body: dict[str, Any], settings: Settings, scope: Scope, method: s
         scope=scope if index is None else scope.in_index(index),
         overrides=overrides,
         form=form,
-        answer_without_sources=settings.server.openai_no_context == "answer",
+        answer_without_sources=settings.openai.no_context == "answer",
     )
 
 
@@ -249,7 +249,7 @@ def _method_of(index: str, settings: Settings) -> str:
         return configured if configured != "bm25" else "hybrid"
     if key == "rag":
         return configured
-    if key in METHODS:
+    if key in RETRIEVAL_METHODS:
         return key
     if kaito_index_of(index):
         return configured

@@ -69,9 +69,6 @@ class ServiceError(SolrRagError):
     kind = "TechnicalError"
     status = 500
     message = TECHNICAL_MESSAGE
-    openai_code: str | None = None  # the `code` OpenAI clients see; None: the kind
-    # OpenAI clients see the reason alone (KAITO's exact sentences), not message + reason
-    openai_reason_only = False
 
     def __init__(self, reason: str, *, retry_after: int | None = None) -> None:
         super().__init__(reason)
@@ -128,7 +125,6 @@ class NotFound(ServiceError):
     kind = "BadRequest"
     status = 404
     message = "Sorry, there is nothing at this address."
-    openai_code = "not_found"
 
 
 class IndexNotFound(ServiceError):
@@ -137,7 +133,6 @@ class IndexNotFound(ServiceError):
     kind = "IndexNotFound"
     status = 404
     message = "Sorry, there is no index by that name."
-    openai_code = "index_not_found"
 
     def __init__(self, index: str) -> None:
         super().__init__(f"no index named {index[:64]!r} (GET /indexes lists them)")
@@ -149,39 +144,28 @@ class MethodNotAllowed(ServiceError):
     kind = "BadRequest"
     status = 405
     message = "Sorry, this address does not answer that HTTP method."
-    openai_code = "method_not_allowed"
 
 
 class InvalidChatRequest(BadRequest):
     """An OpenAI chat request that breaks KAITO's rules (seed 001), in its words."""
-
-    openai_reason_only = True
 
 
 class UnsupportedParameter(InvalidChatRequest):
     """An OpenAI option RAG answers cannot honour (`n` > 1, `logprobs`): refused, never
     silently ignored."""
 
-    openai_code = "unsupported_parameter"
-
 
 class ContextLengthExceeded(InvalidChatRequest):
     """The chat's messages alone are longer than the model's context window."""
-
-    openai_code = "context_length_exceeded"
 
 
 class RelayDisabled(InvalidChatRequest):
     """A chat request without retrieval, while relaying to the LLM is off."""
 
-    openai_code = "passthrough_disabled"
-
 
 class PromptTooLong(BadRequest):
     """What the caller sent (instructions, history, question) leaves too little room for
     sources in one LLM request; OpenAI clients see `context_length_exceeded`."""
-
-    openai_code = "context_length_exceeded"
 
 
 class TooManyCalls(BadRequest):
@@ -209,7 +193,6 @@ class ModelNotServed(ServiceError):
 
     kind = "BadRequest"
     status = 404
-    openai_code = "model_not_found"
     message = "Sorry, the model named in the request is not available."
 
 
@@ -273,7 +256,6 @@ class CallerOverLimit(ServiceError):
     kind = "TooManyRequests"
     status = 429
     message = "Sorry, you have too many questions in progress. Please try again shortly."
-    openai_code = "rate_limit_exceeded"
 
 
 class TechnicalError(ServiceError):

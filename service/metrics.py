@@ -40,8 +40,8 @@ REQUEST_SECONDS = Histogram(
 )
 STAGE_SECONDS = Histogram(
     "solr_rag_stage_seconds",
-    "Time per pipeline stage of an answer: rewrite, retrieve, chain, llm (wall time with an "
-    "LLM call in flight), total.",
+    "Time per pipeline stage of an answer (each stage's name: cache, rewrite, expand, retrieve, "
+    "chunk, rerank, grade, chain, grounding), llm (wall time with an LLM call in flight), total.",
     ["stage"],
     buckets=_SECONDS,
     registry=REGISTRY,

@@ -1,72 +1,30 @@
-"""What the web layer keeps between requests: config, pooled HTTP client, prompt templates."""
+"""What the service keeps between requests: the config, the prompt templates, one connection
+pool per upstream, the circuit breakers, what is known of Solr's nodes, the extraction worker.
+
+Each request takes its own view of these (`service.snapshot.Snapshot`): its settings and the
+clients bound to them.
+"""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
 import httpx
 
-from service.cache import AnswerCache
 from service.chains import PromptLibrary, PromptStore
 from service.config import ConfigStore, Settings
 from service.config.settings import key_field
-from service.errors import ConfigError, PromptTemplateError, ServiceError, SolrLayoutError
-from service.ingest.indexer import Indexer, indexer_for
-from service.ingest.indexes import KaitoIndexes
+from service.errors import ConfigError, PromptTemplateError, SolrLayoutError
 from service.ingest.sandbox import Extractor
 from service.llm import ChatClient, CircuitBreaker, EmbeddingsClient, LLMOptions
 from service.llm.budget import CallBudget
 from service.llm.embeddings import embeddings_client
-from service.pipeline import NO_OVERRIDES, Overrides, RagPipeline, SummarizePipeline
-from service.retrieval import Retriever, Scope, SolrClient, VectorRetriever
+from service.retrieval import SolrClient
 from service.retrieval.embedding_mode import EmbeddingMode
-from service.retrieval.factory import build_retriever, vector_retriever
-from service.retrieval.in_memory import InMemorySearch, PassageVectors
+from service.retrieval.in_memory import PassageVectors
 from service.retrieval.layout import verify_layout
 from service.retrieval.nodes import SolrNodes
 
-P = TypeVar("P", RagPipeline, SummarizePipeline)
-
-PROBE_TIMEOUT_SECONDS = 5.0
-
-
-@dataclass(frozen=True)
-class Probe:
-    """Each upstream's state (`{"status": "up"}`, or `down` with the reason) and the models
-    the LLM lists."""
-
-    checks: dict[str, dict[str, str]]
-    llm_models: list[str]
-
-
-def addresses(settings: Settings) -> dict[str, str]:
-    """Where each upstream a probe names is: told to the admin only."""
-    found = {
-        "llm": settings.llm.endpoint,
-        "embeddings": settings.embeddings.endpoint,
-        f"solr:{settings.solr.documents_collection}": settings.solr.url,
-        f"solr:{settings.solr.passages_collection}": settings.solr.url,
-    }
-    if settings.cache.enabled:
-        found[f"solr:{settings.solr.cache_collection}"] = settings.solr.url
-    return found
-
-
-async def _probed(call: Awaitable[object]) -> dict[str, str]:
-    try:
-        await asyncio.wait_for(call, PROBE_TIMEOUT_SECONDS)
-    except ServiceError as error:
-        return {"status": "down", "reason": error.reason}
-    except TimeoutError:
-        return {"status": "down", "reason": f"no answer within {PROBE_TIMEOUT_SECONDS:g}s"}
-    return {"status": "up"}
-
-
-MAX_FILES = 100  # chunking.maxFiles' upper bound
 DEFAULT_PROMPTS = key_field("prompt.templates.dir").default
 # the project's templates: beside the source (a checkout), or in the working folder (Docker)
 SHIPPED_PROMPTS = (Path(__file__).resolve().parent.parent / "prompts", Path.cwd() / "prompts")
@@ -95,10 +53,18 @@ SOLR_LAYOUT_KEYS = frozenset(
 
 
 class Runtime:
-    """Builds each request's pipeline from the settings in force at that moment."""
+    """The long-lived resources every request shares.
 
-    def __init__(self, config_path: Path) -> None:
+    `transport`: an httpx transport for every upstream (tests: an ASGI app in the process, no
+    sockets); the default is the network.
+    """
+
+    def __init__(
+        self, config_path: Path, transport: httpx.AsyncBaseTransport | None = None
+    ) -> None:
         self.config = ConfigStore(config_path)
+        self._transport = transport
+        self._started = False
         self.prompts = PromptStore(self._prompts_folder(self.config.current()))
         # one connection pool per upstream: httpcore checks every pooled connection on each
         # request, so one shared pool makes Solr calls pay for the LLM's connections too
@@ -119,13 +85,7 @@ class Runtime:
     async def start(self) -> None:
         """Opens the connection pools; checks Solr's layout (solr.startup.check), raising
         SolrLayoutError when it is unusable."""
-        self._pools = {
-            name: httpx.AsyncClient(
-                limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
-                follow_redirects=False,
-            )
-            for name in ("solr", "llm", "embeddings")
-        }
+        self._started = True
         settings = self.settings()
         if settings.solr.startup_check:
             try:
@@ -143,6 +103,7 @@ class Runtime:
 
     async def stop(self) -> None:
         self.extractor.close()
+        self._started = False
         pools, self._pools = self._pools, {}
         for pool in pools.values():
             await pool.aclose()
@@ -152,7 +113,7 @@ class Runtime:
 
     def solr(self, settings: Settings) -> SolrClient:
         return SolrClient(
-            self._client("solr"),
+            self.pool("solr"),
             self.solr_nodes(settings),
             connect_timeout=settings.solr.timeout_connect,
             read_timeout=settings.solr.timeout_read,
@@ -189,7 +150,7 @@ class Runtime:
     ) -> ChatClient:
         """The configured LLM; a request may name its own model, max_tokens, temperature."""
         return ChatClient(
-            self._client("llm"),
+            self.pool("llm"),
             LLMOptions(
                 endpoint=settings.llm.endpoint,
                 model=settings.llm.model if model is None else model,
@@ -207,12 +168,12 @@ class Runtime:
 
     def embeddings(self, settings: Settings, *, model: str | None = None) -> EmbeddingsClient:
         breaker = self.breaker(settings, "embeddings", settings.embeddings.endpoint)
-        return embeddings_client(self._client("embeddings"), settings, model=model, breaker=breaker)
+        return embeddings_client(self.pool("embeddings"), settings, model=model, breaker=breaker)
 
     def _plain_embeddings(self, settings: Settings) -> EmbeddingsClient:
         """The embeddings API without its breaker or retries: a check's failure is not the
         traffic's, and a check does not insist."""
-        return embeddings_client(self._client("embeddings"), settings, retries=0)
+        return embeddings_client(self.pool("embeddings"), settings, retries=0)
 
     def breaker(self, settings: Settings, upstream: str, endpoint: str) -> CircuitBreaker:
         """The circuit breaker of one API (the LLM and the embeddings API have one each, even
@@ -247,128 +208,8 @@ class Runtime:
             except SolrLayoutError as error:
                 raise ConfigError(str(error)) from None
 
-    async def probe(self, settings: Settings, *, embeddings: bool = True) -> Probe:
-        """Can each upstream the settings name be reached now? The LLM and the embeddings API
-        list their models, each Solr collection answers a ping; each within
-        PROBE_TIMEOUT_SECONDS. Reasons name upstreams, never their addresses."""
-        solr = self.solr(settings)
-        llm = self.llm(settings)
-        models: list[str] = []
-
-        async def llm_models() -> None:
-            models.extend(await llm.list_models())
-
-        layout = settings.solr
-        checks = {
-            "llm": llm_models(),
-            f"solr:{layout.documents_collection}": solr.ping(layout.documents_collection),
-            f"solr:{layout.passages_collection}": solr.ping(layout.passages_collection),
-        }
-        if settings.cache.enabled:
-            checks[f"solr:{layout.cache_collection}"] = solr.ping(layout.cache_collection)
-        if embeddings:
-            checks["embeddings"] = self.embeddings(settings).list_models()
-        results = await asyncio.gather(*(_probed(check) for check in checks.values()))
-        return Probe(dict(zip(checks, results, strict=True)), models)
-
-    def vector_retriever(
-        self, settings: Settings, *, model: str | None, top_k: int | None, scope: Scope
-    ) -> VectorRetriever:
-        """kNN over the passages, with the embedding model a caller may name (then the
-        service embeds the question: Solr's plugin knows one model)."""
-        embeddings = self.embeddings(settings, model=model)
-        own_model = model is None or model == settings.embeddings.model
-        return vector_retriever(
-            settings.solr,
-            self.solr(settings),
-            embeddings,
-            top_k=top_k or settings.retrieval.top_k,
-            scope=scope,
-            mode=self.embedding_mode(settings) if own_model else None,
-        )
-
-    def indexer(self, settings: Settings) -> Indexer:
-        return indexer_for(
-            settings,
-            self.solr(settings),
-            self.embeddings(settings),
-            mode=self.embedding_mode(settings),
-        )
-
-    def kaito_indexes(self, settings: Settings) -> KaitoIndexes:
-        return KaitoIndexes(
-            self.solr(settings), self.indexer(settings), settings.solr.documents_collection
-        )
-
-    def index_retriever(self, settings: Settings, scope: Scope, count: int) -> Retriever:
-        """The configured retrieval, finding up to `count` documents or passages in `scope`."""
-        sized = settings.overridden(
-            {"solr.topK": count, "chunking.maxFiles": min(count, MAX_FILES)}
-        )
-        return build_retriever(
-            sized.retrieval,
-            sized.solr,
-            self.solr(sized),
-            self.embeddings(sized),
-            scope=scope,
-            mode=self.embedding_mode(sized),
-        )
-
     def prompt_library(self, settings: Settings) -> PromptLibrary:
         return self.prompts.current(self._prompts_folder(settings))
-
-    def rag_pipeline(self, overrides: Overrides = NO_OVERRIDES) -> RagPipeline:
-        """The pipeline of one request, on the settings in force with its overrides."""
-        settings = overrides.apply(self.settings())
-        llm = self.llm(
-            settings,
-            model=overrides.model,
-            max_tokens=overrides.max_tokens,
-            temperature=overrides.temperature,
-        )
-        return self._pipeline(RagPipeline, settings, llm, self.answer_cache(settings))
-
-    def answer_cache(self, settings: Settings) -> AnswerCache | None:
-        """The semantic answer cache (cache.enabled), or None."""
-        if not settings.cache.enabled:
-            return None
-        return AnswerCache(
-            self.solr(settings), self.embeddings(settings), settings.solr, settings.cache
-        )
-
-    def summarize_pipeline(self) -> SummarizePipeline:
-        return self._pipeline(SummarizePipeline)
-
-    def _pipeline(
-        self,
-        kind: type[P],
-        settings: Settings | None = None,
-        llm: ChatClient | None = None,
-        answer_cache: AnswerCache | None = None,
-    ) -> P:
-        settings = settings or self.settings()
-        return kind(
-            settings,
-            self.solr(settings),
-            llm or self.llm(settings),
-            self.embeddings(settings),
-            self.prompt_library(settings),
-            answer_cache,
-            self.embedding_mode(settings),
-            self.in_memory(settings),
-        )
-
-    def in_memory(self, settings: Settings) -> InMemorySearch | None:
-        """InMemory vector search (rag.enable.vector.search), its vectors shared by every
-        request; None when off."""
-        if not settings.retrieval.in_memory:
-            return None
-        return InMemorySearch(
-            self.passage_vectors,
-            size=settings.embeddings.passage_size,
-            overlap=settings.embeddings.passage_overlap,
-            max_chunks=settings.retrieval.in_memory_chunks,
-        )
 
     def _prompts_folder(self, settings: Settings) -> Path:
         """Relative folders are read from where rag.properties lives; the default one, when
@@ -381,7 +222,15 @@ class Runtime:
             return beside
         return next((path for path in SHIPPED_PROMPTS if path.is_dir()), beside)
 
-    def _client(self, upstream: str) -> httpx.AsyncClient:
-        if upstream not in self._pools:
+    def pool(self, upstream: str) -> httpx.AsyncClient:
+        """The connection pool of one upstream (solr, llm, embeddings, rerank...), opened on
+        first use."""
+        if not self._started:
             raise RuntimeError("Runtime.start() must run before requests are served")
+        if upstream not in self._pools:
+            self._pools[upstream] = httpx.AsyncClient(
+                limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
+                follow_redirects=False,
+                transport=self._transport,
+            )
         return self._pools[upstream]

@@ -10,7 +10,7 @@ import asyncio
 import logging
 import os
 import signal
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import httpx
@@ -18,7 +18,6 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.api.app import create_app
-from service.config import Settings, settings_from_mapping
 from service.ingest import SourceDocument
 from service.ingest.indexer import indexer_for
 from service.llm import EmbeddingsClient, LLMOptions
@@ -27,9 +26,15 @@ from service.retrieval import SolrClient
 from testing.corpus import load_corpus
 from testing.llm_server import LLMScript, create_llm_app
 from testing.servers import serve_in_thread
+from testing.service import (
+    ADMIN_TOKEN,
+    ROOT,
+    ClientFactory,
+    ServiceFactory,
+    test_settings,
+    write_properties,
+)
 from testing.solr import SolrStartError, local_solr
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -73,18 +78,6 @@ def model_server_url() -> Iterator[str]:
         yield base
 
 
-def test_settings(solr_url: str, model_server_url: str, **overrides: object) -> Settings:
-    values = {
-        "solr.url": solr_url,
-        "ai.embeddings.endpoint": f"{model_server_url}/v1/",
-        **{key: str(value) for key, value in overrides.items()},
-    }
-    return settings_from_mapping(values, source="tests", env={})
-
-
-test_settings.__test__ = False  # a helper: pytest collects it where a module imports it
-
-
 @pytest.fixture(scope="session")
 def corpus(solr_url: str, model_server_url: str) -> list[SourceDocument]:
     """The test documents in FileShare, and their embedded passages in VectorMain, through the
@@ -125,22 +118,6 @@ def llm(llm_script: LLMScript, llm_base_url: str) -> Iterator[LLMScript]:
     llm_script.reset()
 
 
-def write_properties(path: Path, values: Mapping[str, object]) -> Path:
-    lines = ["# written by the test suite"]
-    lines += [f"{key}={_property_text(value)}" for key, value in values.items()]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
-
-
-def _property_text(value: object) -> str:
-    if isinstance(value, bool):
-        return str(value).lower()
-    return str(value)
-
-
-ADMIN_TOKEN = "test-admin-token"
-
-
 @pytest.fixture
 def base_properties(solr_url: str, llm_base_url: str, model_server_url: str) -> dict[str, object]:
     return {
@@ -154,9 +131,6 @@ def base_properties(solr_url: str, llm_base_url: str, model_server_url: str) -> 
         "prompt.templates.dir": ROOT / "prompts",
         "prompt.chunking.strategy": "stuff",
     }
-
-
-ClientFactory = Callable[..., TestClient]
 
 
 @pytest.fixture
@@ -183,9 +157,6 @@ def make_client(
 @pytest.fixture
 def client(make_client: ClientFactory) -> TestClient:
     return make_client()
-
-
-ServiceFactory = Callable[..., str]
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ import pytest
 from pydantic import BaseModel
 
 from testing.llm_server import LLMScript, Step
-from tests.conftest import ServiceFactory
+from testing.service import ServiceFactory
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no download at import
 

@@ -29,8 +29,8 @@ from service.ingest.samples import export_samples
 from service.llm.embeddings import embeddings_client
 from service.retrieval import SolrClient
 from testing.servers import serve_in_thread
+from testing.service import ROOT, test_settings
 from testing.solr import create_collection, delete_collection
-from tests.conftest import ROOT, test_settings
 
 README = ROOT / "README.md"
 SHIPPED = "http://127.0.0.1:8000"

@@ -18,6 +18,7 @@ from fastapi import APIRouter, Body, Depends, Header, Request, Response
 from pydantic import BaseModel, Field
 
 from service.api.auth import require_admin
+from service.api.dependencies import CurrentSnapshot
 from service.api.errors import documented_errors
 from service.api.payload import json_route
 from service.config import Settings
@@ -29,7 +30,8 @@ from service.errors import (
     FeatureDisabled,
     InvalidConfigChange,
 )
-from service.runtime import Runtime, addresses
+from service.probes import addresses, probe_upstreams
+from service.runtime import Runtime
 
 router = APIRouter(tags=["admin"], dependencies=[Depends(require_admin)], route_class=json_route())
 
@@ -184,7 +186,7 @@ async def test_connection(request: Request) -> dict[str, dict[str, str]]:
     told where each one is (anonymous reasons never hold addresses)."""
     runtime: Runtime = request.app.state.runtime
     settings = runtime.settings()
-    probe = await runtime.probe(settings)
+    probe = await probe_upstreams(runtime, settings)
     report = probe.checks
     for name, address in addresses(settings).items():
         report[name]["at"] = address
@@ -205,10 +207,9 @@ class CacheCleared(BaseModel):
 
 
 @router.delete("/admin/cache", response_model=CacheCleared, responses=documented_errors(403))
-async def clear_cache(request: Request) -> CacheCleared:
+async def clear_cache(snapshot: CurrentSnapshot) -> CacheCleared:
     """Empties the answer cache: every later question is answered anew (then cached again)."""
-    runtime: Runtime = request.app.state.runtime
-    cache = runtime.answer_cache(runtime.settings())
+    cache = snapshot.answer_cache
     if cache is None:
         raise FeatureDisabled("the answer cache is off: cache.enabled=false in rag.properties")
     return CacheCleared(deleted=await cache.clear())

@@ -11,6 +11,7 @@ from fastapi import Path as PathParam
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from service.api.auth import require_admin
+from service.api.dependencies import CurrentSnapshot, runtime_of
 from service.api.errors import documented_errors
 from service.api.fields import DocumentId, LanguageCode
 from service.api.payload import json_route
@@ -26,7 +27,6 @@ from service.ingest import IngestSummary, SourceDocument, extract_bytes
 from service.ingest.indexer import with_source
 from service.ingest.indexes import ID_PREFIX
 from service.retrieval.scope import visible_to
-from service.runtime import Runtime
 
 # ingestion bodies are bounded by request.max.bytes only
 router = APIRouter(
@@ -120,12 +120,11 @@ class IngestResponse(BaseModel):
 
 
 @router.post("/documents", response_model=IngestResponse, responses=documented_errors(401, 403))
-async def ingest(body: IngestRequest, request: Request) -> IngestResponse:
+async def ingest(body: IngestRequest, snapshot: CurrentSnapshot) -> IngestResponse:
     """Index documents into FileShare and their embedded passages into VectorMain; a document
     whose id exists is replaced, passages included."""
-    runtime: Runtime = request.app.state.runtime
     documents = [with_source(d.to_source(), "api") for d in body.documents]
-    summary = await runtime.indexer(runtime.settings()).run(documents)
+    summary = await snapshot.indexer.run(documents)
     return IngestResponse(content=IngestResult.of(summary))
 
 
@@ -162,6 +161,7 @@ class DocumentPageResponse(BaseModel):
 @router.get("/documents", response_model=DocumentPageResponse, responses=documented_errors(401))
 async def list_documents(
     request: Request,
+    snapshot: CurrentSnapshot,
     limit: int = Query(20, ge=1, le=100),
     offset: int = Query(0, ge=0, le=100_000),
     id_prefix: str | None = Query(None, max_length=512, description="Ids that start so."),
@@ -170,8 +170,7 @@ async def list_documents(
 ) -> DocumentPageResponse:
     """What is indexed (FileShare's documents, by id), a page at a time, optionally only ids
     under a prefix (a folder), one language, or what one group may see."""
-    runtime: Runtime = request.app.state.runtime
-    settings = runtime.settings()
+    settings = snapshot.settings
     fields = settings.solr.documents_map
     filters = []
     if id_prefix:
@@ -180,7 +179,7 @@ async def list_documents(
         filters.append(f"{{!term f={fields.field('language')}}}" + language)
     if group is not None:
         filters += visible_to([group], settings.security.model)
-    documents, total = await runtime.indexer(settings).page(
+    documents, total = await snapshot.indexer.page(
         limit=limit, offset=offset, filters=filters, fields=fields
     )
     return DocumentPageResponse(
@@ -226,6 +225,7 @@ MAX_UPLOAD_CHARS = 20_000_000
 )
 async def upload(
     request: Request,
+    snapshot: CurrentSnapshot,
     files: Annotated[list[UploadFile], File(description="PDF, DOCX, HTML, Markdown or text.")],
     language: Annotated[LanguageCode, Form()] = "en",
     allowed_groups: Annotated[str, Form(description="Comma-separated; none: public.")] = "",
@@ -239,7 +239,7 @@ async def upload(
     process, off the event loop."""
     if len(files) > MAX_FILES:
         raise BadRequest(f"at most {MAX_FILES} files per request")
-    runtime: Runtime = request.app.state.runtime
+    runtime = runtime_of(request)
     groups = tuple(g.strip() for g in allowed_groups.split(",") if g.strip())
     documents: list[SourceDocument] = []
     skipped: list[Skipped] = []
@@ -264,7 +264,7 @@ async def upload(
                 f"the files' text reaches {extracted:,} characters at {name}, over the "
                 f"{MAX_UPLOAD_CHARS:,} one upload may bring: send fewer files at once"
             )
-    summary = await runtime.indexer(runtime.settings()).run(documents)
+    summary = await snapshot.indexer.run(documents)
     return UploadResponse(content=UploadResult.of(summary, skipped=skipped))
 
 
@@ -281,12 +281,11 @@ def upload_id(filename: str) -> str:
     responses=documented_errors(401, 403, 404),
 )
 async def delete(
-    document_id: Annotated[str, PathParam(max_length=MAX_ID_CHARS)], request: Request
+    document_id: Annotated[str, PathParam(max_length=MAX_ID_CHARS)], snapshot: CurrentSnapshot
 ) -> IngestResponse:
     """Remove a document and its passages; ids may hold `/` (`folder/x.txt`, or `%2F`).
     404 when there is no such document."""
-    runtime: Runtime = request.app.state.runtime
-    passages = await runtime.indexer(runtime.settings()).delete(document_id)
+    passages = await snapshot.indexer.delete(document_id)
     if passages is None:
         raise DocumentNotFound(f"no document with id {document_id!r} in FileShare")
     return IngestResponse(content=IngestResult(documents=1, passages=passages, seconds=0.0))

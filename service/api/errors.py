@@ -18,11 +18,19 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from service.errors import (
     BadRequest,
+    CallerOverLimit,
+    ContextLengthExceeded,
+    IndexNotFound,
+    InvalidChatRequest,
     MethodNotAllowed,
+    ModelNotServed,
     NotFound,
     PayloadTooLarge,
+    PromptTooLong,
+    RelayDisabled,
     ServiceError,
     TechnicalError,
+    UnsupportedParameter,
 )
 
 log = logging.getLogger(__name__)
@@ -98,10 +106,33 @@ def openai_error_body(status: int, message: str, code: str | None) -> dict[str, 
     return {"error": {"message": message, "type": kind, "code": code}}
 
 
+# the `code` OpenAI clients see, by error class (a subclass takes its nearest listed
+# ancestor's); the others: the error's kind
+_OPENAI_CODES: dict[type[ServiceError], str] = {
+    NotFound: "not_found",
+    IndexNotFound: "index_not_found",
+    MethodNotAllowed: "method_not_allowed",
+    UnsupportedParameter: "unsupported_parameter",
+    ContextLengthExceeded: "context_length_exceeded",
+    PromptTooLong: "context_length_exceeded",
+    RelayDisabled: "passthrough_disabled",
+    ModelNotServed: "model_not_found",
+    CallerOverLimit: "rate_limit_exceeded",
+}
+
+
 def openai_body_of(error: ServiceError) -> dict[str, object]:
-    """A ServiceError in OpenAI's shape: the user sentence and the reason in one message."""
-    message = error.reason if error.openai_reason_only else f"{error.message} ({error.reason})"
-    return openai_error_body(error.status, message, error.openai_code or error.kind)
+    """A ServiceError in OpenAI's shape: the user sentence and the reason in one message; a
+    chat request's own errors, the reason alone (KAITO's exact sentences)."""
+    if isinstance(error, InvalidChatRequest):
+        message = error.reason
+    else:
+        message = f"{error.message} ({error.reason})"
+    code = next(
+        (_OPENAI_CODES[kind] for kind in type(error).__mro__ if kind in _OPENAI_CODES),
+        error.kind,
+    )
+    return openai_error_body(error.status, message, code)
 
 
 def error_body(feature: str, error: ServiceError) -> dict[str, object]:

@@ -13,7 +13,8 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.api.auth import is_admin
-from service.runtime import Runtime, addresses
+from service.probes import addresses, probe_upstreams
+from service.runtime import Runtime
 
 router = APIRouter(tags=["operations"])
 
@@ -58,7 +59,7 @@ async def ready(request: Request) -> JSONResponse:
     """200 when requests can be answered; 503 (with what is down) otherwise."""
     runtime: Runtime = request.app.state.runtime
     settings = runtime.settings()
-    probe = await runtime.probe(settings, embeddings=False)
+    probe = await probe_upstreams(runtime, settings, embeddings=False)
     nodes = runtime.solr_nodes(settings)
     up, known = nodes.counts()
     checks: dict[str, dict[str, object]] = {"config": {"status": "up"}, **probe.checks}

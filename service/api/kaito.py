@@ -11,13 +11,13 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from service.api.auth import require_admin
+from service.api.dependencies import CurrentSnapshot, request_snapshot
 from service.api.errors import documented_errors
 from service.api.fields import MAX_QUERY_PARAM
 from service.api.identity import caller_scope
 from service.api.payload import json_route
 from service.errors import BadRequest
 from service.ingest.indexes import IndexedDocument, KaitoIndexes, doc_id_of, metadata_filters
-from service.runtime import Runtime
 from service.text import sanitize_query
 
 # /index ingests documents: bounded by request.max.bytes only
@@ -208,21 +208,23 @@ async def delete_index(index_name: IndexName, request: Request) -> dict[str, str
 
 
 @router.post("/retrieve", response_model=RetrieveResponse, responses=documented_errors(404))
-async def retrieve(body: RetrieveRequest, request: Request) -> RetrieveResponse:
+async def retrieve(
+    body: RetrieveRequest, request: Request, snapshot: CurrentSnapshot
+) -> RetrieveResponse:
     """The passages of the index that best match the query, by the configured retrieval."""
-    runtime: Runtime = request.app.state.runtime
-    settings = runtime.settings()
+    settings = snapshot.settings
     query = sanitize_query(body.query)
     if not query:
         raise BadRequest("the query is empty once sanitized")
-    await _indexes(request).require(body.index_name)
+    indexes = snapshot.kaito_indexes
+    await indexes.require(body.index_name)
     scope = caller_scope(request, settings.security).in_index(
         body.index_name, metadata_filters(body.metadata_filter)
     )
-    found = await runtime.index_retriever(settings, scope, body.max_node_count).run(query)
+    found = await snapshot.index_retriever(scope, body.max_node_count).run(query)
     found = found[: body.max_node_count]
     doc_ids = [doc_id_of(body.index_name, node.source_id) for node in found]
-    metadata = await _indexes(request).metadata(body.index_name, doc_ids)
+    metadata = await indexes.metadata(body.index_name, doc_ids)
     results = [
         NodeWithScore(
             doc_id=doc_id,
@@ -261,8 +263,7 @@ async def load_index(
 
 
 def _indexes(request: Request) -> KaitoIndexes:
-    runtime: Runtime = request.app.state.runtime
-    return runtime.kaito_indexes(runtime.settings())
+    return request_snapshot(request).kaito_indexes
 
 
 def _json_object(text: str | None) -> dict[str, Any] | None:

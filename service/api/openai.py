@@ -24,6 +24,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from service.api.auth import require_api_key
+from service.api.dependencies import CurrentSnapshot
 from service.api.errors import (
     OpenAIErrorBody,
     as_service_error,
@@ -40,8 +41,8 @@ from service.api.openai_schema import (
     request_body,
 )
 from service.api.payload import json_route
+from service.api.sources import sources_of
 from service.api.sse import SSE_HEADERS, event_stream, sse_event
-from service.config import Settings
 from service.conversation import RAG_MODELS, plan_of
 from service.errors import (
     InvalidChatRequest,
@@ -49,8 +50,10 @@ from service.errors import (
     ServiceError,
     UpstreamBadResponse,
 )
-from service.pipeline import Answer, Reply
+from service.rag.assemble import rag_pipeline
+from service.rag.reply import Answer, Reply
 from service.runtime import Runtime
+from service.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +90,7 @@ async def _served(runtime: Runtime) -> list[str]:
     """rag*, the configured model, and with the relay on the LLM's list (when it answers)."""
     settings = runtime.settings()
     names = [*RAG_MODELS, settings.llm.model or "default"]
-    if settings.server.openai_passthrough:
+    if settings.openai.passthrough:
         try:
             listed = await asyncio.wait_for(
                 runtime.llm(settings).list_models(), MODEL_LIST_TIMEOUT_SECONDS
@@ -117,16 +120,15 @@ def _card(model_id: str) -> Model:
         **documented_errors(404, 428, model=OpenAIErrorBody),
     },
 )
-async def chat_completions(request: Request) -> Response:
+async def chat_completions(request: Request, snapshot: CurrentSnapshot) -> Response:
     """An OpenAI chat completion answered from the index (service.conversation's rules), or
     relayed to the LLM as it is (openai.passthrough.enabled)."""
-    runtime: Runtime = request.app.state.runtime
     body = await _json_body(request)
-    settings = runtime.settings()
+    settings = snapshot.settings
     plan = plan_of(body, settings, caller_scope(request, settings.security))
     if plan.query is None:
-        return await _relay(runtime, settings, {k: v for k, v in body.items() if k != "index_name"})
-    pipeline = runtime.rag_pipeline(plan.query.overrides)
+        return await _relay(snapshot, {k: v for k, v in body.items() if k != "index_name"})
+    pipeline = rag_pipeline(snapshot.overridden(plan.query.overrides))
     reply = await pipeline.run(plan.query)
     render = Rendering(
         completion_id=f"chatcmpl-{uuid.uuid4().hex}",
@@ -157,9 +159,9 @@ async def _json_body(request: Request) -> dict[str, Any]:
     return body
 
 
-async def _relay(runtime: Runtime, settings: Settings, body: dict[str, Any]) -> Response:
+async def _relay(snapshot: Snapshot, body: dict[str, Any]) -> Response:
     """The bypass: the configured LLM answers the request as it was sent."""
-    upstream = await runtime.llm(settings).relay(body)
+    upstream = await snapshot.llm.relay(body)
     media = upstream.headers.get("content-type", "application/json")
     if not body.get("stream") or upstream.status_code >= 400:
         content = upstream.content if upstream.is_closed else await upstream.aread()
@@ -289,15 +291,13 @@ def _one_line(text: str) -> str:
 
 
 def _usage(answer: Answer) -> dict[str, int]:
+    usage = answer.usage
     return {
-        "prompt_tokens": answer.prompt_tokens,
-        "completion_tokens": answer.completion_tokens,
-        "total_tokens": answer.prompt_tokens + answer.completion_tokens,
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "total_tokens": usage.prompt_tokens + usage.completion_tokens,
     }
 
 
 def _sources(answer: Answer) -> list[dict[str, Any]]:
-    return [
-        {"id": d.id, "title": d.title, "url": d.url, "content": d.content, "cited": d.cited}
-        for d in answer.documents
-    ]
+    return [source.model_dump() for source in sources_of(answer)]

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import models_json_schema
 
 from service.api.grounding import GroundingOut
+from service.api.sources import SourceOut
 
 REF = "#/components/schemas/{model}"
 
@@ -109,16 +110,6 @@ class CompletionUsage(BaseModel):
     total_tokens: int
 
 
-class CompletionSource(BaseModel):
-    """A document whose text the LLM was given, in citation order ([1], [2]...)."""
-
-    id: str
-    title: str
-    url: str
-    content: str
-    cited: bool
-
-
 class ChatCompletion(BaseModel):
     """OpenAI's chat.completion, with the sources two ways: `sources` and `citations`."""
 
@@ -128,7 +119,7 @@ class ChatCompletion(BaseModel):
     model: str
     choices: list[Choice]
     usage: CompletionUsage
-    sources: list[CompletionSource]
+    sources: list[SourceOut]
     citations: list[str] = Field(description="The sources' URLs (or ids), in citation order.")
     grounding: GroundingOut | None = Field(
         None, description="Each sentence checked against its sources (grounding.enabled only)."

@@ -11,17 +11,20 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from service.api.auth import require_api_key
+from service.api.dependencies import CurrentSnapshot
 from service.api.errors import as_service_error, documented_errors, error_body
 from service.api.fields import MAX_QUERY_PARAM, DocumentId, OptionalLanguage
 from service.api.grounding import GroundingOut
 from service.api.identity import caller_scope
 from service.api.payload import json_route
+from service.api.sources import SourceOut, sources_of
 from service.api.sse import SSE_HEADERS, event_stream, sse_event
 from service.errors import BadRequest
 from service.llm import ChatMessage
-from service.pipeline import Answer, RagQuery, Reply
+from service.rag.assemble import rag_pipeline
+from service.rag.reply import Answer, Reply
+from service.rag.request import RagQuery
 from service.retrieval import Scope
-from service.runtime import Runtime
 
 router = APIRouter(tags=["rag"], dependencies=[Depends(require_api_key)], route_class=json_route())
 
@@ -84,21 +87,11 @@ class RagRequest(BaseModel):
         )
 
 
-class DocumentOut(BaseModel):
-    """A source of the answer."""
-
-    id: str
-    title: str
-    url: str
-    content: str = Field(description="The text of this document that the LLM was given.")
-    cited: bool = Field(description="Whether the answer cites this document ([n], n = rank).")
-
-
 class RagContent(BaseModel):
     """The answer and its sources."""
 
     message: str
-    documents: list[DocumentOut]
+    documents: list[SourceOut]
 
 
 class UsageOut(BaseModel):
@@ -108,6 +101,15 @@ class UsageOut(BaseModel):
     prompt_tokens: int
     completion_tokens: int
 
+    @classmethod
+    def of(cls, answer: Answer) -> UsageOut:
+        usage = answer.usage
+        return cls(
+            llm_calls=answer.llm_calls,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+        )
+
 
 class RagResponse(BaseModel):
     """The answer of POST /ai/rag, in Datafari's envelope."""
@@ -115,8 +117,9 @@ class RagResponse(BaseModel):
     status: Literal["OK"] = "OK"
     content: RagContent
     timings: dict[str, float] = Field(
-        description="Milliseconds per stage: rewrite (when on), retrieve (Solr and embeddings), "
-        "chain (prompting, LLM calls included), llm (wall time with an LLM call in flight), total."
+        description="Milliseconds per stage that ran, by its name: cache, rewrite, expand, "
+        "retrieve (Solr and embeddings), chunk, rerank, grade, chain (prompting, LLM calls "
+        "included), grounding; llm (wall time with an LLM call in flight), total."
     )
     usage: UsageOut
     grounding: GroundingOut | None = Field(
@@ -135,17 +138,10 @@ class RagResponse(BaseModel):
         return cls(
             content=RagContent(
                 message=answer.message,
-                documents=[
-                    DocumentOut(id=d.id, title=d.title, url=d.url, content=d.content, cited=d.cited)
-                    for d in answer.documents
-                ],
+                documents=sources_of(answer),
             ),
             timings=answer.timings,
-            usage=UsageOut(
-                llm_calls=answer.llm_calls,
-                prompt_tokens=answer.prompt_tokens,
-                completion_tokens=answer.completion_tokens,
-            ),
+            usage=UsageOut.of(answer),
             grounding=answer.grounding.to_json() if answer.grounding else None,
             cached=answer.cache_age is not None,
             cache_age=answer.cache_age,
@@ -164,11 +160,12 @@ class RagResponse(BaseModel):
         **documented_errors(403, 404, 428),
     },
 )
-async def rag(body: RagRequest, request: Request) -> RagResponse | StreamingResponse:
+async def rag(
+    body: RagRequest, request: Request, snapshot: CurrentSnapshot
+) -> RagResponse | StreamingResponse:
     """Answer `query` from the documents Solr finds, with those documents as sources."""
-    runtime: Runtime = request.app.state.runtime
-    pipeline = runtime.rag_pipeline()
-    query = body.to_query(caller_scope(request, pipeline.settings.security))
+    pipeline = rag_pipeline(snapshot)
+    query = body.to_query(caller_scope(request, snapshot.settings.security))
     # everything but the final LLM request happens now, so its errors are plain JSON errors
     reply = await pipeline.run(query)
     if not body.stream:
@@ -188,6 +185,7 @@ async def rag(body: RagRequest, request: Request) -> RagResponse | StreamingResp
 )
 async def rag_by_search(
     request: Request,
+    snapshot: CurrentSnapshot,
     q: str = Query(min_length=1, max_length=MAX_QUERY_PARAM, description="The question."),
     action: str = Query(max_length=64, description="Must be `rag`."),
     format: str | None = Query(None, max_length=64, description="As on POST /ai/rag."),
@@ -204,7 +202,7 @@ async def rag_by_search(
         body = RagRequest.model_validate({"query": q, "format": format, "lang": lang, "id": id})
     except ValidationError as error:
         raise RequestValidationError(error.errors()) from None
-    return await rag(body, request)
+    return await rag(body, request, snapshot)
 
 
 async def _events(reply: Reply, request_id: str) -> AsyncIterator[str]:

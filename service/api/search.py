@@ -6,12 +6,12 @@ from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel
 
 from service.api.auth import require_api_key
+from service.api.dependencies import CurrentSnapshot
 from service.api.errors import documented_errors
 from service.api.fields import MAX_QUERY_PARAM
 from service.api.identity import caller_scope
 from service.api.payload import json_route
 from service.errors import BadRequest, ModelNotServed
-from service.runtime import Runtime
 from service.text import sanitize_query
 
 router = APIRouter(
@@ -46,21 +46,21 @@ class VectorSearchResponse(BaseModel):
 @router.get("/search/vector", response_model=VectorSearchResponse, responses=documented_errors())
 async def vector_search(
     request: Request,
+    snapshot: CurrentSnapshot,
     queryrag: str | None = Query(None, max_length=MAX_QUERY_PARAM, description="The question."),
     q: str | None = Query(None, max_length=MAX_QUERY_PARAM, description="Alias of queryrag."),
     topK: int | None = Query(None, ge=1, le=1000, description="Passages to return."),
     model: str | None = Query(None, max_length=200, description="Embedding model name."),
 ) -> VectorSearchResponse:
-    runtime: Runtime = request.app.state.runtime
-    settings = runtime.settings()
+    settings = snapshot.settings
     text = sanitize_query(queryrag or q)
     if not text:
         raise BadRequest("queryrag (or q) is required")
-    retriever = runtime.vector_retriever(
-        settings, model=model, top_k=topK, scope=caller_scope(request, settings.security)
+    retriever = snapshot.vector_retriever(
+        model=model, top_k=topK, scope=caller_scope(request, settings.security)
     )
     if model and model != settings.embeddings.model:
-        served = await runtime.embeddings(settings, model=model).list_models()
+        served = await snapshot.embeddings.list_models()
         if model not in served:
             raise BadRequest(
                 f"model {model!r} is not served by the embeddings API; use one of "

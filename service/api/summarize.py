@@ -6,13 +6,15 @@ from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from service.api.auth import require_api_key
+from service.api.dependencies import CurrentSnapshot
 from service.api.errors import documented_errors
 from service.api.fields import DocumentId, OptionalLanguage
 from service.api.identity import caller_scope
 from service.api.payload import json_route
-from service.api.rag import DocumentOut, RagContent, UsageOut
-from service.pipeline import SummarizeQuery
-from service.runtime import Runtime
+from service.api.rag import RagContent, UsageOut
+from service.api.sources import sources_of
+from service.rag.assemble import summarize_pipeline
+from service.rag.request import SummarizeQuery
 
 router = APIRouter(
     tags=["summarize"], dependencies=[Depends(require_api_key)], route_class=json_route()
@@ -53,26 +55,19 @@ class SummarizeResponse(BaseModel):
 @router.post(
     "/ai/summarize", response_model=SummarizeResponse, responses=documented_errors(403, 404, 428)
 )
-async def summarize(body: SummarizeRequest, request: Request) -> SummarizeResponse:
+async def summarize(
+    body: SummarizeRequest, request: Request, snapshot: CurrentSnapshot
+) -> SummarizeResponse:
     """Summarize a document; map-reduce over its parts when it exceeds one request."""
-    runtime: Runtime = request.app.state.runtime
-    pipeline = runtime.summarize_pipeline()
-    scope = caller_scope(request, pipeline.settings.security)
+    pipeline = summarize_pipeline(snapshot)
+    scope = caller_scope(request, snapshot.settings.security)
     reply = await pipeline.run(
         SummarizeQuery(document_id=body.id, text=body.text, lang=body.lang, scope=scope)
     )
     answer = await reply.complete()
-    documents = [
-        DocumentOut(id=d.id, title=d.title, url=d.url, content="", cited=d.cited)
-        for d in answer.documents
-        if d.id
-    ]
+    documents = [source for source in sources_of(answer, with_content=False) if source.id]
     return SummarizeResponse(
         content=RagContent(message=answer.message, documents=documents),
         timings=answer.timings,
-        usage=UsageOut(
-            llm_calls=answer.llm_calls,
-            prompt_tokens=answer.prompt_tokens,
-            completion_tokens=answer.completion_tokens,
-        ),
+        usage=UsageOut.of(answer),
     )

@@ -80,10 +80,7 @@ class ChainResult:
 
     def add_usage(self, usage: Usage) -> None:
         self.llm_calls += 1
-        self.usage = Usage(
-            self.usage.prompt_tokens + usage.prompt_tokens,
-            self.usage.completion_tokens + usage.completion_tokens,
-        )
+        self.usage += usage
 
 
 # -- reading what the LLM wrote --------------------------------------------------------------------

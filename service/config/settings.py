@@ -17,7 +17,7 @@ import hashlib
 from collections.abc import Mapping
 from dataclasses import replace
 from functools import cache
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     AfterValidator,
@@ -33,7 +33,9 @@ from pydantic import (
 from service.config.field_map import FieldMap, parse_fields
 from service.text.tokens import ENCODINGS, TokenCounter, token_counter
 
+# the retrieval methods: the one list every part of the service reads
 Retrieval = Literal["bm25", "vector", "hybrid"]
+RETRIEVAL_METHODS: tuple[Retrieval, ...] = get_args(Retrieval)
 # ZooKeeper's connect string: host:port pairs, then an optional chroot; empty: none
 ZK_HOSTS = r"^$|^[A-Za-z0-9.\-]+:[0-9]{1,5}(,[A-Za-z0-9.\-]+:[0-9]{1,5})*(/[A-Za-z0-9_.\-/]*)?$"
 # solr.embeddings.model values that name no model (Datafari's default names Solr's model store)
@@ -121,7 +123,13 @@ class ServerSettings(Part):
         "Origins of search pages that embed the chat widget from another host, comma-separated "
         "(https://search.example.org); read at startup. Empty: same origin only.",
     )
-    openai_passthrough: bool = _key(
+
+
+class OpenAISettings(Part):
+    """How /v1/chat/completions turns an OpenAI chat request into a RAG request (KAITO's
+    rules), and what it relays to the LLM as it is."""
+
+    passthrough: bool = _key(
         "openai.passthrough.enabled",
         False,
         "Let /v1/chat/completions relay requests that do no retrieval (tools or functions, other "
@@ -130,9 +138,7 @@ class ServerSettings(Part):
         "and every other request is answered from the index, so callers cannot use the LLM "
         "through the service for anything else.",
     )
-    openai_default_index: Literal[
-        "", "rag", "FileShare", "VectorMain", "bm25", "vector", "hybrid"
-    ] = _key(
+    default_index: Literal["", "rag", "FileShare", "VectorMain", Retrieval] = _key(
         "openai.default.index",
         "rag",
         "The index /v1/chat/completions answers from when a request names none (no "
@@ -140,14 +146,14 @@ class ServerSettings(Part):
         "VectorMain, bm25, vector or hybrid; empty: such requests go to the LLM as they "
         "are (KAITO's rule; needs openai.passthrough.enabled).",
     )
-    openai_no_context: Literal["answer", "error"] = _key(
+    no_context: Literal["answer", "error"] = _key(
         "openai.no.context",
         "answer",
         "/v1/chat/completions when the search finds nothing relevant: answer (the LLM answers "
         "the conversation without sources, as KAITO does) or error (a 428 NoFileFound, as "
         "/ai/rag).",
     )
-    openai_context_ratio: float = _key(
+    context_ratio: float = _key(
         "openai.context.token.ratio",
         0.5,
         "/v1/chat/completions: the share of the context window left after the conversation "
@@ -157,7 +163,7 @@ class ServerSettings(Part):
         ge=0.2,
         le=0.8,
     )
-    openai_dynamic_top_k: bool = _key(
+    dynamic_top_k: bool = _key(
         "openai.dynamic.topk",
         False,
         "/v1/chat/completions, KAITO's dynamic top-k: vector and hybrid search fetch at least "
@@ -165,7 +171,7 @@ class ServerSettings(Part):
         "drops the far ones, and one request takes the most relevant that fit its share of "
         "the window (the stuff strategy).",
     )
-    openai_sources_inline: Literal["rag-models", "always", "never"] = _key(
+    sources_inline: Literal["rag-models", "always", "never"] = _key(
         "openai.sources.inline",
         "rag-models",
         "Whether /v1/chat/completions answers end with a Sources list (titles and links) "
@@ -445,7 +451,7 @@ class SolrSettings(Part):
 class RetrievalSettings(Part):
     """How candidates are found: BM25, kNN or both fused, how many, with which queries."""
 
-    method: Literal["", "bm25", "vector", "hybrid"] = _key(
+    method: Literal["", Retrieval] = _key(
         "retrieval.method",
         "",
         "bm25 (FileShare documents), vector (VectorMain passages by kNN) or hybrid (BM25 and "
@@ -654,6 +660,52 @@ class ChatSettings(Part):
     )
 
 
+class RerankSettings(Part):
+    """A rerank API that orders the chunks by their relevance to the question before the
+    chain (Cohere's `/rerank` shape, served by TEI, Jina, Cohere, vLLM, Infinity)."""
+
+    enabled: bool = _key(
+        "rerank.enabled",
+        False,
+        "Send the chunks retrieval found to the rerank API with the question and keep the "
+        "rerank.top.n most relevant, best first, for the chain (the retrieval order is kept "
+        "when the API fails; the failure is logged).",
+    )
+    endpoint: HttpUrl = _key(
+        "rerank.endpoint",
+        "http://127.0.0.1:8080/v1/",
+        "Base URL of the rerank API (the part before /rerank).",
+        min_length=1,
+    )
+    token: SecretStr = _key(
+        "rerank.token", SecretStr(""), "Bearer token of the rerank API; never shown."
+    )
+    model: str = _key("rerank.model", "", "Model name sent to the rerank API (blank: its default).")
+    top_n: int = _key(
+        "rerank.top.n",
+        5,
+        "Chunks kept after reranking, the most relevant first.",
+        ge=1,
+        le=1000,
+    )
+    max_chunks: int = _key(
+        "rerank.max.chunks",
+        100,
+        "Chunks sent to the rerank API at most (the first ones retrieval found); the others "
+        "are left out.",
+        ge=1,
+        le=1000,
+    )
+    timeout: float = _key(
+        "rerank.timeout", 30.0, "Seconds to wait for the rerank API's answer.", gt=0, le=3600
+    )
+
+    @field_validator("model")
+    @classmethod
+    def _strip(cls, value: str) -> str:
+        return value.strip()
+
+
 class GroundingSettings(Part):
     """Whether each sentence of an answer is checked against its sources, and what is done
     with the sentences they do not support."""
@@ -816,12 +868,14 @@ class Settings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     server: ServerSettings = ServerSettings()
+    openai: OpenAISettings = OpenAISettings()
     llm: LLMSettings = LLMSettings()
     embeddings: EmbeddingsSettings = EmbeddingsSettings()
     solr: SolrSettings = SolrSettings()
     retrieval: RetrievalSettings = RetrievalSettings()
     prompt: PromptSettings = PromptSettings()
     chat: ChatSettings = ChatSettings()
+    rerank: RerankSettings = RerankSettings()
     grounding: GroundingSettings = GroundingSettings()
     cache: CacheSettings = CacheSettings()
     security: SecuritySettings = SecuritySettings()

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from service.config.settings import RETRIEVAL_METHODS
 from service.errors import BadRequest, IndexNotFound
 from service.ingest.extract import SourceDocument
 from service.ingest.indexer import Indexer
@@ -46,7 +47,7 @@ class IndexedDocument:
 
 # names /v1's index_name gives to our own corpus and retrieval methods: a KAITO index of that
 # name could never be reached there
-RESERVED_NAMES = frozenset({"bm25", "vector", "hybrid", "fileshare", "vectormain", "rag"})
+RESERVED_NAMES = frozenset({*RETRIEVAL_METHODS, "fileshare", "vectormain", "rag"})
 
 
 def check_index_name(name: str) -> str:

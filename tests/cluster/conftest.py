@@ -19,8 +19,8 @@ from service.ingest.indexer import indexer_for
 from service.llm import EmbeddingsClient, LLMOptions
 from service.retrieval import SolrClient
 from testing.corpus import load_corpus
+from testing.service import ROOT, test_settings
 from testing.solr import LocalSolr, create_collection, local_solr
-from tests.conftest import ROOT, test_settings
 
 NODES, SHARDS, REPLICAS = 3, 2, 2
 # the one-shard copy of each collection

@@ -14,6 +14,7 @@ import pytest
 
 from service.errors import ServiceError
 from service.ingest import SourceDocument
+from testing.service import ADMIN_TOKEN, ServiceFactory
 from testing.solr import LocalSolr
 from tests.cluster.conftest import (
     ONE_SHARD,
@@ -23,7 +24,6 @@ from tests.cluster.conftest import (
     ingest,
     replica_cores,
 )
-from tests.conftest import ADMIN_TOKEN, ServiceFactory
 
 CLIENTS = 20
 QUESTIONS = ("Who lit the lamp?", "glacier survey", "wind turbine gearbox", "boundary layer")

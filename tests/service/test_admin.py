@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 
 from service.config.properties import parse_properties
 from testing.llm_server import LLMScript
-from tests.conftest import ADMIN_TOKEN, ClientFactory
+from testing.service import ADMIN_TOKEN, ClientFactory
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 SECRET = "sk-live-secret-0123456789"

@@ -19,7 +19,7 @@ from service.errors import SolrLayoutError
 from service.llm.embeddings import embeddings_client
 from service.retrieval import SolrClient
 from testing.llm_server import LLMScript, Step
-from tests.conftest import ADMIN_TOKEN, ClientFactory
+from testing.service import ADMIN_TOKEN, ClientFactory
 from tests.service.test_streaming import read_events
 
 AUTH = {"Authorization": f"Bearer {ADMIN_TOKEN}"}

@@ -30,8 +30,8 @@ from service.models import packaged
 from service.retrieval import SolrClient
 from testing.llama import LlamaServer, LlamaStartError, llama_server
 from testing.llm_server import LLMScript
+from testing.service import ROOT, ClientFactory, test_settings
 from testing.solr import create_collection, delete_collection
-from tests.conftest import ROOT, ClientFactory, test_settings
 from tests.service.test_streaming import read_events
 
 SQUAD = ROOT / "bench" / "data" / "squad2"

@@ -32,7 +32,7 @@ from service.upstream import POOL_WAIT_SECONDS
 from testing.hostile_schemas import HOSTILE_SCHEMAS
 from testing.llm_server import LLMScript, Step
 from testing.servers import free_port
-from tests.conftest import ADMIN_TOKEN, ClientFactory, ServiceFactory, write_properties
+from testing.service import ADMIN_TOKEN, ClientFactory, ServiceFactory, write_properties
 from tests.service.test_lifecycle import wait_until
 
 DEEP = b"[" * (MAX_DEPTH + 5) + b"]" * (MAX_DEPTH + 5)

@@ -19,7 +19,7 @@ from service.api.app import create_app
 from service.config.properties import parse_properties
 from testing.llm_server import LLMScript, Step
 from testing.servers import serve_in_thread
-from tests.conftest import ADMIN_TOKEN, ROOT, write_properties
+from testing.service import ADMIN_TOKEN, ROOT, write_properties
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 

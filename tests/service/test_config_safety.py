@@ -13,7 +13,7 @@ from service.config.catalog import catalog
 from service.config.properties import parse_properties, with_values
 from testing.llm_server import LLMScript
 from testing.servers import dead_address
-from tests.conftest import ADMIN_TOKEN, ClientFactory
+from testing.service import ADMIN_TOKEN, ClientFactory
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 FILE = "# comment\nai.enable.rag=true\ncors.allowed.origins=\nllm.model=m\n"

@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from service.api.app import create_app
 from service.errors import SolrLayoutError
 from testing.llm_server import LLMScript
-from tests.conftest import ClientFactory
+from testing.service import ClientFactory
 from tests.service.test_rag_errors import error_of
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"

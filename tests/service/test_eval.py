@@ -10,7 +10,7 @@ import pytest
 
 from service.cli import main as cli
 from testing.llm_server import LLMScript, Step
-from tests.conftest import ServiceFactory
+from testing.service import ServiceFactory
 
 QUESTIONS = [
     {"question": "When was the lighthouse lamp electrified?", "answers": ["1952"],

@@ -17,7 +17,7 @@ from service.errors import SolrLayoutError
 from service.processes import start_group, stop_group
 from testing.llm_server import LLMScript
 from testing.servers import free_port
-from tests.conftest import ADMIN_TOKEN, ClientFactory, ServiceFactory, write_properties
+from testing.service import ADMIN_TOKEN, ClientFactory, ServiceFactory, write_properties
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 QUESTION = [{"role": "user", "content": "Who lit the lighthouse lamp?"}]

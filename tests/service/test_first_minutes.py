@@ -18,7 +18,7 @@ import httpx
 
 from service.ingest import SourceDocument
 from testing.servers import free_port
-from tests.conftest import ROOT
+from testing.service import ROOT
 from tests.service.test_lifecycle import alive, answers, wait_until
 
 SHIPPED = ROOT / "rag.properties"

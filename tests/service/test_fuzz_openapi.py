@@ -16,7 +16,7 @@ import pytest
 from service.api.app import create_app
 from testing.llm_server import LLMScript
 from testing.servers import serve_in_thread
-from tests.conftest import ROOT, write_properties
+from testing.service import ROOT, write_properties
 
 CHECKS = ",".join(
     [

@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from service.config import Settings
 from testing.llm_server import LLMScript, Step
 from testing.servers import free_port
-from tests.conftest import ClientFactory
+from testing.service import ClientFactory
 from tests.service.test_streaming import read_events
 
 # the lighthouse document says it was electrified in 1952, never the rest

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from testing.llama import LlamaStartError, llama_server
-from tests.conftest import ClientFactory
+from testing.service import ClientFactory
 
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 

@@ -21,7 +21,7 @@ from service.api.app import create_app
 from service.models import extractive
 from testing.llm_server import LLMScript, Step
 from testing.servers import serve_in_thread
-from tests.conftest import ADMIN_TOKEN, ClientFactory, write_properties
+from testing.service import ADMIN_TOKEN, ClientFactory, write_properties
 
 AUTH = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 RELAY = {"openai.passthrough.enabled": True}

@@ -64,7 +64,7 @@ def test_sample_corpus_comes_from_the_standard_library(tmp_path: Path) -> None:
 def test_cli_ingests_files_that_the_service_then_finds(
     tmp_path: Path, base_properties: dict[str, object], solr_url: str, make_client
 ) -> None:
-    from tests.conftest import write_properties
+    from testing.service import write_properties
 
     folder = tmp_path / "kb"
     folder.mkdir()
@@ -93,7 +93,7 @@ def test_two_folders_with_the_same_file_names_do_not_replace_each_other(
 ) -> None:
     """Issue 36, item 2: a second folder's pass.txt replaced the sample corpus's, and the
     summary said nothing."""
-    from tests.conftest import ADMIN_TOKEN, write_properties
+    from testing.service import ADMIN_TOKEN, write_properties
 
     config = write_properties(tmp_path / "ingest.properties", base_properties)
     ids = {"handbook/pass.txt": "Tide tables", "notes/pass.txt": "Kiln notes"}

@@ -22,7 +22,7 @@ from service.llm import EmbeddingsClient, LLMOptions
 from service.retrieval import SolrClient
 from testing import extraction_jobs
 from testing.corpus import remove_documents
-from tests.conftest import ADMIN_TOKEN, ClientFactory, test_settings
+from testing.service import ADMIN_TOKEN, ClientFactory, test_settings
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 IDS = ("twice", "teamA/report.txt", "teamB/report.txt", "folder/deep/x.txt", "bomb.docx")

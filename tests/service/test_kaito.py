@@ -32,7 +32,7 @@ from kaito_rag_engine_client.models import (
 from openai import OpenAI
 
 from testing.llm_server import LLMScript
-from tests.conftest import ADMIN_TOKEN, ServiceFactory
+from testing.service import ADMIN_TOKEN, ServiceFactory
 
 INDEX = "harbours"
 DOCUMENTS = {

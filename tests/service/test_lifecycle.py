@@ -16,7 +16,7 @@ import pytest
 
 from service.processes import start_group, stop_group
 from testing.servers import free_port
-from tests.conftest import ROOT, write_properties
+from testing.service import ROOT, write_properties
 
 
 def alive(pid: int) -> bool:

@@ -23,7 +23,7 @@ import pytest
 from openai import OpenAI
 
 from testing.llama import LlamaServer, LlamaStartError, llama_server
-from tests.conftest import ClientFactory
+from testing.service import ClientFactory
 
 CONTEXT_TOKENS = 2048
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from service.models import extractive
 from service.models.encoder import SentenceEncoder
-from tests.conftest import ClientFactory
+from testing.service import ClientFactory
 
 PROMPT = """Documents:
 ######

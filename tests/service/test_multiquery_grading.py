@@ -15,8 +15,8 @@ from service.retrieval import RetrievedDocument
 from service.retrieval.fusion import MultiQueryRetriever
 from testing.llm_server import LLMScript, RecordedRequest, Step, default_answer
 from testing.servers import serve_in_thread
+from testing.service import ClientFactory
 from testing.solr_proxy import ProxyLog, create_solr_proxy
-from tests.conftest import ClientFactory
 
 SEARCH_DELAY = 0.4
 

@@ -12,8 +12,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from service.observability import JsonFormatter, RequestIdFilter
 from testing.llm_server import LLMScript, Step
 from testing.servers import free_port, serve_in_thread
+from testing.service import ClientFactory
 from testing.solr_proxy import ProxyLog, create_solr_proxy
-from tests.conftest import ClientFactory
 
 
 def sample(client: TestClient, name: str, **labels: str) -> float:

@@ -19,7 +19,7 @@ from service.errors import ExtractionFailed
 from service.ingest import PassageSplitter, extract_bytes
 from testing.corpus import remove_documents
 from testing.llm_server import LLMScript
-from tests.conftest import ADMIN_TOKEN, ROOT, ClientFactory, write_properties
+from testing.service import ADMIN_TOKEN, ROOT, ClientFactory, write_properties
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 PAGE_ONE = "The zeppelin hangar at Friedrichshafen was built in 1909 for airship assembly."

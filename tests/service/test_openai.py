@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from service.conversation import NO_USER_PROMPT, TOO_LONG, split_conversation
 from service.text.tokens import token_counter
 from testing.llm_server import LLMScript, Step
-from tests.conftest import ServiceFactory
+from testing.service import ServiceFactory
 
 RELAY = {"openai.passthrough.enabled": True}
 

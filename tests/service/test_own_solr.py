@@ -22,8 +22,8 @@ from service.ingest.sync import PAGE, PassageSync, SyncSummary
 from service.llm.embeddings import embeddings_client
 from service.retrieval import SolrClient
 from testing.llm_server import LLMScript, Step
+from testing.service import ADMIN_TOKEN, ClientFactory, test_settings, write_properties
 from testing.solr import create_collection, delete_collection, upload_configset
-from tests.conftest import ADMIN_TOKEN, ClientFactory, test_settings, write_properties
 
 CONFIGSETS = Path(testing.__file__).parent / "configsets"
 AUTH = {"Authorization": f"Bearer {ADMIN_TOKEN}"}

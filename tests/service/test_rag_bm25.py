@@ -7,7 +7,7 @@ import re
 from fastapi.testclient import TestClient
 
 from testing.llm_server import LLMScript, Step
-from tests.conftest import ClientFactory
+from testing.service import ClientFactory
 
 SOURCE_BLOCK = re.compile(r"^######\n\[(\d+)\] [^\n]*\n([^\n]*)", re.M)
 

@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 from service.errors import TECHNICAL_MESSAGE
 from testing.llm_server import LLMScript, Step
 from testing.servers import free_port
-from tests.conftest import ClientFactory
+from testing.service import ClientFactory
 
 
 def ask_lighthouse(client: TestClient):

@@ -23,9 +23,9 @@ from service.llm.breaker import CircuitBreaker
 from service.retrieval import SolrClient
 from testing.llm_server import LLMScript, Step, create_llm_app
 from testing.servers import free_port, serve_in_thread
+from testing.service import ADMIN_TOKEN, ROOT, ClientFactory, write_properties
 from testing.solr import LocalSolr, local_solr
 from testing.solr_proxy import ProxyLog, create_solr_proxy
-from tests.conftest import ADMIN_TOKEN, ROOT, ClientFactory, write_properties
 from tests.service.test_observability import sample
 from tests.service.test_rag_errors import error_of
 

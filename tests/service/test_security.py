@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from fastapi.testclient import TestClient
 
 from testing.llm_server import LLMScript
-from tests.conftest import ADMIN_TOKEN, ClientFactory
+from testing.service import ADMIN_TOKEN, ClientFactory
 
 AUTH = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 SECRET_B = "bergamot-xq marmalade"  # only group B may read this

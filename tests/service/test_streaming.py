@@ -8,7 +8,7 @@ import time
 from fastapi.testclient import TestClient
 
 from testing.llm_server import LLMScript, Step
-from tests.conftest import ClientFactory
+from testing.service import ClientFactory
 
 
 def read_events(response) -> list[tuple[str, dict]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from testing.llm_server import LLMScript
-from tests.conftest import ClientFactory
+from testing.service import ClientFactory
 
 ENABLED = {"ai.enable.summarization": True}
 

@@ -29,9 +29,9 @@ from service.text.chunk import Chunker
 from testing.corpus import load_corpus
 from testing.llm_server import LLMScript
 from testing.servers import free_port
+from testing.service import ADMIN_TOKEN, ROOT, ClientFactory
 from testing.solr import SCRIPT as SOLR_SCRIPT
 from testing.solr import create_collection, delete_collection, local_solr
-from tests.conftest import ADMIN_TOKEN, ROOT, ClientFactory
 
 PLUGIN = ROOT / "solr" / "plugins" / "text-to-vector"
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}

@@ -25,7 +25,7 @@ from service.retrieval import (
 from service.retrieval.factory import build_retriever
 from testing.corpus import remove_documents
 from testing.llm_server import LLMScript
-from tests.conftest import ADMIN_TOKEN, ClientFactory, write_properties
+from testing.service import ADMIN_TOKEN, ClientFactory, write_properties
 
 REFERENCE = json.loads(
     (Path(__file__).parents[1] / "fixtures" / "minilm_reference.json").read_text(encoding="utf-8")

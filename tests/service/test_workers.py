@@ -18,7 +18,7 @@ from service.cli import start_server
 from service.processes import stop_group
 from testing.llm_server import LLMScript
 from testing.servers import free_port
-from tests.conftest import ADMIN_TOKEN, write_properties
+from testing.service import ADMIN_TOKEN, write_properties
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 ANSWERS = 24

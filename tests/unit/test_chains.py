@@ -19,7 +19,7 @@ from service.llm.budget import CallBudget
 from service.retrieval import RetrievedDocument
 from testing.corpus import load_corpus
 from testing.llm_server import LLMScript
-from tests.conftest import ROOT
+from testing.service import ROOT
 
 PROMPTS = PromptLibrary(ROOT / "prompts")
 DOCUMENTS = {document.id: document for document in load_corpus()}

@@ -11,7 +11,7 @@ from jinja2.exceptions import SecurityError
 from service.api.app import create_app
 from service.chains import PromptLibrary, PromptStore
 from service.errors import PromptTemplateError
-from tests.conftest import write_properties
+from testing.service import write_properties
 
 PROMPTS = Path(__file__).resolve().parents[2] / "prompts"
 

@@ -14,7 +14,7 @@ from service.errors import (
     RelayDisabled,
     UnsupportedParameter,
 )
-from service.pipeline import Overrides, RagQuery
+from service.rag.request import Overrides, RagQuery
 from service.retrieval import Scope
 
 SETTINGS = settings_from_mapping({"llm.context.window": "1000"}, source="test", env={})

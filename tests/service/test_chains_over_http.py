@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 
 from service.chains.result import NO_ANSWER
 from testing.llm_server import LLMScript, RecordedRequest, Step
-from tests.conftest import ClientFactory, load_corpus
+from testing.service import ClientFactory, load_corpus
 
 BLOCK = re.compile(r"^######\n\[(\d+)\] [^\n]*\n[^\n]*\n", re.M)
 BUDGET = 2500

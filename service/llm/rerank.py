@@ -1,0 +1,85 @@
+"""A client for any `/rerank` API: the request and response shape Cohere, Jina, vLLM and
+Infinity share (TEI's answer too).
+
+    POST {rerank.endpoint}/rerank
+    {"model": "...", "query": "...", "documents": ["...", ...], "top_n": 5}
+    -> {"results": [{"index": 2, "relevance_score": 0.93}, ...]}     (Cohere, Jina, vLLM)
+    -> [{"index": 2, "score": 0.93}, ...]                            (TEI)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import httpx
+
+from service.config import Settings
+from service.errors import UpstreamBadResponse
+from service.llm.breaker import CircuitBreaker
+from service.llm.client import LLMOptions, OpenAICompatibleClient
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """One text's place in the rerank API's answer: its index in the request, its score."""
+
+    index: int
+    score: float
+
+
+class RerankClient(OpenAICompatibleClient):
+    """`rank(query, texts, top_n)` -> the `top_n` most relevant texts' indexes, best first."""
+
+    what = "the rerank API"
+    upstream = "rerank"
+
+    async def rank(self, query: str, texts: Sequence[str], top_n: int) -> list[Ranked]:
+        payload = {
+            "model": self.options.model,
+            "query": query,
+            "documents": list(texts),
+            "top_n": min(top_n, len(texts)),
+            "return_documents": False,
+        }
+        body = await self._post("rerank", payload)
+        return self._ranked(body, len(texts))[:top_n]
+
+    def _ranked(self, body: object, count: int) -> list[Ranked]:
+        items = body.get("results") if isinstance(body, dict) else body
+        ranked: dict[int, Ranked] = {}
+        try:
+            for item in items:  # type: ignore[union-attr]
+                index = item["index"]
+                score = item["relevance_score"] if "relevance_score" in item else item["score"]
+                if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < count:
+                    raise ValueError(index)
+                if not math.isfinite(score := float(score)):
+                    raise ValueError(score)
+                ranked.setdefault(index, Ranked(index, score))
+        except (KeyError, TypeError, ValueError):
+            raise UpstreamBadResponse(
+                f"{self._where} answered without results[].index and relevance_score for "
+                f"{count} documents"
+            ) from None
+        return sorted(ranked.values(), key=lambda item: -item.score)
+
+
+def rerank_client(
+    http: httpx.AsyncClient, settings: Settings, *, breaker: CircuitBreaker | None = None
+) -> RerankClient:
+    """The rerank API the settings name (`rerank.*`)."""
+    rerank = settings.rerank
+    return RerankClient(
+        http,
+        LLMOptions(
+            endpoint=rerank.endpoint,
+            model=rerank.model,
+            token=rerank.token.get_secret_value(),
+            connect_timeout=settings.llm.timeout_connect,
+            read_timeout=rerank.timeout,
+            retries=settings.llm.retries,
+        ),
+        breaker,
+    )

@@ -1,0 +1,166 @@
+"""The stages of a request, chosen and built from one settings snapshot: the one place that
+knows which stage a setting turns on.
+
+    >>> pipeline = rag_pipeline(snapshot)
+    >>> reply = await pipeline.run(RagQuery("Who discovered penicillin?"))
+
+A new stage is one class (`service.rag.stages`), one settings part and one line here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import replace
+
+from service.chains import Question
+from service.chains.prompts import FORMAT_INSTRUCTIONS, language_name
+from service.errors import BadRequest, FeatureDisabled
+from service.grounding import GroundingCheck, GroundingPolicy, LlmGroundingCheck
+from service.llm import ChatMessage
+from service.llm.size import request_size
+from service.rag.pipeline import Pipeline
+from service.rag.request import RagQuery, SummarizeQuery
+from service.rag.stages import (
+    CacheLookup,
+    Chain,
+    ChunkDocuments,
+    Expand,
+    Fetch,
+    Grade,
+    RagState,
+    Rerank,
+    Retrieve,
+    Rewrite,
+    Stage,
+    Summarize,
+    SummaryState,
+)
+from service.snapshot import Snapshot
+from service.text import normalize_question, sanitize_query
+
+RagPipeline = Pipeline[RagQuery, RagState]
+SummarizePipeline = Pipeline[SummarizeQuery, SummaryState]
+
+
+def rag_pipeline(snapshot: Snapshot) -> RagPipeline:
+    """/ai/rag and /v1/chat/completions: [cache] [rewrite] [expand] retrieve chunk [rerank]
+    [grade] chain, then [grounding] once the answer is written."""
+    settings = snapshot.settings
+    llm, prompts = snapshot.llm, snapshot.prompts
+    size = request_size(settings, llm.options.model)  # counted once: it may load a tokenizer
+    reserve = size.of_answer(settings.llm.max_tokens)
+    stages: list[Stage[RagState]] = []
+    if snapshot.answer_cache is not None:
+        stages.append(CacheLookup(snapshot.answer_cache, lambda q: variant(snapshot, q), llm))
+    if settings.chat.rewriting_enabled:
+        stages.append(Rewrite(llm, prompts))
+    if settings.retrieval.queries_count > 1:
+        stages.append(Expand(llm, prompts, settings.retrieval.queries_count))
+    stages.append(Retrieve(settings.retrieval, settings.solr, snapshot.solr, snapshot.retriever))
+    stages.append(ChunkDocuments(settings.prompt))
+    if snapshot.rerank is not None:
+        rerank = settings.rerank
+        stages.append(Rerank(snapshot.rerank, rerank.top_n, rerank.max_chunks))
+    if settings.retrieval.grading_enabled:
+        concurrency = settings.prompt.map_concurrency
+        stages.append(Grade(llm, prompts, size, settings.retrieval.grading_min, concurrency))
+    stages.append(
+        Chain(
+            llm,
+            prompts,
+            size,
+            settings.prompt.strategy,
+            settings.prompt.map_concurrency,
+            reserve,
+            grounding_policy(snapshot),
+            snapshot.answer_cache,
+        )
+    )
+    return Pipeline(settings, llm, lambda query: _rag_state(snapshot, query), stages)
+
+
+def summarize_pipeline(snapshot: Snapshot) -> SummarizePipeline:
+    """/ai/summarize: one document (by id, or posted text) -> chunk -> summarize."""
+    settings = snapshot.settings
+    llm = snapshot.llm
+    size = request_size(settings, llm.options.model)
+    stages: list[Stage[SummaryState]] = [
+        Fetch(snapshot.solr, settings.solr),
+        ChunkDocuments(settings.prompt),
+        Summarize(
+            llm,
+            snapshot.prompts,
+            size,
+            settings.prompt.map_concurrency,
+            size.of_answer(settings.llm.max_tokens),
+        ),
+    ]
+    return Pipeline(settings, llm, lambda query: _summary_state(snapshot, query), stages)
+
+
+def grounding_policy(snapshot: Snapshot) -> GroundingPolicy | None:
+    """How the answer is checked against its sources, or None (grounding.enabled off)."""
+    settings = snapshot.settings
+    grounding = settings.grounding
+    if not grounding.enabled:
+        return None
+    check = GroundingCheck(
+        None if grounding.method == "words" else snapshot.embeddings,
+        min_overlap=grounding.min_overlap,
+        min_similarity=grounding.min_similarity,
+    )
+    if grounding.method != "llm":
+        return GroundingPolicy(check, grounding.action, grounding.min_ratio)
+    llm = snapshot.llm
+    judge = LlmGroundingCheck(
+        llm,
+        snapshot.prompts,
+        request_size(settings, llm.options.model),
+        check,
+        concurrency=settings.prompt.map_concurrency,
+    )
+    return GroundingPolicy(judge, grounding.action, grounding.min_ratio)
+
+
+def variant(snapshot: Snapshot, request: RagQuery) -> str:
+    """Everything but the question that shapes an answer, hashed: the settings in force, the
+    prompts, the model, the caller's groups, id, lang, format and the request's overrides and
+    answer form. Two requests share cached answers only when it is equal."""
+    scope = request.scope
+    if scope.groups is not None:
+        scope = replace(scope, groups=tuple(sorted(scope.groups)))
+    asked = replace(request, query="", history=(), scope=scope)
+    model = snapshot.llm.options.model
+    parts = (snapshot.settings.version(), snapshot.prompts.fingerprint, model, repr(asked))
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
+
+
+def _rag_state(snapshot: Snapshot, request: RagQuery) -> RagState:
+    settings = snapshot.settings
+    if not settings.server.enable_rag:
+        raise FeatureDisabled("ai.enable.rag is false in rag.properties")
+    search_query = sanitize_query(request.query)
+    if not search_query:
+        raise BadRequest("the query is empty once sanitized")
+    question = Question(
+        text=normalize_question(request.query),
+        history=_history(snapshot, request),
+        language=language_name(request.lang),
+        format_instruction=FORMAT_INSTRUCTIONS[request.format],
+    )
+    return RagState(query=request, question=question, search_query=search_query)
+
+
+def _summary_state(snapshot: Snapshot, request: SummarizeQuery) -> SummaryState:
+    if not snapshot.settings.server.enable_summarization:
+        raise FeatureDisabled("ai.enable.summarization is false in rag.properties")
+    return SummaryState(query=request)
+
+
+def _history(snapshot: Snapshot, request: RagQuery) -> tuple[ChatMessage, ...]:
+    chat = snapshot.settings.chat
+    if request.always_use_history:
+        return request.history
+    if not chat.memory_enabled or chat.history_size == 0:
+        return ()
+    return request.history[-chat.history_size :]

@@ -1,0 +1,71 @@
+"""The loop every request goes through: its stages in order, each timed, within the request's
+deadline and its LLM call budget.
+
+    >>> pipeline = rag_pipeline(snapshot)        # service.rag.assemble: the stages in force
+    >>> reply = await pipeline.run(query)        # everything up to the final LLM request
+    >>> answer = await reply.complete()
+
+Errors found by the stages (bad input, nothing found, Solr down) come before any answer is sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Generic, TypeVar
+
+from service.config import Settings
+from service.deadline import Deadline
+from service.llm import ChatClient
+from service.rag.reply import Reply
+from service.rag.request import RagQuery, SummarizeQuery
+from service.rag.stages import RagState, Stage, SummaryState
+
+Q = TypeVar("Q", RagQuery, SummarizeQuery)
+S = TypeVar("S", RagState, SummaryState)
+
+
+class Pipeline(Generic[Q, S]):
+    """`begin` turns the request into its state (or raises: feature off, empty question); then
+    each stage the request wants runs, timed under its name. A stage that calls the LLM is
+    skipped when the request's budget has only the answer's call left. The stage that makes the
+    Reply (a chain, or a cached answer) ends the loop."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        llm: ChatClient,
+        begin: Callable[[Q], S],
+        stages: Sequence[Stage[S]],
+    ) -> None:
+        self.settings = settings
+        self.stages = tuple(stages)
+        self._llm = llm
+        self._begin = begin
+
+    @property
+    def model(self) -> str:
+        """The model the answers come from (the request's, or llm.model)."""
+        return self._llm.options.model
+
+    async def run(self, query: Q) -> Reply:
+        """The request's one way in: everything up to the final LLM request, within the
+        request's deadline, which the returned Reply keeps for that last request."""
+        deadline = Deadline(self.settings.server.request_timeout)
+        state = self._begin(query)
+        reply = await deadline.run(self._loop(state))
+        reply.deadline = deadline
+        return reply
+
+    async def _loop(self, state: S) -> Reply:
+        calls = self._llm.calls
+        for stage in self.stages:
+            if stage.calls_llm and calls.left <= 1:  # one call is kept for the answer
+                continue
+            if not stage.wanted(state):
+                continue
+            with state.timings.stage(stage.name):
+                await stage.run(state)
+            if state.reply is not None:
+                return state.reply
+        names = ", ".join(stage.name for stage in self.stages)
+        raise RuntimeError(f"no stage made the reply ({names}): the last must be a chain")

@@ -1,0 +1,472 @@
+"""The stages of a request, each one class: what it needs is given when it is built (by
+`service.rag.assemble`), what it reads and writes is the request's state.
+
+    /ai/rag:       CacheLookup -> Rewrite -> Expand -> Retrieve -> Chunk -> Rerank -> Grade
+                   -> Chain (then grounding, once the answer's text is known: see Reply)
+    /ai/summarize: Fetch -> Chunk -> Summarize
+
+A stage says whether it is `wanted` for this request (rewriting is not, for one document by id)
+and whether it `calls_llm` (skipped when the request's LLM call budget has only the answer's
+call left); `run` does its work on the state. The last stage leaves the Reply in `state.reply`;
+a stage that answers early (a cached answer) does the same, and the loop stops there.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import ClassVar, Protocol, TypeVar
+
+from service.cache import AnswerCache, CacheKey
+from service.chains import (
+    ChainResult,
+    Chunk,
+    MapReduceChain,
+    NumberedChunk,
+    PromptBuilder,
+    PromptLibrary,
+    QueryRewriter,
+    Question,
+    RefineChain,
+    StuffChain,
+    Summarizer,
+    number_chunks,
+)
+from service.chains.expand import QueryExpander
+from service.chains.grade import RelevanceGrader
+from service.chains.prompts import language_name
+from service.chains.result import Prepared
+from service.config.settings import PromptSettings, RetrievalSettings, SolrSettings
+from service.errors import (
+    DocumentNotFound,
+    EmptyDocument,
+    IndexNotFound,
+    NoDocumentFound,
+    ServiceError,
+    SummarySourceNotFound,
+)
+from service.grounding import GroundingPolicy
+from service.llm import ChatClient, ChatMessage, Usage
+from service.llm.rerank import RerankClient
+from service.llm.size import RequestSize
+from service.rag.reply import Reply, Timings, repeated
+from service.rag.request import RagQuery, SummarizeQuery
+from service.retrieval import (
+    DocumentById,
+    RetrievedDocument,
+    Retriever,
+    SolrClient,
+    count_documents,
+)
+from service.retrieval.fusion import MultiQueryRetriever
+from service.retrieval.scope import EVERYTHING, Scope
+from service.text import Chunker, sanitize_query
+
+log = logging.getLogger(__name__)
+
+
+# -- the state a request's stages share -----------------------------------------------------------
+
+
+@dataclass(kw_only=True)
+class State:
+    """What every request's stages share: timings, what intermediate LLM calls cost, the
+    documents and their chunks, and the Reply once a stage has made it."""
+
+    timings: Timings = field(default_factory=Timings)
+    started: float = field(default_factory=time.perf_counter)
+    usages: list[Usage] = field(default_factory=list)
+    documents: list[RetrievedDocument] = field(default_factory=list)
+    chunks: list[NumberedChunk] = field(default_factory=list)
+    reply: Reply | None = None
+
+    def without_text(self) -> ServiceError | None:
+        """The error when chunking found no text in the documents, or None to go on."""
+        return None
+
+
+@dataclass(kw_only=True)
+class RagState(State):
+    """A question's way through the stages."""
+
+    query: RagQuery
+    question: Question
+    search_query: str  # the query sanitized for Solr; rewriting may replace it
+    queries: tuple[str, ...] = ()  # several (multi-query), else the search query alone
+    cache_key: CacheKey | None = None  # where a new answer is kept (answer cache on)
+
+    def without_text(self) -> ServiceError | None:
+        if self.documents and not self.chunks and not self.query.answer_without_sources:
+            return NoDocumentFound("the retrieved documents hold no text")
+        return None
+
+
+@dataclass(kw_only=True)
+class SummaryState(State):
+    """A summary's way through the stages."""
+
+    query: SummarizeQuery
+
+    def without_text(self) -> ServiceError | None:
+        if not self.chunks:
+            name = self.documents[0].id if self.documents else ""
+            return EmptyDocument(f"document {name!r} has no text to summarize")
+        return None
+
+
+S = TypeVar("S", bound=State, contravariant=True)
+
+
+class Stage(Protocol[S]):
+    """One step of a request: timed under `name` by the pipeline's loop."""
+
+    name: str
+    calls_llm: bool
+
+    def wanted(self, state: S) -> bool:
+        """Whether this request needs the stage (settings that turn it off leave it out of
+        the pipeline instead)."""
+        ...
+
+    async def run(self, state: S) -> None: ...
+
+
+class EveryRequest:
+    """What most stages are: wanted by every request (unless they say otherwise), no LLM call
+    (a chain's last call, the answer's, is always kept: see Pipeline)."""
+
+    calls_llm: ClassVar[bool] = False
+
+    def wanted(self, state: State) -> bool:
+        return True
+
+
+# -- /ai/rag ---------------------------------------------------------------------------------
+
+
+@dataclass
+class CacheLookup(EveryRequest):
+    """The answer cache: a question that means the same as one answered before, asked with
+    the same `variant`, is answered again without any LLM call."""
+
+    cache: AnswerCache
+    variant: Callable[[RagQuery], str]
+    llm: ChatClient
+    name: ClassVar[str] = "cache"
+
+    def wanted(self, state: RagState) -> bool:
+        return not state.question.history
+
+    async def run(self, state: RagState) -> None:
+        found = await self.cache.lookup(state.question.text, self.variant(state.query))
+        if found.hit is not None:
+            state.reply = repeated(
+                found.hit, self.llm, state.timings, state.started, state.query.form
+            )
+        else:
+            state.cache_key = found.key
+
+
+@dataclass
+class Rewrite:
+    """The LLM writes the search query from the question and the conversation."""
+
+    llm: ChatClient
+    prompts: PromptLibrary
+    name: ClassVar[str] = "rewrite"
+    calls_llm: ClassVar[bool] = True
+
+    def wanted(self, state: RagState) -> bool:
+        return state.query.document_id is None
+
+    async def run(self, state: RagState) -> None:
+        rewrite = await QueryRewriter(self.llm, self.prompts).run(
+            state.question.text, state.question.history
+        )
+        if rewrite.usage:
+            state.usages.append(rewrite.usage)
+        state.search_query = sanitize_query(rewrite.query) or state.search_query
+
+
+@dataclass
+class Expand:
+    """The LLM writes `count` search queries, searched at once and fused (multi-query)."""
+
+    llm: ChatClient
+    prompts: PromptLibrary
+    count: int
+    name: ClassVar[str] = "expand"
+    calls_llm: ClassVar[bool] = True
+
+    def wanted(self, state: RagState) -> bool:
+        return state.query.document_id is None
+
+    async def run(self, state: RagState) -> None:
+        question = state.question
+        expansion = await QueryExpander(self.llm, self.prompts).run(
+            state.search_query, question.text, question.history, count=self.count
+        )
+        if expansion.usage:
+            state.usages.append(expansion.usage)
+        state.queries = tuple(q for q in map(sanitize_query, expansion.queries) if q)
+
+
+@dataclass
+class Retrieve(EveryRequest):
+    """BM25 documents, or passages (vector, hybrid); with `id`, that document only: whole with
+    BM25, its best passages otherwise (whole when it has none). Several queries are searched
+    at once and fused."""
+
+    retrieval: RetrievalSettings
+    layout: SolrSettings
+    solr: SolrClient
+    retriever: Callable[[Scope], Retriever]  # the configured retrieval within a scope
+    name: ClassVar[str] = "retrieve"
+
+    async def run(self, state: RagState) -> None:
+        request = state.query
+        scope = replace(request.scope, lang=request.lang)
+        queries = state.queries or (state.search_query,)
+        if request.document_id is not None:
+            state.documents = await self._one(request.document_id, queries[0], scope)
+        else:
+            state.documents = await self._found(queries, scope, request.answer_without_sources)
+
+    async def _one(self, document_id: str, query: str, scope: Scope) -> list[RetrievedDocument]:
+        document = await fetch(self.solr, self.layout, document_id, scope)
+        if document is None:
+            raise DocumentNotFound(
+                f"no document with id {document_id!r} in FileShare, or not visible"
+            )
+        if self.retrieval.in_force == "bm25":
+            return [document]
+        return await self.retriever(scope.with_parent(document_id)).run(query) or [document]
+
+    async def _found(
+        self, queries: tuple[str, ...], scope: Scope, nothing_is_an_answer: bool
+    ) -> list[RetrievedDocument]:
+        retriever = self.retriever(scope)
+        if len(queries) == 1:
+            documents = await retriever.run(queries[0])
+        else:
+            fused = MultiQueryRetriever(
+                retriever, k=self.retrieval.rrf_k, limit=self.retrieval.limit
+            )
+            documents = await fused.run(queries)
+        if documents:
+            return documents
+        if scope.index is not None and not await count_documents(
+            self.solr, self.layout.documents_collection, EVERYTHING.in_index(scope.index)
+        ):
+            raise IndexNotFound(scope.index)
+        if nothing_is_an_answer:
+            return []
+        raise NoDocumentFound(
+            f"the {self.retrieval.in_force} search found nothing for {queries[0]!r}"
+        )
+
+
+@dataclass
+class ChunkDocuments(EveryRequest):
+    """The documents cut into chunks of chunking.chunk.size (or whole, chunking off), each
+    numbered by its document."""
+
+    prompt: PromptSettings
+    name: ClassVar[str] = "chunk"
+
+    async def run(self, state: State) -> None:
+        documents = state.documents
+        if not self.prompt.chunking_enable:
+            chunks = [Chunk(doc, doc.content) for doc in documents if doc.content.strip()]
+        else:
+            chunker = Chunker(self.prompt.chunk_size)
+            chunks = [Chunk(doc, text) for doc in documents for text in chunker.run(doc.content)]
+        state.chunks = number_chunks(chunks)
+        if (error := state.without_text()) is not None:
+            raise error
+
+
+@dataclass
+class Rerank(EveryRequest):
+    """A rerank API orders the chunks by their relevance to the question; the `top_n` best go
+    on, best first (and numbered so). The retrieval order is kept when the API fails."""
+
+    client: RerankClient
+    top_n: int
+    max_chunks: int
+    name: ClassVar[str] = "rerank"
+
+    def wanted(self, state: RagState) -> bool:
+        return len(state.chunks) > 1
+
+    async def run(self, state: RagState) -> None:
+        sent = state.chunks[: self.max_chunks]
+        try:
+            ranked = await self.client.rank(
+                state.question.text, [item.chunk.text for item in sent], self.top_n
+            )
+        except ServiceError as error:
+            log.warning("reranking skipped, the retrieval order kept: %s", error.reason)
+            return
+        state.chunks = number_chunks([sent[item.index].chunk for item in ranked])
+
+
+@dataclass
+class Grade:
+    """The LLM grades each chunk against the question; those below `minimum` are left out."""
+
+    llm: ChatClient
+    prompts: PromptLibrary
+    size: RequestSize
+    minimum: str
+    concurrency: int
+    name: ClassVar[str] = "grade"
+    calls_llm: ClassVar[bool] = True
+
+    def wanted(self, state: RagState) -> bool:
+        return bool(state.chunks)
+
+    async def run(self, state: RagState) -> None:
+        count = len(state.chunks)
+        graded = await RelevanceGrader(
+            self.llm,
+            self.prompts,
+            self.size,
+            self.minimum,
+            concurrency=self.concurrency,
+            max_requests=self.llm.calls.left - 1,
+        ).run(state.question.text, state.chunks)
+        state.usages.extend(graded.usages)  # counted even when grading keeps nothing
+        state.chunks = number_chunks([item.chunk for item in graded.kept])
+        if not state.chunks and not state.query.answer_without_sources:
+            raise NoDocumentFound(
+                f"relevance grading found no chunk at {self.minimum} or above among {count}"
+            )
+
+
+@dataclass
+class Chain(EveryRequest):
+    """The prompt chain (stuff, map-reduce or refine) up to its last request, and the Reply
+    that sends it; without chunks (openai.no.context=answer), the conversation alone."""
+
+    llm: ChatClient
+    prompts: PromptLibrary
+    size: RequestSize
+    strategy: str
+    concurrency: int
+    answer_reserve: int  # room kept for an earlier answer carried into a request
+    grounding: GroundingPolicy | None
+    cache: AnswerCache | None
+    name: ClassVar[str] = "chain"
+
+    async def run(self, state: RagState) -> None:
+        chain_started = time.perf_counter()
+        if state.chunks:
+            builder = PromptBuilder(self.prompts, state.question)
+            prepared = await self._chain(builder, state.chunks).prepare(state.chunks)
+        else:  # nothing relevant, and the caller wants the LLM's answer without sources
+            request = state.query
+            conversation = [*state.question.history, ChatMessage("user", request.query)]
+            prepared = Prepared(ChainResult(answer="", sources=[]), final=conversation)
+        kept = None
+        if self.cache is not None and state.cache_key is not None:
+            kept = (self.cache, state.cache_key)  # where a new answer is kept
+        state.reply = Reply(
+            self.llm,
+            prepared,
+            state.timings,
+            state.started,
+            chain_started,
+            tuple(state.usages),
+            state.query.form,
+            grounding=self.grounding,
+            cache=kept,
+        )
+
+    def _chain(
+        self, builder: PromptBuilder, chunks: list[NumberedChunk]
+    ) -> StuffChain | MapReduceChain | RefineChain:
+        stuff = StuffChain(self.llm, builder, self.size)
+        if self.strategy == "stuff" or stuff.fits_in_one_request(chunks):
+            return stuff
+        if self.strategy == "mapreduce":
+            return MapReduceChain(
+                self.llm,
+                builder,
+                self.size,
+                concurrency=self.concurrency,
+                answer_reserve=self.answer_reserve,
+            )
+        return RefineChain(self.llm, builder, self.size, answer_reserve=self.answer_reserve)
+
+
+# -- /ai/summarize ---------------------------------------------------------------------------
+
+
+@dataclass
+class Fetch(EveryRequest):
+    """The document to summarize: by its FileShare id, or the text posted."""
+
+    solr: SolrClient
+    layout: SolrSettings
+    name: ClassVar[str] = "retrieve"
+
+    async def run(self, state: SummaryState) -> None:
+        request = state.query
+        if request.document_id is None:
+            document = RetrievedDocument(id="", title="", url="", content=request.text or "")
+        else:
+            scope = replace(request.scope, lang=request.lang)
+            found = await fetch(self.solr, self.layout, request.document_id, scope)
+            if found is None:
+                raise SummarySourceNotFound(
+                    f"no document with id {request.document_id!r} in FileShare"
+                )
+            document = found
+        state.documents = [document]
+
+
+@dataclass
+class Summarize(EveryRequest):
+    """The summary chain (stuff, or map-reduce when the document does not fit one request)."""
+
+    llm: ChatClient
+    prompts: PromptLibrary
+    size: RequestSize
+    concurrency: int
+    answer_reserve: int
+    name: ClassVar[str] = "chain"
+
+    async def run(self, state: SummaryState) -> None:
+        builder = PromptBuilder(
+            self.prompts,
+            Question(text="", language=language_name(state.query.lang)),
+            system_template="summarize_system",
+        )
+        chain_started = time.perf_counter()
+        summarizer = Summarizer(
+            self.llm,
+            builder,
+            self.size,
+            concurrency=self.concurrency,
+            answer_reserve=self.answer_reserve,
+        )
+        prepared = await summarizer.prepare(state.chunks)
+        state.reply = Reply(
+            self.llm,
+            prepared,
+            state.timings,
+            state.started,
+            chain_started,
+            sources_only_if_found=False,
+        )
+
+
+async def fetch(
+    solr: SolrClient, layout: SolrSettings, document_id: str, scope: Scope
+) -> RetrievedDocument | None:
+    """One FileShare document by id, if the caller may see it."""
+    found = DocumentById(solr, layout.documents_collection, layout.documents_map)
+    return await found.run(document_id, scope)

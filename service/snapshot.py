@@ -1,0 +1,161 @@
+"""One request's view of the service: the settings in force when it arrived (with its own
+overrides), and the clients bound to them, built on first use from the runtime's long-lived
+pools, breakers and caches.
+
+    >>> snapshot = Snapshot(runtime)                       # FastAPI: Depends(request_snapshot)
+    >>> pipeline = rag_pipeline(snapshot.overridden(query.overrides))
+
+A settings reload in the middle of a request does not reach it: every stage and client of one
+request sees one snapshot.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+from service.cache import AnswerCache
+from service.chains import PromptLibrary
+from service.config import Settings
+from service.ingest.indexer import Indexer, indexer_for
+from service.ingest.indexes import KaitoIndexes
+from service.llm import ChatClient, EmbeddingsClient
+from service.llm.rerank import RerankClient, rerank_client
+from service.rag.request import NO_OVERRIDES, Overrides
+from service.retrieval import Retriever, Scope, SolrClient, VectorRetriever
+from service.retrieval.embedding_mode import EmbeddingMode
+from service.retrieval.factory import build_retriever, vector_retriever
+from service.retrieval.in_memory import InMemorySearch
+from service.runtime import Runtime
+
+MAX_FILES = 100  # chunking.maxFiles' upper bound
+
+
+class Snapshot:
+    """The settings of one request and its clients (each built once, when first used)."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        settings: Settings | None = None,
+        overrides: Overrides = NO_OVERRIDES,
+    ) -> None:
+        self._runtime = runtime
+        self._base = settings or runtime.settings()
+        self.overrides = overrides
+        self.settings = overrides.apply(self._base)
+
+    def overridden(self, overrides: Overrides) -> Snapshot:
+        """This snapshot with a request's own options (its model, retrieval, top k...)."""
+        if overrides == self.overrides:
+            return self
+        return Snapshot(self._runtime, self._base, overrides)
+
+    @cached_property
+    def solr(self) -> SolrClient:
+        return self._runtime.solr(self.settings)
+
+    @cached_property
+    def llm(self) -> ChatClient:
+        """The configured LLM, or the model, max_tokens and temperature the request names;
+        with the request's own call budget."""
+        return self._runtime.llm(
+            self.settings,
+            model=self.overrides.model,
+            max_tokens=self.overrides.max_tokens,
+            temperature=self.overrides.temperature,
+        )
+
+    @cached_property
+    def embeddings(self) -> EmbeddingsClient:
+        return self._runtime.embeddings(self.settings)
+
+    @cached_property
+    def prompts(self) -> PromptLibrary:
+        return self._runtime.prompt_library(self.settings)
+
+    @cached_property
+    def embedding_mode(self) -> EmbeddingMode:
+        """Whether Solr or the service embeds questions (solr.embeddings.mode)."""
+        return self._runtime.embedding_mode(self.settings)
+
+    @cached_property
+    def answer_cache(self) -> AnswerCache | None:
+        """The semantic answer cache (cache.enabled), or None."""
+        if not self.settings.cache.enabled:
+            return None
+        settings = self.settings
+        return AnswerCache(self.solr, self.embeddings, settings.solr, settings.cache)
+
+    @cached_property
+    def in_memory(self) -> InMemorySearch | None:
+        """InMemory vector search (rag.enable.vector.search), its vectors shared by every
+        request; None when off."""
+        settings = self.settings
+        if not settings.retrieval.in_memory:
+            return None
+        return InMemorySearch(
+            self._runtime.passage_vectors,
+            size=settings.embeddings.passage_size,
+            overlap=settings.embeddings.passage_overlap,
+            max_chunks=settings.retrieval.in_memory_chunks,
+        )
+
+    @cached_property
+    def rerank(self) -> RerankClient | None:
+        """The rerank API (rerank.enabled), or None."""
+        if not self.settings.rerank.enabled:
+            return None
+        settings = self.settings
+        breaker = self._runtime.breaker(settings, "rerank", settings.rerank.endpoint)
+        return rerank_client(self._runtime.pool("rerank"), settings, breaker=breaker)
+
+    def retriever(self, scope: Scope) -> Retriever:
+        """The configured retrieval within `scope`, the question embedded as configured."""
+        settings = self.settings
+        return build_retriever(
+            settings.retrieval,
+            settings.solr,
+            self.solr,
+            self.embeddings,
+            scope=scope,
+            mode=self.embedding_mode,
+            in_memory=self.in_memory,
+        )
+
+    def index_retriever(self, scope: Scope, count: int) -> Retriever:
+        """The configured retrieval, finding up to `count` documents or passages in `scope`."""
+        sized = self.settings.overridden(
+            {"solr.topK": count, "chunking.maxFiles": min(count, MAX_FILES)}
+        )
+        return build_retriever(
+            sized.retrieval,
+            sized.solr,
+            self.solr,
+            self.embeddings,
+            scope=scope,
+            mode=self.embedding_mode,
+        )
+
+    def vector_retriever(
+        self, *, model: str | None, top_k: int | None, scope: Scope
+    ) -> VectorRetriever:
+        """kNN over the passages, with the embedding model a caller may name (then the
+        service embeds the question: Solr's plugin knows one model)."""
+        settings = self.settings
+        own_model = model is None or model == settings.embeddings.model
+        return vector_retriever(
+            settings.solr,
+            self.solr,
+            self._runtime.embeddings(settings, model=model) if model else self.embeddings,
+            top_k=top_k or settings.retrieval.top_k,
+            scope=scope,
+            mode=self.embedding_mode if own_model else None,
+        )
+
+    @cached_property
+    def indexer(self) -> Indexer:
+        return indexer_for(self.settings, self.solr, self.embeddings, mode=self.embedding_mode)
+
+    @cached_property
+    def kaito_indexes(self) -> KaitoIndexes:
+        return KaitoIndexes(self.solr, self.indexer, self.settings.solr.documents_collection)
