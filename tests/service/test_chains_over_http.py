@@ -9,8 +9,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.chains.result import NO_ANSWER
+from testing.corpus import load_corpus
 from testing.llm_server import LLMScript, RecordedRequest, Step
-from testing.service import ClientFactory, load_corpus
+from testing.service import ClientFactory
 
 BLOCK = re.compile(r"^######\n\[(\d+)\] [^\n]*\n[^\n]*\n", re.M)
 BUDGET = 2500
