@@ -1,5 +1,5 @@
-"""The `solr-rag` command: serve | ingest | sync | eval | samples | model-server | solr (start,
-stop, status, fetch)."""
+"""The `solr-rag` command: serve | mcp | ingest | sync | eval | samples | model-server | solr
+(start, stop, status, fetch)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from service import __version__
 from service.api.connections import BoundedHeaders
 from service.config import Settings
 from service.config.store import env_name
-from service.errors import ExtractionFailed, SetupError
+from service.errors import ExtractionFailed, ServiceError, SetupError
 from service.metrics import MULTIPROCESS_DIR
 from service.models import packaged
 from service.observability import configure_logging
@@ -151,6 +151,20 @@ def _parser() -> argparse.ArgumentParser:
         "--restart", action="store_true", help="start from the first document, not the checkpoint"
     )
     sync.set_defaults(run=_sync)
+
+    what = (
+        "serve the MCP tools (search, ask, summarize, get_document, list_indexes) over stdio, "
+        "for desktop agents (Claude Desktop, Cursor); the service's /mcp serves them over HTTP"
+    )
+    mcp = commands.add_parser("mcp", help=what, description=what[0].upper() + what[1:])
+    mcp.add_argument("--config", type=Path, default=DEFAULT_CONFIG, help=CONFIG_HELP)
+    mcp.add_argument(
+        "--groups",
+        default=os.environ.get("SOLR_RAG_MCP_GROUPS", ""),
+        help="with security.enabled: the groups whose documents the tools may use, "
+        "comma-separated (default: $SOLR_RAG_MCP_GROUPS; none: public documents only)",
+    )
+    mcp.set_defaults(run=_mcp)
 
     what = "answer quality on your questions (JSON Lines), through a running service's /ai/rag"
     evaluate = commands.add_parser("eval", help=what, description=_eval_description())
@@ -426,6 +440,32 @@ def _interval(text: str) -> float:
     if not 1 <= seconds <= 7 * 86400:
         raise argparse.ArgumentTypeError(f"{text!r}: an interval is 1s to 7 days")
     return seconds
+
+
+def _mcp(args: argparse.Namespace) -> int:
+    """The MCP server on stdin/stdout (the protocol's; logs go to stderr)."""
+    from service.api.mcp import create_mcp, fixed_scope
+    from service.runtime import Runtime
+
+    runtime = Runtime(args.config)
+    groups = args.groups.split(",")
+    try:
+        fixed_scope(groups, runtime.settings())  # bad group names stop here, before any client
+    except ServiceError as error:
+        print(f"solr-rag: {error.reason}", file=sys.stderr)
+        return 2
+
+    async def serve() -> None:
+        await runtime.start()
+        try:
+            await create_mcp(
+                runtime, lambda ctx, snapshot: fixed_scope(groups, snapshot.settings)
+            ).run_stdio_async()
+        finally:
+            await runtime.stop()
+
+    asyncio.run(serve())
+    return 0
 
 
 def _sync(args: argparse.Namespace) -> int:

@@ -30,6 +30,8 @@ from service.api.docs import install_docs
 from service.api.errors import install_error_handlers
 from service.api.limits import BodySizeLimit
 from service.api.llm_work import CallerLimit, CancelOnDisconnect
+from service.api.mcp import PATH as MCP_PATH
+from service.api.mcp import McpEndpoint, create_mcp, http_scope
 from service.api.openai_schema import add_schemas
 from service.api.request_context import RequestContext
 from service.observability import configure_logging
@@ -53,12 +55,15 @@ def create_app(config_path: Path) -> FastAPI:
     """The service for one rag.properties; raises ConfigError or PromptTemplateError at once
     when either is invalid, so a misconfigured service never starts."""
     runtime = Runtime(config_path)
+    agents = create_mcp(runtime, http_scope)
+    agents.streamable_http_app()  # makes its session manager
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await runtime.start()
         try:
-            yield
+            async with agents.session_manager.run():
+                yield
         finally:
             await runtime.stop()
 
@@ -101,6 +106,10 @@ def create_app(config_path: Path) -> FastAPI:
     app.include_router(health.router)
     app.include_router(metrics.router)
     app.include_router(pages.router)
+    # the Model Context Protocol, for agents (service.api.mcp)
+    app.add_route(
+        MCP_PATH, McpEndpoint(runtime, agents), ["GET", "POST", "DELETE"], include_in_schema=False
+    )
     install_docs(app)
     app.add_middleware(DatafariPaths)  # before routing, and before the checks that name a route
     app.add_middleware(RequestContext)  # outermost: every response gets its id and log line

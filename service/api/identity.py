@@ -27,8 +27,16 @@ def caller_scope(request: Request, security: SecuritySettings) -> Scope:
         groups, where = _groups_from_jwt(request, security), security.jwt_groups_claim
     else:
         raw = request.headers.get(security.groups_header, "")
-        groups, where = [g.strip() for g in raw.split(",")], security.groups_header
-    unique = tuple(dict.fromkeys(group for group in groups if group))
+        groups, where = raw.split(","), security.groups_header
+    return groups_scope(groups, security, where)
+
+
+def groups_scope(groups: list[str], security: SecuritySettings, where: str) -> Scope:
+    """What callers of these groups may see (security on); BadRequest naming `where` the
+    groups came from when they are not group names."""
+    if not security.enabled:
+        return EVERYTHING
+    unique = tuple(dict.fromkeys(group.strip() for group in groups if group.strip()))
     if len(unique) > MAX_GROUPS or not all(GROUP.match(group) for group in unique):
         raise BadRequest(
             f"{where} must list at most {MAX_GROUPS} group names "

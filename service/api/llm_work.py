@@ -29,7 +29,7 @@ from service.config.settings import Settings
 from service.errors import CallerOverLimit, ServiceError
 
 # the endpoints whose requests call the LLM (after DatafariPaths has rewritten its aliases)
-LLM_PATHS = ("/ai/rag", "/ai/summarize", "/v1/chat/completions", "/search/select")
+LLM_PATHS = ("/ai/rag", "/ai/summarize", "/v1/chat/completions", "/search/select", "/mcp")
 RETRY_AFTER_SECONDS = 2
 _NO_BODY = frozenset({"GET", "HEAD", "DELETE", "OPTIONS"})
 

@@ -15,6 +15,7 @@ from service.api.rag import RagContent, UsageOut
 from service.api.sources import sources_of
 from service.rag.assemble import summarize_pipeline
 from service.rag.request import SummarizeQuery
+from service.retrieval import Scope
 
 router = APIRouter(
     tags=["summarize"], dependencies=[Depends(require_api_key)], route_class=json_route()
@@ -42,6 +43,9 @@ class SummarizeRequest(BaseModel):
             raise ValueError("give either id or text, not both and not neither")
         return self
 
+    def to_query(self, scope: Scope) -> SummarizeQuery:
+        return SummarizeQuery(document_id=self.id, text=self.text, lang=self.lang, scope=scope)
+
 
 class SummarizeResponse(BaseModel):
     """The answer of POST /ai/summarize, in Datafari's envelope."""
@@ -61,9 +65,7 @@ async def summarize(
     """Summarize a document; map-reduce over its parts when it exceeds one request."""
     pipeline = summarize_pipeline(snapshot)
     scope = caller_scope(request, snapshot.settings.security)
-    reply = await pipeline.run(
-        SummarizeQuery(document_id=body.id, text=body.text, lang=body.lang, scope=scope)
-    )
+    reply = await pipeline.run(body.to_query(scope))
     answer = await reply.complete()
     documents = [source for source in sources_of(answer, with_content=False) if source.id]
     return SummarizeResponse(

@@ -1,0 +1,299 @@
+"""/mcp: the Model Context Protocol, for agents (Claude Desktop, Cursor, Open WebUI, VS Code,
+LangChain and LlamaIndex agents), over streamable HTTP; `solr-rag mcp` serves the same tools
+over stdio for desktop clients.
+
+Tools: `search` (the configured retrieval: sources with ids, titles, URLs, excerpts), `ask`
+(the RAG answer: text, cited sources, grounding report), `summarize`, `get_document`,
+`list_indexes` (KAITO's indexes); resources: `solr-rag://doc/{id}`.
+
+The REST API's security holds: over HTTP the request goes through the same middlewares (body
+limit, per-caller cap, request id, metrics), needs one of `api.keys` when any is set, and each
+tool sees only what the caller's groups (header or JWT) may see; the LLM call budget and the
+deadline are the pipeline's. Over stdio the caller is the local user who started it, with the
+groups given on its command line.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, Literal, TypeVar
+
+from mcp.server.fastmcp import Context, FastMCP
+from mcp.server.fastmcp.exceptions import ToolError
+from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import BaseModel, Field, ValidationError
+from starlette.requests import Request
+from starlette.types import Receive, Send
+from starlette.types import Scope as AsgiScope
+
+from service.api.auth import api_keys, matching_api_key
+from service.api.errors import error_response
+from service.api.fields import MAX_QUERY_PARAM
+from service.api.identity import caller_scope, groups_scope
+from service.api.rag import RagRequest
+from service.api.summarize import SummarizeRequest
+from service.config import Settings
+from service.errors import BadRequest, DocumentNotFound, ServiceError, Unauthorized
+from service.ingest.indexes import metadata_filters
+from service.rag.assemble import rag_pipeline, summarize_pipeline
+from service.rag.stages import fetch
+from service.retrieval import Scope
+from service.runtime import Runtime
+from service.snapshot import Snapshot
+
+log = logging.getLogger(__name__)
+
+PATH = "/mcp"
+MAX_RESULTS = 50
+EXCERPT_CHARS = 600
+MAX_DOCUMENT_CHARS = 200_000
+
+INSTRUCTIONS = (
+    "Search and answer questions from this organisation's documents (an Apache Solr index). "
+    "Use `ask` for a question: it answers from the documents the caller may see and cites "
+    "them as [n]. Use `search` to find documents, `get_document` to read one, `summarize` "
+    "for a summary, `list_indexes` for the named indexes."
+)
+
+T = TypeVar("T")
+# who the caller is: what it may see, from the request (HTTP) or the command line (stdio)
+ScopeOf = Callable[[Context, Snapshot], Scope]  # type: ignore[type-arg]
+
+
+class Source(BaseModel):
+    """A document (or passage) found, with where to read it."""
+
+    id: str
+    title: str
+    url: str
+    excerpt: str = Field(description=f"The start of its text (at most {EXCERPT_CHARS} chars).")
+    score: float | None = None
+
+
+class SearchResult(BaseModel):
+    sources: list[Source]
+
+
+class AnswerSource(BaseModel):
+    """A document the answer was written from; `number` is its citation mark ([n])."""
+
+    number: int
+    id: str
+    title: str
+    url: str
+    cited: bool = Field(description="Whether the answer cites it.")
+
+
+class AskResult(BaseModel):
+    answer: str
+    sources: list[AnswerSource]
+    grounding: dict[str, Any] | None = Field(
+        None, description="Each sentence checked against its sources (grounding.enabled)."
+    )
+    llm_calls: int
+
+
+class SummaryResult(BaseModel):
+    summary: str
+
+
+class Document(BaseModel):
+    id: str
+    title: str
+    url: str
+    content: str
+    truncated: bool = Field(description=f"Whether content was cut at {MAX_DOCUMENT_CHARS} chars.")
+
+
+class Indexes(BaseModel):
+    indexes: list[str]
+
+
+def create_mcp(runtime: Runtime, scope_of: ScopeOf) -> FastMCP:  # type: ignore[type-arg]
+    """The MCP server: its tools answer from `runtime`'s settings in force, within what
+    `scope_of` says the caller may see."""
+    server = FastMCP(
+        "solr-rag",
+        instructions=INSTRUCTIONS,
+        streamable_http_path=PATH,
+        # stateless: any worker answers any request; JSON: one response per request
+        stateless_http=True,
+        json_response=True,
+        # the REST API's rules apply (API keys, CORS); a Host check would refuse every
+        # deployment not reached as localhost
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )
+
+    async def guarded(ctx: Context, work: Callable[[Snapshot, Scope], Awaitable[T]]) -> T:  # type: ignore[type-arg]
+        """`work` on this request's snapshot and the caller's scope; our errors as the
+        tool's error (their message and reason: no secrets, no addresses), others logged."""
+        try:
+            snapshot = Snapshot(runtime)
+            return await work(snapshot, scope_of(ctx, snapshot))
+        except ServiceError as error:
+            raise ToolError(f"{error.message} ({error.reason})") from None
+        except ValidationError as error:
+            raise ToolError(f"invalid arguments: {_problems(error)}") from None
+        except Exception:
+            log.exception("MCP tool failed")
+            raise ToolError("unexpected error; see the service log") from None
+
+    @server.tool(structured_output=True)
+    async def search(
+        ctx: Context,  # type: ignore[type-arg]
+        query: Annotated[str, Field(min_length=1, max_length=MAX_QUERY_PARAM)],
+        top_k: Annotated[int, Field(ge=1, le=MAX_RESULTS)] = 5,
+        index: Annotated[str | None, Field(max_length=64)] = None,
+        metadata_filter: dict[str, str | int | float | bool] | None = None,
+    ) -> SearchResult:
+        """Find the documents (or passages) that best match `query`, with the service's
+        configured retrieval (BM25, vector or hybrid). `index`: a named index (list_indexes)
+        only; `metadata_filter`: its documents whose metadata has these values."""
+
+        async def found(snapshot: Snapshot, scope: Scope) -> SearchResult:
+            if index is not None:
+                await snapshot.kaito_indexes.require(index)
+                scope = scope.in_index(index, metadata_filters(metadata_filter))
+            elif metadata_filter:
+                raise BadRequest("metadata_filter needs an index")
+            documents = await snapshot.index_retriever(scope, top_k).run(query)
+            return SearchResult(
+                sources=[
+                    Source(
+                        id=d.source_id,
+                        title=d.title,
+                        url=d.url,
+                        excerpt=d.content[:EXCERPT_CHARS],
+                        score=d.score or None,
+                    )
+                    for d in documents[:top_k]
+                ]
+            )
+
+        return await guarded(ctx, found)
+
+    @server.tool(structured_output=True)
+    async def ask(
+        ctx: Context,  # type: ignore[type-arg]
+        question: Annotated[str, Field(min_length=1, max_length=20_000)],
+        id: Annotated[str | None, Field(max_length=512)] = None,
+        lang: Annotated[str | None, Field(max_length=16)] = None,
+        format: Literal["default", "text", "bulletpoint", "stepbystep"] = "default",
+        history: Annotated[list[dict[str, str]] | None, Field(max_length=100)] = None,
+    ) -> AskResult:
+        """Answer `question` from the documents the caller may see, citing them as [n]
+        (`id`: from that document only; `lang`: ISO code of the answer's language; `history`:
+        earlier messages, {role: user|assistant, content}). Says so when the documents do
+        not hold the answer."""
+
+        async def answered(snapshot: Snapshot, scope: Scope) -> AskResult:
+            body = RagRequest.model_validate(
+                {"query": question, "id": id, "lang": lang, "format": format, "history": history}
+            )
+            reply = await rag_pipeline(snapshot).run(body.to_query(scope))
+            answer = await reply.complete()
+            return AskResult(
+                answer=answer.message,
+                sources=[
+                    AnswerSource(number=d.number, id=d.id, title=d.title, url=d.url, cited=d.cited)
+                    for d in answer.documents
+                ],
+                grounding=answer.grounding.to_json() if answer.grounding else None,
+                llm_calls=answer.llm_calls,
+            )
+
+        return await guarded(ctx, answered)
+
+    @server.tool(structured_output=True)
+    async def summarize(
+        ctx: Context,  # type: ignore[type-arg]
+        id: Annotated[str | None, Field(max_length=512)] = None,
+        text: Annotated[str | None, Field(max_length=2_000_000)] = None,
+        lang: Annotated[str | None, Field(max_length=16)] = None,
+    ) -> SummaryResult:
+        """Summarize one document (`id`) or a text (`text`): give exactly one."""
+
+        async def summarized(snapshot: Snapshot, scope: Scope) -> SummaryResult:
+            body = SummarizeRequest.model_validate({"id": id, "text": text, "lang": lang})
+            query = body.to_query(scope)
+            reply = await summarize_pipeline(snapshot).run(query)
+            return SummaryResult(summary=(await reply.complete()).message)
+
+        return await guarded(ctx, summarized)
+
+    @server.tool(structured_output=True)
+    async def get_document(
+        ctx: Context,  # type: ignore[type-arg]
+        id: Annotated[str, Field(min_length=1, max_length=512)],
+    ) -> Document:
+        """The whole text of one document (an id from search or ask's sources)."""
+        return await guarded(ctx, lambda snapshot, scope: _document(snapshot, scope, id))
+
+    @server.tool(structured_output=True)
+    async def list_indexes(ctx: Context) -> Indexes:  # type: ignore[type-arg]
+        """The named indexes (KAITO's API) that search can be limited to."""
+
+        async def listed(snapshot: Snapshot, scope: Scope) -> Indexes:
+            return Indexes(indexes=await snapshot.kaito_indexes.names())
+
+        return await guarded(ctx, listed)
+
+    @server.resource("solr-rag://doc/{id}", mime_type="text/plain")
+    async def document_text(id: str, ctx: Context) -> str:  # type: ignore[type-arg]
+        """A document's text, as get_document gives it."""
+        found = await guarded(ctx, lambda snapshot, scope: _document(snapshot, scope, id))
+        return found.content
+
+    return server
+
+
+async def _document(snapshot: Snapshot, scope: Scope, document_id: str) -> Document:
+    found = await fetch(snapshot.solr, snapshot.settings.solr, document_id, scope)
+    if found is None:
+        raise DocumentNotFound(f"no document with id {document_id!r}, or not visible")
+    return Document(
+        id=found.id,
+        title=found.title,
+        url=found.url,
+        content=found.content[:MAX_DOCUMENT_CHARS],
+        truncated=len(found.content) > MAX_DOCUMENT_CHARS,
+    )
+
+
+def _problems(error: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(part) for part in item['loc']) or 'arguments'}: {item['msg']}"
+        for item in error.errors()
+    )
+
+
+def fixed_scope(groups: list[str], settings: Settings) -> Scope:
+    """Over stdio: what the groups given on the command line may see (security on)."""
+    return groups_scope(groups, settings.security, "--groups")
+
+
+def http_scope(ctx: Context, snapshot: Snapshot) -> Scope:  # type: ignore[type-arg]
+    """Over HTTP: the caller's groups from its request, as the REST API reads them."""
+    request = ctx.request_context.request
+    if not isinstance(request, Request):
+        raise Unauthorized("no HTTP request to identify the caller by")
+    return caller_scope(request, snapshot.settings.security)
+
+
+class McpEndpoint:
+    """The ASGI endpoint of /mcp: the API key check of the public endpoints, then the SDK's
+    streamable HTTP transport."""
+
+    def __init__(self, runtime: Runtime, server: FastMCP) -> None:  # type: ignore[type-arg]
+        self._runtime = runtime
+        self._server = server
+
+    async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        security = self._runtime.settings().security
+        if api_keys(security) and matching_api_key(request, security) is None:
+            error = Unauthorized("missing or wrong API key (Authorization: Bearer or X-API-Key)")
+            await error_response(request, error)(scope, receive, send)
+            return
+        await self._server.session_manager.handle_request(scope, receive, send)
