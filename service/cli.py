@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 
@@ -29,6 +30,10 @@ from service.models import packaged
 from service.observability import configure_logging
 from service.processes import start_group, stop_group
 from service.retrieval.layout import verify_layout
+
+if TYPE_CHECKING:
+    from service.ingest.extract import SourceDocument
+    from service.ingest.indexer import Indexer
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SOLR_SCRIPT = REPO_ROOT / "solr" / "local" / "solr.sh"
@@ -126,6 +131,13 @@ def _parser() -> argparse.ArgumentParser:
         "--force",
         action="store_true",
         help="write and embed every document again, even those Solr holds unchanged",
+    )
+    ingest.add_argument(
+        "--sync",
+        action="store_true",
+        help="keep the index in step with the folders (a cron job's): new and changed files "
+        "are indexed (unchanged ones, by content hash, are not), and the documents of each "
+        "folder's source whose file is gone are deleted with their passages",
     )
     ingest.set_defaults(run=_ingest)
 
@@ -529,6 +541,7 @@ def _ingest(args: argparse.Namespace) -> int:
             args.if_empty,
             force=args.force,
             source=args.source,
+            sync=args.sync,
         )
     )
 
@@ -542,9 +555,11 @@ async def _ingest_into_solr(
     *,
     force: bool = False,
     source: str | None = None,
+    sync: bool = False,
 ) -> int:
     """Files (and the sample corpus) into FileShare, their embedded passages into VectorMain;
-    ids start with `source` (default: each folder's name)."""
+    ids start with `source` (default: each folder's name); `sync`: each source's documents
+    whose file is gone are deleted."""
     from service.ingest import extract, find_files
     from service.ingest.indexer import indexer_for, with_source
     from service.ingest.progress import ProgressLine
@@ -579,15 +594,35 @@ async def _ingest_into_solr(
                 document = replace(document, url="")
             named = root.resolve().name if source is None else source
             documents.append(with_source(document, named or "files"))
+        if sync and skipped:  # a file that could not be read is not a file that is gone
+            print(
+                "solr-rag ingest --sync: some files were skipped; nothing deleted", file=sys.stderr
+            )
+            sync = False
         line = ProgressLine()
         summary = await indexer.run(documents, line)
         line.done()
         print(f"Ingested {summary} into {collection} and {settings.solr.passages_collection}")
+        if sync:
+            await _delete_gone(indexer, documents, paths, source)
         if summary.replaced:
             print(summary.replacements(), file=sys.stderr)
         if skipped:
             print(f"{skipped} file(s) skipped (see above)")
         return 0
+
+
+async def _delete_gone(
+    indexer: Indexer, documents: list[SourceDocument], paths: list[Path], source: str | None
+) -> None:
+    """The documents of each synced source that no file of it is now (deleted with their
+    passages)."""
+    present = {document.id for document in documents}
+    sources = {(source if source is not None else path.resolve().name) or "files" for path in paths}
+    gone = [i for name in sorted(sources) for i in await indexer.ids_from(name) if i not in present]
+    if gone:
+        await indexer.delete_all(gone)
+    print(f"Deleted {len(gone)} document(s) whose file is gone")
 
 
 def _samples(args: argparse.Namespace) -> int:

@@ -249,6 +249,23 @@ class Overloaded(ServiceError):
     message = "Sorry, too many questions are being answered right now. Please try again shortly."
 
 
+class JobNotFound(ServiceError):
+    """No ingestion job has this id (GET /jobs lists them)."""
+
+    kind = "JobNotFound"
+    status = 404
+    message = "Sorry, there is no ingestion job with this id."
+
+
+class TooManyJobs(ServiceError):
+    """The deployment's or this caller's ingestion jobs are as many as they may be
+    (jobs.max.queued, jobs.max.per.caller)."""
+
+    kind = "TooManyRequests"
+    status = 429
+    message = "Sorry, too many ingestion jobs are waiting. Please try again later."
+
+
 class CallerOverLimit(ServiceError):
     """This caller already has as many questions in progress as it may
     (llm.max.concurrent.per.caller)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from collections.abc import AsyncIterator
@@ -25,6 +26,7 @@ from service.api import (
     search,
     summarize,
 )
+from service.api import jobs as jobs_api
 from service.api.datafari import DatafariPaths, add_datafari_paths
 from service.api.docs import install_docs
 from service.api.errors import install_error_handlers
@@ -34,6 +36,7 @@ from service.api.mcp import PATH as MCP_PATH
 from service.api.mcp import McpEndpoint, create_mcp, http_scope
 from service.api.openai_schema import add_schemas
 from service.api.request_context import RequestContext
+from service.ingest.job_runner import JobRunner
 from service.observability import configure_logging
 from service.runtime import Runtime
 
@@ -58,13 +61,18 @@ def create_app(config_path: Path) -> FastAPI:
     agents = create_mcp(runtime, http_scope)
     agents.streamable_http_app()  # makes its session manager
 
+    jobs = JobRunner(runtime)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await runtime.start()
+        running = asyncio.create_task(jobs.run_forever(), name="ingestion jobs")
         try:
             async with agents.session_manager.run():
                 yield
         finally:
+            running.cancel()
+            await asyncio.wait([running])
             await runtime.stop()
 
     app = FastAPI(
@@ -100,6 +108,7 @@ def create_app(config_path: Path) -> FastAPI:
     app.include_router(summarize.router)
     app.include_router(search.router)
     app.include_router(documents.router)
+    app.include_router(jobs_api.router)
     app.include_router(kaito.router)
     app.include_router(openai.router)
     app.include_router(admin.router)

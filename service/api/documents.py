@@ -237,6 +237,16 @@ async def upload(
     is skipped and reported; the others are ingested. A file that decompresses past the
     limits (a zip bomb) fails the upload with a 413 naming it. Extraction runs in a worker
     process, off the event loop."""
+    documents, skipped = await extracted_uploads(request, files, allowed_groups, language)
+    summary = await snapshot.indexer.run(documents)
+    return UploadResponse(content=UploadResult.of(summary, skipped=skipped))
+
+
+async def extracted_uploads(
+    request: Request, files: list[UploadFile], allowed_groups: str, language: str
+) -> tuple[list[SourceDocument], list[Skipped]]:
+    """The uploaded files as documents (extracted in the worker process), and those skipped;
+    PayloadTooLarge when a file or their text in all is past the limits."""
     if len(files) > MAX_FILES:
         raise BadRequest(f"at most {MAX_FILES} files per request")
     runtime = runtime_of(request)
@@ -264,8 +274,7 @@ async def upload(
                 f"the files' text reaches {extracted:,} characters at {name}, over the "
                 f"{MAX_UPLOAD_CHARS:,} one upload may bring: send fewer files at once"
             )
-    summary = await snapshot.indexer.run(documents)
-    return UploadResponse(content=UploadResult.of(summary, skipped=skipped))
+    return documents, skipped
 
 
 def upload_id(filename: str) -> str:

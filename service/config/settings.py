@@ -706,6 +706,63 @@ class RerankSettings(Part):
         return value.strip()
 
 
+class JobsSettings(Part):
+    """Ingestion as jobs (POST /jobs): where they are kept, how many run, how big a batch."""
+
+    enabled: bool = _key(
+        "jobs.enabled",
+        False,
+        "Serve /jobs: ingestion that runs in the background, watched, cancelled and resumed "
+        "after a restart; needs the jobs collection (jobs.collection).",
+    )
+    collection: str = _key(
+        "jobs.collection",
+        "IngestJobs",
+        "Solr collection of the jobs (configset solr/configsets/IngestJobs): every worker and "
+        "a restarted service see them.",
+        pattern=COLLECTION_NAME,
+    )
+    max_running: int = _key(
+        "jobs.max.running",
+        2,
+        "Jobs that run at once in the whole deployment; the others wait in the queue.",
+        ge=1,
+        le=64,
+    )
+    max_queued: int = _key(
+        "jobs.max.queued",
+        20,
+        "Jobs waiting or running at once; beyond, POST /jobs gets a 429 with Retry-After.",
+        ge=1,
+        le=10_000,
+    )
+    max_per_caller: int = _key(
+        "jobs.max.per.caller",
+        4,
+        "Jobs one caller (its API key, JWT subject or address) may have waiting or running; "
+        "beyond, a 429 with Retry-After.",
+        ge=1,
+        le=10_000,
+    )
+    batch_size: int = _key(
+        "jobs.batch.size",
+        100,
+        "Documents indexed and committed together: a cancelled job stops after its batch, a "
+        "resumed one starts at the first batch not committed.",
+        ge=1,
+        le=10_000,
+    )
+    lease_seconds: float = _key(
+        "jobs.lease.seconds",
+        30.0,
+        "Seconds a worker holds a running job without news from it: a worker that died (a "
+        "crash, kill -9) leaves its job to be resumed by another, or itself restarted, after "
+        "this long.",
+        ge=2,
+        le=3600,
+    )
+
+
 class GroundingSettings(Part):
     """Whether each sentence of an answer is checked against its sources, and what is done
     with the sentences they do not support."""
@@ -876,6 +933,7 @@ class Settings(BaseModel):
     prompt: PromptSettings = PromptSettings()
     chat: ChatSettings = ChatSettings()
     rerank: RerankSettings = RerankSettings()
+    jobs: JobsSettings = JobsSettings()
     grounding: GroundingSettings = GroundingSettings()
     cache: CacheSettings = CacheSettings()
     security: SecuritySettings = SecuritySettings()

@@ -272,6 +272,21 @@ class Indexer:
         ]
         return documents, int(found["response"]["numFound"])
 
+    async def ids_from(self, source: str, page: int = 10_000) -> list[str]:
+        """The ids of the documents FileShare holds from one source (a folder's name)."""
+        ids: list[str] = []
+        cursor = "*"
+        while True:
+            found = await self._solr.select(
+                self._collection,
+                {"q": f"{{!term f={SOURCE_FIELD}}}{source}", "defType": "lucene",
+                 "fl": "id", "sort": "id asc", "rows": page, "cursorMark": cursor},
+            )  # fmt: skip
+            ids += [doc["id"] for doc in found["response"]["docs"]]
+            if found.get("nextCursorMark", cursor) == cursor:
+                return ids
+            cursor = found["nextCursorMark"]
+
     async def delete(self, document_id: str) -> int | None:
         """Removes a document and its passages: how many passages went with it; None when
         FileShare had no such document."""

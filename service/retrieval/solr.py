@@ -114,6 +114,17 @@ class SolrClient:
             json={"delete": {"query": query}},
         )
 
+    async def get(
+        self, collection: str, document_id: str, fields: str = "*"
+    ) -> dict[str, Any] | None:
+        """One document by id as the latest update left it, committed or not (Solr's
+        real-time get), or None."""
+        body = await self._request(
+            "GET", f"/{collection}/get", params={"id": document_id, "fl": fields, "wt": "json"}
+        )
+        found = body.get("doc")
+        return found if isinstance(found, dict) else None
+
     async def commit(self, collection: str) -> None:
         await self._request("POST", f"/{collection}/update", params={"commit": "true"}, json={})
 

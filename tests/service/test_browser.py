@@ -17,6 +17,7 @@ import pytest
 
 from service.api.app import create_app
 from service.config.properties import parse_properties
+from testing.corpus import remove_documents
 from testing.llm_server import LLMScript, Step
 from testing.servers import serve_in_thread
 from testing.service import ADMIN_TOKEN, ROOT, write_properties
@@ -189,6 +190,35 @@ def test_a_wrong_admin_token_is_refused(serve: Serve, page) -> None:
     error.wait_for()
     assert "missing or wrong admin bearer token" in error.inner_text()
     assert page.locator("#config").is_hidden()
+
+
+def test_the_admin_page_shows_jobs_with_their_progress_and_cancels_one(
+    serve: Serve, page, solr_url: str
+) -> None:
+    base, _ = serve({"jobs.enabled": True, "jobs.batch.size": 20})
+    documents = [
+        {"id": f"job-ui-{n}", "title": f"Note {n}", "content": f"Note {n} about the tides."}
+        for n in range(600)
+    ]
+    auth = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    try:
+        job = httpx.post(f"{base}/jobs", json={"documents": documents}, headers=auth).json()
+        sign_in(page, base)
+        row = page.locator(f'#jobs-table tr[data-job="{job["id"]}"]')
+        row.wait_for()
+        bar = row.locator("progress")
+        assert bar.get_attribute("max") == "600"
+        page.wait_for_function(
+            f"""() => {{
+              const bar = document.querySelector('tr[data-job="{job["id"]}"] progress');
+              return bar && Number(bar.value) > 0;
+            }}"""
+        )
+        shot(page, "admin-jobs")
+        row.get_by_role("button", name="Cancel").click()
+        page.locator(f'tr[data-job="{job["id"]}"].job-cancelled').wait_for(timeout=60_000)
+    finally:
+        remove_documents(solr_url, [d["id"] for d in documents])
 
 
 # -- the chat widget -------------------------------------------------------------------------

@@ -137,3 +137,54 @@ def test_two_folders_with_the_same_file_names_do_not_replace_each_other(
     finally:  # documents and passages
         for document_id in ids:
             client.delete(f"/documents/{document_id}", headers=admin)
+
+
+def test_ingest_sync_adds_changes_and_deletes_what_left_the_folder(
+    tmp_path: Path, base_properties: dict[str, object], solr_url: str, capsys
+) -> None:
+    """`solr-rag ingest --sync FOLDER`, as a cron job runs it: the second run indexes the new
+    and changed files only, and deletes the document (and passages) of the file removed."""
+    from testing.corpus import remove_documents
+    from testing.service import write_properties
+
+    folder = tmp_path / "share"
+    folder.mkdir()
+    for name, text in {
+        "a": "Alder wood burns hot.",
+        "b": "Birch bark peels.",
+        "c": "Cedar smells.",
+    }.items():
+        (folder / f"{name}.txt").write_text(text)
+    config = write_properties(tmp_path / "sync.properties", base_properties)
+    ids = [f"share/{name}.txt" for name in "abcd"]
+
+    def held() -> dict[str, str]:
+        found = httpx.get(
+            f"{solr_url}/FileShare/select",
+            params={"q": "{!prefix f=id}share/", "defType": "lucene", "fl": "id,content"},
+        ).json()["response"]["docs"]
+        return {doc["id"]: str(doc["content"]) for doc in found}
+
+    def passages(document_id: str) -> int:
+        found = httpx.get(
+            f"{solr_url}/VectorMain/select",
+            params={"q": "{!term f=parent_id}" + document_id, "defType": "lucene", "rows": 0},
+        ).json()
+        return int(found["response"]["numFound"])
+
+    try:
+        assert cli(["ingest", str(folder), "--sync", "--config", str(config)]) == 0
+        assert set(held()) == {"share/a.txt", "share/b.txt", "share/c.txt"}
+        capsys.readouterr()
+        (folder / "c.txt").unlink()
+        (folder / "b.txt").write_text("Birch bark peels in strips.")
+        (folder / "d.txt").write_text("Dogwood flowers in spring.")
+        assert cli(["ingest", str(folder), "--sync", "--config", str(config)]) == 0
+        out = capsys.readouterr().out
+        now = held()
+        assert set(now) == {"share/a.txt", "share/b.txt", "share/d.txt"}
+        assert "in strips" in now["share/b.txt"] and passages("share/c.txt") == 0
+        assert "(1 unchanged" in out or "1 unchanged" in out, out
+        assert "Deleted 1 document(s) whose file is gone" in out
+    finally:
+        remove_documents(solr_url, ids)

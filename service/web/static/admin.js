@@ -185,6 +185,7 @@
     }
     show("signin-error", "");
     render(data);
+    watchJobs();
   }
 
   async function save(event) {
@@ -241,6 +242,65 @@
       );
       body.append(row);
     }
+  }
+
+  // -- ingestion jobs ---------------------------------------------------------------------
+
+  let jobsTimer = null;
+
+  async function loadJobs() {
+    const { status, data } = await call("GET", "/jobs");
+    const section = $("jobs");
+    section.hidden = false;
+    if (status !== 200) {
+      // jobs off (403 ErrorNotEnabled) says so once, without refreshing
+      show("jobs-error", problem(data, "The service answered " + status + "."));
+      $("jobs-table").hidden = true;
+      return false;
+    }
+    show("jobs-error", "");
+    const body = $("jobs-table").querySelector("tbody");
+    body.replaceChildren();
+    for (const job of data.jobs) {
+      const row = element("tr", { class: "job-" + job.state, "data-job": job.id });
+      const bar = element("progress", {
+        max: Math.max(job.total, 1),
+        value: job.done,
+        "aria-label": "job " + job.id + " progress",
+      });
+      const progress = element("td");
+      progress.append(bar, element("span", {}, " " + job.done + " / " + job.total));
+      const eta = job.state === "running" && job.eta_seconds !== null
+        ? Math.round(job.eta_seconds) + " s" : "";
+      const action = element("td");
+      if (job.state === "queued" || job.state === "running") {
+        const cancel = element("button", { type: "button" }, job.cancel_requested ? "Cancelling" : "Cancel");
+        cancel.disabled = job.cancel_requested;
+        cancel.addEventListener("click", async () => {
+          cancel.disabled = true;
+          await call("DELETE", "/jobs/" + encodeURIComponent(job.id));
+          loadJobs();
+        });
+        action.append(cancel);
+      }
+      row.append(
+        element("th", { scope: "row" }, job.id.slice(0, 8)),
+        element("td", {}, job.state),
+        progress,
+        element("td", {}, String(job.failed)),
+        element("td", {}, eta),
+        action,
+      );
+      body.append(row);
+    }
+    $("jobs-table").hidden = data.jobs.length === 0;
+    $("jobs-empty").hidden = data.jobs.length !== 0;
+    return true;
+  }
+
+  async function watchJobs() {
+    clearTimeout(jobsTimer);
+    if (await loadJobs()) jobsTimer = setTimeout(watchJobs, 3000);
   }
 
   $("signin").addEventListener("submit", (event) => {

@@ -1,0 +1,131 @@
+"""The worker side of ingestion jobs: each process of the service runs one JobRunner, which
+claims a waiting job (or one whose worker died), indexes it a batch at a time and writes its
+progress after each committed batch.
+
+- A batch is indexed and committed whole (service.ingest.indexer): a document is either in
+  FileShare with all its passages, or not at all. A cancel takes effect after the batch in
+  progress; a resumed job starts at the first batch not committed.
+- A batch that fails (the embeddings API died, Solr refused a document) is tried again a
+  document at a time: the documents that fail are listed with their reason, the others are
+  indexed, and the job goes on.
+- The lease is renewed while the job runs; a worker that dies (kill -9) stops renewing it,
+  and the job is claimed again once it runs out (jobs.lease.seconds).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import socket
+import uuid
+from dataclasses import asdict
+
+from service.errors import ServiceError
+from service.ingest.extract import SourceDocument
+from service.ingest.jobs import MAX_ERRORS, DocumentError, Job, JobStore, timestamp
+from service.runtime import Runtime
+from service.snapshot import Snapshot
+
+log = logging.getLogger(__name__)
+
+POLL_SECONDS = 1.0
+BACKOFF_SECONDS = 5.0
+
+
+class JobRunner:
+    """Runs ingestion jobs in this process, one at a time, while the service runs."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self._runtime = runtime
+        self.worker = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+    def store(self) -> JobStore:
+        snapshot = Snapshot(self._runtime)
+        return JobStore(snapshot.solr, snapshot.settings.jobs)
+
+    async def run_forever(self) -> None:
+        """Claims and runs jobs until cancelled (the service stops)."""
+        while True:
+            store = self.store()
+            if not store.settings.enabled:
+                await asyncio.sleep(POLL_SECONDS)
+                continue
+            try:
+                claimed = await store.claim(self.worker)
+                if claimed is None:
+                    await asyncio.sleep(POLL_SECONDS)
+                    continue
+                await self.run(store, *claimed)
+            except ServiceError as error:
+                log.warning("ingestion jobs: %s", error.reason)
+                await asyncio.sleep(BACKOFF_SECONDS)
+
+    async def run(self, store: JobStore, job: Job, documents: list[SourceDocument]) -> None:
+        log.info("job %s: %d documents, from document %d", job.id, job.total, job.next)
+        heartbeat = asyncio.create_task(self._renew(store, job.id))
+        errors = list(job.errors)
+        counts = {"failed": job.failed, "passages": job.passages, "embedded": job.embedded}
+        size = store.settings.batch_size
+        try:
+            for start in range(job.next, len(documents), size):
+                if await store.cancel_requested(job.id):
+                    await store.update(job.id, state_s="cancelled", finished_dt=timestamp())
+                    log.info("job %s: cancelled at document %d", job.id, start)
+                    return
+                batch = documents[start : start + size]
+                await self._index(batch, errors, counts)
+                await store.update(
+                    job.id,
+                    done_i=start + len(batch),
+                    next_i=start + len(batch),
+                    failed_i=counts["failed"],
+                    passages_i=counts["passages"],
+                    embedded_i=counts["embedded"],
+                    errors_json=json.dumps([asdict(e) for e in errors[:MAX_ERRORS]]),
+                )
+            failed = counts["failed"]
+            state = "failed" if documents and failed == len(documents) else "done"
+            message = f"{failed} of {len(documents)} documents failed" if failed else ""
+            await store.update(job.id, state_s=state, finished_dt=timestamp(), message_s=message)
+            log.info("job %s: %s (%d failed)", job.id, state, failed)
+        except asyncio.CancelledError:  # the service stops: the next start resumes it at once
+            with contextlib.suppress(ServiceError):
+                await asyncio.shield(store.update(job.id, lease_l=0))
+            raise
+        finally:
+            heartbeat.cancel()
+
+    async def _index(
+        self, batch: list[SourceDocument], errors: list[DocumentError], counts: dict[str, int]
+    ) -> None:
+        """One batch, committed; a failure is tried again a document at a time."""
+        indexer = Snapshot(self._runtime).indexer
+        try:
+            summary = await indexer.run(batch)
+        except ServiceError as error:
+            log.warning("batch failed (%s): indexing its documents one at a time", error.reason)
+        else:
+            counts["passages"] += summary.passages
+            counts["embedded"] += summary.embedded
+            return
+        for document in batch:
+            try:
+                summary = await indexer.run([document])
+            except ServiceError as error:
+                counts["failed"] += 1
+                errors.append(DocumentError(document.id, error.reason))
+                continue
+            counts["passages"] += summary.passages
+            counts["embedded"] += summary.embedded
+
+    async def _renew(self, store: JobStore, job_id: str) -> None:
+        """The lease renewed a few times per jobs.lease.seconds, while the job runs."""
+        while True:
+            await asyncio.sleep(store.settings.lease_seconds / 3)
+            try:
+                await store.renew(job_id, self.worker)
+            except ServiceError as error:
+                log.warning("job %s: lease not renewed (%s)", job_id, error.reason)

@@ -1,0 +1,300 @@
+"""Ingestion jobs, kept in Solr (jobs.collection) so that every worker and a restarted service
+see them: submitted, claimed by one worker, their progress written after each batch.
+
+    >>> store = JobStore(solr, settings.jobs)
+    >>> job_id = await store.submit(caller, documents)     # queued
+    >>> await store.get(job_id)                            # Job: state, counts, errors
+
+A job is one Solr document, changed by atomic updates (a progress update never overwrites a
+cancel); a worker claims a job with optimistic concurrency (`_version_`), so two never run it,
+and holds it by a lease it renews: a job whose lease ran out (its worker died) is claimed again
+and resumed at its first batch not committed (`next_i`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from service.config.settings import JobsSettings
+from service.errors import FeatureDisabled, JobNotFound, TooManyJobs, UpstreamBadResponse
+from service.ingest.extract import SourceDocument
+from service.retrieval.solr import SolrClient
+
+State = Literal["queued", "running", "done", "failed", "cancelled"]
+ACTIVE = "state_s:(queued OR running)"
+FINISHED = frozenset({"done", "failed", "cancelled"})
+MAX_ERRORS = 100  # per-document errors kept with a job (the count is exact)
+RETRY_AFTER_SECONDS = 30
+LISTED_FIELDS = (
+    "id,state_s,kind_s,caller_s,created_dt,started_dt,finished_dt,total_i,done_i,failed_i,"
+    "passages_i,embedded_i,next_i,worker_s,lease_l,cancel_b,message_s,errors_json"
+)
+
+
+@dataclass(frozen=True)
+class DocumentError:
+    """A document the job could not index, and why."""
+
+    id: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Job:
+    """An ingestion job as its Solr document says it is now."""
+
+    id: str
+    state: State
+    kind: str
+    caller: str
+    created: str
+    total: int
+    done: int = 0  # documents of the input behind the job (indexed, unchanged or failed)
+    failed: int = 0
+    passages: int = 0
+    embedded: int = 0
+    next: int = 0  # the first document of the next batch
+    started: str | None = None
+    finished: str | None = None
+    worker: str = ""
+    lease: int = 0  # epoch ms until which `worker` holds it
+    cancel_requested: bool = False
+    message: str = ""
+    errors: list[DocumentError] = field(default_factory=list)
+    version: int = 0
+
+    @classmethod
+    def of(cls, doc: dict[str, Any]) -> Job:
+        errors = json.loads(doc.get("errors_json") or "[]")
+        return cls(
+            id=doc["id"],
+            state=doc.get("state_s", "queued"),
+            kind=doc.get("kind_s", "documents"),
+            caller=doc.get("caller_s", ""),
+            created=doc.get("created_dt", ""),
+            total=int(doc.get("total_i", 0)),
+            done=int(doc.get("done_i", 0)),
+            failed=int(doc.get("failed_i", 0)),
+            passages=int(doc.get("passages_i", 0)),
+            embedded=int(doc.get("embedded_i", 0)),
+            next=int(doc.get("next_i", 0)),
+            started=doc.get("started_dt"),
+            finished=doc.get("finished_dt"),
+            worker=doc.get("worker_s", ""),
+            lease=int(doc.get("lease_l", 0)),
+            cancel_requested=bool(doc.get("cancel_b", False)),
+            message=doc.get("message_s", ""),
+            errors=[DocumentError(e["id"], e["reason"]) for e in errors],
+            version=int(doc.get("_version_", 0)),
+        )
+
+    def held(self, now_ms: int) -> bool:
+        """Whether a live worker runs it (its lease has not run out)."""
+        return self.state == "running" and self.lease > now_ms
+
+
+class JobStore:
+    """The jobs collection: submit, read, list, cancel, and what workers do with a job."""
+
+    def __init__(self, solr: SolrClient, settings: JobsSettings) -> None:
+        self._solr = solr
+        self.settings = settings
+        self._collection = settings.collection
+
+    async def submit(
+        self,
+        caller: str,
+        documents: list[SourceDocument],
+        kind: str,
+        errors: list[DocumentError] | None = None,
+    ) -> Job:
+        """A new queued job (`errors`: what was left out before it, files not extracted);
+        TooManyJobs (a 429) when the queue or this caller is full."""
+        self._check_enabled()
+        limits = self.settings
+        if await self._count(ACTIVE) >= limits.max_queued:
+            raise TooManyJobs(
+                f"{limits.max_queued} jobs are waiting or running (jobs.max.queued); retry "
+                "when one has finished",
+                retry_after=RETRY_AFTER_SECONDS,
+            )
+        if await self._count(ACTIVE, f"{{!term f=caller_s}}{caller}") >= limits.max_per_caller:
+            raise TooManyJobs(
+                f"you have {limits.max_per_caller} jobs waiting or running "
+                "(jobs.max.per.caller); retry when one has finished",
+                retry_after=RETRY_AFTER_SECONDS,
+            )
+        doc = {
+            "id": uuid.uuid4().hex,
+            "state_s": "queued",
+            "kind_s": kind,
+            "caller_s": caller,
+            "created_dt": timestamp(),
+            "total_i": len(documents),
+            "done_i": 0,
+            "failed_i": 0,
+            "passages_i": 0,
+            "embedded_i": 0,
+            "next_i": 0,
+            "lease_l": 0,
+            "cancel_b": False,
+            "errors_json": json.dumps([asdict(e) for e in errors or ()]),
+            "payload": json.dumps([_encoded(d) for d in documents]),
+        }
+        await self._write([doc])
+        return Job.of(doc)
+
+    async def get(self, job_id: str) -> Job:
+        self._check_enabled()
+        found = await self._solr.get(self._collection, job_id, LISTED_FIELDS + ",_version_")
+        if found is None:
+            raise JobNotFound(f"no job {job_id[:64]!r} (GET /jobs lists them)")
+        return Job.of(found)
+
+    async def list(self, limit: int = 50) -> list[Job]:
+        """The latest jobs, newest first."""
+        self._check_enabled()
+        found = await self._select(
+            {"q": "*:*", "sort": "created_dt desc", "rows": limit, "fl": LISTED_FIELDS}
+        )
+        return [Job.of(doc) for doc in found["response"]["docs"]]
+
+    async def cancel(self, job_id: str) -> Job:
+        """A queued job (or one whose worker died) is cancelled now; a running one after its
+        batch in progress; a finished one stays as it is."""
+        job = await self.get(job_id)
+        if job.state in FINISHED:
+            return job
+        if job.state == "queued" or not job.held(_now_ms()):
+            await self.update(job.id, state_s="cancelled", finished_dt=timestamp(), cancel_b=True)
+        else:
+            await self.update(job.id, cancel_b=True)
+        return await self.get(job_id)
+
+    # -- what a worker does ------------------------------------------------------------------
+
+    async def claim(self, worker: str) -> tuple[Job, list[SourceDocument]] | None:
+        """The oldest job that waits (or whose worker died), now this worker's, with its
+        documents; None when there is none, the deployment runs jobs.max.running, or another
+        worker claimed it first."""
+        now = _now_ms()
+        held = f"state_s:running AND lease_l:[{now + 1} TO *]"
+        if await self._count(held) >= self.settings.max_running:
+            return None
+        waiting = f"state_s:queued OR (state_s:running AND lease_l:[* TO {now}])"
+        found = await self._select(
+            {"q": waiting, "sort": "created_dt asc", "rows": 1, "fl": "id,_version_"}
+        )
+        docs = found["response"]["docs"]
+        if not docs:
+            return None
+        job = await self.get(docs[0]["id"])
+        if job.held(now) or job.state in FINISHED:
+            return None
+        changes: dict[str, object] = {
+            "state_s": "running",
+            "worker_s": worker,
+            "lease_l": now + int(self.settings.lease_seconds * 1000),
+        }
+        if job.started is None:
+            changes["started_dt"] = timestamp()
+        try:
+            await self.update(job.id, version=job.version, **changes)
+        except UpstreamBadResponse as error:
+            if " 409 " in error.reason:  # another worker was first
+                return None
+            raise
+        payload = await self._solr.get(self._collection, job.id, "payload")
+        documents = [_decoded(d) for d in json.loads((payload or {}).get("payload") or "[]")]
+        return await self.get(job.id), documents
+
+    async def update(self, job_id: str, *, version: int | None = None, **fields: object) -> None:
+        """Atomic updates of some fields (`version`: only if the job is still that version)."""
+        doc: dict[str, object] = {"id": job_id, **{k: {"set": v} for k, v in fields.items()}}
+        if version is not None:
+            doc["_version_"] = version
+        await self._write([doc])
+
+    async def renew(self, job_id: str, worker: str) -> None:
+        await self.update(
+            job_id, worker_s=worker, lease_l=_now_ms() + int(self.settings.lease_seconds * 1000)
+        )
+
+    async def cancel_requested(self, job_id: str) -> bool:
+        found = await self._solr.get(self._collection, job_id, "cancel_b")
+        return bool((found or {}).get("cancel_b"))
+
+    # -- Solr ----------------------------------------------------------------------------------
+
+    def _check_enabled(self) -> None:
+        if not self.settings.enabled:
+            raise FeatureDisabled("ingestion jobs are off: jobs.enabled=false in rag.properties")
+
+    async def _write(self, docs: list[dict[str, object]]) -> None:
+        try:
+            await self._solr.add(self._collection, docs, commit=True)
+        except UpstreamBadResponse as error:
+            raise self._missing(error) from None
+
+    async def _select(self, params: dict[str, object]) -> dict[str, Any]:
+        try:
+            return await self._solr.select(self._collection, params)  # type: ignore[arg-type]
+        except UpstreamBadResponse as error:
+            raise self._missing(error) from None
+
+    async def _count(self, query: str, *filters: str) -> int:
+        found = await self._select({"q": query, "fq": list(filters), "rows": 0})
+        return int(found["response"]["numFound"])
+
+    def _missing(self, error: UpstreamBadResponse) -> UpstreamBadResponse:
+        """Solr's 404 for a collection it lacks, said with the fix."""
+        if " 404 " not in error.reason:
+            return error
+        return UpstreamBadResponse(
+            f"Solr has no collection {self._collection!r} (jobs.collection): create it from "
+            "the configset solr/configsets/IngestJobs, or set jobs.enabled=false"
+        )
+
+
+def _encoded(document: SourceDocument) -> dict[str, object]:
+    return {
+        "id": document.id,
+        "title": document.title,
+        "url": document.url,
+        "content": document.content,
+        "language": document.language,
+        "last_modified": document.last_modified.isoformat(),
+        "allowed_groups": list(document.allowed_groups),
+        "denied_groups": list(document.denied_groups),
+        "sections": list(document.sections),
+        "fields": [list(pair) for pair in document.fields],
+    }
+
+
+def _decoded(item: dict[str, Any]) -> SourceDocument:
+    return SourceDocument(
+        id=item["id"],
+        title=item["title"],
+        url=item["url"],
+        content=item["content"],
+        language=item["language"],
+        last_modified=datetime.fromisoformat(item["last_modified"]),
+        allowed_groups=tuple(item["allowed_groups"]),
+        denied_groups=tuple(item["denied_groups"]),
+        sections=tuple(item["sections"]),
+        fields=tuple((str(k), str(v)) for k, v in item["fields"]),
+    )
+
+
+def timestamp() -> str:
+    """Now, as Solr's dates are written."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")[:-4] + "Z"
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

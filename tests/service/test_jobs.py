@@ -1,0 +1,274 @@
+"""Ingestion jobs against the real Solr and the model server: a 1,000-document job watched to
+its end, a cancel midway, a kill -9 of the service midway then its resume, an embeddings API
+that dies midway, and callers over their limits."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+from fastapi.testclient import TestClient
+
+from testing.corpus import remove_documents
+from testing.servers import free_port, serve_in_thread
+from testing.service import ADMIN_TOKEN, ROOT, ClientFactory, write_properties
+
+AUTH = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+JOBS = {"jobs.enabled": True, "jobs.batch.size": 100, "jobs.lease.seconds": 3}
+TOPICS = ("tides", "orchards", "glaciers", "lighthouses", "beekeeping")
+
+
+def documents(prefix: str, count: int) -> list[dict[str, str]]:
+    return [
+        {
+            "id": f"{prefix}-{n}",
+            "title": f"Note {n} of {prefix}",
+            "content": f"Note {n} about {TOPICS[n % len(TOPICS)]}: {prefix} record number {n}.",
+        }
+        for n in range(count)
+    ]
+
+
+@pytest.fixture
+def cleanup(solr_url: str) -> Iterator[Callable[[str, int], None]]:
+    """cleanup(prefix, count): those documents are removed after the test."""
+    made: list[tuple[str, int]] = []
+    yield lambda prefix, count: made.append((prefix, count))
+    for prefix, count in made:
+        remove_documents(solr_url, [f"{prefix}-{n}" for n in range(count)])
+
+
+def watch(
+    get: Callable[[str], httpx.Response | Any],
+    job_id: str,
+    until: Callable[[dict], bool],
+    seconds: float = 240,
+) -> list[dict]:
+    """The job's states, polled until `until` holds (or `seconds` pass)."""
+    seen = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        response = get(f"/jobs/{job_id}")
+        assert response.status_code == 200, response.text
+        seen.append(response.json())
+        if until(seen[-1]):
+            return seen
+        time.sleep(0.2)
+    raise AssertionError(f"job {job_id} never got there: {seen[-1]}")
+
+
+def indexed(solr_url: str, prefix: str) -> tuple[int, int]:
+    """(documents in FileShare, passages in VectorMain) of ids starting with `prefix`-."""
+    counts = []
+    for collection, field in (("FileShare", "id"), ("VectorMain", "parent_id")):
+        found = httpx.get(
+            f"{solr_url}/{collection}/select",
+            params={"q": f"{{!prefix f={field}}}{prefix}-", "defType": "lucene", "rows": 0},
+        ).json()
+        counts.append(found["response"]["numFound"])
+    return counts[0], counts[1]
+
+
+def test_a_thousand_documents_watched_to_the_end(
+    make_client: ClientFactory, solr_url: str, cleanup
+) -> None:
+    cleanup("job-k", 1000)
+    client = make_client(JOBS)
+    submitted = client.post("/jobs", json={"documents": documents("job-k", 1000)}, headers=AUTH)
+    assert submitted.status_code == 202, submitted.text
+    job = submitted.json()
+    assert job["state"] == "queued" and job["total"] == 1000 and job["done"] == 0
+    seen = watch(
+        lambda path: client.get(path, headers=AUTH), job["id"], lambda j: j["state"] == "done"
+    )
+    final = seen[-1]
+    assert (final["done"], final["failed"], final["errors"]) == (1000, 0, [])
+    assert final["passages"] >= 1000 and final["rate"] > 0 and final["eta_seconds"] == 0
+    assert any(0 < j["done"] < 1000 and j["eta_seconds"] > 0 for j in seen)  # shown in steps
+    assert [j["done"] for j in seen] == sorted(j["done"] for j in seen)
+    assert indexed(solr_url, "job-k") == (1000, final["passages"])
+    listed = client.get("/jobs", headers=AUTH).json()["jobs"]
+    assert listed[0]["id"] == job["id"]
+    answer = client.post("/ai/rag", json={"query": "job-k record number 512"})
+    assert answer.status_code == 200
+
+
+def test_cancel_midway_leaves_whole_documents_only(
+    make_client: ClientFactory, solr_url: str, cleanup
+) -> None:
+    cleanup("job-c", 1000)
+    client = make_client({**JOBS, "jobs.batch.size": 50})
+    job = client.post("/jobs", json={"documents": documents("job-c", 1000)}, headers=AUTH).json()
+    get = lambda path: client.get(path, headers=AUTH)  # noqa: E731
+    watch(get, job["id"], lambda j: j["done"] >= 100)
+    cancelled = client.delete(f"/jobs/{job['id']}", headers=AUTH)
+    assert cancelled.status_code == 200 and cancelled.json()["cancel_requested"]
+    final = watch(get, job["id"], lambda j: j["state"] == "cancelled")[-1]
+    assert 100 <= final["done"] < 1000 and final["finished"]
+    time.sleep(1.5)  # nothing more is written after the cancel
+    documents_in, passages_in = indexed(solr_url, "job-c")
+    assert documents_in == final["done"] and passages_in == final["passages"]
+    again = client.delete(f"/jobs/{job['id']}", headers=AUTH).json()
+    assert again["state"] == "cancelled"  # a finished job stays as it is
+
+
+def test_a_queued_job_is_cancelled_at_once_and_unknown_ids_are_404(
+    make_client: ClientFactory,
+) -> None:
+    client = make_client({**JOBS, "jobs.enabled": True})
+    assert client.get("/jobs/0123abcd", headers=AUTH).status_code == 404
+    assert client.get("/jobs/not-hex!", headers=AUTH).status_code in (400, 404)
+    assert client.post("/jobs", json={"documents": documents("x", 1)}).status_code == 401
+    off = make_client({"jobs.enabled": False})
+    response = off.post("/jobs", json={"documents": documents("x", 1)}, headers=AUTH)
+    assert response.status_code == 403 and "jobs.enabled" in response.text
+
+
+def test_a_killed_service_resumes_its_job_from_the_last_committed_batch(
+    tmp_path: Path, base_properties: dict, solr_url: str, corpus: object, cleanup
+) -> None:
+    cleanup("job-r", 1000)
+    config = write_properties(tmp_path / "rag.properties", {**base_properties, **JOBS})
+    first = _serve(config)
+    try:
+        base = first.base
+        job = httpx.post(
+            f"{base}/jobs", json={"documents": documents("job-r", 1000)}, headers=AUTH, timeout=60
+        ).json()
+        get = lambda path: httpx.get(f"{base}{path}", headers=AUTH, timeout=30)  # noqa: E731
+        before = watch(get, job["id"], lambda j: j["done"] >= 200)[-1]
+    finally:
+        os.killpg(first.process.pid, signal.SIGKILL)  # no clean-up of any kind
+        first.process.wait(timeout=30)
+    assert before["state"] == "running" and before["done"] < 1000
+    second = _serve(config)
+    try:
+        base = second.base
+        get = lambda path: httpx.get(f"{base}{path}", headers=AUTH, timeout=30)  # noqa: E731
+        seen = watch(get, job["id"], lambda j: j["state"] == "done")
+    finally:
+        os.killpg(second.process.pid, signal.SIGTERM)
+        second.process.wait(timeout=60)
+    # resumed, not started again: the count never went back below what was committed
+    assert min(j["done"] for j in seen) >= before["done"]
+    assert seen[-1]["done"] == 1000 and seen[-1]["failed"] == 0
+    assert indexed(solr_url, "job-r")[0] == 1000
+
+
+class _Served:
+    def __init__(self, process: subprocess.Popen[bytes], base: str) -> None:
+        self.process, self.base = process, base
+
+
+def _serve(config: Path) -> _Served:
+    """The service in its own process (to be killed), once it answers."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "service.api.app:app_from_environment", "--factory",
+         "--port", str(port), "--log-level", "warning"],
+        cwd=ROOT,
+        env={**os.environ, "SOLR_RAG_CONFIG": str(config)},
+        start_new_session=True,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{base}/health/live", timeout=2).status_code == 200:
+                return _Served(process, base)
+        except httpx.TransportError:
+            time.sleep(0.2)
+    os.killpg(process.pid, signal.SIGKILL)
+    raise AssertionError("the service did not start")
+
+
+def dying_embeddings(model_server_url: str, alive: dict[str, bool]) -> FastAPI:
+    """The model server's embeddings, until `alive["yes"]` is False: then HTTP 503s."""
+    app = FastAPI()
+
+    @app.get("/health")
+    async def health() -> dict[str, str]:
+        return {"status": "up"}
+
+    @app.get("/v1/models")
+    async def models() -> Response:
+        return Response(httpx.get(f"{model_server_url}/v1/models").content)
+
+    @app.post("/v1/embeddings")
+    async def embeddings(request: Request) -> Response:
+        if not alive["yes"]:
+            return JSONResponse({"error": {"message": "gone"}}, status_code=503)
+        async with httpx.AsyncClient(timeout=60) as http:
+            answer = await http.post(
+                f"{model_server_url}/v1/embeddings",
+                content=await request.body(),
+                headers={"Content-Type": "application/json"},
+            )
+        return Response(answer.content, status_code=answer.status_code)
+
+    return app
+
+
+def test_an_embeddings_api_that_dies_fails_the_rest_and_keeps_what_was_indexed(
+    make_client: ClientFactory, model_server_url: str, solr_url: str, cleanup
+) -> None:
+    cleanup("job-e", 300)
+    alive = {"yes": True}
+    with serve_in_thread(dying_embeddings(model_server_url, alive)) as proxy:
+        client = make_client(
+            {**JOBS, "jobs.batch.size": 50, "ai.embeddings.endpoint": f"{proxy}/v1/"}
+        )
+        job = client.post("/jobs", json={"documents": documents("job-e", 300)}, headers=AUTH).json()
+        get = lambda path: client.get(path, headers=AUTH)  # noqa: E731
+        first = watch(get, job["id"], lambda j: j["done"] >= 50)[-1]
+        alive["yes"] = False
+        final = watch(get, job["id"], lambda j: j["state"] in ("done", "failed"))[-1]
+    assert final["state"] == "done" and final["done"] == 300
+    assert final["failed"] == 300 - indexed(solr_url, "job-e")[0]
+    assert first["done"] <= indexed(solr_url, "job-e")[0] < 300
+    assert len(final["errors"]) == min(final["failed"], 100)
+    assert (
+        final["errors"][0]["id"].startswith("job-e-")
+        and "embeddings" in final["errors"][0]["reason"]
+    )
+    assert final["message"] == f"{final['failed']} of 300 documents failed"
+    assert "127.0.0.1" not in str(final["errors"])  # reasons name the API, never its address
+
+
+def test_callers_over_their_limits_get_429_with_retry_after(
+    make_client: ClientFactory, cleanup
+) -> None:
+    cleanup("job-l", 1000)
+    client: TestClient = make_client(
+        {**JOBS, "api.keys": "key-one,key-two", "jobs.max.per.caller": 1, "jobs.max.queued": 2,
+         "jobs.batch.size": 20}
+    )  # fmt: skip
+    one = {**AUTH, "X-API-Key": "key-one"}
+    two = {**AUTH, "X-API-Key": "key-two"}
+    body = {"documents": documents("job-l", 1000)}
+    first = client.post("/jobs", json=body, headers=one)
+    assert first.status_code == 202, first.text
+    over = client.post("/jobs", json=body, headers=one)
+    assert over.status_code == 429 and over.headers["Retry-After"] == "30"
+    assert "jobs.max.per.caller" in over.json()["content"]["reason"]
+    second = client.post("/jobs", json=body, headers=two)
+    assert second.status_code == 202  # another caller is not held back by the first
+    third = client.post("/jobs", json=body, headers=AUTH)  # a third caller: its address
+    assert third.status_code == 429 and "jobs.max.queued" in third.json()["content"]["reason"]
+    for job in (first, second):
+        client.delete(f"/jobs/{job.json()['id']}", headers=AUTH)
+        watch(
+            lambda path: client.get(path, headers=AUTH),
+            job.json()["id"],
+            lambda j: j["state"] in ("cancelled", "done"),
+        )
