@@ -24,6 +24,7 @@ from service.retrieval.embedding_mode import EmbeddingMode
 from service.retrieval.in_memory import PassageVectors
 from service.retrieval.layout import verify_layout
 from service.retrieval.nodes import SolrNodes
+from service.retrieval.solr import SchemaCache
 
 DEFAULT_PROMPTS = key_field("prompt.templates.dir").default
 # the project's templates: beside the source (a checkout), or in the working folder (Docker)
@@ -73,7 +74,7 @@ class Runtime:
         self._breakers: dict[tuple[str, str, int, float], CircuitBreaker] = {}
         # what is known of each Solr node (up, resting after a failure), shared by every
         # request; a new one when solr.url, solr.nodes.discover or solr.zk.hosts change
-        self._solr_nodes: tuple[tuple[str, bool, str], SolrNodes] | None = None
+        self._solr_nodes: tuple[tuple[str, bool, str], SolrNodes, SchemaCache] | None = None
         # who embeds the passages and questions (solr.embeddings.mode; auto asks Solr once),
         # a new one when what it depends on changes
         self._embedding_mode: tuple[tuple[str, ...], EmbeddingMode] | None = None
@@ -112,18 +113,23 @@ class Runtime:
         return self.config.current()
 
     def solr(self, settings: Settings) -> SolrClient:
+        self.solr_nodes(settings)
+        assert self._solr_nodes is not None
         return SolrClient(
             self.pool("solr"),
-            self.solr_nodes(settings),
+            self._solr_nodes[1],
             connect_timeout=settings.solr.timeout_connect,
             read_timeout=settings.solr.timeout_read,
+            schemas=self._solr_nodes[2],
         )
 
     def solr_nodes(self, settings: Settings) -> SolrNodes:
+        """What is known of Solr's nodes (and of its collections' fields): one for the
+        settings' Solr, a new one when solr.url, solr.nodes.discover or solr.zk.hosts change."""
         layout = settings.solr
         key = (layout.url, layout.discover_nodes, layout.zk_hosts)
         if self._solr_nodes is None or self._solr_nodes[0] != key:
-            self._solr_nodes = key, SolrNodes.configured(layout)
+            self._solr_nodes = key, SolrNodes.configured(layout), SchemaCache()
         return self._solr_nodes[1]
 
     def embedding_mode(self, settings: Settings) -> EmbeddingMode:

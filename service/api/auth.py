@@ -29,9 +29,10 @@ def is_admin(request: Request) -> bool:
     return bool(expected) and _matches(bearer_token(request), expected)
 
 
-def require_admin(request: Request) -> None:
+async def require_admin(request: Request) -> None:
     """A FastAPI dependency: `Authorization: Bearer <admin.token>`, compared in constant time.
-    With no admin token configured, admin endpoints are off (not open)."""
+    With no admin token configured, admin endpoints are off (not open). Async, as every
+    dependency here: FastAPI runs a plain function in a thread, a hop per request."""
     runtime: Runtime = request.app.state.runtime
     if not runtime.settings().security.admin_token.get_secret_value():
         raise FeatureDisabled("no admin token is configured: set ADMIN_TOKEN or admin.token")
@@ -39,7 +40,7 @@ def require_admin(request: Request) -> None:
         raise Unauthorized("missing or wrong admin bearer token")
 
 
-def require_api_key(request: Request) -> None:
+async def require_api_key(request: Request) -> None:
     """A FastAPI dependency of the public endpoints: one of `api.keys`, when any is set."""
     runtime: Runtime = request.app.state.runtime
     security = runtime.settings().security

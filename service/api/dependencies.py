@@ -24,4 +24,9 @@ def request_snapshot(request: Request) -> Snapshot:
     return Snapshot(runtime_of(request))
 
 
-CurrentSnapshot = Annotated[Snapshot, Depends(request_snapshot)]
+async def _current_snapshot(request: Request) -> Snapshot:
+    # async: FastAPI runs a plain function dependency in a worker thread, a hop per request
+    return request_snapshot(request)
+
+
+CurrentSnapshot = Annotated[Snapshot, Depends(_current_snapshot)]

@@ -140,8 +140,8 @@ def json_route(max_bytes: int | None = QUESTION_BYTES) -> type[APIRoute]:
                 if request.method in ("POST", "PUT", "PATCH"):
                     content_type = request.headers.get("content-type", "").lower()
                     if not content_type.startswith(_NOT_JSON):
-                        for guard in guards:
-                            guard(request)  # type: ignore[operator]
+                        for guard in guards:  # who may send a body, before it is read
+                            await guard(request)  # type: ignore[operator]
                         await _checked_json(request, max_bytes)
                 return await handler(request)
 

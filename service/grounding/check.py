@@ -16,13 +16,14 @@ import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any
 
 from service.errors import ServiceError
 from service.grounding.claims import (
     Claim,
     claims_of,
-    content_words,
+    facts,
     negated,
     numbers,
     sentences_of,
@@ -120,7 +121,7 @@ class Evidence:
 
     @classmethod
     def of(cls, source: int, text: str) -> Evidence:
-        return cls(source, text, content_words(text), numbers(text), negated(text))
+        return cls(source, text, *facts(text))
 
 
 class GroundingCheck:
@@ -243,13 +244,18 @@ def evidence_of(sources: Sequence[tuple[int, str]]) -> list[Evidence]:
     """Each source sentence, and each two consecutive ones (a sentence may join two)."""
     evidence: list[Evidence] = []
     for number, text in sources:
-        sentences = sentences_of(text)
-        evidence += [Evidence.of(number, sentence) for sentence in sentences]
-        pairs = itertools.pairwise(sentences)
-        evidence += [Evidence.of(number, f"{first} {second}") for first, second in pairs]
+        evidence += _source_evidence(number, text)
         if len(evidence) >= MAX_EVIDENCE:
             return evidence[:MAX_EVIDENCE]
     return evidence
+
+
+@lru_cache(maxsize=1024)
+def _source_evidence(number: int, text: str) -> tuple[Evidence, ...]:
+    """One source's evidence, remembered: the same passages are sent with many questions."""
+    sentences = sentences_of(text)
+    pairs = [f"{first} {second}" for first, second in itertools.pairwise(sentences)]
+    return tuple(Evidence.of(number, sentence) for sentence in [*sentences, *pairs])
 
 
 def _cited(claim: Claim, evidence: list[Evidence]) -> list[Evidence]:

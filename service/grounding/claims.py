@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 _CITATION = re.compile(r"\[(\d{1,3})\]")
@@ -143,6 +143,16 @@ def tokens(text: str) -> list[str]:
     decomposed = unicodedata.normalize("NFKD", text)
     folded = "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
     return _WORD.findall(folded.replace("n't", " not").replace("\u2019t", " not"))
+
+
+@lru_cache(maxsize=16_384)
+def facts(text: str) -> tuple[frozenset[str], frozenset[str], bool]:
+    """(content words, numbers, negated) of a text, tokenized once; remembered, as the same
+    source sentences come back with every question about them."""
+    found = tokens(text)
+    words = frozenset(stem(t) for t in found if t not in STOP_WORDS and t not in _NEGATION)
+    figures = frozenset(t.replace(",", "") for t in found if _NUMBER.match(t))
+    return words, figures, any(t in _NEGATION for t in found)
 
 
 def content_words(text: str) -> frozenset[str]:

@@ -29,6 +29,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from service.models import extractive
+from service.models.batching import MicroBatcher
 from service.models.encoder import DEFAULT_MODEL, MODELS, SentenceEncoder
 
 EXTRACTIVE_MODEL = "extractive"
@@ -154,6 +155,20 @@ def create_model_app(*, embeddings: bool = True) -> FastAPI:
                 encoders[model] = SentenceEncoder(model)
             return encoders[model]
 
+    batchers: dict[str, MicroBatcher] = {}
+
+    def batcher_for(model: str) -> MicroBatcher:
+        """One micro-batcher a model: concurrent requests are encoded together."""
+        if model not in batchers:
+
+            def run(texts: list[str]) -> tuple[np.ndarray, list[int]]:
+                encoder = encoder_for(model)
+                with lock:
+                    return encoder.encode(texts), [encoder.token_count(t) for t in texts]
+
+            batchers[model] = MicroBatcher(run)
+        return batchers[model]
+
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, error: RequestValidationError) -> JSONResponse:
         return _openai_error(400, f"invalid request: {error.errors()[:3]}", "invalid_request_error")
@@ -187,14 +202,8 @@ def create_model_app(*, embeddings: bool = True) -> FastAPI:
                 400, f"at most {MAX_EMBEDDING_BATCH} texts per request", "invalid_request_error"
             )
 
-        def run() -> tuple[np.ndarray, int]:
-            encoder = encoder_for(model)
-            with lock:
-                vectors = encoder.encode(texts)
-                tokens = sum(encoder.token_count(text) for text in texts)
-            return vectors, tokens
-
-        vectors, tokens = await asyncio.to_thread(run)
+        vectors, counts = await batcher_for(model).encode(texts)
+        tokens = sum(counts)
         body = {
             "object": "list",
             "model": model,

@@ -57,8 +57,16 @@ class _ServerError(UpstreamBadResponse):
 RETRY_ON: tuple[type[TechnicalError], ...] = (UpstreamUnavailable, _ServerError)
 
 
+class SchemaCache(dict[str, tuple[float, "SchemaFields"]]):
+    """Each collection's fields as Solr last listed them, and when (SchemaFields): shared by
+    the clients of one Solr, so a request does not ask Solr for them again."""
+
+
 class SolrClient:
-    """Talks to Solr (`http://host:8983/solr`, or several nodes) over a shared httpx client."""
+    """Talks to Solr (`http://host:8983/solr`, or several nodes) over a shared httpx client.
+
+    `schemas`: the fields known of each collection, shared by the clients of one Solr (the
+    runtime's); a client of its own otherwise."""
 
     def __init__(
         self,
@@ -67,18 +75,21 @@ class SolrClient:
         *,
         connect_timeout: float = 5.0,
         read_timeout: float = 30.0,
+        schemas: SchemaCache | None = None,
     ) -> None:
         self._http = http
         self.nodes = SolrNodes.parse(nodes) if isinstance(nodes, str) else nodes
         self._timeout = httpx.Timeout(read_timeout, connect=connect_timeout, pool=POOL_WAIT_SECONDS)
-        self._schemas: dict[str, tuple[float, SchemaFields]] = {}
+        self._schemas = SchemaCache() if schemas is None else schemas
 
     async def select(self, collection: str, params: Params) -> dict[str, Any]:
-        """Run a search; `params` go in a POST form so long queries never hit URL limits."""
+        """Run a search; `params` go in a POST body (Solr's JSON request API: its `params`
+        block) so long queries never hit URL limits, and a kNN query's vector is written by
+        json's encoder rather than URL-encoded a character at a time."""
         form = {key: value for key, value in params.items()}
         form.setdefault("wt", "json")
         form.setdefault("rid", request_id_var.get())  # Solr's request log shows it
-        return await self._request("POST", f"/{collection}/select", data=form)
+        return await self._request("POST", f"/{collection}/select", json={"params": form})
 
     async def add(
         self, collection: str, documents: Sequence[Mapping[str, Any]], *, commit: bool = False

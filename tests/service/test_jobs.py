@@ -272,3 +272,42 @@ def test_callers_over_their_limits_get_429_with_retry_after(
             job.json()["id"],
             lambda j: j["state"] in ("cancelled", "done"),
         )
+
+
+def test_an_upload_becomes_a_job_with_the_skipped_files_as_its_errors(
+    make_client: ClientFactory, solr_url: str
+) -> None:
+    client = make_client(JOBS)
+    files = [
+        (
+            "files",
+            ("upload-job/kiln.md", b"# Kiln\n\nStoneware is fired to cone ten.", "text/markdown"),
+        ),
+        ("files", ("upload-job/broken.pdf", b"%PDF-1.4 not really a pdf", "application/pdf")),
+    ]
+    try:
+        response = client.post(
+            "/jobs/upload", files=files, data={"allowed_groups": "potters"}, headers=AUTH
+        )
+        assert response.status_code == 202, response.text
+        job = response.json()
+        assert job["kind"] == "upload" and job["total"] == 1
+        assert [e["id"] for e in job["errors"]] == ["upload-job/broken.pdf"]
+        final = watch(
+            lambda path: client.get(path, headers=AUTH), job["id"], lambda j: j["state"] == "done"
+        )[-1]
+        assert final["done"] == 1 and final["failed"] == 0
+        assert final["errors"][0]["id"] == "upload-job/broken.pdf"  # kept with the job
+        found = httpx.get(
+            f"{solr_url}/FileShare/select",
+            params={
+                "q": "{!term f=id}upload-job/kiln.md",
+                "defType": "lucene",
+                "fl": "allowed_groups",
+            },
+        ).json()["response"]["docs"]
+        assert found and found[0]["allowed_groups"] == ["potters"]
+        nothing = client.post("/jobs/upload", files=[files[1]], headers=AUTH)
+        assert nothing.status_code == 400 and "no file could be extracted" in nothing.text
+    finally:
+        remove_documents(solr_url, ["upload-job/kiln.md"])

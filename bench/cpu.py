@@ -1,0 +1,176 @@
+"""The service's own CPU per question: CPU time (user + system, from /proc) of the `solr-rag
+serve` process over N sequential /ai/rag requests, so the figure holds on a busy machine.
+
+Solr (started for the run, or `--solr-url`), the local model server (embeddings) and an LLM
+that answers at once run in other processes or threads: their CPU is not counted. The corpus
+is the test corpus, ingested with its passages (hybrid needs them).
+
+    python -m bench.cpu [--solr-url URL] [--requests 200] [--only bm25 hybrid ...]
+                        [--profile DIR]   # py-spy flame graphs of each configuration
+
+Configurations: bm25 and hybrid without grounding, hybrid with grounding (embeddings method),
+and the answer cache (hybrid): every question new (a miss) and every question one asked
+before (a hit).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from bench.load import QUERIES, service_command
+from bench.support import fresh_solr, given_or_started, model_server, save_results, tree_cpu_seconds
+from service.cli import start_server
+from service.config import settings_from_mapping
+from service.ingest.indexer import indexer_for
+from service.llm.embeddings import embeddings_client
+from service.processes import stop_group
+from service.retrieval import SolrClient
+from testing.corpus import load_corpus
+from testing.llm_server import LLMScript, create_llm_app
+from testing.servers import free_port, serve_in_thread
+
+WARM_UP = 20
+QUIET = {"LOG_LEVEL": "WARNING"}
+CONFIGURATIONS: dict[str, dict[str, str]] = {
+    "bm25": {"retrieval.method": "bm25"},
+    "hybrid": {"retrieval.method": "hybrid"},
+    "hybrid + grounding": {
+        "retrieval.method": "hybrid",
+        "grounding.enabled": "true",
+        "grounding.method": "embeddings",
+    },
+    "cache miss": {"retrieval.method": "hybrid", "cache.enabled": "true"},
+    "cache hit": {"retrieval.method": "hybrid", "cache.enabled": "true"},
+}
+
+
+def ingest(solr_url: str, embeddings_url: str) -> None:
+    """The test corpus into FileShare and its embedded passages into VectorMain."""
+    settings = settings_from_mapping(
+        {"solr.url": solr_url, "ai.embeddings.endpoint": embeddings_url}, source="bench", env={}
+    )
+
+    async def run() -> None:
+        async with httpx.AsyncClient() as http:
+            solr = SolrClient(http, solr_url)
+            await indexer_for(settings, solr, embeddings_client(http, settings)).run(load_corpus())
+
+    asyncio.run(run())
+
+
+def question(name: str, n: int) -> str:
+    """The n-th question of a run: a new one each time for a cache miss."""
+    asked = QUERIES[n % len(QUERIES)]
+    return f"{asked} (question {n})" if name == "cache miss" else asked
+
+
+def measure(
+    name: str, base: str, pid: int, requests: int, profile: Path | None
+) -> dict[str, float]:
+    with httpx.Client(timeout=60) as http:
+        for n in range(WARM_UP):  # a hit's entries are stored here; caches and JIT warm
+            http.post(f"{base}/ai/rag", json={"query": question(name, 10_000 + n)})
+        if name == "cache hit":
+            time.sleep(1.5)  # the stored answers become searchable (soft commit)
+        spy = _py_spy(pid, profile / f"{name.replace(' ', '-')}.txt") if profile else None
+        latencies = []
+        before = tree_cpu_seconds(pid)
+        for n in range(requests):
+            started = time.perf_counter()
+            response = http.post(f"{base}/ai/rag", json={"query": question(name, n)})
+            latencies.append((time.perf_counter() - started) * 1000)
+            response.raise_for_status()
+            if name == "cache hit" and response.json().get("cached") is not True:
+                raise RuntimeError(f"question {n} was not answered from the cache")
+        cpu = tree_cpu_seconds(pid) - before
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)  # py-spy writes its file on Ctrl-C
+            spy.wait(timeout=60)
+    return {
+        "configuration": name,
+        "service_cpu_ms": round(cpu * 1000 / requests, 2),
+        "latency_p50_ms": round(statistics.median(latencies), 1),
+        "requests": requests,
+    }
+
+
+def _py_spy(pid: int, out: Path) -> subprocess.Popen[bytes] | None:
+    binary = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    if not Path(binary).exists():
+        print("py-spy is not installed (pip install py-spy): no profile", file=sys.stderr)
+        return None
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return subprocess.Popen(
+        [
+            binary,
+            "record",
+            "--pid",
+            str(pid),
+            "--output",
+            str(out),
+            "--rate",
+            "500",
+            "--nonblocking",
+            "--subprocesses",
+            "--format",
+            "raw",  # collapsed stacks: one line a stack, then its count
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.cpu", description=__doc__)
+    parser.add_argument("--solr-url", help="a Solr with our configsets (default: one started)")
+    parser.add_argument("--requests", type=int, default=200, help="measured per configuration")
+    parser.add_argument("--only", nargs="*", choices=list(CONFIGURATIONS), help="a subset")
+    parser.add_argument("--profile", type=Path, help="py-spy flame graphs into this folder")
+    args = parser.parse_args(argv)
+    names = args.only or list(CONFIGURATIONS)
+    rows = []
+    with (
+        given_or_started(args.solr_url, fresh_solr) as solr_url,
+        model_server() as embeddings_url,
+        serve_in_thread(create_llm_app(LLMScript())) as llm_url,
+        tempfile.TemporaryDirectory(prefix="bench-cpu-") as folder,
+    ):
+        ingest(solr_url, embeddings_url)
+        for name in names:
+            port = free_port()
+            base = f"http://127.0.0.1:{port}"
+            overrides = {
+                "ai.embeddings.endpoint": embeddings_url,
+                "grounding.enabled": "false",
+                "solr.startup.check": "false",
+                **CONFIGURATIONS[name],
+            }
+            command = service_command(solr_url, llm_url, Path(folder), port, overrides)
+            server = start_server(command, f"{base}/health/live", what="service", env=QUIET)
+            try:
+                row = measure(name, base, server.pid, args.requests, args.profile)
+            finally:
+                stop_group(server, timeout=30)
+            print(
+                f"{name:20} {row['service_cpu_ms']:7.2f} ms CPU a question   "
+                f"p50 {row['latency_p50_ms']:6.1f} ms",
+                flush=True,
+            )
+            rows.append(row)
+    save_results("cpu", rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
