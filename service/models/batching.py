@@ -2,8 +2,10 @@
 
 A request that finds the encoder idle is encoded at once (no waiting window, so one client
 is no slower); requests that arrive while a batch is being encoded wait for it, then go
-together in the next batch (at most `max_texts` texts), which the model computes in about the
-time of one: at 50 concurrent single questions the server does a few batches, not 50 runs.
+together in the next batch (at most `max_texts` texts). A small batch costs the encoder
+less per text than texts one by one; a large one costs more (padding, and every request of it
+waits for the slowest): on 2 cores, batches of up to 8 gave 1.4x the throughput at 50
+clients, batches of 64 two thirds of it (bench/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ class MicroBatcher:
     """`await batcher.encode(texts)` -> (vectors, token counts) of these texts, encoded with
     whatever other requests are waiting."""
 
-    def __init__(self, encode: Encode, *, max_texts: int = 64) -> None:
+    def __init__(self, encode: Encode, *, max_texts: int = 8) -> None:
         self._encode = encode
         self._max_texts = max_texts
         self._waiting: deque[Waiting] = deque()

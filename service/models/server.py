@@ -60,6 +60,9 @@ def _refuse_non_text(text: str) -> None:
         raise ValueError("a text holds a lone UTF-16 surrogate, not text") from None
 
 
+BATCH_TEXTS = 8  # concurrent requests' texts encoded together (MicroBatcher)
+
+
 class Message(BaseModel):
     """One chat message, as OpenAI clients send it."""
 
@@ -155,6 +158,8 @@ def create_model_app(*, embeddings: bool = True) -> FastAPI:
                 encoders[model] = SentenceEncoder(model)
             return encoders[model]
 
+    # at most 8 texts a batch: on 2 cores 2-8 gave 1.4x the throughput of one text at a
+    # time at 50 clients, 16 less, 64 less than none (bench/RESULTS.md, bench.embed_load)
     batchers: dict[str, MicroBatcher] = {}
 
     def batcher_for(model: str) -> MicroBatcher:
@@ -166,7 +171,7 @@ def create_model_app(*, embeddings: bool = True) -> FastAPI:
                 with lock:
                     return encoder.encode(texts), [encoder.token_count(t) for t in texts]
 
-            batchers[model] = MicroBatcher(run)
+            batchers[model] = MicroBatcher(run, max_texts=BATCH_TEXTS)
         return batchers[model]
 
     @app.exception_handler(RequestValidationError)

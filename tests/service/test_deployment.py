@@ -22,11 +22,13 @@ def configsets() -> set[str]:
 
 
 def test_configsets_are_named_like_the_collections_the_service_uses() -> None:
-    layout = Settings().solr
+    settings = Settings()
+    layout = settings.solr
     assert configsets() == {
         layout.documents_collection,
         layout.passages_collection,
         layout.cache_collection,
+        settings.jobs.collection,
     }
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -17,6 +17,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+from testing.corpus import remove_documents
 from testing.llm_server import LLMScript
 from testing.service import ADMIN_TOKEN, ServiceFactory, write_properties
 
@@ -122,7 +123,9 @@ async def test_api_keys_guard_mcp_as_they_guard_rest(service: ServiceFactory) ->
 
 
 @pytest.fixture
-def secured(service: ServiceFactory) -> str:
+def secured(service: ServiceFactory, solr_url: str) -> Iterator[str]:
+    """The service with security on, over the ACL documents (removed after the test: other
+    tests' searches must not find them)."""
     admin = service()
     response = httpx.post(
         f"{admin}/documents",
@@ -131,7 +134,10 @@ def secured(service: ServiceFactory) -> str:
         timeout=60,
     )
     response.raise_for_status()
-    return service({"security.enabled": True, "retrieval.method": "bm25"})
+    try:
+        yield service({"security.enabled": True, "retrieval.method": "bm25"})
+    finally:
+        remove_documents(solr_url, [document["id"] for document in ACL_DOCUMENTS])
 
 
 async def test_an_mcp_client_sees_what_the_same_user_sees_over_rest(
