@@ -10,6 +10,7 @@ DELETE /jobs/{id}       cancel (after the batch in progress)
 from __future__ import annotations
 
 from datetime import datetime
+from pathlib import Path as PathType
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, File, Form, Path, Request, UploadFile
@@ -23,10 +24,10 @@ from service.api.errors import documented_errors
 from service.api.fields import LanguageCode
 from service.api.llm_work import caller_of
 from service.api.payload import json_route
-from service.errors import BadRequest
+from service.errors import BadRequest, FeatureDisabled
 from service.ingest.extract import SourceDocument
 from service.ingest.indexer import with_source
-from service.ingest.jobs import DocumentError, Job, JobStore
+from service.ingest.jobs import DocumentError, FolderSync, Job, JobStore
 from service.snapshot import Snapshot
 
 router = APIRouter(tags=["jobs"], dependencies=[Depends(require_admin)], route_class=json_route())
@@ -39,6 +40,19 @@ class JobRequest(BaseModel):
     """The body of POST /jobs: POST /documents' body, with more documents."""
 
     documents: list[DocumentIn] = Field(min_length=1, max_length=MAX_JOB_DOCUMENTS)
+
+
+class SyncRequest(BaseModel):
+    """The body of POST /jobs/sync."""
+
+    folder: str = Field(min_length=1, max_length=4096, description="An absolute path.")
+    source: str | None = Field(
+        None,
+        max_length=200,
+        pattern=r"^[\w.-]*$",
+        description="What the documents' ids start with (default: the folder's name).",
+    )
+    language: LanguageCode = "en"
 
 
 class JobError(BaseModel):
@@ -136,10 +150,42 @@ async def submit_upload(
     return await _queued(snapshot, request, documents, "upload", skipped)
 
 
+@router.post(
+    "/jobs/sync", status_code=202, response_model=JobOut, responses=documented_errors(401, 403, 429)
+)
+async def submit_sync(
+    body: SyncRequest, request: Request, snapshot: CurrentSnapshot
+) -> JSONResponse:
+    """Bring the index in step with a folder of the server (one of jobs.sync.folders, or
+    below): new and changed files indexed, unchanged ones skipped by their hash, and the
+    documents of its source whose file is gone deleted (not when a file could not be read)."""
+    folder = _allowed_folder(body.folder, snapshot.settings.jobs.sync_folders)
+    source = body.source if body.source is not None else folder.name
+    work = FolderSync(folder=str(folder), source=source or "files", language=body.language)
+    return await _queued(snapshot, request, work, "sync")
+
+
+def _allowed_folder(asked: str, allowed: str) -> PathType:
+    roots = [PathType(root.strip()).resolve() for root in allowed.split(",") if root.strip()]
+    if not roots:
+        raise FeatureDisabled(
+            "no folder may be synced: list the server's folders in jobs.sync.folders"
+        )
+    folder = PathType(asked)
+    if not folder.is_absolute():
+        raise BadRequest("folder must be an absolute path")
+    folder = folder.resolve()  # links and .. resolved before the check
+    if not any(folder == root or folder.is_relative_to(root) for root in roots):
+        raise BadRequest("folder is not one of jobs.sync.folders, nor below one")
+    if not folder.is_dir():
+        raise BadRequest("folder is not a folder of the server")
+    return folder
+
+
 async def _queued(
     snapshot: Snapshot,
     request: Request,
-    documents: list[SourceDocument],
+    documents: list[SourceDocument] | FolderSync,
     kind: str,
     skipped: list[Skipped] | None = None,
 ) -> JSONResponse:

@@ -752,6 +752,12 @@ class JobsSettings(Part):
         ge=1,
         le=10_000,
     )
+    sync_folders: str = _key(
+        "jobs.sync.folders",
+        "",
+        "Folders of the server that POST /jobs/sync may bring the index in step with (their "
+        "sub-folders too), comma-separated absolute paths; empty: none (the endpoint is off).",
+    )
     lease_seconds: float = _key(
         "jobs.lease.seconds",
         30.0,

@@ -22,10 +22,12 @@ import os
 import socket
 import uuid
 from dataclasses import asdict
+from pathlib import Path
 
-from service.errors import ServiceError
-from service.ingest.extract import SourceDocument
-from service.ingest.jobs import MAX_ERRORS, DocumentError, Job, JobStore, timestamp
+from service.errors import ExtractionFailed, ServiceError
+from service.ingest.extract import SourceDocument, extract, find_files
+from service.ingest.indexer import with_source
+from service.ingest.jobs import MAX_ERRORS, DocumentError, FolderSync, Job, JobStore, timestamp
 from service.runtime import Runtime
 from service.snapshot import Snapshot
 
@@ -63,33 +65,30 @@ class JobRunner:
                 log.warning("ingestion jobs: %s", error.reason)
                 await asyncio.sleep(BACKOFF_SECONDS)
 
-    async def run(self, store: JobStore, job: Job, documents: list[SourceDocument]) -> None:
-        log.info("job %s: %d documents, from document %d", job.id, job.total, job.next)
+    async def run(self, store: JobStore, job: Job, work: list[SourceDocument] | FolderSync) -> None:
         heartbeat = asyncio.create_task(self._renew(store, job.id))
         errors = list(job.errors)
         counts = {"failed": job.failed, "passages": job.passages, "embedded": job.embedded}
-        size = store.settings.batch_size
         try:
-            for start in range(job.next, len(documents), size):
-                if await store.cancel_requested(job.id):
-                    await store.update(job.id, state_s="cancelled", finished_dt=timestamp())
-                    log.info("job %s: cancelled at document %d", job.id, start)
-                    return
-                batch = documents[start : start + size]
-                await self._index(batch, errors, counts)
-                await store.update(
-                    job.id,
-                    done_i=start + len(batch),
-                    next_i=start + len(batch),
-                    failed_i=counts["failed"],
-                    passages_i=counts["passages"],
-                    embedded_i=counts["embedded"],
-                    errors_json=json.dumps([asdict(e) for e in errors[:MAX_ERRORS]]),
-                )
+            unread: list[DocumentError] = []
+            if isinstance(work, FolderSync):
+                documents, unread = await self._read_folder(work)
+                if job.next == 0:  # the files' errors once, not again on a resume
+                    errors += unread
+                await store.update(job.id, total_i=len(documents))
+            else:
+                documents = work
+            log.info("job %s: %d documents, from document %d", job.id, len(documents), job.next)
+            if not await self._batches(store, job, documents, errors, counts):
+                return  # cancelled
             failed = counts["failed"]
             state = "failed" if documents and failed == len(documents) else "done"
-            message = f"{failed} of {len(documents)} documents failed" if failed else ""
-            await store.update(job.id, state_s=state, finished_dt=timestamp(), message_s=message)
+            notes = [f"{failed} of {len(documents)} documents failed"] if failed else []
+            if isinstance(work, FolderSync) and not unread:  # an unread file is not a gone one
+                notes.append(f"{await self._delete_gone(work, documents)} gone deleted")
+            await store.update(
+                job.id, state_s=state, finished_dt=timestamp(), message_s="; ".join(notes)
+            )
             log.info("job %s: %s (%d failed)", job.id, state, failed)
         except asyncio.CancelledError:  # the service stops: the next start resumes it at once
             with contextlib.suppress(ServiceError):
@@ -97,6 +96,35 @@ class JobRunner:
             raise
         finally:
             heartbeat.cancel()
+
+    async def _batches(
+        self,
+        store: JobStore,
+        job: Job,
+        documents: list[SourceDocument],
+        errors: list[DocumentError],
+        counts: dict[str, int],
+    ) -> bool:
+        """The documents from the job's next batch on, each batch committed and its progress
+        written; False when the job was cancelled (after a batch)."""
+        size = store.settings.batch_size
+        for start in range(job.next, len(documents), size):
+            if await store.cancel_requested(job.id):
+                await store.update(job.id, state_s="cancelled", finished_dt=timestamp())
+                log.info("job %s: cancelled at document %d", job.id, start)
+                return False
+            batch = documents[start : start + size]
+            await self._index(batch, errors, counts)
+            await store.update(
+                job.id,
+                done_i=start + len(batch),
+                next_i=start + len(batch),
+                failed_i=counts["failed"],
+                passages_i=counts["passages"],
+                embedded_i=counts["embedded"],
+                errors_json=json.dumps([asdict(e) for e in errors[:MAX_ERRORS]]),
+            )
+        return True
 
     async def _index(
         self, batch: list[SourceDocument], errors: list[DocumentError], counts: dict[str, int]
@@ -120,6 +148,33 @@ class JobRunner:
                 continue
             counts["passages"] += summary.passages
             counts["embedded"] += summary.embedded
+
+    async def _read_folder(
+        self, work: FolderSync
+    ) -> tuple[list[SourceDocument], list[DocumentError]]:
+        """The folder's files as documents (extracted in the worker process, as uploads are),
+        and those that could not be read."""
+        folder = Path(work.folder)
+        documents, unread = [], []
+        for file, root in find_files([folder]):
+            try:
+                document = await self._runtime.extractor.run(
+                    extract, file, root, language=work.language, source=work.source
+                )
+            except ExtractionFailed as error:
+                unread.append(DocumentError(str(file.relative_to(folder)), str(error)))
+                continue
+            documents.append(with_source(document, work.source))
+        return documents, unread
+
+    async def _delete_gone(self, work: FolderSync, documents: list[SourceDocument]) -> int:
+        """The source's documents whose file is gone, deleted with their passages."""
+        indexer = Snapshot(self._runtime).indexer
+        present = {document.id for document in documents}
+        gone = [i for i in await indexer.ids_from(work.source) if i not in present]
+        if gone:
+            await indexer.delete_all(gone)
+        return len(gone)
 
     async def _renew(self, store: JobStore, job_id: str) -> None:
         """The lease renewed a few times per jobs.lease.seconds, while the job runs."""

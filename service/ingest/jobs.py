@@ -37,6 +37,16 @@ LISTED_FIELDS = (
 
 
 @dataclass(frozen=True)
+class FolderSync:
+    """A folder of the server to bring the index in step with (POST /jobs/sync): its files
+    are read when the job runs."""
+
+    folder: str
+    source: str
+    language: str = "en"
+
+
+@dataclass(frozen=True)
 class DocumentError:
     """A document the job could not index, and why."""
 
@@ -109,7 +119,7 @@ class JobStore:
     async def submit(
         self,
         caller: str,
-        documents: list[SourceDocument],
+        documents: list[SourceDocument] | FolderSync,
         kind: str,
         errors: list[DocumentError] | None = None,
     ) -> Job:
@@ -135,7 +145,7 @@ class JobStore:
             "kind_s": kind,
             "caller_s": caller,
             "created_dt": timestamp(),
-            "total_i": len(documents),
+            "total_i": 0 if isinstance(documents, FolderSync) else len(documents),
             "done_i": 0,
             "failed_i": 0,
             "passages_i": 0,
@@ -144,7 +154,11 @@ class JobStore:
             "lease_l": 0,
             "cancel_b": False,
             "errors_json": json.dumps([asdict(e) for e in errors or ()]),
-            "payload": json.dumps([_encoded(d) for d in documents]),
+            "payload": json.dumps(
+                asdict(documents)
+                if isinstance(documents, FolderSync)
+                else [_encoded(d) for d in documents]
+            ),
         }
         await self._write([doc])
         return Job.of(doc)
@@ -178,7 +192,7 @@ class JobStore:
 
     # -- what a worker does ------------------------------------------------------------------
 
-    async def claim(self, worker: str) -> tuple[Job, list[SourceDocument]] | None:
+    async def claim(self, worker: str) -> tuple[Job, list[SourceDocument] | FolderSync] | None:
         """The oldest job that waits (or whose worker died), now this worker's, with its
         documents; None when there is none, the deployment runs jobs.max.running, or another
         worker claimed it first."""
@@ -210,8 +224,10 @@ class JobStore:
                 return None
             raise
         payload = await self._solr.get(self._collection, job.id, "payload")
-        documents = [_decoded(d) for d in json.loads((payload or {}).get("payload") or "[]")]
-        return await self.get(job.id), documents
+        work = json.loads((payload or {}).get("payload") or "[]")
+        if job.kind == "sync":
+            return await self.get(job.id), FolderSync(**work)
+        return await self.get(job.id), [_decoded(d) for d in work]
 
     async def update(self, job_id: str, *, version: int | None = None, **fields: object) -> None:
         """Atomic updates of some fields (`version`: only if the job is still that version)."""

@@ -311,3 +311,54 @@ def test_an_upload_becomes_a_job_with_the_skipped_files_as_its_errors(
         assert nothing.status_code == 400 and "no file could be extracted" in nothing.text
     finally:
         remove_documents(solr_url, ["upload-job/kiln.md"])
+
+
+def test_a_sync_job_keeps_the_index_in_step_with_a_folder(
+    make_client: ClientFactory, tmp_path: Path, solr_url: str
+) -> None:
+    share = tmp_path / "share-job"
+    share.mkdir()
+    for name, text in {
+        "a": "Alder burns hot.",
+        "b": "Birch bark peels.",
+        "c": "Cedar smells.",
+    }.items():
+        (share / f"{name}.txt").write_text(text)
+    client = make_client({**JOBS, "jobs.sync.folders": str(tmp_path)})
+    get = lambda path: client.get(path, headers=AUTH)  # noqa: E731
+
+    def synced() -> dict:
+        response = client.post("/jobs/sync", json={"folder": str(share)}, headers=AUTH)
+        assert response.status_code == 202, response.text
+        assert response.json()["kind"] == "sync"
+        return watch(get, response.json()["id"], lambda j: j["state"] == "done")[-1]
+
+    def held() -> set[str]:
+        found = httpx.get(
+            f"{solr_url}/FileShare/select",
+            params={"q": "{!prefix f=id}share-job/", "defType": "lucene", "fl": "id"},
+        ).json()["response"]["docs"]
+        return {doc["id"] for doc in found}
+
+    try:
+        first = synced()
+        assert first["total"] == 3 and held() == {
+            "share-job/a.txt",
+            "share-job/b.txt",
+            "share-job/c.txt",
+        }
+        assert first["message"] == "0 gone deleted"
+        (share / "c.txt").unlink()
+        (share / "b.txt").write_text("Birch bark peels in strips.")
+        (share / "d.txt").write_text("Dogwood flowers.")
+        second = synced()
+        assert held() == {"share-job/a.txt", "share-job/b.txt", "share-job/d.txt"}
+        assert second["message"] == "1 gone deleted" and second["total"] == 3
+        outside = client.post("/jobs/sync", json={"folder": "/etc"}, headers=AUTH)
+        assert outside.status_code == 400 and "jobs.sync.folders" in outside.text
+        sneaky = client.post("/jobs/sync", json={"folder": f"{share}/../../.."}, headers=AUTH)
+        assert sneaky.status_code == 400
+        off = make_client(JOBS).post("/jobs/sync", json={"folder": str(share)}, headers=AUTH)
+        assert off.status_code == 403 and "jobs.sync.folders" in off.text
+    finally:
+        remove_documents(solr_url, [f"share-job/{name}.txt" for name in "abcd"])
