@@ -45,7 +45,9 @@ class JobRequest(BaseModel):
 class SyncRequest(BaseModel):
     """The body of POST /jobs/sync."""
 
-    folder: str = Field(min_length=1, max_length=4096, description="An absolute path.")
+    folder: str = Field(
+        min_length=1, max_length=4096, pattern=r"^[^\x00-\x1f]+$", description="An absolute path."
+    )
     source: str | None = Field(
         None,
         max_length=200,
@@ -174,7 +176,10 @@ def _allowed_folder(asked: str, allowed: str) -> PathType:
     folder = PathType(asked)
     if not folder.is_absolute():
         raise BadRequest("folder must be an absolute path")
-    folder = folder.resolve()  # links and .. resolved before the check
+    try:
+        folder = folder.resolve()  # links and .. resolved before the check
+    except (OSError, RuntimeError):  # a link loop, a path the system refuses
+        raise BadRequest("folder cannot be resolved on the server") from None
     if not any(folder == root or folder.is_relative_to(root) for root in roots):
         raise BadRequest("folder is not one of jobs.sync.folders, nor below one")
     if not folder.is_dir():

@@ -358,6 +358,9 @@ def test_a_sync_job_keeps_the_index_in_step_with_a_folder(
         assert outside.status_code == 400 and "jobs.sync.folders" in outside.text
         sneaky = client.post("/jobs/sync", json={"folder": f"{share}/../../.."}, headers=AUTH)
         assert sneaky.status_code == 400
+        for hostile in ("relative/path", f"{share}\x00.txt", f"{share}/a.txt"):
+            refused = client.post("/jobs/sync", json={"folder": hostile}, headers=AUTH)
+            assert refused.status_code == 400, (hostile, refused.text)
         off = make_client(JOBS).post("/jobs/sync", json={"folder": str(share)}, headers=AUTH)
         assert off.status_code == 403 and "jobs.sync.folders" in off.text
     finally:
