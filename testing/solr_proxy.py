@@ -9,6 +9,7 @@ status of Solr's own shape (`fail_with`), as a node in trouble does.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs
@@ -49,13 +50,13 @@ def create_solr_proxy(solr_url: str, log: ProxyLog) -> FastAPI:
         body = await request.body()
         search = None
         if path.endswith("/select"):
-            form = parse_qs(body.decode("utf-8")) if body else {}
+            params = _search_params(body, request.headers.get("content-type", ""))
             search = Search(
                 path.split("/")[0],
-                form.get("q", [""])[0],
+                str(params.get("q", "")),
                 time.monotonic(),
                 request_id_header=request.headers.get("x-request-id", ""),
-                request_id_param=form.get("rid", [""])[0],
+                request_id_param=str(params.get("rid", "")),
             )
             log.searches.append(search)
             await asyncio.sleep(log.delay)
@@ -81,3 +82,13 @@ def create_solr_proxy(solr_url: str, log: ProxyLog) -> FastAPI:
         )
 
     return app
+
+
+def _search_params(body: bytes, content_type: str) -> dict[str, object]:
+    """A search's parameters as the service sends them: Solr's JSON request API (`params`),
+    or a form."""
+    if not body:
+        return {}
+    if content_type.startswith("application/json"):
+        return dict(json.loads(body).get("params", {}))
+    return {key: values[0] for key, values in parse_qs(body.decode("utf-8")).items()}
