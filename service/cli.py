@@ -619,10 +619,8 @@ async def _delete_gone(
     passages)."""
     present = {document.id for document in documents}
     sources = {(source if source is not None else path.resolve().name) or "files" for path in paths}
-    gone = [i for name in sorted(sources) for i in await indexer.ids_from(name) if i not in present]
-    if gone:
-        await indexer.delete_all(gone)
-    print(f"Deleted {len(gone)} document(s) whose file is gone")
+    gone = [await indexer.delete_gone(name, present) for name in sorted(sources)]
+    print(f"Deleted {sum(gone)} document(s) whose file is gone")
 
 
 def _samples(args: argparse.Namespace) -> int:

@@ -113,24 +113,26 @@ class Runtime:
         return self.config.current()
 
     def solr(self, settings: Settings) -> SolrClient:
-        self.solr_nodes(settings)
-        assert self._solr_nodes is not None
+        nodes, schemas = self._known_solr(settings)
         return SolrClient(
             self.pool("solr"),
-            self._solr_nodes[1],
+            nodes,
             connect_timeout=settings.solr.timeout_connect,
             read_timeout=settings.solr.timeout_read,
-            schemas=self._solr_nodes[2],
+            schemas=schemas,
         )
 
     def solr_nodes(self, settings: Settings) -> SolrNodes:
-        """What is known of Solr's nodes (and of its collections' fields): one for the
-        settings' Solr, a new one when solr.url, solr.nodes.discover or solr.zk.hosts change."""
+        return self._known_solr(settings)[0]
+
+    def _known_solr(self, settings: Settings) -> tuple[SolrNodes, SchemaCache]:
+        """What is known of the settings' Solr: its nodes and its collections' fields; known
+        anew when solr.url, solr.nodes.discover or solr.zk.hosts change."""
         layout = settings.solr
         key = (layout.url, layout.discover_nodes, layout.zk_hosts)
         if self._solr_nodes is None or self._solr_nodes[0] != key:
             self._solr_nodes = key, SolrNodes.configured(layout), SchemaCache()
-        return self._solr_nodes[1]
+        return self._solr_nodes[1], self._solr_nodes[2]
 
     def embedding_mode(self, settings: Settings) -> EmbeddingMode:
         """Whether Solr or the service embeds VectorMain's text (solr.embeddings.mode)."""

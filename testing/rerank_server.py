@@ -32,12 +32,14 @@ class RerankScript:
     authorizations: list[str] = field(default_factory=list)
     status: int = 200
     shape: str = "cohere"  # or "tei": a bare list of {index, score}
+    body: str | None = None  # answered as it is (a broken API)
 
     def reset(self) -> None:
         self.requests.clear()
         self.authorizations.clear()
         self.status = 200
         self.shape = "cohere"
+        self.body = None
 
 
 def create_rerank_app(script: RerankScript) -> FastAPI:
@@ -52,6 +54,8 @@ def create_rerank_app(script: RerankScript) -> FastAPI:
         body = await request.json()
         script.requests.append(body)
         script.authorizations.append(request.headers.get("authorization", ""))
+        if script.body is not None:
+            return Response(script.body, media_type="application/json")
         if script.status != 200:
             return JSONResponse({"error": "scripted failure"}, status_code=script.status)
         documents = body.get("documents") or []

@@ -287,6 +287,14 @@ class Indexer:
                 return ids
             cursor = found["nextCursorMark"]
 
+    async def delete_gone(self, source: str, present: set[str]) -> int:
+        """Removes the documents of `source` (and their passages) whose id is not in
+        `present`, the ids its files have now (a folder's sync); how many went."""
+        gone = [i for i in await self.ids_from(source) if i not in present]
+        if gone:
+            await self.delete_all(gone)
+        return len(gone)
+
     async def delete(self, document_id: str) -> int | None:
         """Removes a document and its passages: how many passages went with it; None when
         FileShare had no such document."""

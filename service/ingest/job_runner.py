@@ -85,7 +85,9 @@ class JobRunner:
             state = "failed" if documents and failed == len(documents) else "done"
             notes = [f"{failed} of {len(documents)} documents failed"] if failed else []
             if isinstance(work, FolderSync) and not unread:  # an unread file is not a gone one
-                notes.append(f"{await self._delete_gone(work, documents)} gone deleted")
+                present = {document.id for document in documents}
+                gone = await Snapshot(self._runtime).indexer.delete_gone(work.source, present)
+                notes.append(f"{gone} gone deleted")
             await store.update(
                 job.id, state_s=state, finished_dt=timestamp(), message_s="; ".join(notes)
             )
@@ -166,15 +168,6 @@ class JobRunner:
                 continue
             documents.append(with_source(document, work.source))
         return documents, unread
-
-    async def _delete_gone(self, work: FolderSync, documents: list[SourceDocument]) -> int:
-        """The source's documents whose file is gone, deleted with their passages."""
-        indexer = Snapshot(self._runtime).indexer
-        present = {document.id for document in documents}
-        gone = [i for i in await indexer.ids_from(work.source) if i not in present]
-        if gone:
-            await indexer.delete_all(gone)
-        return len(gone)
 
     async def _renew(self, store: JobStore, job_id: str) -> None:
         """The lease renewed a few times per jobs.lease.seconds, while the job runs."""

@@ -169,17 +169,23 @@ class CacheLookup(EveryRequest):
             state.cache_key = found.key
 
 
+class WritesQueries:
+    """A stage whose LLM call writes search queries: of no use when the request names its one
+    document (`id`)."""
+
+    calls_llm: ClassVar[bool] = True
+
+    def wanted(self, state: RagState) -> bool:
+        return state.query.document_id is None
+
+
 @dataclass
-class Rewrite:
+class Rewrite(WritesQueries):
     """The LLM writes the search query from the question and the conversation."""
 
     llm: ChatClient
     prompts: PromptLibrary
     name: ClassVar[str] = "rewrite"
-    calls_llm: ClassVar[bool] = True
-
-    def wanted(self, state: RagState) -> bool:
-        return state.query.document_id is None
 
     async def run(self, state: RagState) -> None:
         rewrite = await QueryRewriter(self.llm, self.prompts).run(
@@ -191,17 +197,13 @@ class Rewrite:
 
 
 @dataclass
-class Expand:
+class Expand(WritesQueries):
     """The LLM writes `count` search queries, searched at once and fused (multi-query)."""
 
     llm: ChatClient
     prompts: PromptLibrary
     count: int
     name: ClassVar[str] = "expand"
-    calls_llm: ClassVar[bool] = True
-
-    def wanted(self, state: RagState) -> bool:
-        return state.query.document_id is None
 
     async def run(self, state: RagState) -> None:
         question = state.question

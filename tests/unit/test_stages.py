@@ -265,6 +265,30 @@ async def test_a_failing_rerank_api_keeps_the_retrieval_order(rerank_http, reran
     assert "reranking skipped" in caplog.text
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        '{"results": [{"index": 7, "relevance_score": 0.9}]}',  # out of range
+        '{"results": [{"index": -1, "relevance_score": 0.9}]}',
+        '{"results": [{"index": true, "relevance_score": 0.9}]}',
+        '{"results": [{"index": 0, "relevance_score": NaN}]}',
+        '{"results": [{"index": 0}]}',
+        '{"results": "everything"}',
+        '{"results": [7]}',
+        "[]]",
+    ],
+)
+async def test_a_rerank_answer_that_makes_no_sense_keeps_the_retrieval_order(
+    rerank_http, reranks, caplog, body: str
+) -> None:
+    reranks.body = body
+    asked = state("lighthouse")
+    asked.chunks = chunked(document("a", "Tides."), document("b", "The lighthouse."))
+    await reranker(rerank_http).run(asked)
+    assert [c.chunk.document.id for c in asked.chunks] == ["a", "b"]
+    assert "reranking skipped" in caplog.text
+
+
 async def test_grading_leaves_out_low_chunks_and_refuses_when_none_is_left(http, script) -> None:
     asked = state()
     asked.chunks = chunked(document("a", "Tides."), document("b", "Sostratus built it."))
