@@ -560,7 +560,8 @@ async def _ingest_into_solr(
     """Files (and the sample corpus) into FileShare, their embedded passages into VectorMain;
     ids start with `source` (default: each folder's name); `sync`: each source's documents
     whose file is gone are deleted."""
-    from service.ingest import extract, find_files
+    from service.ingest import Refused, source_files
+    from service.ingest.folder import document_of
     from service.ingest.indexer import indexer_for, with_source
     from service.ingest.progress import ProgressLine
     from service.ingest.samples import export_samples
@@ -582,13 +583,18 @@ async def _ingest_into_solr(
         if if_empty and await indexer.count() > 0:
             print(f"{collection} already holds documents: nothing to ingest")
             return 0
-        documents, skipped = [], 0
-        for file, root in find_files(paths):
+        documents, skipped, passed_over = [], 0, 0
+        for root, item in source_files(paths):
+            if isinstance(item, Refused):  # only an unreadable one may still be there
+                skipped += item.unreadable
+                passed_over += not item.unreadable
+                print(f"skipped {root / item.relative}: {item.reason}", file=sys.stderr)
+                continue
             try:
-                document = extract(file, root, language=language, source=source)
+                document = document_of(item, root, language=language, source=source)
             except ExtractionFailed as error:  # UnsupportedFile too
                 skipped += 1
-                print(f"skipped {file}: {error}", file=sys.stderr)
+                print(f"skipped {root / item.relative}: {error}", file=sys.stderr)
                 continue
             if root == SAMPLES_FOLDER:  # no link to this machine's files for anonymous callers
                 document = replace(document, url="")
@@ -607,8 +613,8 @@ async def _ingest_into_solr(
             await _delete_gone(indexer, documents, paths, source)
         if summary.replaced:
             print(summary.replacements(), file=sys.stderr)
-        if skipped:
-            print(f"{skipped} file(s) skipped (see above)")
+        if skipped or passed_over:
+            print(f"{skipped + passed_over} file(s) skipped (see above)")
         return 0
 
 

@@ -23,6 +23,7 @@ from service.api.errors import documented_errors
 from service.api.payload import json_route
 from service.config import Settings
 from service.config.catalog import by_key, catalog
+from service.config.settings import NOWHERE, secret_destinations
 from service.errors import (
     ConfigChangedMeanwhile,
     ConfigConflict,
@@ -158,17 +159,12 @@ def _as_properties(changes: dict[str, Any]) -> dict[str, str | None]:
     return written
 
 
-# each endpoint key and the key of the token sent to it
-_TOKEN_OF_ENDPOINT = (
-    ("ai.api.endpoint", "ai.api.token"),
-    ("ai.embeddings.endpoint", "ai.embeddings.token"),
-)
-
-
 def _keep_tokens_with_their_endpoints(current: Settings, changed: Settings) -> None:
     """A change of endpoint that keeps a stored token would send that token to the new
     address (an admin session could exfiltrate it): the change must give the token again."""
-    for endpoint_key, token_key in _TOKEN_OF_ENDPOINT:
+    for token_key, endpoint_key in secret_destinations().items():
+        if endpoint_key == NOWHERE:
+            continue
         kept = current.value(token_key).get_secret_value()
         if not kept or changed.value(token_key).get_secret_value() != kept:
             continue

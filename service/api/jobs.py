@@ -10,7 +10,6 @@ DELETE /jobs/{id}       cancel (after the batch in progress)
 from __future__ import annotations
 
 from datetime import datetime
-from pathlib import Path as PathType
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, File, Form, Path, Request, UploadFile
@@ -24,8 +23,9 @@ from service.api.errors import documented_errors
 from service.api.fields import LanguageCode
 from service.api.llm_work import caller_of
 from service.api.payload import json_route
-from service.errors import BadRequest, FeatureDisabled
+from service.errors import BadRequest
 from service.ingest.extract import SourceDocument
+from service.ingest.folder import allowed_folder
 from service.ingest.indexer import with_source
 from service.ingest.jobs import DocumentError, FolderSync, Job, JobStore
 from service.snapshot import Snapshot
@@ -161,30 +161,10 @@ async def submit_sync(
     """Bring the index in step with a folder of the server (one of jobs.sync.folders, or
     below): new and changed files indexed, unchanged ones skipped by their hash, and the
     documents of its source whose file is gone deleted (not when a file could not be read)."""
-    folder = _allowed_folder(body.folder, snapshot.settings.jobs.sync_folders)
+    folder = allowed_folder(body.folder, snapshot.settings.jobs.sync_folders)
     source = body.source if body.source is not None else folder.name
     work = FolderSync(folder=str(folder), source=source or "files", language=body.language)
     return await _queued(snapshot, request, work, "sync")
-
-
-def _allowed_folder(asked: str, allowed: str) -> PathType:
-    roots = [PathType(root.strip()).resolve() for root in allowed.split(",") if root.strip()]
-    if not roots:
-        raise FeatureDisabled(
-            "no folder may be synced: list the server's folders in jobs.sync.folders"
-        )
-    folder = PathType(asked)
-    if not folder.is_absolute():
-        raise BadRequest("folder must be an absolute path")
-    try:
-        folder = folder.resolve()  # links and .. resolved before the check
-    except (OSError, RuntimeError):  # a link loop, a path the system refuses
-        raise BadRequest("folder cannot be resolved on the server") from None
-    if not any(folder == root or folder.is_relative_to(root) for root in roots):
-        raise BadRequest("folder is not one of jobs.sync.folders, nor below one")
-    if not folder.is_dir():
-        raise BadRequest("folder is not a folder of the server")
-    return folder
 
 
 async def _queued(

@@ -46,6 +46,31 @@ def _key(alias: str, default: object, description: str, **constraints: object) -
     return Field(default, alias=alias, description=description, **constraints)  # type: ignore[call-overload]
 
 
+NOWHERE = ""  # a secret's sent_to when the service only checks it (never sends it)
+
+
+def _secret(alias: str, description: str, *, sent_to: str) -> Any:
+    """A secret key: never shown; `sent_to` names the endpoint key of the address it is sent
+    to (NOWHERE: it is only checked), so a change of that address must give it again."""
+    return Field(
+        SecretStr(""), alias=alias, description=description, json_schema_extra={"sent_to": sent_to}
+    )
+
+
+def secret_destinations() -> dict[str, str]:
+    """Each secret key and the endpoint key it is sent to (NOWHERE: none)."""
+    found = {}
+    for part in Settings.model_fields.values():
+        model = part.annotation
+        for field in model.model_fields.values():  # type: ignore[union-attr]
+            if field.annotation is SecretStr:
+                extra = field.json_schema_extra
+                if not isinstance(extra, dict) or "sent_to" not in extra:
+                    raise TypeError(f"{field.alias}: a secret declared without _secret(sent_to=)")
+                found[str(field.alias)] = str(extra["sent_to"])
+    return found
+
+
 def _http_url(value: str) -> str:
     if not value.startswith(("http://", "https://")):
         raise ValueError("must start with http:// or https://")
@@ -192,8 +217,10 @@ class LLMSettings(Part):
         "Base URL of the OpenAI-compatible API (the part before /chat/completions).",
         min_length=1,
     )
-    token: SecretStr = _key(
-        "ai.api.token", SecretStr(""), "API token sent as a bearer token; never shown."
+    token: SecretStr = _secret(
+        "ai.api.token",
+        "API token sent as a bearer token; never shown.",
+        sent_to="ai.api.endpoint",
     )
     model: str = _key(
         "llm.model", "gpt-3.5-turbo", "Model name sent to the LLM API (blank: the API's default)."
@@ -294,8 +321,10 @@ class EmbeddingsSettings(Part):
         "Base URL of the OpenAI-compatible embeddings API (before /embeddings).",
         min_length=1,
     )
-    token: SecretStr = _key(
-        "ai.embeddings.token", SecretStr(""), "Bearer token of the embeddings API; never shown."
+    token: SecretStr = _secret(
+        "ai.embeddings.token",
+        "Bearer token of the embeddings API; never shown.",
+        sent_to="ai.embeddings.endpoint",
     )
     model: str = _key(
         "ai.embeddings.model", "all-MiniLM-L6-v2", "Model name sent to the embeddings API."
@@ -677,8 +706,8 @@ class RerankSettings(Part):
         "Base URL of the rerank API (the part before /rerank).",
         min_length=1,
     )
-    token: SecretStr = _key(
-        "rerank.token", SecretStr(""), "Bearer token of the rerank API; never shown."
+    token: SecretStr = _secret(
+        "rerank.token", "Bearer token of the rerank API; never shown.", sent_to="rerank.endpoint"
     )
     model: str = _key("rerank.model", "", "Model name sent to the rerank API (blank: its default).")
     top_n: int = _key(
@@ -767,6 +796,25 @@ class JobsSettings(Part):
         ge=2,
         le=3600,
     )
+
+    @field_validator("sync_folders")
+    @classmethod
+    def _plain_folders(cls, value: str) -> str:
+        """Absolute paths of ordinary folders: never the root, the kernel's or the devices'
+        file systems, nor a path with control characters (a NUL would fail every sync)."""
+        for folder in (part.strip() for part in value.split(",")):
+            if not folder:
+                continue
+            if any(ord(c) < 32 or ord(c) == 127 for c in folder):
+                raise ValueError("holds a control character")
+            if not folder.startswith("/"):
+                raise ValueError(f"{folder!r} is not an absolute path")
+            parts = [p for p in folder.split("/") if p not in ("", ".")]
+            if not parts or ".." in parts:
+                raise ValueError(f"{folder!r}: name a folder below / without ..")
+            if parts[0] in ("proc", "sys", "dev", "run"):
+                raise ValueError(f"{folder!r} is a system folder (/proc, /sys, /dev, /run)")
+        return value
 
 
 class GroundingSettings(Part):
@@ -884,11 +932,11 @@ class SecuritySettings(Part):
         "proxy) or jwt (a signed token in `Authorization: Bearer`, verified with "
         "security.jwt.key; its security.jwt.groups.claim lists the groups).",
     )
-    jwt_key: SecretStr = _key(
+    jwt_key: SecretStr = _secret(
         "security.jwt.key",
-        SecretStr(""),
         "Key that verifies identity tokens: a PEM public key (RS256/ES256) or an HS256 shared "
         "secret.",
+        sent_to=NOWHERE,
     )
     jwt_algorithms: str = _key(
         "security.jwt.algorithms",
@@ -905,14 +953,14 @@ class SecuritySettings(Part):
     jwt_issuer: str = _key(
         "security.jwt.issuer", "", "Required `iss` of identity tokens (empty: not checked)."
     )
-    api_keys: SecretStr = _key(
+    api_keys: SecretStr = _secret(
         "api.keys",
-        SecretStr(""),
         "API keys the public endpoints (/ai/*, /v1/*, /search/*) require, comma-separated, sent "
         "as `Authorization: Bearer <key>` or `X-API-Key: <key>`; empty: no key needed.",
+        sent_to=NOWHERE,
     )
-    admin_token: SecretStr = _key(
-        "admin.token", SecretStr(""), "Bearer token of the admin API (ADMIN_TOKEN env wins)."
+    admin_token: SecretStr = _secret(
+        "admin.token", "Bearer token of the admin API (ADMIN_TOKEN env wins).", sent_to=NOWHERE
     )
 
     @model_validator(mode="after")

@@ -1,12 +1,7 @@
 """Ingestion: files -> FileShare documents."""
 
-from service.ingest.extract import (
-    SUPPORTED_SUFFIXES,
-    SourceDocument,
-    extract,
-    extract_bytes,
-    find_files,
-)
+from service.ingest.extract import SUPPORTED_SUFFIXES, SourceDocument, extract_bytes
+from service.ingest.folder import Refused, extract, read_folder, source_files
 from service.ingest.indexer import Indexer, IngestSummary, PassageIndex
 from service.ingest.passages import Passage, PassageSplitter
 
@@ -17,8 +12,10 @@ __all__ = [
     "Passage",
     "PassageIndex",
     "PassageSplitter",
+    "Refused",
     "SourceDocument",
     "extract",
     "extract_bytes",
-    "find_files",
+    "read_folder",
+    "source_files",
 ]

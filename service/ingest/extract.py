@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from html.parser import HTMLParser
@@ -60,36 +59,7 @@ class SourceDocument:
         return document
 
 
-__all__ = ["SourceDocument", "extract", "extract_bytes"]
-
-
-def find_files(paths: list[Path]) -> Iterator[tuple[Path, Path]]:
-    """(file, root) for every supported file under `paths`; the root makes the id relative."""
-    for path in paths:
-        if path.is_dir():
-            for file in sorted(path.rglob("*")):
-                if file.is_file() and file.suffix.lower() in SUPPORTED_SUFFIXES:
-                    yield file, path
-        elif path.is_file():
-            yield path, path.parent
-        else:
-            raise FileNotFoundError(f"no such file or folder: {path}")
-
-
-def extract(
-    file: Path, root: Path, *, language: str = "en", source: str | None = None
-) -> SourceDocument:
-    """Raises UnsupportedFile for an unknown kind, ExtractionFailed for an unreadable file.
-    `source`: the name the id starts with (default: the ingested folder's)."""
-    modified = datetime.fromtimestamp(file.stat().st_mtime, UTC)
-    return extract_bytes(
-        file.name,
-        file.read_bytes(),
-        document_id=document_id(file, root, source),
-        url=file.resolve().as_uri(),
-        language=language,
-        last_modified=modified,
-    )
+__all__ = ["SourceDocument", "extract_bytes"]
 
 
 def extract_bytes(
@@ -137,18 +107,6 @@ def extract_bytes(
         last_modified=last_modified or datetime.now(UTC),
         sections=sections,
     )
-
-
-def document_id(file: Path, root: Path, source: str | None = None) -> str:
-    """The source's name, then the file's path below the ingested folder: the folder's own name
-    unless `source` names another, e.g. `python-reference/assert.txt`; so two folders that hold
-    the same file names never replace each other's documents ("" for the bare path)."""
-    try:
-        relative = file.resolve().relative_to(root.resolve())
-    except ValueError:
-        relative = Path(file.name)
-    name = root.resolve().name if source is None else source.strip("/")
-    return f"{name}/{relative.as_posix()}" if name else relative.as_posix()
 
 
 _MARKDOWN_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$")

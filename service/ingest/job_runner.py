@@ -22,10 +22,16 @@ import os
 import socket
 import uuid
 from dataclasses import asdict
-from pathlib import Path
 
-from service.errors import ExtractionFailed, ServiceError
-from service.ingest.extract import SourceDocument, extract, find_files
+from service.errors import BadRequest, ExtractionFailed, ServiceError
+from service.ingest.extract import SourceDocument, extract_bytes
+from service.ingest.folder import (
+    FolderUnreadable,
+    Refused,
+    allowed_folder,
+    document_fields,
+    read_folder,
+)
 from service.ingest.indexer import with_source
 from service.ingest.jobs import MAX_ERRORS, DocumentError, FolderSync, Job, JobStore, timestamp
 from service.runtime import Runtime
@@ -72,9 +78,16 @@ class JobRunner:
         try:
             unread: list[DocumentError] = []
             if isinstance(work, FolderSync):
-                documents, unread = await self._read_folder(work)
+                try:
+                    documents, unread, passed_over = await self._read_folder(work)
+                except (ServiceError, FolderUnreadable) as error:
+                    reason = error.reason if isinstance(error, ServiceError) else str(error)
+                    await store.update(job.id, state_s="failed", finished_dt=timestamp(),
+                                       message_s=f"the folder was not read: {reason}")  # fmt: skip
+                    log.warning("job %s: the folder was not read: %s", job.id, reason)
+                    return
                 if job.next == 0:  # the files' errors once, not again on a resume
-                    errors += unread
+                    errors += unread + passed_over
                 await store.update(job.id, total_i=len(documents))
             else:
                 documents = work
@@ -153,21 +166,34 @@ class JobRunner:
 
     async def _read_folder(
         self, work: FolderSync
-    ) -> tuple[list[SourceDocument], list[DocumentError]]:
-        """The folder's files as documents (extracted in the worker process, as uploads are),
-        and those that could not be read."""
-        folder = Path(work.folder)
-        documents, unread = [], []
-        for file, root in find_files([folder]):
+    ) -> tuple[list[SourceDocument], list[DocumentError], list[DocumentError]]:
+        """The folder's own files as documents (read without leaving the folder: see
+        service.ingest.folder; extracted in the worker process, as uploads are), and those
+        that could not be read, and those passed over by rule."""
+        settings = self._runtime.settings().jobs
+        folder = allowed_folder(work.folder, settings.sync_folders)  # still allowed now
+        if str(folder) != work.folder:
+            raise BadRequest("the folder changed since the job was asked for (now a link)")
+        documents: list[SourceDocument] = []
+        unread: list[DocumentError] = []  # may still be there: nothing is deleted
+        passed_over: list[DocumentError] = []  # refused by rule (links, FIFOs...): no file
+        files = read_folder(folder)
+        while (item := await asyncio.to_thread(next, files, None)) is not None:
+            if isinstance(item, Refused):
+                (unread if item.unreadable else passed_over).append(
+                    DocumentError(item.relative, item.reason)
+                )
+                continue
+            fields = document_fields(item, folder, work.source, work.language)
             try:
                 document = await self._runtime.extractor.run(
-                    extract, file, root, language=work.language, source=work.source
+                    extract_bytes, item.relative, item.data, **fields
                 )
             except ExtractionFailed as error:
-                unread.append(DocumentError(str(file.relative_to(folder)), str(error)))
+                unread.append(DocumentError(item.relative, str(error)))
                 continue
             documents.append(with_source(document, work.source))
-        return documents, unread
+        return documents, unread, passed_over
 
     async def _renew(self, store: JobStore, job_id: str) -> None:
         """The lease renewed a few times per jobs.lease.seconds, while the job runs."""

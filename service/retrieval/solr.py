@@ -1,5 +1,8 @@
 """An async client for the parts of Solr's HTTP API we use: select, update, ping.
 
+Every request turns Solr's macro expansion off (`expandMacros=false`): a caller's value that
+holds `${...}` (an id, a question, a filter) is sent as the text it is, never a template.
+
 httpx rather than pysolr: the service is async end to end (pysolr would block the event loop),
 and one pooled httpx client serves Solr and the LLM alike. Every failure becomes one of the
 service's upstream errors, with a reason that names Solr and what to check.
@@ -37,6 +40,7 @@ from service.upstream import POOL_WAIT_SECONDS, upstream_call
 
 log = logging.getLogger(__name__)
 _JSON = {"wt": "json"}
+NO_MACROS = {"expandMacros": "false"}
 
 Params = Mapping[str, str | int | float | Sequence[str]]
 MAX_ATTEMPTS = 3  # nodes one call may try
@@ -87,6 +91,7 @@ class SolrClient:
         block) so long queries never hit URL limits, and a kNN query's vector is written by
         json's encoder rather than URL-encoded a character at a time."""
         form = {key: value for key, value in params.items()}
+        form["expandMacros"] = "false"  # in the body's params too: Solr reads both
         form.setdefault("wt", "json")
         form.setdefault("rid", request_id_var.get())  # Solr's request log shows it
         return await self._request("POST", f"/{collection}/select", json={"params": form})
@@ -263,6 +268,9 @@ class SolrClient:
     ) -> dict[str, Any]:
         where = "Solr"
         kwargs["headers"] = {**request_headers(), **kwargs.get("headers", {})}
+        # no value we send is ever a template: Solr would expand ${...} in any parameter (an
+        # id, a query, a filter) from the request's other parameters
+        kwargs["params"] = {**kwargs.get("params", {}), **NO_MACROS}
         kwargs.setdefault("timeout", self._timeout)
         with upstream_call(
             where,

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from service.config.catalog import catalog
 from service.config.properties import parse_properties, with_values
+from service.config.settings import secret_destinations
 from testing.llm_server import LLMScript
 from testing.servers import dead_address
 from testing.service import ADMIN_TOKEN, ClientFactory
@@ -148,10 +149,19 @@ def test_a_value_that_would_stop_the_next_start_is_refused(
     assert path.read_bytes() == before
 
 
-@pytest.mark.parametrize(
-    ("endpoint", "token"),
-    [("ai.api.endpoint", "ai.api.token"), ("ai.embeddings.endpoint", "ai.embeddings.token")],
-)
+# every secret sent somewhere, read from the settings themselves: a new one cannot be forgotten
+SENT_SECRETS = [(endpoint, token) for token, endpoint in secret_destinations().items() if endpoint]
+
+
+def test_every_secret_says_where_it_is_sent() -> None:
+    secrets = {info.key for info in catalog() if info.kind == "secret"}
+    assert secrets == set(secret_destinations())
+    assert {token for _, token in SENT_SECRETS} >= {"ai.api.token", "rerank.token"}
+    known = {info.key for info in catalog()}
+    assert all(endpoint in known for endpoint, _ in SENT_SECRETS)
+
+
+@pytest.mark.parametrize(("endpoint", "token"), SENT_SECRETS)
 def test_a_stored_token_never_follows_a_changed_endpoint(
     make_client: ClientFactory, endpoint: str, token: str
 ) -> None:

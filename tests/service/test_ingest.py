@@ -8,7 +8,8 @@ import httpx
 import pytest
 
 from service.cli import main as cli
-from service.ingest import extract, find_files
+from service.ingest import extract, source_files
+from service.ingest.folder import document_of
 from service.ingest.samples import export_samples
 
 
@@ -44,15 +45,15 @@ def test_ids_are_the_folder_name_and_the_path_below_it(tmp_path: Path) -> None:
     (tmp_path / "a" / "b").mkdir(parents=True)
     (tmp_path / "a" / "b" / "c.md").write_text("# C\n")
     (tmp_path / "a" / "skip.bin").write_bytes(b"\x00")
-    found = [extract(file, root).id for file, root in find_files([tmp_path / "a"])]
+    found = [document_of(file, root).id for root, file in source_files([tmp_path / "a"])]
     assert found == ["a/b/c.md"]
-    named = [extract(f, root, source="kb").id for f, root in find_files([tmp_path / "a"])]
+    named = [document_of(f, root, source="kb").id for root, f in source_files([tmp_path / "a"])]
     assert named == ["kb/b/c.md"]
 
 
 def test_missing_path_is_reported(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="nowhere"):
-        list(find_files([tmp_path / "nowhere"]))
+        list(source_files([tmp_path / "nowhere"]))
 
 
 def test_sample_corpus_comes_from_the_standard_library(tmp_path: Path) -> None:
@@ -188,3 +189,40 @@ def test_ingest_sync_adds_changes_and_deletes_what_left_the_folder(
         assert "Deleted 1 document(s) whose file is gone" in out
     finally:
         remove_documents(solr_url, ids)
+
+
+def test_ingest_never_follows_a_link_out_of_the_folder(
+    tmp_path: Path, base_properties: dict[str, object], solr_url: str, capsys
+) -> None:
+    """`solr-rag ingest --sync` over a share holding links to /etc/passwd and the process
+    environment: they are skipped with the reason, never indexed, and do not stop the
+    deletion of a document whose file left the share."""
+    from testing.corpus import remove_documents
+    from testing.service import write_properties
+
+    folder = tmp_path / "linked"
+    folder.mkdir()
+    (folder / "a.txt").write_text("Alder wood burns hot.")
+    (folder / "b.txt").write_text("Birch bark peels.")
+    (folder / "passwd.txt").symlink_to("/etc/passwd")
+    (folder / "env.txt").symlink_to("/proc/self/environ")
+    config = write_properties(tmp_path / "links.properties", base_properties)
+
+    def held() -> set[str]:
+        found = httpx.get(
+            f"{solr_url}/FileShare/select",
+            params={"q": "{!prefix f=id}linked/", "defType": "lucene", "fl": "id"},
+        ).json()["response"]["docs"]
+        return {doc["id"] for doc in found}
+
+    try:
+        assert cli(["ingest", str(folder), "--sync", "--config", str(config)]) == 0
+        err = capsys.readouterr().err
+        assert held() == {"linked/a.txt", "linked/b.txt"}
+        assert "passwd.txt: a link" in err and "env.txt: a link" in err
+        (folder / "b.txt").unlink()
+        assert cli(["ingest", str(folder), "--sync", "--config", str(config)]) == 0
+        assert "Deleted 1 document(s) whose file is gone" in capsys.readouterr().out
+        assert held() == {"linked/a.txt"}
+    finally:
+        remove_documents(solr_url, ["linked/a.txt", "linked/b.txt"])

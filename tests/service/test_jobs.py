@@ -365,3 +365,47 @@ def test_a_sync_job_keeps_the_index_in_step_with_a_folder(
         assert off.status_code == 403 and "jobs.sync.folders" in off.text
     finally:
         remove_documents(solr_url, [f"share-job/{name}.txt" for name in "abcd"])
+
+
+def test_a_sync_job_never_reads_outside_its_folder(
+    make_client: ClientFactory, tmp_path: Path, solr_url: str
+) -> None:
+    """Issue 45's attack: links in a synced share to /etc/passwd, the process environment and
+    the service's own rag.properties, and a FIFO, are listed in the job's errors, never read,
+    never indexed; a file gone from the share is still deleted (a link is no unread file)."""
+    share = tmp_path / "share-links"
+    share.mkdir()
+    (share / "alder.txt").write_text("Alder burns hot.")
+    (share / "birch.txt").write_text("Birch bark peels.")
+    (share / "passwd.txt").symlink_to("/etc/passwd")
+    (share / "env.txt").symlink_to("/proc/self/environ")
+    (share / "props.md").symlink_to(ROOT / "rag.properties")
+    os.mkfifo(share / "fifo.txt")
+    client = make_client({**JOBS, "jobs.sync.folders": str(tmp_path)})
+    get = lambda path: client.get(path, headers=AUTH)  # noqa: E731
+
+    def synced() -> dict:
+        response = client.post("/jobs/sync", json={"folder": str(share)}, headers=AUTH)
+        assert response.status_code == 202, response.text
+        return watch(get, response.json()["id"], lambda j: j["state"] == "done", 120)[-1]
+
+    def held() -> set[str]:
+        found = httpx.get(
+            f"{solr_url}/FileShare/select",
+            params={"q": "{!prefix f=id}share-links/", "defType": "lucene", "fl": "id"},
+        ).json()["response"]["docs"]
+        return {doc["id"] for doc in found}
+
+    try:
+        first = synced()
+        assert held() == {"share-links/alder.txt", "share-links/birch.txt"}
+        reasons = {error["id"]: error["reason"] for error in first["errors"]}
+        for name in ("passwd.txt", "env.txt", "props.md"):
+            assert "a link" in reasons[name], reasons
+        assert "not a regular file" in reasons["fifo.txt"]
+        (share / "birch.txt").unlink()
+        second = synced()
+        assert second["message"] == "1 gone deleted", second
+        assert held() == {"share-links/alder.txt"}
+    finally:
+        remove_documents(solr_url, [f"share-links/{n}.txt" for n in ("alder", "birch")])
