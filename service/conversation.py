@@ -40,12 +40,14 @@ from service.config.settings import RETRIEVAL_METHODS
 from service.errors import (
     ContextLengthExceeded,
     InvalidChatRequest,
+    ModelNotServed,
     RelayDisabled,
     UnsupportedParameter,
 )
 from service.ingest.indexes import INDEX_NAME, RESERVED_NAMES
 from service.llm import ChatMessage
 from service.llm.answer_format import AnswerFormat
+from service.models.local import LOCAL_MODELS
 from service.rag.request import Overrides, RagQuery
 from service.retrieval import Scope
 from service.text.tokens import MESSAGE_TOKENS, TokenCounter, token_counter
@@ -161,7 +163,7 @@ def chat_query(body: dict[str, Any], settings: Settings, scope: Scope, method: s
     )
     messages = body["messages"]
     question, history = split_conversation(messages)
-    model = _model_of(body)
+    model = _model_of(body, settings)
     window = settings.llm.context_window
     counter = token_counter(settings.llm.tokenizer, model or settings.llm.model)
     prompt_tokens = count_tokens(messages, counter)
@@ -266,14 +268,22 @@ def kaito_index_of(index: object) -> str | None:
     return index if INDEX_NAME.fullmatch(index) else None
 
 
-def _model_of(body: dict[str, Any]) -> str | None:
-    """The LLM model the caller names (a rag* model: the configured one)."""
+def _model_of(body: dict[str, Any], settings: Settings) -> str | None:
+    """The LLM model the caller names (a rag* model: the configured one). The service's own
+    local models (llama.cpp's, the quoting one) answer to any name, so there another name
+    than llm.model's is refused rather than answered by a model the caller did not ask for."""
     model = body.get("model")
     if model is None or model == "" or rag_model_of(body):
         return None
     if not isinstance(model, str) or len(model) > MAX_MODEL_NAME:
         raise InvalidChatRequest(
             f"model must be a model name of at most {MAX_MODEL_NAME} characters"
+        )
+    local = settings.llm.model
+    if local in LOCAL_MODELS and model != local:
+        raise ModelNotServed(
+            f"model {model[:256]!r} is not served here: this service answers with its local "
+            f"model {local!r} (llm.model); name it or a rag* model (GET /v1/models lists them)"
         )
     return model
 

@@ -18,23 +18,33 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal, TypeVar
+from urllib.parse import unquote
 
+import anyio.to_thread
 from mcp.server.fastmcp import Context, FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
+from mcp.server.fastmcp.resources import ResourceTemplate
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import BaseModel, Field, ValidationError
 from starlette.requests import Request
-from starlette.types import Receive, Send
+from starlette.types import Message, Receive, Send
 from starlette.types import Scope as AsgiScope
 
 from service.api.auth import api_keys, matching_api_key
 from service.api.errors import error_response
 from service.api.fields import MAX_QUERY_PARAM
 from service.api.identity import caller_scope, groups_scope
+from service.api.payload import OFF_LOOP_BYTES, QUESTION_BYTES, bounded_body, read_json
 from service.api.rag import RagRequest
 from service.api.summarize import SummarizeRequest
 from service.config import Settings
-from service.errors import BadRequest, DocumentNotFound, ServiceError, Unauthorized
+from service.errors import (
+    BadRequest,
+    DocumentNotFound,
+    MethodNotAllowed,
+    ServiceError,
+    Unauthorized,
+)
 from service.ingest.indexes import metadata_filters
 from service.rag.assemble import rag_pipeline, summarize_pipeline
 from service.rag.stages import fetch
@@ -43,6 +53,7 @@ from service.runtime import Runtime
 from service.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
+DOCUMENT_URI = "solr-rag://doc/"  # + a document's id: its text (a resource template)
 
 PATH = "/mcp"
 MAX_RESULTS = 50
@@ -239,13 +250,34 @@ def create_mcp(runtime: Runtime, scope_of: ScopeOf) -> FastMCP:  # type: ignore[
 
         return await guarded(ctx, listed)
 
-    @server.resource("solr-rag://doc/{id}", mime_type="text/plain")
+    @server.resource(DOCUMENT_URI + "{id}", mime_type="text/plain")
     async def document_text(id: str, ctx: Context) -> str:  # type: ignore[type-arg]
-        """A document's text, as get_document gives it."""
+        """A document's text, as get_document gives it (`id` as it is, slashes included, or
+        percent-encoded)."""
         found = await guarded(ctx, lambda snapshot, scope: _document(snapshot, scope, id))
         return found.content
 
+    _any_id(server, DOCUMENT_URI + "{id}")
     return server
+
+
+class _AnyIdTemplate(ResourceTemplate):
+    """A template whose one parameter takes the rest of the URI, slashes included: the SDK's
+    own matching stops at the first `/`, and most ids hold one (a folder's, an upload's)."""
+
+    def matches(self, uri: str) -> dict[str, Any] | None:
+        prefix = self.uri_template.split("{", 1)[0]
+        if not uri.startswith(prefix) or len(uri) == len(prefix):
+            return None
+        return {"id": unquote(uri[len(prefix) :])}
+
+
+def _any_id(server: FastMCP, uri_template: str) -> None:  # type: ignore[type-arg]
+    """The registered template replaced by one that matches ids holding `/` (the SDK has no
+    public way to give a template its matching)."""
+    templates = server._resource_manager._templates
+    plain = templates[uri_template]
+    templates[uri_template] = _AnyIdTemplate.model_construct(**dict(plain))
 
 
 async def _document(snapshot: Snapshot, scope: Scope, document_id: str) -> Document:
@@ -296,4 +328,39 @@ class McpEndpoint:
             error = Unauthorized("missing or wrong API key (Authorization: Bearer or X-API-Key)")
             await error_response(request, error)(scope, receive, send)
             return
-        await self._server.session_manager.handle_request(scope, receive, send)
+        if request.method != "POST":  # stateless: no stream to open, no session to delete
+            refused = error_response(
+                request, MethodNotAllowed("/mcp answers POST (stateless streamable HTTP)")
+            )
+            refused.headers["Allow"] = "POST"
+            await refused(scope, receive, send)
+            return
+        try:
+            body = await _checked_body(request)
+        except ServiceError as error:
+            await error_response(request, error)(scope, receive, send)
+            return
+        sent = False
+
+        async def replayed() -> Message:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()  # then only the disconnect
+
+        await self._server.session_manager.handle_request(scope, replayed, send)
+
+
+async def _checked_body(request: Request) -> bytes:
+    """The body, within the question endpoints' size, refused (400) when JSON nothing can
+    carry: nested past MAX_DEPTH (the SDK's parser would recurse until it fails), NaN...
+    Not JSON at all is left to the SDK, which answers it in JSON-RPC's words."""
+    body = await bounded_body(request, QUESTION_BYTES)
+    if len(body) > OFF_LOOP_BYTES:
+        _, problem = await anyio.to_thread.run_sync(read_json, body)
+    else:
+        _, problem = read_json(body)
+    if problem:
+        raise BadRequest(problem)
+    return body

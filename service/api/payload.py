@@ -107,7 +107,7 @@ def _depth(body: bytes) -> int:
     return int(np.cumsum(steps, dtype=np.int64).max(initial=0))
 
 
-async def _bounded_body(request: Request, limit: int) -> bytes:
+async def bounded_body(request: Request, limit: int) -> bytes:
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise PayloadTooLarge(_too_large(int(declared), limit))
@@ -154,7 +154,7 @@ async def _checked_json(request: Request, max_bytes: int | None) -> None:
     if max_bytes is None:
         body = await request.body()  # bounded by request.max.bytes (BodySizeLimit)
     else:
-        body = await _bounded_body(request, max_bytes)
+        body = await bounded_body(request, max_bytes)
     if not body.strip():
         return
     if len(body) > OFF_LOOP_BYTES:

@@ -13,15 +13,26 @@ and resumed at its first batch not committed (`next_i`).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import random
 import time
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from service.config.settings import JobsSettings
-from service.errors import FeatureDisabled, JobNotFound, TooManyJobs, UpstreamBadResponse
+from service.errors import (
+    FeatureDisabled,
+    JobNotFound,
+    ServiceError,
+    TooManyJobs,
+    UpstreamBadResponse,
+)
 from service.ingest.extract import SourceDocument
 from service.retrieval.solr import SolrClient
 
@@ -30,6 +41,9 @@ ACTIVE = "state_s:(queued OR running)"
 FINISHED = frozenset({"done", "failed", "cancelled"})
 MAX_ERRORS = 100  # per-document errors kept with a job (the count is exact)
 RETRY_AFTER_SECONDS = 30
+ADMISSION_LOCK = "admission-lock"  # a document of the jobs collection, not a job
+ADMISSION_LEASE_MS = 10_000  # a holder that died leaves the lock for this long
+ADMISSION_WAIT_SECONDS = 15.0  # a submission waits this long for the lock, then a 429
 LISTED_FIELDS = (
     "id,state_s,kind_s,caller_s,created_dt,started_dt,finished_dt,total_i,done_i,failed_i,"
     "passages_i,embedded_i,next_i,worker_s,lease_l,cancel_b,message_s,errors_json"
@@ -126,6 +140,17 @@ class JobStore:
         """A new queued job (`errors`: what was left out before it, files not extracted);
         TooManyJobs (a 429) when the queue or this caller is full."""
         self._check_enabled()
+        async with self._admission():
+            return await self._admit(caller, documents, kind, errors)
+
+    async def _admit(
+        self,
+        caller: str,
+        documents: list[SourceDocument] | FolderSync,
+        kind: str,
+        errors: list[DocumentError] | None,
+    ) -> Job:
+        """The limits checked and the job written, by the one holder of the admission."""
         limits = self.settings
         if await self._count(ACTIVE) >= limits.max_queued:
             raise TooManyJobs(
@@ -163,6 +188,57 @@ class JobStore:
         await self._write([doc])
         return Job.of(doc)
 
+    @asynccontextmanager
+    async def _admission(self) -> AsyncIterator[None]:
+        """Held by one submission at a time in the whole deployment (a lock document that
+        only one writer can create: Solr's optimistic concurrency), so that counting the
+        active jobs and writing the new one are one step: simultaneous submissions, in one
+        worker or several, cannot all pass the limits. A holder that died leaves a lock
+        whose lease runs out, then taken over. Busy for ADMISSION_WAIT_SECONDS: a 429."""
+        holder = uuid.uuid4().hex
+        deadline = time.monotonic() + ADMISSION_WAIT_SECONDS
+        while not await self._lock(holder):
+            if time.monotonic() > deadline:
+                raise TooManyJobs(
+                    "jobs are being submitted faster than they can be admitted; retry",
+                    retry_after=1,
+                )
+            await asyncio.sleep(random.uniform(0.01, 0.05))
+        try:
+            yield
+        finally:
+            with contextlib.suppress(ServiceError):
+                await asyncio.shield(self._unlock(holder))
+
+    async def _lock(self, holder: str) -> bool:
+        lease = _now_ms() + ADMISSION_LEASE_MS
+        lock = {"id": ADMISSION_LOCK, "worker_s": holder, "lease_l": lease}
+        try:
+            await self._solr.add(self._collection, [{**lock, "_version_": -1}])  # new only
+            return True
+        except UpstreamBadResponse as error:
+            if " 409 " not in error.reason:
+                raise self._missing(error) from None
+        held = await self._solr.get(self._collection, ADMISSION_LOCK, "lease_l,_version_")
+        if held is None or int(held.get("lease_l", 0)) > _now_ms():
+            return False  # held (or just released: the next try may take it)
+        try:  # its holder died: taken over, unless another was first
+            await self._solr.add(self._collection, [{**lock, "_version_": held["_version_"]}])
+            return True
+        except UpstreamBadResponse as error:
+            if " 409 " in error.reason:
+                return False
+            raise
+
+    async def _unlock(self, holder: str) -> None:
+        held = await self._solr.get(self._collection, ADMISSION_LOCK, "worker_s,_version_")
+        if held is not None and held.get("worker_s") == holder:
+            with contextlib.suppress(UpstreamBadResponse):  # 409: taken over meanwhile
+                await self._solr.update(
+                    self._collection,
+                    [("delete", {"id": ADMISSION_LOCK, "_version_": held["_version_"]})],
+                )
+
     async def get(self, job_id: str) -> Job:
         self._check_enabled()
         found = await self._solr.get(self._collection, job_id, LISTED_FIELDS + ",_version_")
@@ -173,9 +249,8 @@ class JobStore:
     async def list(self, limit: int = 50) -> list[Job]:
         """The latest jobs, newest first."""
         self._check_enabled()
-        found = await self._select(
-            {"q": "*:*", "sort": "created_dt desc", "rows": limit, "fl": LISTED_FIELDS}
-        )
+        latest = {"q": "*:*", "fq": "state_s:*", "sort": "created_dt desc", "rows": limit}
+        found = await self._select({**latest, "fl": LISTED_FIELDS})
         return [Job.of(doc) for doc in found["response"]["docs"]]
 
     async def cancel(self, job_id: str) -> Job:

@@ -31,8 +31,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from service.models import extractive
 from service.models.batching import MicroBatcher
 from service.models.encoder import DEFAULT_MODEL, MODELS, SentenceEncoder
+from service.models.local import EXTRACTIVE_MODEL
 
-EXTRACTIVE_MODEL = "extractive"
 EMBEDDING_MODEL = DEFAULT_MODEL
 # Datafari's solr.embeddings.model default names the default model too
 DEFAULT_ALIASES = frozenset({"default_model", ""})

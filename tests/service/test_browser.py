@@ -332,6 +332,30 @@ def test_sources_say_which_the_answer_cites_and_show_a_file_s_passage(
         httpx.delete(f"{base}/documents/share-notes", headers=headers)
 
 
+def test_a_source_without_a_web_address_links_nowhere(serve: Serve, page, llm: LLMScript) -> None:
+    """Issue 45, item 8: a source with no URL (or a relative one) was linked to /ui itself."""
+    base, _ = serve({"retrieval.method": "bm25", "chunking.maxFiles": 3})
+    notes = [
+        {"id": "no-url-notes", "title": "Bare notes",
+         "content": "The foghorn bare notes say it sounds hourly."},
+        {"id": "relative-url-notes", "title": "Relative notes", "url": "notes/foghorn.txt",
+         "content": "The foghorn relative notes say it sounds hourly in fog."},
+    ]  # fmt: skip
+    headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    httpx.post(f"{base}/documents", json={"documents": notes}, headers=headers).raise_for_status()
+    try:
+        page.goto(f"{base}/ui")
+        answer = ask(page, "foghorn notes sounds hourly")
+        for title in ("Bare notes", "Relative notes"):
+            item = answer.locator(".sources li", has_text=title)
+            assert item.count() == 1 and item.locator("a").count() == 0, title
+        hrefs = answer.locator(".sources a").evaluate_all("links => links.map(a => a.href)")
+        assert not any("/ui" in href for href in hrefs), hrefs
+    finally:
+        for note in notes:
+            httpx.delete(f"{base}/documents/{note['id']}", headers=headers)
+
+
 def test_sentences_the_sources_do_not_support_are_marked(
     serve: Serve, page, llm: LLMScript
 ) -> None:

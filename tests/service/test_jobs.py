@@ -4,6 +4,7 @@ that dies midway, and callers over their limits."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -21,7 +22,7 @@ from fastapi.testclient import TestClient
 
 from testing.corpus import remove_documents
 from testing.servers import free_port, serve_in_thread
-from testing.service import ADMIN_TOKEN, ROOT, ClientFactory, write_properties
+from testing.service import ADMIN_TOKEN, ROOT, ClientFactory, ServiceFactory, write_properties
 
 AUTH = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 JOBS = {"jobs.enabled": True, "jobs.batch.size": 100, "jobs.lease.seconds": 3}
@@ -409,3 +410,33 @@ def test_a_sync_job_never_reads_outside_its_folder(
         assert held() == {"share-links/alder.txt"}
     finally:
         remove_documents(solr_url, [f"share-links/{n}.txt" for n in ("alder", "birch")])
+
+
+def test_simultaneous_submissions_never_pass_the_limits_across_workers(
+    service: ServiceFactory, solr_url: str, cleanup
+) -> None:
+    """Issue 45, item 4: 40 simultaneous POST /jobs from one caller, sent to two workers of
+    one deployment, admitted 4 (jobs.max.per.caller); all were 202 before."""
+    cleanup("job-race", 200)
+    settings = {**JOBS, "jobs.max.per.caller": 4, "jobs.max.queued": 20, "jobs.batch.size": 10}
+    workers = [service(settings), service(settings)]
+    body = {"documents": documents("job-race", 200)}
+
+    async def burst() -> list[httpx.Response]:
+        async with httpx.AsyncClient(timeout=120, headers=AUTH) as http:
+            sent = [http.post(f"{workers[n % 2]}/jobs", json=body) for n in range(40)]
+            return await asyncio.gather(*sent)
+
+    answers = asyncio.run(burst())
+    admitted = [a.json()["id"] for a in answers if a.status_code == 202]
+    try:
+        assert sorted({a.status_code for a in answers}) == [202, 429], answers
+        assert len(admitted) == 4, [a.text for a in answers if a.status_code != 429]
+        listed = httpx.get(f"{workers[0]}/jobs", headers=AUTH).json()["jobs"]
+        assert all(job["id"] != "admission-lock" for job in listed)
+    finally:
+        for job_id in admitted:
+            httpx.delete(f"{workers[0]}/jobs/{job_id}", headers=AUTH)
+        for job_id in admitted:
+            watch(lambda path: httpx.get(f"{workers[0]}{path}", headers=AUTH), job_id,
+                  lambda j: j["state"] in ("cancelled", "done"))  # fmt: skip

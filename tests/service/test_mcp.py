@@ -274,3 +274,41 @@ def test_mcp_in_openapi_is_left_out_but_answers_bad_bodies_in_4xx(service: Servi
             },
         )
         assert 400 <= response.status_code < 500, (body, response.status_code, response.text)
+
+
+async def test_a_document_whose_id_holds_slashes_is_a_resource_too(
+    service: ServiceFactory, solr_url: str
+) -> None:
+    """Every folder and upload id holds `/`: solr-rag://doc/{id} reads them, as they are or
+    percent-encoded (the SDK's own template matching stopped at the first /)."""
+    base = service()
+    nested = {"id": "mcp-share/deep/notes.txt", "title": "Notes", "content": "Kelp grows fast."}
+    admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    httpx.post(f"{base}/documents", json={"documents": [nested]}, headers=admin).raise_for_status()
+    try:
+        async with http_session(base) as session:
+            for uri in ("solr-rag://doc/mcp-share/deep/notes.txt",
+                        "solr-rag://doc/mcp-share%2Fdeep%2Fnotes.txt"):  # fmt: skip
+                resource = await session.read_resource(uri)
+                assert resource.contents[0].text == "Kelp grows fast.", uri
+    finally:
+        remove_documents(solr_url, [nested["id"]])
+
+
+def test_hostile_bodies_and_methods_get_the_rest_apis_answers(service: ServiceFactory) -> None:
+    """JSON nested 100,000 deep is a 400 (the SDK's parser recursed into a 500), GET and
+    DELETE are an immediate 405 naming POST (they waited 30 s for a 408)."""
+    base = service()
+    with httpx.Client(timeout=20) as http:
+        deep = http.post(
+            f"{base}/mcp",
+            content=b"[" * 100_000,
+            headers={
+                "Content-Type": "application/json",
+                "Accept": "application/json, text/event-stream",
+            },
+        )
+        assert deep.status_code == 400 and "nested too deep" in deep.json()["content"]["reason"]
+        for method in ("GET", "DELETE"):
+            refused = http.request(method, f"{base}/mcp", headers={"Accept": "text/event-stream"})
+            assert refused.status_code == 405 and refused.headers["Allow"] == "POST", refused.text

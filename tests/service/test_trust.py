@@ -11,6 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from testing.corpus import remove_documents
+from testing.llm_server import LLMScript
 from testing.service import ADMIN_TOKEN, ClientFactory
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
@@ -26,8 +27,8 @@ def admin(make_client: ClientFactory, solr_url: str) -> Iterator[TestClient]:
 def held(solr_url: str, document_id: str) -> int:
     found = httpx.post(
         f"{solr_url}/FileShare/select",
-        data={"q": "{!term f=id v=$ident}", "ident": document_id, "rows": 0, "wt": "json", "defType": "lucene",
-              "expandMacros": "false"},
+        data={"q": "{!term f=id v=$ident}", "ident": document_id, "defType": "lucene",
+              "rows": 0, "wt": "json", "expandMacros": "false"},
     ).json()  # fmt: skip
     return int(found["response"]["numFound"])
 
@@ -54,3 +55,22 @@ def test_a_value_holding_solr_macros_is_never_expanded(admin: TestClient, solr_u
         assert held(solr_url, document_id) == 0
     asked = admin.post("/ai/rag", json={"query": "${rag.id} ${q} kiln"})
     assert asked.status_code < 500, asked.text
+
+
+@pytest.mark.parametrize("local", ["extractive", "qwen2.5-coder-1.5b-instruct"])
+def test_a_model_the_local_llm_does_not_serve_is_a_404_not_an_answer(
+    make_client: ClientFactory, llm: LLMScript, local: str
+) -> None:
+    """The service's own models answer to any name: a request naming another model is
+    refused (it was answered by the local model under the name it asked for)."""
+    client = make_client({"llm.model": local})
+    ask = [{"role": "user", "content": "When was the lighthouse lamp electrified?"}]
+    refused = client.post(
+        "/v1/chat/completions", json={"model": "no-such-model-xyz", "messages": ask}
+    )
+    assert refused.status_code == 404, refused.text
+    assert refused.json()["error"]["code"] == "model_not_found"
+    assert local in refused.json()["error"]["message"] and not llm.requests
+    for model in (local, "rag", ""):
+        answered = client.post("/v1/chat/completions", json={"model": model, "messages": ask})
+        assert answered.status_code == 200, (model, answered.text)

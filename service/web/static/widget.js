@@ -154,9 +154,11 @@
     return chars.join("");
   }
 
+  // a source's own web address, absolute http(s) only: an empty or relative one would
+  // resolve against this page (a link to the chat itself)
   function safeUrl(url) {
     try {
-      const parsed = new URL(url, location.href);
+      const parsed = new URL(url);
       return parsed.protocol === "http:" || parsed.protocol === "https:" ? parsed.href : "";
     } catch (_) {
       return "";
