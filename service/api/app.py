@@ -30,6 +30,7 @@ from service.api import jobs as jobs_api
 from service.api.datafari import DatafariPaths, add_datafari_paths
 from service.api.docs import install_docs
 from service.api.errors import install_error_handlers
+from service.api.jobs import JobRequest, body_limit
 from service.api.limits import BodySizeLimit
 from service.api.llm_work import CallerLimit, CancelOnDisconnect
 from service.api.mcp import PATH as MCP_PATH
@@ -88,7 +89,7 @@ def create_app(config_path: Path) -> FastAPI:
     # JSON bodies are read by their routes (service.api.payload), within this bound
     app.add_middleware(
         BodySizeLimit,
-        limit=lambda: runtime.settings().server.request_max_bytes,
+        limit=lambda path: body_limit(runtime.settings(), path),
         pause=lambda: runtime.settings().server.body_timeout,
     )
     # what one caller's LLM questions may take (service.api.llm_work): cancelled when the
@@ -128,13 +129,13 @@ def create_app(config_path: Path) -> FastAPI:
 
 
 def _document_by_hand(app: FastAPI) -> None:
-    """/openapi.json with the schemas routes refer to by hand (the chat request body)."""
+    """/openapi.json with the schemas routes refer to by hand (the chat and job bodies)."""
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             document = generate()
-            add_schemas(document)
+            add_schemas(document, JobRequest)
             add_datafari_paths(document)
         return app.openapi_schema  # type: ignore[return-value]
 

@@ -12,9 +12,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
+import anyio.to_thread
 from fastapi import APIRouter, Depends, File, Form, Path, Request, UploadFile
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from service.api.auth import require_admin
 from service.api.dependencies import CurrentSnapshot
@@ -22,7 +24,9 @@ from service.api.documents import DocumentIn, Skipped, extracted_uploads
 from service.api.errors import documented_errors
 from service.api.fields import LanguageCode
 from service.api.llm_work import caller_of
+from service.api.openai_schema import request_body
 from service.api.payload import json_route
+from service.config import Settings
 from service.errors import BadRequest
 from service.ingest.extract import SourceDocument
 from service.ingest.folder import allowed_folder
@@ -30,7 +34,12 @@ from service.ingest.indexer import with_source
 from service.ingest.jobs import DocumentError, FolderSync, Job, JobStore
 from service.snapshot import Snapshot
 
-router = APIRouter(tags=["jobs"], dependencies=[Depends(require_admin)], route_class=json_route())
+# job bodies are bounded by jobs.max.bytes (BodySizeLimit, through body_limit), not by the
+# question endpoints' size
+router = APIRouter(
+    tags=["jobs"], dependencies=[Depends(require_admin)], route_class=json_route(None)
+)
+JOB_PATHS = ("/jobs", "/jobs/upload")
 
 MAX_JOB_DOCUMENTS = 100_000
 JobId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[0-9a-f]+$")]
@@ -122,12 +131,33 @@ def _store(snapshot: Snapshot) -> JobStore:
 
 
 @router.post(
-    "/jobs", status_code=202, response_model=JobOut, responses=documented_errors(401, 403, 429)
+    "/jobs",
+    status_code=202,
+    response_model=JobOut,
+    responses=documented_errors(401, 403, 413, 429),
+    openapi_extra={"requestBody": request_body(JobRequest)},
 )
-async def submit(body: JobRequest, request: Request, snapshot: CurrentSnapshot) -> JSONResponse:
-    """Ingest documents in the background: 202 with the job, to watch at GET /jobs/{id}."""
-    documents = [with_source(d.to_source(), "api") for d in body.documents]
+async def submit(request: Request, snapshot: CurrentSnapshot) -> JSONResponse:
+    """Ingest documents in the background (up to 100,000, within jobs.max.bytes): 202 with
+    the job, to watch at GET /jobs/{id}."""
+    body = await request.json()  # parsed off the event loop when large (service.api.payload)
+    documents = await anyio.to_thread.run_sync(_documents_of, body)  # validated there too
     return await _queued(snapshot, request, documents, "documents")
+
+
+def _documents_of(body: object) -> list[SourceDocument]:
+    try:
+        job = JobRequest.model_validate(body)
+    except ValidationError as error:
+        raise RequestValidationError(error.errors(include_url=False)) from None
+    return [with_source(d.to_source(), "api") for d in job.documents]
+
+
+def body_limit(settings: Settings, path: str) -> tuple[int, str]:
+    """The largest body a request to `path` may send, and the key that says so."""
+    if path in JOB_PATHS:
+        return settings.jobs.max_bytes, "jobs.max.bytes"
+    return settings.server.request_max_bytes, "request.max.bytes"
 
 
 @router.post(

@@ -1,5 +1,6 @@
-"""The request body size limit (`request.max.bytes`), enforced before the body is parsed,
-and its pace (`request.body.timeout`).
+"""The request body size limit (`request.max.bytes`; `jobs.max.bytes` for the job
+submissions, which carry up to 100,000 documents), enforced before the body is parsed, and its
+pace (`request.body.timeout`).
 
 A declared Content-Length over the limit is refused at once; a chunked body is counted as it
 arrives and refused when it passes the limit, so no oversized body is ever held in memory. A
@@ -20,11 +21,15 @@ from service.errors import BodyTimeout, PayloadTooLarge
 
 
 class BodySizeLimit:
-    """ASGI middleware: refuses bodies over request.max.bytes before they are read whole, and
-    bodies that stop arriving for request.body.timeout."""
+    """ASGI middleware: refuses bodies over the limit of their path (`limit(path)`: bytes, and
+    the key that sets them) before they are read whole, and bodies that stop arriving for
+    request.body.timeout."""
 
     def __init__(
-        self, app: ASGIApp, limit: Callable[[], int], pause: Callable[[], float] = lambda: 30.0
+        self,
+        app: ASGIApp,
+        limit: Callable[[str], tuple[int, str]],
+        pause: Callable[[], float] = lambda: 30.0,
     ) -> None:
         self.app = app
         self.limit = limit
@@ -34,11 +39,11 @@ class BodySizeLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        limit = self.limit()
+        limit, key = self.limit(scope["path"])
         declared = dict(scope["headers"]).get(b"content-length", b"")
         if declared.isdigit() and int(declared) > limit:
             request = Request(scope)
-            error = PayloadTooLarge(_too_large(int(declared), limit))
+            error = PayloadTooLarge(_too_large(int(declared), limit, key))
             await error_response(request, error)(scope, receive, send)
             return
         received = 0
@@ -61,11 +66,11 @@ class BodySizeLimit:
                 received += len(message.get("body", b""))
                 complete = not message.get("more_body", False)
                 if received > limit:
-                    raise PayloadTooLarge(_too_large(received, limit))
+                    raise PayloadTooLarge(_too_large(received, limit, key))
             return message
 
         await self.app(scope, counted, send)
 
 
-def _too_large(size: int, limit: int) -> str:
-    return f"the request body ({size} bytes or more) exceeds request.max.bytes = {limit}"
+def _too_large(size: int, limit: int, key: str) -> str:
+    return f"the request body ({size} bytes or more) exceeds {key} = {limit}"

@@ -165,9 +165,10 @@ def request_body(model: type[BaseModel]) -> dict[str, Any]:
     }
 
 
-def add_schemas(document: dict[str, Any]) -> None:
-    """Puts the models routes refer to by hand into `components.schemas`."""
-    models = [ChatCompletionRequest, ChatCompletionChunk]
+def add_schemas(document: dict[str, Any], *more: type[BaseModel]) -> None:
+    """Puts the models routes refer to by hand into `components.schemas` (the chat request's,
+    and `more`: bodies validated off the event loop)."""
+    models = [ChatCompletionRequest, ChatCompletionChunk, *more]
     _, definitions = models_json_schema(
         [(model, "validation") for model in models], ref_template=REF
     )

@@ -781,6 +781,14 @@ class JobsSettings(Part):
         ge=1,
         le=10_000,
     )
+    max_bytes: int = _key(
+        "jobs.max.bytes",
+        67_108_864,
+        "Largest body of POST /jobs and POST /jobs/upload, in bytes (up to 100,000 documents "
+        "or files a job); other requests keep request.max.bytes. Larger ones get a 413.",
+        ge=1024,
+        le=1_073_741_824,
+    )
     sync_folders: str = _key(
         "jobs.sync.folders",
         "",

@@ -25,6 +25,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+import orjson
+
 from service.config.settings import JobsSettings
 from service.errors import (
     FeatureDisabled,
@@ -179,11 +181,11 @@ class JobStore:
             "lease_l": 0,
             "cancel_b": False,
             "errors_json": json.dumps([asdict(e) for e in errors or ()]),
-            "payload": json.dumps(
+            "payload": orjson.dumps(
                 asdict(documents)
                 if isinstance(documents, FolderSync)
                 else [_encoded(d) for d in documents]
-            ),
+            ).decode(),
         }
         await self._write([doc])
         return Job.of(doc)
@@ -299,7 +301,7 @@ class JobStore:
                 return None
             raise
         payload = await self._solr.get(self._collection, job.id, "payload")
-        work = json.loads((payload or {}).get("payload") or "[]")
+        work = orjson.loads((payload or {}).get("payload") or "[]")
         if job.kind == "sync":
             return await self.get(job.id), FolderSync(**work)
         return await self.get(job.id), [_decoded(d) for d in work]

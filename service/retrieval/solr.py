@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
+import orjson
 
 from service.config.field_map import SchemaFields
 from service.errors import (
@@ -103,7 +104,8 @@ class SolrClient:
             "POST",
             f"/{collection}/update",
             params={"commit": str(commit).lower()},
-            json=list(documents),
+            content=orjson.dumps(list(documents)),
+            headers={"Content-Type": "application/json"},
         )
 
     async def update(
@@ -112,13 +114,14 @@ class SolrClient:
         """Several update commands in one request, in order: `("delete", {"query": q})`,
         `("add", {"doc": d})`... Solr's JSON update format repeats keys, so the body is
         written by hand rather than from a dict."""
-        body = "{" + ",".join(f"{json.dumps(name)}:{json.dumps(value)}" for name, value in commands)
-        body += "}"
+        body = b",".join(
+            orjson.dumps(name) + b":" + orjson.dumps(value) for name, value in commands
+        )
         await self._request(
             "POST",
             f"/{collection}/update",
             params={"commit": str(commit).lower()},
-            content=body.encode("utf-8"),
+            content=b"{" + body + b"}",
             headers={"Content-Type": "application/json"},
         )
 
@@ -290,9 +293,19 @@ class SolrClient:
                 f"{where} answered {response.status_code} to {path}: {_solr_message(response)}"
             )
         try:
-            return response.json()
+            return _parsed(response.content)
         except (json.JSONDecodeError, UnicodeDecodeError):
             raise UpstreamBadResponse(f"{where} answered {path} with something not JSON") from None
+
+
+def _parsed(body: bytes) -> dict[str, Any]:
+    """Solr's JSON, by orjson: several times faster than json on long stored texts, which
+    matters as no parser lets the event loop run meanwhile; json reads what orjson refuses
+    (Solr writes a NaN score as NaN)."""
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return json.loads(body)
 
 
 def _solr_message(response: httpx.Response) -> str:
