@@ -18,6 +18,7 @@ the documents that are new or changed since, and removes those whose document is
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -30,9 +31,11 @@ from typing import Any
 from service.config import Settings
 from service.config.field_map import SchemaFields
 from service.errors import SolrLayoutError
+from service.ingest.extract import MAX_DOCUMENT_CHARS
 from service.ingest.indexer import EMBEDDING_HASH, ID_SEPARATOR, IngestProgress, sha256_of
 from service.llm.embeddings import EmbeddingsClient
 from service.retrieval.layout import EMBEDDING_FIELD, EMBEDDING_MODEL
+from service.retrieval.reading import documents_from_response, read_params
 from service.retrieval.scope import INDEX_FIELD, MAIN_CORPUS, security_fields
 from service.retrieval.solr import SolrClient
 from service.text.chunk import Chunker
@@ -41,6 +44,7 @@ log = logging.getLogger(__name__)
 
 SYNC_HASH = "sync_hash_s"  # a passage: the hash of the document version it was made from
 PAGE = 100  # documents read, and passages' parents checked, a request
+SLICE = 256  # passages embedded, written and committed together
 SECURITY = (*security_fields("groups"), *security_fields("manifoldcf"))
 
 
@@ -136,15 +140,27 @@ class PassageSync:
         state = state or {"cursor": "*", "read": 0, "changed": 0, "passages": 0, "embedded": 0}
         corpus = [MAIN_CORPUS] if source.has(INDEX_FIELD) else []
         id_field = self._in.field("id")
-        fields = ",".join([*self._in.listed().split(",")[:-1], *copied])
+        reading = read_params(self._in, source, MAX_DOCUMENT_CHARS)
+        reading["fl"] = ",".join([reading["fl"].removesuffix(",score"), *copied])
         while True:
             found = await self._solr.select(
                 self._documents,
                 {"q": "*:*", "defType": "lucene", "fq": corpus, "sort": f"{id_field} asc",
-                 "rows": self._page, "cursorMark": state["cursor"], "fl": fields},
+                 "rows": self._page, "cursorMark": state["cursor"], **reading},
             )  # fmt: skip
+            total = int(found["response"]["numFound"])
+
+            def said(passages: int, embedded: int, total: int = total) -> None:
+                """Progress within the page too: a large document's passages take long."""
+                if progress:
+                    seconds = time.perf_counter() - started
+                    done = state["passages"] + passages, state["embedded"] + embedded
+                    progress(IngestProgress(state["read"], total, *done, seconds))
+
             docs = found["response"]["docs"]
-            written, embedded, changed = await self._write(docs, copied)
+            read = documents_from_response(found, self._in, max_chars=MAX_DOCUMENT_CHARS)
+            texts = [document.content for document in read]
+            written, embedded, changed = await self._write(docs, texts, copied, said)
             await self._solr.commit(self._passages)
             state["read"] += len(docs)
             state["changed"] += changed
@@ -154,14 +170,7 @@ class PassageSync:
             done = cursor == state["cursor"] or len(docs) < self._page
             state["cursor"] = cursor
             self.checkpoint.save(state)
-            if progress:
-                total = int(found["response"]["numFound"])
-                seconds = time.perf_counter() - started
-                progress(
-                    IngestProgress(
-                        state["read"], total, state["passages"], state["embedded"], seconds
-                    )
-                )
+            said(0, 0)
             if done:
                 break
         removed = await self._remove_orphans()
@@ -183,13 +192,19 @@ class PassageSync:
                 "field, as in solr/configsets/VectorMain)"
             )
 
-    async def _write(self, docs: list[dict[str, Any]], copied: list[str]) -> tuple[int, int, int]:
+    async def _write(
+        self,
+        docs: list[dict[str, Any]],
+        texts: list[str],
+        copied: list[str],
+        said: Callable[[int, int], None],
+    ) -> tuple[int, int, int]:
         """The passages of this page's new and changed documents: (written, embedded,
-        documents changed)."""
+        documents changed). `texts`: each document's text, read up to MAX_DOCUMENT_CHARS."""
         read = self._in.read
         versions = {}
-        for doc in docs:
-            text, title = read(doc, "content"), read(doc, "title")
+        for doc, text in zip(docs, texts, strict=True):
+            title = read(doc, "title")
             meta = {name: doc[name] for name in copied if name in doc}
             url, language = read(doc, "url"), read(doc, "language")
             version = sha256_of(
@@ -206,15 +221,18 @@ class PassageSync:
             return 0, 0, 0
         known = {h: vec for _, vectors in (held.get(i, (None, {})) for i in changed)
                  for h, vec in vectors.items()}  # fmt: skip
-        passages: list[dict[str, Any]] = []
-        texts: list[str] = []
+        writer = _SliceWriter(self, known, said)
         for parent, (version, title, text, url, language, meta) in changed.items():
-            for index, piece in enumerate(self._chunker.run(text)):
-                embedded_text = f"{title}\n{piece}" if title else piece
+            pieces = await asyncio.to_thread(self._chunker.run, text)
+            writer.delete(parent)
+            # the first passage last: a document whose run stopped midway lacks it, and is
+            # made again (its passages' stored vectors reused) by the next run
+            for index in [*range(1, len(pieces)), *range(min(1, len(pieces)))]:
+                embedded_text = f"{title}\n{pieces[index]}" if title else pieces[index]
                 passage: dict[str, Any] = {
                     self._out.field("id"): f"{parent}_{index}",
                     self._out.field("parent"): parent,
-                    self._out.fields("text")[0]: piece,
+                    self._out.fields("text")[0]: pieces[index],
                     **({"chunk_index": index} if self._chunk_index else {}),
                     SYNC_HASH: version,
                     EMBEDDING_HASH: sha256_of(self._model, self._vector, embedded_text),
@@ -225,20 +243,9 @@ class PassageSync:
                 for role, value in (("title", title), ("url", url), ("language", language)):
                     if value and self._out.fields(role):
                         passage[self._out.fields(role)[0]] = value
-                passages.append(passage)
-                texts.append(embedded_text)
-        missing = [i for i, p in enumerate(passages) if p[EMBEDDING_HASH] not in known]
-        vectors = await self._embeddings.embed([texts[i] for i in missing]) if missing else []
-        fresh = dict(zip(missing, vectors, strict=True))
-        for i, passage in enumerate(passages):
-            passage[self._vector] = fresh.get(i) or known[passage[EMBEDDING_HASH]]
-        parent = self._out.field("parent")
-        commands: list[tuple[str, object]] = [
-            ("delete", {"query": f"{{!term f={parent}}}{i}"}) for i in changed
-        ]
-        commands += [("add", {"doc": passage}) for passage in passages]
-        await self._solr.update(self._passages, commands)
-        return len(passages), len(missing), len(changed)
+                await writer.add(passage, embedded_text)
+        await writer.flush()
+        return writer.written, writer.embedded, len(changed)
 
     async def _held(self, parents: Sequence[str]) -> dict[str, tuple[str | None, dict]]:
         """parent -> (the version its passages were made from, their vectors by hash)."""
@@ -246,16 +253,18 @@ class PassageSync:
         if not parents:
             return {}
         parent = self._out.field("parent")
+        id_field = self._out.field("id")
         found = await self._solr.select(
             self._passages,
             {
                 "q": _terms(parent, parents),
                 "defType": "lucene",
                 "rows": 100_000,
-                "fl": ",".join([parent, SYNC_HASH, EMBEDDING_HASH, self._vector]),
+                "fl": ",".join([id_field, parent, SYNC_HASH, EMBEDDING_HASH, self._vector]),
             },
         )
         held: dict[str, tuple[str | None, dict]] = {}
+        first: set[str] = set()  # the parents whose first passage is there: written whole
         for doc in found["response"]["docs"]:
             version, vectors = held.get(doc[parent], (doc.get(SYNC_HASH), {}))
             if doc.get(SYNC_HASH) != version:
@@ -263,7 +272,9 @@ class PassageSync:
             if doc.get(EMBEDDING_HASH) and doc.get(self._vector):
                 vectors[doc[EMBEDDING_HASH]] = doc[self._vector]
             held[doc[parent]] = (version, vectors)
-        return held
+            if str(doc.get(id_field)) == f"{doc[parent]}_0":
+                first.add(doc[parent])
+        return {p: (v if p in first else None, vectors) for p, (v, vectors) in held.items()}
 
     async def _remove_orphans(self) -> int:
         """Deletes the passages whose parent the documents collection no longer holds: how
@@ -305,6 +316,52 @@ class PassageSync:
             )  # fmt: skip
             existing |= {str(doc[id_field]) for doc in found["response"]["docs"]}
         return existing
+
+
+class _SliceWriter:
+    """A page's passages written SLICE at a time, each slice embedded (but for the vectors
+    Solr already holds), written and committed, and its progress said: a document of
+    thousands of passages shows its progress, and a run that stops midway keeps what it
+    wrote (the next one reuses those vectors)."""
+
+    def __init__(
+        self, sync: PassageSync, known: dict[str, list[float]], said: Callable[[int, int], None]
+    ) -> None:
+        self._sync = sync
+        self._known = known
+        self._said = said
+        self._commands: list[tuple[str, object]] = []
+        self._passages: list[tuple[dict[str, Any], str]] = []
+        self.written = 0
+        self.embedded = 0
+
+    def delete(self, parent: str) -> None:
+        field = self._sync._out.field("parent")
+        self._commands.append(("delete", {"query": f"{{!term f={field}}}{parent}"}))
+
+    async def add(self, passage: dict[str, Any], embedded_text: str) -> None:
+        self._passages.append((passage, embedded_text))
+        if len(self._passages) >= SLICE:
+            await self.flush(commit=True)
+
+    async def flush(self, *, commit: bool = False) -> None:
+        missing = [
+            i for i, (p, _) in enumerate(self._passages) if p[EMBEDDING_HASH] not in self._known
+        ]
+        texts = [self._passages[i][1] for i in missing]
+        vectors = await self._sync._embeddings.embed(texts) if texts else []
+        fresh = dict(zip(missing, vectors, strict=True))
+        vector = self._sync._vector
+        for i, (passage, _) in enumerate(self._passages):
+            passage[vector] = fresh.get(i) or self._known[passage[EMBEDDING_HASH]]
+        commands = self._commands + [("add", {"doc": p}) for p, _ in self._passages]
+        if commands:
+            await self._sync._solr.update(self._sync._passages, commands, commit=commit)
+        self.written += len(self._passages)
+        self.embedded += len(missing)
+        self._commands, self._passages = [], []
+        if commit:  # a slice within the page (the page's end is said once it is committed)
+            self._said(self.written, self.embedded)
 
 
 def default_checkpoint(settings: Settings) -> Path:

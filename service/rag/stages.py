@@ -13,6 +13,7 @@ a stage that answers early (a cached answer) does the same, and the loop stops t
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -65,6 +66,7 @@ from service.retrieval.scope import EVERYTHING, Scope
 from service.text import Chunker, sanitize_query
 
 log = logging.getLogger(__name__)
+OFF_LOOP_CHARS = 50_000  # texts longer than this are cut into chunks in a worker thread
 
 
 # -- the state a request's stages share -----------------------------------------------------------
@@ -284,7 +286,12 @@ class ChunkDocuments(EveryRequest):
             chunks = [Chunk(doc, doc.content) for doc in documents if doc.content.strip()]
         else:
             chunker = Chunker(self.prompt.chunk_size)
-            chunks = [Chunk(doc, text) for doc in documents for text in chunker.run(doc.content)]
+
+            def cut() -> list[Chunk]:
+                return [Chunk(doc, text) for doc in documents for text in chunker.run(doc.content)]
+
+            large = sum(len(doc.content) for doc in documents) > OFF_LOOP_CHARS
+            chunks = await asyncio.to_thread(cut) if large else cut()  # the loop keeps serving
         state.chunks = number_chunks(chunks)
         if (error := state.without_text()) is not None:
             raise error

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from service.config.field_map import FieldMap, parse_fields
 from service.retrieval.base import RetrievedDocument
+from service.retrieval.reading import documents_from_response, read_params
 from service.retrieval.scope import EVERYTHING, Scope
 from service.retrieval.solr import SolrClient
 
@@ -53,7 +52,7 @@ class Bm25Retriever:
             "uf": "-*",
             "lowercaseOperators": "false",
             "rows": self._rows,
-            "fl": self._map.listed(),
+            **read_params(self._map, schema),
         }
         params.update(self._scope.params(self._map, schema))
         body = await self._solr.select(self._collection, params)
@@ -82,7 +81,7 @@ class DocumentById:
                 "q": f"{{!term f={self._map.field('id')} v=$rag.id}}",
                 "rag.id": document_id,
                 "rows": 1,
-                "fl": self._map.listed(),
+                **read_params(self._map, schema),
             },
         )
         documents = documents_from_response(body, self._map, scope.lang)
@@ -97,22 +96,3 @@ async def count_documents(solr: SolrClient, collection: str, scope: Scope) -> in
         {**scope.params(OUR_DOCUMENTS, schema), "defType": "lucene", "q": "*:*", "rows": 0},
     )
     return int(body.get("response", {}).get("numFound", 0))
-
-
-def documents_from_response(
-    body: dict[str, Any], field_map: FieldMap = OUR_DOCUMENTS, lang: str | None = None
-) -> list[RetrievedDocument]:
-    """Solr's documents (or passages) as the service reads them, through the field map."""
-    read = field_map.read
-    text = "text" if "text" in field_map.roles else "content"
-    return [
-        RetrievedDocument(
-            id=read(doc, "id"),
-            title=read(doc, "title", lang),
-            url=read(doc, "url", lang),
-            content=read(doc, text, lang),
-            score=float(doc.get("score", 0.0)),
-            parent_id=read(doc, "parent") or None,
-        )
-        for doc in body.get("response", {}).get("docs", [])
-    ]

@@ -10,6 +10,7 @@ document is not embedded again; one request embeds at most MAX_CHUNKS passages.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -99,7 +100,7 @@ class InMemoryVectorRetriever:
 
     async def run(self, query: str) -> list[RetrievedDocument]:
         found = await self._documents.run(query)
-        passages = self._passages(found)
+        passages = await asyncio.to_thread(self._passages, found)  # the loop keeps serving
         if not passages:
             return found  # no text to rank: the pipeline says so
         texts = [f"{p.title}\n{p.content}" if p.title else p.content for p in passages]
@@ -116,7 +117,9 @@ class InMemoryVectorRetriever:
         each = max(1, MAX_CHUNKS // max(1, len(documents)))
         passages = []
         for document in documents:
-            texts = self._chunker.run(document.content)[:each]
+            # the first `each` passages lie within this much of the text: no more is cut
+            read = document.content[: (each + 1) * self._chunker.size]
+            texts = self._chunker.run(read)[:each]
             passages += [
                 RetrievedDocument(
                     id=f"{document.id}_{index}",

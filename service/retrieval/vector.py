@@ -6,8 +6,8 @@ from service.config.field_map import FieldMap, parse_fields
 from service.errors import UpstreamBadResponse
 from service.llm.embeddings import EmbeddingsClient
 from service.retrieval.base import RetrievedDocument
-from service.retrieval.bm25 import documents_from_response
 from service.retrieval.embedding_mode import PARSER_NAME, EmbeddingMode
+from service.retrieval.reading import documents_from_response, read_params
 from service.retrieval.scope import EVERYTHING, Scope
 from service.retrieval.solr import SolrClient
 
@@ -51,7 +51,7 @@ class VectorRetriever:
         params: dict[str, str | int | list[str]] = {
             "defType": "lucene",
             "rows": self._top_k,
-            "fl": self._map.listed(),
+            **read_params(self._map, schema),
             **await self._knn(query),
         }
         params.update(self._scope.params(self._map, schema))

@@ -507,6 +507,50 @@ async def test_sync_writes_new_and_changed_documents_resumes_and_removes_the_gon
         delete_collection(solr_url, passages)
 
 
+async def test_a_large_documents_passages_show_progress_and_resume_midway(
+    solr_url: str, model_server_url: str, tmp_path: Path
+) -> None:
+    """Issue 45, item 2: a document of 300 passages is written a slice at a time, each slice
+    committed and its progress said (nothing was said, nor kept, until its end); a run that
+    stops after the first slice leaves the document incomplete, and the next run makes it
+    whole, embedding only what the first had not."""
+    from service.ingest.sync import SLICE
+
+    documents, passages = "BigSyncDocs", "BigSyncPassages"
+    upload_configset(solr_url, "DatafariFileShare", CONFIGSETS / "DatafariFileShare")
+    upload_configset(solr_url, "DatafariVectorMain", CONFIGSETS / "DatafariVectorMain")
+    create_collection(solr_url, documents, "DatafariFileShare")
+    create_collection(solr_url, passages, "DatafariVectorMain")
+    paragraphs = [
+        f"Paragraph {n} of the long survey: cairn {n} stands {n} metres high." for n in range(300)
+    ]
+    text = "\n\n".join(f"{p} {p}" for p in paragraphs)  # about 150 characters each
+    try:
+        post(solr_url, documents, [{"id": "survey", "title": ["Survey"], "content": [text],
+                                    "language": "en"}])  # fmt: skip
+        settings = synced_settings(solr_url, model_server_url, documents, passages)
+        checkpoint = tmp_path / "sync.json"
+
+        def stop_after_a_slice(state: IngestProgress) -> None:
+            if state.documents == 0 and state.passages > 0:  # within the first page
+                raise KeyboardInterrupt
+
+        with pytest.raises(KeyboardInterrupt):
+            await sync_run(settings, checkpoint, stop_after_a_slice)
+        kept = passages_of(solr_url, passages)["survey"]
+        assert len(kept) == SLICE and "survey_0" not in {p["id"] for p in kept}
+        seen: list[IngestProgress] = []
+        resumed = await sync_run(settings, checkpoint, seen.append)
+        whole = passages_of(solr_url, passages)["survey"]
+        assert len(whole) == resumed.passages > SLICE and "survey_0" in {p["id"] for p in whole}
+        assert resumed.embedded == len(whole) - SLICE  # the first slice's vectors reused
+        again = await sync_run(settings, checkpoint)
+        assert (again.changed, again.embedded) == (0, 0)  # whole now: unchanged
+    finally:
+        delete_collection(solr_url, documents)
+        delete_collection(solr_url, passages)
+
+
 @pytest.fixture(scope="module")
 def synced(foreign: str, model_server_url: str, tmp_path_factory: pytest.TempPathFactory) -> str:
     """DfVectorMain made from DfFileShare by sync: the passages a crawler's documents get."""
@@ -557,3 +601,41 @@ def test_the_cli_syncs_with_progress(
         cli.main(["sync", "--config", str(path), "--every", "soon"])
     assert bad.value.code == 2
     assert "'soon' is not an interval (30s, 5m, 1h)" in capsys.readouterr().err
+
+
+async def test_a_huge_document_is_read_only_as_far_as_a_question_needs(foreign: str) -> None:
+    """Issue 45, item 2: a crawler's document of megabytes (our schema, and Datafari's
+    multi-valued stored-only content) is read up to MAX_READ_CHARS: Solr sends no more, and
+    every value of a multi-valued field comes in its order, as stored."""
+    from service.config.field_map import parse_fields
+    from service.retrieval import DocumentById
+    from service.retrieval.reading import MAX_READ_CHARS
+
+    words = "The tide log of the harbour notes each high water. " * 40_000  # 2 MB
+    small = [
+        "First value.\n\n  Indented second paragraph.",
+        'Second value, with <b>tags</b> & "quotes".',
+    ]
+    post(
+        foreign,
+        DOCS,
+        [{"id": "huge-df", "content": [words, words]}, {"id": "small-df", "content": small}],
+    )
+    post(foreign, "FileShare", [{"id": "huge-ours", "title": "Tide log", "content": words}])
+    datafari_map = parse_fields("title=title,content=content_{lang}|content", "documents")
+    try:
+        async with httpx.AsyncClient(timeout=60) as http:
+            solr = SolrClient(http, foreign)
+            for collection, field_map, document_id in (
+                (DOCS, datafari_map, "huge-df"),
+                ("FileShare", parse_fields("", "documents"), "huge-ours"),
+            ):
+                read = await DocumentById(solr, collection, field_map).run(document_id)
+                assert read is not None
+                assert MAX_READ_CHARS - 100 <= len(read.content) <= MAX_READ_CHARS
+                assert words.startswith(read.content), document_id
+            exact = await DocumentById(solr, DOCS, datafari_map).run("small-df")
+            assert exact is not None and exact.content == "\n".join(small)
+    finally:
+        httpx.post(f"{foreign}/FileShare/update", params={"commit": "true"},
+                   json={"delete": {"id": "huge-ours"}}).raise_for_status()  # fmt: skip

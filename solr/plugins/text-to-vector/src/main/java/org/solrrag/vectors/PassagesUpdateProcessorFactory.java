@@ -36,7 +36,8 @@ import org.apache.solr.update.processor.UpdateRequestProcessorFactory;
  * passageTextField}, and the document's {@code copyField}s); that collection's own chain embeds
  * them (our text-to-vector processor). A document deleted by id takes its passages with it; a
  * commit here commits the passages too. A delete by query is not followed: {@code solr-rag
- * sync} removes passages whose document is gone.
+ * sync} removes passages whose document is gone. A document's text is cut after {@code
+ * maxChars} characters (default 5,000,000, the service's ingestion cap).
  *
  * <p>Passages are sent when the update request ends (or a delete or commit comes, or {@code
  * maxPending} documents are held), after the documents went on, to {@code solrUrl} (default:
@@ -58,6 +59,7 @@ public class PassagesUpdateProcessorFactory extends UpdateRequestProcessorFactor
   private String passageTextField;
   private List<String> copied;
   private PassageSplitter splitter;
+  private int maxChars;
   private String solrUrl;
   private int maxPending;
   private Duration timeout;
@@ -89,6 +91,12 @@ public class PassagesUpdateProcessorFactory extends UpdateRequestProcessorFactor
           new PassageSplitter(
               EmbeddingsEndpoint.number(args, "size", 1000),
               EmbeddingsEndpoint.number(args, "overlap", 100));
+      // what one document may yield, as the service's ingestion bounds it: a crawler's
+      // document of any size costs at most this much splitting and embedding
+      maxChars = EmbeddingsEndpoint.number(args, "maxChars", 5_000_000);
+      if (maxChars < 1) {
+        throw new IllegalArgumentException("maxChars must be at least 1, not " + maxChars);
+      }
       solrUrl = text(args, "solrUrl", "").replaceAll("/+$", "");
       maxPending = EmbeddingsEndpoint.number(args, "maxPending", 1000);
       timeout = Duration.ofSeconds(EmbeddingsEndpoint.number(args, "timeoutSeconds", 600));
@@ -132,7 +140,7 @@ public class PassagesUpdateProcessorFactory extends UpdateRequestProcessorFactor
       return commands;
     }
     commands.add(deletePassagesOf(id.toString()));
-    List<String> pieces = splitter.split(joined(document.getFieldValues(textField)));
+    List<String> pieces = splitter.split(atMost(joined(document.getFieldValues(textField)), maxChars));
     for (int i = 0; i < pieces.size(); i++) {
       Map<String, Object> passage = new LinkedHashMap<>();
       passage.put("id", id + "_" + i);
@@ -156,6 +164,15 @@ public class PassagesUpdateProcessorFactory extends UpdateRequestProcessorFactor
 
   String deletePassagesOf(String id) {
     return "\"delete\":" + Utils.toJSONString(Map.of("query", "{!term f=" + parentField + "}" + id));
+  }
+
+  /** The text's first {@code max} characters (never half a surrogate pair). */
+  static String atMost(String text, int max) {
+    if (text.length() <= max) {
+      return text;
+    }
+    int end = Character.isHighSurrogate(text.charAt(max - 1)) ? max - 1 : max;
+    return text.substring(0, end);
   }
 
   /** Multi-valued text joined by line breaks, as the service reads it. */
