@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import itertools
 import json
 import os
@@ -59,9 +60,11 @@ import httpx
 
 from bench.support import ROOT, percentile, save_results, tree_cpu_seconds
 from service.cli import start_server
+from service.models import packaged
 from service.processes import stop_group
 from testing.corpus import load_corpus
 from testing.hostile_schemas import HOSTILE_SCHEMAS
+from testing.llama import llama_server
 from testing.servers import free_port
 from testing.solr import local_solr
 
@@ -334,6 +337,8 @@ def summarize(concurrency: int, everything: list[Outcome], wall: float) -> dict[
         "concurrency": concurrency,
         "requests": len(outcomes),
         "errors": len(outcomes) - len(ok),
+        "busy_503": sum(1 for o in outcomes if o.status == 503),
+        "timeouts_504": sum(1 for o in outcomes if o.status == 504),
         "attacks": len(attacks),
         "attacks_5xx": sum(1 for o in attacks if o.status >= 500 or o.status == 0),
         "throughput_rps": len(everything) / wall,
@@ -376,6 +381,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--cache", action="store_true", help="the answer cache on: misses and hits side by side"
     )
+    parser.add_argument(
+        "--embedded",
+        choices=sorted(packaged.MODELS),
+        help="the LLM: llama.cpp serving this packaged model (as make run does), not the "
+        "fixed-latency test server",
+    )
     args = parser.parse_args(argv)
     overrides = dict(item.split("=", 1) for item in args.set)
     if args.solr_url and args.nodes != [1]:
@@ -393,10 +404,21 @@ def main(argv: list[str] | None = None) -> int:
                 "api.keys": ",".join([*NORMAL_KEYS, ATTACKER_KEY, SCHEMA_ATTACKER_KEY]),
                 "llm.max.concurrent.per.caller": "32",  # the shipped default
             }
-        llm_server = start_server(
-            [*llm, "--delay", str(args.latency)], f"{llm_url}/health", what="LLM", env=QUIET
-        )
-        servers = [llm_server]
+        servers = []
+        embedded = contextlib.ExitStack()
+        if args.embedded:  # llama.cpp serving a packaged model: admission on (llm.admission)
+            path = packaged.assemble(packaged.MODELS[args.embedded])
+            llama = embedded.enter_context(
+                llama_server(
+                    path, Path(folder) / "llama.log", context_tokens=packaged.CONTEXT_TOKENS
+                )
+            )
+            llm_url = llama.url.removesuffix("/").removesuffix("/v1")
+            overrides |= {"llm.model": args.embedded}
+        else:
+            servers.append(start_server(
+                [*llm, "--delay", str(args.latency)], f"{llm_url}/health", what="LLM", env=QUIET
+            ))  # fmt: skip
         try:
             if args.cache:
                 models_port = free_port()
@@ -421,8 +443,11 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             for server in servers:
                 stop_group(server, timeout=30)
+            embedded.close()
 
     settings = ", ".join(args.set) or "shipped defaults, stuff chain"
+    if args.embedded:
+        settings += f"; the LLM: {args.embedded} on llama.cpp (LLM latency: its own)"
     hostile = f"; {args.hostile:.0%} of requests attack" if args.hostile else ""
     print(f"\nLLM latency {args.latency * 1000:.0f} ms; {settings}{hostile}; times in ms")
     print(
@@ -430,7 +455,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{'attacks':>7} "
         f"{'5xx':>4} {'req/s':>6} {'p50':>7} {'p99':>7} "
         f"{'Solr p50':>8} {'LLM p50':>7} {'overhead p50':>12} {'overhead p99':>12} "
-        f"{'CPU/req':>7} {'LLM calls':>9} {'cache p50':>9} {'cached':>6}"
+        f"{'CPU/req':>7} {'LLM calls':>9} {'cache p50':>9} {'cached':>6} {'503':>4} {'504':>4}"
     )
     for row in rows:
         print(
@@ -441,7 +466,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{row['latency_p99_ms']:>7.1f} {row['solr_p50_ms']:>8.1f} {row['llm_p50_ms']:>7.1f} "
             f"{row['overhead_p50_ms']:>12.1f} {row['overhead_p99_ms']:>12.1f} "
             f"{row['service_cpu_ms_per_request']:>7.2f} {row['llm_calls_mean']:>9.1f} "
-            f"{row['cache_p50_ms']:>9.1f} {row['cached_share']:>6.0%}"
+            f"{row['cache_p50_ms']:>9.1f} {row['cached_share']:>6.0%} "
+            f"{row['busy_503']:>4} {row['timeouts_504']:>4}"
         )
     save_results("load", rows)
     return 1 if any(row["errors"] or row["attacks_5xx"] for row in rows) else 0

@@ -249,6 +249,11 @@ class Overloaded(ServiceError):
     message = "Sorry, too many questions are being answered right now. Please try again shortly."
 
 
+class LlmBusy(Overloaded):
+    """The LLM has more questions in progress than it can answer within request.timeout: a
+    new one is refused at once (busy is not broken: never counted by the breaker)."""
+
+
 class JobNotFound(ServiceError):
     """No ingestion job has this id (GET /jobs lists them)."""
 

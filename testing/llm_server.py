@@ -7,6 +7,7 @@ guesses: by default it answers with a fixed sentence that names the question and
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import math
@@ -92,6 +93,9 @@ class LLMScript:
         # questions holding slow_word are answered slowly: slow_delay after the first word
         self.slow_word = ""
         self.slow_delay = 0.0
+        # one request at a time, each taking `delay` (a local model on a few cores: what it
+        # cannot answer yet waits its turn); else requests are answered side by side
+        self.one_at_a_time = False
 
     def reset(self) -> None:
         with self._lock:
@@ -99,6 +103,7 @@ class LLMScript:
             self.requests.clear()
             self.answer = default_answer
             self.delay = 0.0
+            self.one_at_a_time = False
             self.embedding_dimension = 1536
             self.embedded.clear()
 
@@ -168,6 +173,8 @@ def create_llm_app(script: LLMScript) -> FastAPI:
                          "embedding": [value / norm for value in vector]})  # fmt: skip
         return {"object": "list", "data": data, "model": "test-embeddings"}
 
+    turn = asyncio.Lock()  # script.one_at_a_time: whose turn it is
+
     @app.post("/v1/chat/completions")
     async def chat(request: Request) -> Response:
         recorded = RecordedRequest(
@@ -175,12 +182,13 @@ def create_llm_app(script: LLMScript) -> FastAPI:
         )
         script.requests.append(recorded)
         step = script.next_step(recorded)
-        waited_until = time.monotonic() + step.delay
-        while time.monotonic() < waited_until:  # a real model notices a client that left
-            if await request.is_disconnected():
-                recorded.left_while_waiting = True
-                break
-            await asyncio.sleep(min(0.05, max(0.0, waited_until - time.monotonic())))
+        async with turn if script.one_at_a_time else contextlib.nullcontext():
+            waited_until = time.monotonic() + step.delay
+            while time.monotonic() < waited_until:  # a real model notices a client that left
+                if await request.is_disconnected():
+                    recorded.left_while_waiting = True
+                    break
+                await asyncio.sleep(min(0.05, max(0.0, waited_until - time.monotonic())))
         recorded.finished = time.monotonic()
         if step.body is not None:
             return PlainTextResponse(step.body, status_code=step.status, headers=step.headers)

@@ -32,7 +32,7 @@ from service.api.docs import install_docs
 from service.api.errors import install_error_handlers
 from service.api.jobs import JobRequest, body_limit
 from service.api.limits import BodySizeLimit
-from service.api.llm_work import CallerLimit, CancelOnDisconnect
+from service.api.llm_work import CallerLimit, CancelOnDisconnect, LlmAdmission
 from service.api.mcp import PATH as MCP_PATH
 from service.api.mcp import McpEndpoint, create_mcp, http_scope
 from service.api.openai_schema import add_schemas
@@ -95,6 +95,8 @@ def create_app(config_path: Path) -> FastAPI:
     # what one caller's LLM questions may take (service.api.llm_work): cancelled when the
     # caller leaves; a bounded number at once per caller
     app.add_middleware(CancelOnDisconnect)
+    # the LLM's admission, inside the per-caller cap: a caller over its cap is refused first
+    app.add_middleware(LlmAdmission, settings=runtime.settings)
     app.add_middleware(CallerLimit, settings=runtime.settings)
     origins = [o.strip() for o in runtime.settings().server.cors_origins.split(",") if o.strip()]
     if origins:

@@ -10,13 +10,22 @@ call the LLM.
   a caller, so nobody escapes the cap by sending made-up tokens.
 - CancelOnDisconnect: when the client leaves before its answer is sent, the request's work
   (Solr, the LLM call) is cancelled instead of running on for nobody; it is logged as 499.
+- LlmAdmission (`llm.admission`): a question the LLM could not answer within
+  `request.timeout` (and `llm.timeout.read`), given the questions already in progress and
+  the rate at which it has been answering them while busy, is a 503 with Retry-After at
+  once, rather than a 504 after the whole deadline (wasted work, and timeouts that would
+  open the LLM's breaker).
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
+import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 import anyio
 from starlette.requests import Request
@@ -26,11 +35,17 @@ from service.api.auth import bearer_token, matching_api_key
 from service.api.errors import error_response
 from service.api.identity import verified_claims
 from service.config.settings import Settings
-from service.errors import CallerOverLimit, ServiceError
+from service.errors import CallerOverLimit, LlmBusy, ServiceError
+from service.models.local import LOCAL_MODELS
 
 # the endpoints whose requests call the LLM (after DatafariPaths has rewritten its aliases)
 LLM_PATHS = ("/ai/rag", "/ai/summarize", "/v1/chat/completions", "/search/select", "/mcp")
 RETRY_AFTER_SECONDS = 2
+# the LLM's pace: completions per second of busy time, over about this much recent busy time
+PACE_SECONDS = 120.0
+MIN_ANSWERED = 3  # questions answered before the pace is trusted (admitted freely till then)
+ALWAYS_ADMITTED = 2  # questions in progress never refused: one behind another is no queue
+DEADLINE_SHARE = 0.8  # a question must expect its answer within this part of request.timeout
 _NO_BODY = frozenset({"GET", "HEAD", "DELETE", "OPTIONS"})
 
 
@@ -143,3 +158,84 @@ class CancelOnDisconnect:
             if len(group.exceptions) == 1:
                 raise group.exceptions[0] from None
             raise
+
+
+@dataclass
+class LlmPace:
+    """How many questions are in progress, and the rate at which they have been answered
+    while at least one was (completions per busy second, older ones weighing less): Little's
+    law then says how long a new one would wait."""
+
+    in_progress: int = 0
+    completed: int = 0  # questions answered since the start
+    answered: float = 0.0  # completions, decayed
+    busy: float = 0.0  # seconds with a question in progress, decayed
+    since: float = field(default_factory=time.monotonic)
+
+    def expected_seconds(self) -> float | None:
+        """How long a question admitted now should take to be answered; None until enough
+        questions were answered to know the pace."""
+        self._advance()
+        if self.completed < MIN_ANSWERED or self.busy <= 0:
+            return None
+        return (self.in_progress + 1) * self.busy / self.answered
+
+    @contextmanager
+    def admitted(self) -> Iterator[None]:
+        self._advance()
+        self.in_progress += 1
+        try:
+            yield
+        finally:
+            self._advance()
+            self.in_progress -= 1
+            self.completed += 1
+            self.answered += 1
+
+    def _advance(self) -> None:
+        now = time.monotonic()
+        elapsed, self.since = now - self.since, now
+        if self.in_progress and elapsed > 0:
+            decay = math.exp(-elapsed / PACE_SECONDS)
+            self.answered *= decay
+            self.busy = self.busy * decay + elapsed
+
+
+def admission_on(settings: Settings) -> bool:
+    mode = settings.llm.admission
+    return mode == "on" or (mode == "auto" and settings.llm.model in LOCAL_MODELS)
+
+
+class LlmAdmission:
+    """ASGI middleware: refuses at once a question the LLM would not answer in time (see the
+    module's docstring); per caller, CallerLimit still applies before it."""
+
+    def __init__(self, app: ASGIApp, settings: Callable[[], Settings]) -> None:
+        self.app = app
+        self.settings = settings
+        self.pace = LlmPace()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not calls_the_llm(scope) or not admission_on(settings := self.settings()):
+            await self.app(scope, receive, send)
+            return
+        expected = self.pace.expected_seconds()
+        # the answer's call must end within both (a streamed answer's first words within the
+        # read timeout): the smaller is what a question can wait
+        deadline = min(settings.server.request_timeout, settings.llm.timeout_read)
+        if (
+            expected is not None
+            and self.pace.in_progress >= ALWAYS_ADMITTED
+            and expected > deadline * DEADLINE_SHARE
+        ):
+            each = expected / (self.pace.in_progress + 1)
+            busy = LlmBusy(
+                f"the LLM is answering {self.pace.in_progress} questions, about one every "
+                f"{each:.1f}s: a new one would wait about {expected:.0f}s, past the "
+                f"{deadline:g}s request.timeout and llm.timeout.read allow; retry shortly",
+                retry_after=max(1, min(60, math.ceil(each))),
+            )
+            await error_response(Request(scope), busy)(scope, receive, send)
+            return
+        with self.pace.admitted():
+            await self.app(scope, receive, send)

@@ -276,6 +276,14 @@ class LLMSettings(Part):
         gt=0,
         le=3600,
     )
+    admission: Literal["auto", "on", "off"] = _key(
+        "llm.admission",
+        "auto",
+        "Whether a question is refused at once (503, Retry-After) when the LLM already has "
+        "more in progress than it can answer within request.timeout, measured from the "
+        "questions it answered while busy: on, off, or auto (on for the service's own local "
+        "models, whose one CPU-bound server queues what it cannot answer yet).",
+    )
     max_concurrent_per_caller: int = _key(
         "llm.max.concurrent.per.caller",
         32,

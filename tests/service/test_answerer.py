@@ -311,3 +311,25 @@ def test_a_schema_that_refers_out_or_to_itself_is_refused_before_the_model(
     assert response.status_code == 400, response.text
     assert response.json()["error"]["message"].startswith("response_format")
     assert _prompt_tokens_read(llama) == before  # the model was never asked
+
+
+def test_the_hostile_corpus_against_the_shipped_configuration(answerer: ClientFactory) -> None:
+    """Issue 45: what users run now (the embedded model answering, grounding on, the local
+    model's admission): every hostile body on every route, and every hostile path, still a
+    documented answer below 500."""
+    from tests.service.test_hostile import AUTH, BODIES, PROBES, ROUTES, assert_error_shape
+
+    client = answerer({"ai.enable.summarization": True, "chat.memory.enabled": True})
+    for what, body, content_type in BODIES:
+        for method, path in ROUTES:
+            response = client.request(
+                method, path, content=body, headers={"Content-Type": content_type, **AUTH}
+            )
+            assert response.status_code < 500, (what, path, response.status_code, response.text)
+            if response.status_code >= 400:
+                assert_error_shape(response)
+    for method, path in PROBES:
+        response = client.request(method, path, headers=AUTH)
+        assert response.status_code < 500, (path, response.status_code, response.text)
+        if response.status_code >= 400:
+            assert_error_shape(response)

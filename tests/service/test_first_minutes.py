@@ -40,7 +40,7 @@ def test_make_run_on_other_ports_answers_and_leaves_nothing_behind(
         up = wait_until(lambda: answers(f"{base}/health/ready") or service.poll() is not None, 600)
         assert up and service.poll() is None, log.read_text(errors="replace")[-2000:]
         question = {"query": "When was the lighthouse lamp electrified?"}
-        reply = httpx.post(f"{base}/ai/rag", json=question, timeout=120)
+        reply = httpx.post(f"{base}/ai/rag", json=question, timeout=900)  # a busy CI is slow
         assert reply.status_code == 200, reply.text
         body = reply.json()
         assert body["status"] == "OK"

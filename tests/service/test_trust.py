@@ -4,6 +4,7 @@ documented API says."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 
 import httpx
@@ -12,7 +13,7 @@ from fastapi.testclient import TestClient
 
 from testing.corpus import remove_documents
 from testing.llm_server import LLMScript
-from testing.service import ADMIN_TOKEN, ClientFactory
+from testing.service import ADMIN_TOKEN, ClientFactory, ServiceFactory
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 MACRO_IDS = ("macro/${HOME}.txt", "macro/${q}.txt", "${rag.id}", "macro/${a:${b}}.txt")
@@ -74,3 +75,33 @@ def test_a_model_the_local_llm_does_not_serve_is_a_404_not_an_answer(
     for model in (local, "rag", ""):
         answered = client.post("/v1/chat/completions", json={"model": model, "messages": ask})
         assert answered.status_code == 200, (model, answered.text)
+
+
+def test_a_busy_local_model_refuses_at_once_what_it_cannot_answer_in_time(
+    service: ServiceFactory, llm: LLMScript
+) -> None:
+    """Issue 45, item 9: an LLM that answers one question at a time, 0.5 s each, with 3 s to
+    answer: of 12 questions at once, those it can answer in time are, the others get a 503
+    with Retry-After at once (not a 504 after the deadline), and the breaker stays closed:
+    the next question is answered."""
+    base = service({"llm.admission": "on", "llm.timeout.read": 3, "request.timeout": 3,
+                    "retrieval.method": "bm25"})  # fmt: skip
+    llm.one_at_a_time, llm.delay = True, 0.5
+    question = {"query": "When was the lighthouse lamp electrified?"}
+    with httpx.Client(base_url=base, timeout=30) as http:
+        for _ in range(3):  # the service learns the model's pace
+            assert http.post("/ai/rag", json=question).status_code == 200
+
+    async def burst() -> list[httpx.Response]:
+        async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+            return await asyncio.gather(*(http.post("/ai/rag", json=question) for _ in range(12)))
+
+    answers = asyncio.run(burst())
+    statuses = [a.status_code for a in answers]
+    assert 504 not in statuses and set(statuses) == {200, 503}, statuses
+    assert statuses.count(200) >= 2
+    refused = next(a for a in answers if a.status_code == 503)
+    assert int(refused.headers["Retry-After"]) >= 1
+    assert "the LLM is answering" in refused.json()["content"]["reason"]
+    after = httpx.post(f"{base}/ai/rag", json=question, timeout=30)
+    assert after.status_code == 200, after.text
