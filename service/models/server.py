@@ -4,6 +4,8 @@
     POST /v1/chat/completions   model "extractive" (see service.models.extractive)
     POST /v1/embeddings         models "all-MiniLM-L6-v2" (the default) and "bge-small-en-v1.5"
                                 (see service.models.encoder)
+    POST /v1/rerank             model "ms-marco-MiniLM-L-12-v2", a cross-encoder (Cohere's
+                                shape; see service.models.reranker)
 
 It shares no code with the service: the service talks to it over HTTP, exactly as it would
 talk to OpenAI, vLLM, Ollama or llama.cpp.
@@ -20,6 +22,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio.to_thread
 import numpy as np
 import orjson
 from fastapi import FastAPI
@@ -28,7 +31,7 @@ from fastapi.requests import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from service.models import extractive
+from service.models import extractive, reranker
 from service.models.batching import MicroBatcher
 from service.models.encoder import DEFAULT_MODEL, MODELS, SentenceEncoder
 from service.models.local import EXTRACTIVE_MODEL
@@ -48,6 +51,8 @@ def embedding_model_of(name: str) -> str | None:
 
 
 MAX_EMBEDDING_BATCH = 2048
+MAX_RERANK_QUERY_CHARS = 4_000
+MAX_CHARS_PER_TOKEN = 8  # a cut of N tokens reads at most 8N characters of a text
 CREATED = int(time.time())
 
 
@@ -108,6 +113,19 @@ class ChatRequest(BaseModel):
     messages: list[Message] = Field(min_length=1)
     max_tokens: int | None = Field(None, ge=1)
     stream: bool = False
+
+
+class RerankRequest(BaseModel):
+    """The body of POST /v1/rerank (Cohere's shape: Jina, vLLM and Infinity share it)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str | None = None
+    query: str = Field(min_length=1, max_length=MAX_RERANK_QUERY_CHARS)
+    documents: list[str] = Field(min_length=1, max_length=reranker.MAX_PAIRS)
+    top_n: int | None = Field(None, ge=1)
+    # Cohere v2's name: each (query, document) pair is cut to this many tokens
+    max_tokens_per_doc: int = Field(reranker.MAX_TOKENS, ge=16, le=reranker.MAX_TOKENS)
 
 
 def _openai_error(status: int, message: str, kind: str) -> JSONResponse:
@@ -223,6 +241,45 @@ def create_model_app(*, embeddings: bool = True) -> FastAPI:
         return Response(
             orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY), media_type="application/json"
         )
+
+    rerankers: dict[int, reranker.CrossEncoder] = {}
+
+    def reranker_for(tokens: int) -> reranker.CrossEncoder:
+        with lock:
+            if tokens not in rerankers:
+                rerankers[tokens] = reranker.CrossEncoder(max_tokens=tokens)
+            return rerankers[tokens]
+
+    @app.post("/v1/rerank", response_model=None)
+    async def rerank(request: RerankRequest) -> dict[str, Any] | JSONResponse:
+        if (request.model or reranker.RERANKER) != reranker.RERANKER:
+            return _openai_error(
+                404,
+                f"model {request.model!r} is not served here; use {reranker.RERANKER!r}",
+                "not_found",
+            )
+        tokens = request.max_tokens_per_doc
+        # a document's tokens past the cut cost their tokenizing all the same: no more
+        # characters than the cut can use are read
+        documents = [d[: tokens * MAX_CHARS_PER_TOKEN] for d in request.documents]
+        query = request.query[: tokens * MAX_CHARS_PER_TOKEN]
+
+        def scored() -> tuple[list[float], int]:
+            encoder = reranker_for(tokens)
+            with lock:
+                return encoder.scores(query, documents), encoder.tokens(query, documents)
+
+        try:
+            scores, used = await anyio.to_thread.run_sync(scored)
+        except reranker.RerankerMissing as error:
+            return _openai_error(503, str(error), "unavailable")
+        order = sorted(range(len(scores)), key=lambda i: -scores[i])[: request.top_n]
+        return {
+            "id": f"rerank-{uuid.uuid4().hex}",
+            "model": reranker.RERANKER,
+            "results": [{"index": i, "relevance_score": scores[i]} for i in order],
+            "usage": {"total_tokens": used},
+        }
 
     @app.post("/v1/chat/completions", response_model=None)
     async def chat(request: ChatRequest) -> dict[str, Any] | JSONResponse:

