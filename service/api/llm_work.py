@@ -232,7 +232,7 @@ class LlmAdmission:
             busy = LlmBusy(
                 f"the LLM is answering {self.pace.in_progress} questions, about one every "
                 f"{each:.1f}s: a new one would wait about {expected:.0f}s, past the "
-                f"{deadline:g}s request.timeout and llm.timeout.read allow; retry shortly",
+                f"{deadline:g}s that request.timeout and llm.timeout.read leave; retry shortly",
                 retry_after=max(1, min(60, math.ceil(each))),
             )
             await error_response(Request(scope), busy)(scope, receive, send)
