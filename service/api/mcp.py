@@ -20,7 +20,6 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal, TypeVar
 from urllib.parse import unquote
 
-import anyio.to_thread
 from mcp.server.fastmcp import Context, FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
 from mcp.server.fastmcp.resources import ResourceTemplate
@@ -34,7 +33,7 @@ from service.api.auth import api_keys, matching_api_key
 from service.api.errors import error_response
 from service.api.fields import MAX_QUERY_PARAM
 from service.api.identity import caller_scope, groups_scope
-from service.api.payload import OFF_LOOP_BYTES, QUESTION_BYTES, bounded_body, read_json
+from service.api.payload import QUESTION_BYTES, checked_body
 from service.api.rag import RagRequest
 from service.api.summarize import SummarizeRequest
 from service.config import Settings
@@ -335,8 +334,8 @@ class McpEndpoint:
             refused.headers["Allow"] = "POST"
             await refused(scope, receive, send)
             return
-        try:
-            body = await _checked_body(request)
+        try:  # nested past 64 levels, the SDK's parser would recurse until it fails: a 400
+            body, _ = await checked_body(request, QUESTION_BYTES)
         except ServiceError as error:
             await error_response(request, error)(scope, receive, send)
             return
@@ -350,17 +349,3 @@ class McpEndpoint:
             return await receive()  # then only the disconnect
 
         await self._server.session_manager.handle_request(scope, replayed, send)
-
-
-async def _checked_body(request: Request) -> bytes:
-    """The body, within the question endpoints' size, refused (400) when JSON nothing can
-    carry: nested past MAX_DEPTH (the SDK's parser would recurse until it fails), NaN...
-    Not JSON at all is left to the SDK, which answers it in JSON-RPC's words."""
-    body = await bounded_body(request, QUESTION_BYTES)
-    if len(body) > OFF_LOOP_BYTES:
-        _, problem = await anyio.to_thread.run_sync(read_json, body)
-    else:
-        _, problem = read_json(body)
-    if problem:
-        raise BadRequest(problem)
-    return body

@@ -150,18 +150,26 @@ def json_route(max_bytes: int | None = QUESTION_BYTES) -> type[APIRoute]:
     return JsonRoute
 
 
-async def _checked_json(request: Request, max_bytes: int | None) -> None:
+async def checked_body(request: Request, max_bytes: int | None) -> tuple[bytes, object]:
+    """The body, within `max_bytes` (None: request.max.bytes, BodySizeLimit's), and its JSON
+    value (NOT_JSON when it is none: left to the route); BadRequest when it is JSON nothing
+    downstream can carry (this module's docstring)."""
     if max_bytes is None:
         body = await request.body()  # bounded by request.max.bytes (BodySizeLimit)
     else:
         body = await bounded_body(request, max_bytes)
     if not body.strip():
-        return
+        return body, NOT_JSON
     if len(body) > OFF_LOOP_BYTES:
         value, problem = await anyio.to_thread.run_sync(read_json, body)
     else:
         value, problem = read_json(body)
     if problem:
         raise BadRequest(problem)
+    return body, value
+
+
+async def _checked_json(request: Request, max_bytes: int | None) -> None:
+    _, value = await checked_body(request, max_bytes)
     if value is not NOT_JSON:
         request._json = value  # what FastAPI's request.json() then returns: parsed once

@@ -295,27 +295,28 @@ def hostile(make_client: ClientFactory) -> TestClient:
     return make_client({"ai.enable.summarization": True, "chat.memory.enabled": True, **RELAY})
 
 
+def assert_documented(client: TestClient, method: str, path: str, **options: object) -> None:
+    """The request is answered below 500, and an error in the documented shape."""
+    response = client.request(method, path, **options)  # type: ignore[arg-type]
+    assert response.status_code < 500, (method, path, response.status_code, response.text)
+    if response.status_code >= 400:
+        assert_error_shape(response)
+
+
 @pytest.mark.parametrize(("what", "body", "content_type"), BODIES, ids=[b[0] for b in BODIES])
 def test_hostile_bodies_get_a_documented_4xx_everywhere(
     hostile: TestClient, what: str, body: bytes | str | None, content_type: str
 ) -> None:
     for method, path in ROUTES:
-        response = hostile.request(
-            method, path, content=body, headers={"Content-Type": content_type, **AUTH}
-        )
-        assert response.status_code < 500, (what, path, response.status_code, response.text)
-        if response.status_code >= 400:
-            assert_error_shape(response)
+        headers = {"Content-Type": content_type, **AUTH}
+        assert_documented(hostile, method, path, content=body, headers=headers)
 
 
 @pytest.mark.parametrize(("method", "path"), PROBES)
 def test_hostile_paths_and_parameters_get_a_documented_4xx(
     hostile: TestClient, method: str, path: str
 ) -> None:
-    response = hostile.request(method, path, headers=AUTH)
-    assert response.status_code < 500, (path, response.status_code, response.text)
-    if response.status_code >= 400:
-        assert_error_shape(response)
+    assert_documented(hostile, method, path, headers=AUTH)
 
 
 def test_a_chat_model_on_the_vector_search_is_a_bad_request(make_client: ClientFactory) -> None:

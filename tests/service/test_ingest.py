@@ -197,24 +197,14 @@ def test_ingest_never_follows_a_link_out_of_the_folder(
     """`solr-rag ingest --sync` over a share holding links to /etc/passwd and the process
     environment: they are skipped with the reason, never indexed, and do not stop the
     deletion of a document whose file left the share."""
-    from testing.corpus import remove_documents
+    from testing.corpus import hostile_share, ids_under, remove_documents
     from testing.service import write_properties
 
-    folder = tmp_path / "linked"
-    folder.mkdir()
-    (folder / "a.txt").write_text("Alder wood burns hot.")
-    (folder / "b.txt").write_text("Birch bark peels.")
-    (folder / "passwd.txt").symlink_to("/etc/passwd")
-    (folder / "env.txt").symlink_to("/proc/self/environ")
+    texts = {"a.txt": "Alder wood burns hot.", "b.txt": "Birch bark peels."}
+    folder = hostile_share(tmp_path / "linked", texts)
     config = write_properties(tmp_path / "links.properties", base_properties)
 
-    def held() -> set[str]:
-        found = httpx.get(
-            f"{solr_url}/FileShare/select",
-            params={"q": "{!prefix f=id}linked/", "defType": "lucene", "fl": "id"},
-        ).json()["response"]["docs"]
-        return {doc["id"] for doc in found}
-
+    held = lambda: ids_under(solr_url, "linked/")  # noqa: E731
     try:
         assert cli(["ingest", str(folder), "--sync", "--config", str(config)]) == 0
         err = capsys.readouterr().err

@@ -20,7 +20,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from fastapi.testclient import TestClient
 
-from testing.corpus import remove_documents
+from testing.corpus import hostile_share, ids_under, remove_documents
 from testing.servers import free_port, serve_in_thread
 from testing.service import ADMIN_TOKEN, ROOT, ClientFactory, ServiceFactory, write_properties
 
@@ -66,6 +66,15 @@ def watch(
             return seen
         time.sleep(0.2)
     raise AssertionError(f"job {job_id} never got there: {seen[-1]}")
+
+
+def sync_job(client: TestClient, folder: Path) -> dict:
+    """POST /jobs/sync of `folder`, watched until it is done: the job's last state."""
+    response = client.post("/jobs/sync", json={"folder": str(folder)}, headers=AUTH)
+    assert response.status_code == 202, response.text
+    assert response.json()["kind"] == "sync"
+    get = lambda path: client.get(path, headers=AUTH)  # noqa: E731
+    return watch(get, response.json()["id"], lambda j: j["state"] == "done")[-1]
 
 
 def indexed(solr_url: str, prefix: str) -> tuple[int, int]:
@@ -326,20 +335,8 @@ def test_a_sync_job_keeps_the_index_in_step_with_a_folder(
     }.items():
         (share / f"{name}.txt").write_text(text)
     client = make_client({**JOBS, "jobs.sync.folders": str(tmp_path)})
-    get = lambda path: client.get(path, headers=AUTH)  # noqa: E731
-
-    def synced() -> dict:
-        response = client.post("/jobs/sync", json={"folder": str(share)}, headers=AUTH)
-        assert response.status_code == 202, response.text
-        assert response.json()["kind"] == "sync"
-        return watch(get, response.json()["id"], lambda j: j["state"] == "done")[-1]
-
-    def held() -> set[str]:
-        found = httpx.get(
-            f"{solr_url}/FileShare/select",
-            params={"q": "{!prefix f=id}share-job/", "defType": "lucene", "fl": "id"},
-        ).json()["response"]["docs"]
-        return {doc["id"] for doc in found}
+    synced = lambda: sync_job(client, share)  # noqa: E731
+    held = lambda: ids_under(solr_url, "share-job/")  # noqa: E731
 
     try:
         first = synced()
@@ -374,28 +371,11 @@ def test_a_sync_job_never_reads_outside_its_folder(
     """Issue 45's attack: links in a synced share to /etc/passwd, the process environment and
     the service's own rag.properties, and a FIFO, are listed in the job's errors, never read,
     never indexed; a file gone from the share is still deleted (a link is no unread file)."""
-    share = tmp_path / "share-links"
-    share.mkdir()
-    (share / "alder.txt").write_text("Alder burns hot.")
-    (share / "birch.txt").write_text("Birch bark peels.")
-    (share / "passwd.txt").symlink_to("/etc/passwd")
-    (share / "env.txt").symlink_to("/proc/self/environ")
-    (share / "props.md").symlink_to(ROOT / "rag.properties")
-    os.mkfifo(share / "fifo.txt")
+    texts = {"alder.txt": "Alder burns hot.", "birch.txt": "Birch bark peels."}
+    share = hostile_share(tmp_path / "share-links", texts)
     client = make_client({**JOBS, "jobs.sync.folders": str(tmp_path)})
-    get = lambda path: client.get(path, headers=AUTH)  # noqa: E731
-
-    def synced() -> dict:
-        response = client.post("/jobs/sync", json={"folder": str(share)}, headers=AUTH)
-        assert response.status_code == 202, response.text
-        return watch(get, response.json()["id"], lambda j: j["state"] == "done", 120)[-1]
-
-    def held() -> set[str]:
-        found = httpx.get(
-            f"{solr_url}/FileShare/select",
-            params={"q": "{!prefix f=id}share-links/", "defType": "lucene", "fl": "id"},
-        ).json()["response"]["docs"]
-        return {doc["id"] for doc in found}
+    synced = lambda: sync_job(client, share)  # noqa: E731
+    held = lambda: ids_under(solr_url, "share-links/")  # noqa: E731
 
     try:
         first = synced()
