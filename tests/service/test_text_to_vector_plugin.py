@@ -53,9 +53,10 @@ def test_the_plugins_java_tests_pass_against_the_local_model_server(
     assert {suite.get("name") for suite in suites} == {
         "org.solrrag.vectors.EmbeddingsEndpointTest",
         "org.solrrag.vectors.PassageSplitterTest",
+        "org.solrrag.vectors.PassagesUpdateProcessorFactoryTest",
         "org.solrrag.vectors.TextToVectorUpdateProcessorFactoryTest",
     }
-    assert sum(int(suite.get("tests", 0)) for suite in suites) == 15
+    assert sum(int(suite.get("tests", 0)) for suite in suites) == 17
     assert all(suite.get("failures") == "0" and suite.get("errors") == "0" for suite in suites)
     assert all(suite.get("skipped") == "0" for suite in suites)
 
