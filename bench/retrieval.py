@@ -1,15 +1,22 @@
-"""Retrieval quality on three collections at once: a default must hold on all of them.
+"""Retrieval quality on several collections at once: a default must hold on all of them.
 
 Cranfield (1,400 aeronautics abstracts, 225 graded queries), CISI (1,460 information-science
-abstracts, the 50 queries with judgments, binary) and the retrieval side of SQuAD 2.0 (708
+abstracts, the 50 queries with judgments, binary), the retrieval side of SQuAD 2.0 (708
 Wikipedia paragraphs; a seeded sample of answerable questions, the one gold paragraph
-relevant). Each collection goes through the service's own ingestion into a Solr started for
-the run (or `--solr-url`), then every configuration through the service's own retrievers:
-nDCG@10, recall@10, MRR@10 (a document's rank is that of its best passage), p50/p95 ms, and
-the mean over the collections.
+relevant) and, when `../shared/datasets/french-qa` is there, the French CNIL and CRPA FAQs
+(551 answers, 704 questions; read from there, never copied: its README). Each collection
+goes through the service's own ingestion into a Solr started for the run (or `--solr-url`),
+then every configuration through the service's own retrievers: nDCG@10, recall@10, MRR@10
+(a document's rank is that of its best passage), p50/p95 ms, and the mean over the
+collections.
 
     python -m bench.retrieval [--solr-url URL] [--embeddings-url URL] [--squad N]
-                              [--only NAME ...]
+                              [--only NAME ...] [--rerank] [--rerank-tokens 512]
+
+`--rerank`: each row also reranked by the local cross-encoder (service.models.reranker:
+ms-marco-MiniLM-L-12-v2), scored once per query over the row's first RERANK_DEPTH hits, then
+judged in several orders: the cross-encoder's alone (`+ rerank`), and fused with retrieval's
+by reciprocal rank (`+ rerank rrf`) or by weighted z-scores (`+ rerank blend`).
 """
 
 from __future__ import annotations
@@ -34,12 +41,16 @@ from service.ingest import SourceDocument
 from service.ingest.indexer import indexer_for
 from service.ingest.progress import ProgressLine
 from service.llm import EmbeddingsClient, LLMOptions
+from service.models.reranker import CrossEncoder
 from service.retrieval import SolrClient
 from service.retrieval.factory import build_retriever
 from service.text import sanitize_query
 
 DATA = Path(__file__).resolve().parent / "data"
+FRENCH = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "french-qa"
 CANDIDATES = cranfield.CANDIDATES
+RERANK_DEPTH = 30  # hits the cross-encoder scores a query
+RRF_K = 60
 
 # every configuration measured: name -> rag.properties overrides (shipped values otherwise)
 EQUAL = {"retrieval.method": "hybrid", "hybrid.weight.vector": "1"}
@@ -111,6 +122,19 @@ def load_squad(count: int) -> Collection:
     return Collection("squad", documents, queries, judgments)
 
 
+def load_french() -> Collection | None:
+    """The French FAQs, read from ../shared (evaluation only: never copied); None without."""
+    if not (FRENCH / "corpus.jsonl").is_file():
+        return None
+    rows = [json.loads(line) for line in (FRENCH / "corpus.jsonl").open(encoding="utf-8")]
+    documents = [SourceDocument(id=r["id"], title=r["title"], url="", content=r["content"],
+                                language="fr") for r in rows]  # fmt: skip
+    asked = [json.loads(line) for line in (FRENCH / "questions.jsonl").open(encoding="utf-8")]
+    queries = [(q["id"], q["question"]) for q in asked]
+    judgments = {q["id"]: {q["gold_doc"]: 1} for q in asked}
+    return Collection("french", documents, queries, judgments)
+
+
 def _judged(collection: Collection) -> Collection:
     """Only the queries with at least one relevant document (the others score nothing)."""
     queries = [
@@ -122,11 +146,16 @@ def _judged(collection: Collection) -> Collection:
 
 
 async def measure(
-    collection: Collection, solr_url: str, embeddings_url: str, names: list[str]
+    collection: Collection,
+    solr_url: str,
+    embeddings_url: str,
+    names: list[str],
+    encoder: CrossEncoder | None = None,
 ) -> dict[str, dict[str, float]]:
     base = {"solr.url": solr_url, "ai.embeddings.endpoint": embeddings_url,
             "chunking.maxFiles": str(CANDIDATES), "solr.topK": str(CANDIDATES)}  # fmt: skip
     rows: dict[str, dict[str, float]] = {}
+    orders = ["", *RERANKED] if encoder is not None else [""]
     async with httpx.AsyncClient(timeout=120) as http:
         solr = SolrClient(http, solr_url, read_timeout=300)
         embeddings = EmbeddingsClient(
@@ -144,26 +173,73 @@ async def measure(
                 {**base, **CONFIGURATIONS[name]}, source="bench", env={}
             )
             retriever = build_retriever(settings.retrieval, settings.solr, solr, embeddings)
-            scores: dict[str, list[float]] = {"ndcg": [], "recall": [], "mrr": [], "ms": []}
+            scores = {order: {"ndcg": [], "recall": [], "mrr": [], "ms": []} for order in orders}
             for key, text in collection.queries:
                 gains = collection.judgments[key]
                 started = time.perf_counter()
                 hits = await retriever.run(sanitize_query(text))
-                scores["ms"].append((time.perf_counter() - started) * 1000)
-                ranked = list(dict.fromkeys(hit.source_id for hit in hits))
-                scores["ndcg"].append(cranfield.ndcg(ranked, gains))
-                scores["recall"].append(cranfield.recall(ranked, gains))
-                scores["mrr"].append(cranfield.reciprocal_rank(ranked, gains))
-            ms = sorted(scores["ms"])
-            rows[name] = {
-                "ndcg@10": round(statistics.fmean(scores["ndcg"]), 4),
-                "recall@10": round(statistics.fmean(scores["recall"]), 4),
-                "mrr@10": round(statistics.fmean(scores["mrr"]), 4),
-                "p50_ms": round(statistics.median(ms), 1),
-                "p95_ms": round(ms[int(0.95 * (len(ms) - 1))], 1),
-            }
-            print(f"  {collection.name} {name}: {rows[name]}", flush=True)
+                took = (time.perf_counter() - started) * 1000
+                for order in orders:
+                    ranking, extra_ms = [hit.source_id for hit in hits], 0.0
+                    if order:
+                        ranking, extra_ms = reranked(encoder, text, hits, order)
+                    ranked = list(dict.fromkeys(ranking))
+                    judged = scores[order]
+                    judged["ms"].append(took + extra_ms)
+                    judged["ndcg"].append(cranfield.ndcg(ranked, gains))
+                    judged["recall"].append(cranfield.recall(ranked, gains))
+                    judged["mrr"].append(cranfield.reciprocal_rank(ranked, gains))
+            for order, judged in scores.items():
+                ms = sorted(judged["ms"])
+                row = f"{name}{order}"
+                rows[row] = {
+                    "ndcg@10": round(statistics.fmean(judged["ndcg"]), 4),
+                    "recall@10": round(statistics.fmean(judged["recall"]), 4),
+                    "mrr@10": round(statistics.fmean(judged["mrr"]), 4),
+                    "p50_ms": round(statistics.median(ms), 1),
+                    "p95_ms": round(ms[int(0.95 * (len(ms) - 1))], 1),
+                }
+                print(f"  {collection.name} {row}: {rows[row]}", flush=True)
     return rows
+
+
+RERANKED = (" + rerank", " + rerank rrf", " + rerank blend")
+_SCORED: dict[tuple[str, tuple[str, ...]], tuple[list[float], float]] = {}
+
+
+def reranked(
+    encoder: CrossEncoder, question: str, hits: list, order: str
+) -> tuple[list[str], float]:
+    """The hits' documents in `order` (RERANKED), and the cross-encoder's milliseconds (the
+    first RERANK_DEPTH hits scored once, whatever the order asked)."""
+    top = hits[:RERANK_DEPTH]
+    texts = tuple(f"{hit.title}\n{hit.content}" if hit.title else hit.content for hit in top)
+    key = (question, texts)
+    if key not in _SCORED:
+        started = time.perf_counter()
+        found = encoder.scores(question, list(texts)) if texts else []
+        _SCORED.clear()  # one query's scores kept: its orders are judged together
+        _SCORED[key] = (found, (time.perf_counter() - started) * 1000)
+    ce, ms = _SCORED[key]
+    positions = range(len(top))
+    if order == " + rerank":
+        chosen = sorted(positions, key=lambda i: -ce[i])
+    elif order == " + rerank rrf":
+        by_ce = {i: r for r, i in enumerate(sorted(positions, key=lambda i: -ce[i]))}
+        chosen = sorted(positions, key=lambda i: -(1 / (RRF_K + i) + 1 / (RRF_K + by_ce[i])))
+    else:  # blend: z-scores, the cross-encoder's and retrieval's, weighted equally
+        first = _z([float(hit.score) for hit in top])
+        second = _z(ce)
+        chosen = sorted(positions, key=lambda i: -(first[i] + second[i]))
+    ranking = [top[i].source_id for i in chosen] + [hit.source_id for hit in hits[RERANK_DEPTH:]]
+    return ranking, ms
+
+
+def _z(values: list[float]) -> list[float]:
+    if len(values) < 2:
+        return [0.0] * len(values)
+    mean, spread = statistics.fmean(values), statistics.pstdev(values) or 1.0
+    return [(v - mean) / spread for v in values]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -172,9 +248,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--embeddings-url", help="an OpenAI-compatible /v1 (default: ours)")
     parser.add_argument("--squad", type=int, default=300, help="answerable SQuAD questions")
     parser.add_argument("--only", nargs="*", choices=list(CONFIGURATIONS), help="these rows")
+    parser.add_argument("--rerank", action="store_true", help="rows reranked too (module doc)")
+    parser.add_argument("--rerank-tokens", type=int, default=512, help="a pair's tokens at most")
+    parser.add_argument(
+        "--collections", nargs="*", default=["cranfield", "cisi", "squad", "french"]
+    )
     args = parser.parse_args(argv)
     names = args.only or list(CONFIGURATIONS)
-    collections = [load_cranfield(), load_cisi(), load_squad(args.squad)]
+    loaders = {"cranfield": load_cranfield, "cisi": load_cisi,
+               "squad": lambda: load_squad(args.squad), "french": load_french}  # fmt: skip
+    collections = [c for c in (loaders[n]() for n in args.collections) if c is not None]
+    encoder = CrossEncoder(max_tokens=args.rerank_tokens) if args.rerank else None
+    rows = [f"{name}{order}" for name in names for order in ("", *(RERANKED if encoder else ()))]
     table: dict[str, dict[str, dict[str, float]]] = {}
     with (
         given_or_started(args.solr_url, fresh_solr) as solr_url,
@@ -183,19 +268,19 @@ def main(argv: list[str] | None = None) -> None:
         for collection in collections:
             print(f"{collection.name}: {len(collection.queries)} judged queries", flush=True)
             table[collection.name] = asyncio.run(
-                measure(collection, solr_url, embeddings_url, names)
+                measure(collection, solr_url, embeddings_url, names, encoder)
             )
     save_results("retrieval", table)
     header = "".join(f" {c.name:>22}" for c in collections)
     print(f"\nnDCG@10 / recall@10 / MRR@10{header} {'mean nDCG':>10} {'p50 ms':>7}")
-    for name in names:
+    for name in rows:
         cells = [table[c.name][name] for c in collections]
         text = "".join(
             f" {r['ndcg@10']:.3f}/{r['recall@10']:.3f}/{r['mrr@10']:.3f}".rjust(23) for r in cells
         )
         mean = statistics.fmean(r["ndcg@10"] for r in cells)
         p50 = statistics.fmean(r["p50_ms"] for r in cells)
-        print(f"{name:<28}{text} {mean:>10.3f} {p50:>7.1f}")
+        print(f"{name:<42}{text} {mean:>10.3f} {p50:>7.1f}")
 
 
 if __name__ == "__main__":
