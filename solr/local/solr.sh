@@ -144,11 +144,18 @@ start_node() {
 start() {
   fetch
   if pid=$(running_pid 1); then
+    local running; running=$(cat "$dir/solr.port" 2>/dev/null || echo "$port")
+    if [ "$running" != "$port" ]; then
+      echo "solr.sh: the Solr of $dir already runs on port $running (pid $pid), not $port:" \
+        "stop it (solr-rag solr stop) or give this one another --dir" >&2
+      exit 1
+    fi
     echo "Solr already running (pid $pid) at http://127.0.0.1:$port/solr"; return 0
   fi
   if [ -n "$text_to_vector" ]; then echo "$text_to_vector" > "$dir/text-to-vector"; else rm -f "$dir/text-to-vector"; fi
   launch 1 --port "$port" --configsets "$root/solr/configsets" \
     --nodes "$nodes" --shards "$shards" --replicas "$replicas"
+  echo "$port" > "$dir/solr.port"  # what a later start on another port is told
   await 1 "ZK READY" >/dev/null
   for k in $(seq 2 "$nodes"); do start_node "$k"; done
   await 1 "SOLR READY"
@@ -173,6 +180,7 @@ stop() {
   done
   if ! running_pid 1 >/dev/null; then echo "Solr is not running"; rm -f "$(pidfile 1)"; return 0; fi
   stop_node 1 >/dev/null
+  rm -f "$dir/solr.port"
   echo "Solr stopped"
 }
 

@@ -76,3 +76,21 @@ def test_an_impossible_cluster_shape_is_refused_with_a_reason(
             solr.start(shards=shards, replicas=replicas)
     finally:
         solr.stop()
+
+
+@pytest.mark.usefixtures("solr_url")  # the jars are fetched by then
+def test_a_solr_running_on_another_port_is_not_taken_for_the_one_asked(tmp_path: Path) -> None:
+    """`solr-rag solr start --port 8983` said "already running at :8983" when the folder's Solr
+    ran on 8990: then nothing answered on 8983. Now it says which port it runs on."""
+    import os
+    import subprocess
+
+    (tmp_path / "solr.pid").write_text(str(os.getpid()))  # a live process holds the folder
+    (tmp_path / "solr.port").write_text("8990")
+    script = Path(__file__).resolve().parents[2] / "solr" / "local" / "solr.sh"
+    asked = subprocess.run(
+        ["bash", str(script), "start", "--port", "8983", "--dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert asked.returncode == 1, asked.stdout + asked.stderr
+    assert "already runs on port 8990" in asked.stderr and "already running" not in asked.stdout
