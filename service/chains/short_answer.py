@@ -1,12 +1,12 @@
-"""The short answer a small local model is held to: a few words and the number of a source
-that was sent, or the exact not-found sentence, and nothing else.
+"""The short answer a small local model is held to: at most MAX_WORDS words and the number of
+a source that was sent, or the exact not-found sentence, and nothing else.
 
 A 1.5B model asked for "a short answer and its document's number" writes a sentence, a
 title, or a bare `[1]` often enough to lose a fifth of the answers retrieval found. llama.cpp
 constrains its output to a grammar (GBNF), so the model can only write the form asked for:
 
     root     ::= answer | notfound
-    answer   ::= word (" " word){0,11} " [" ("1" | "2" | "3") "]"
+    answer   ::= word (" " word){0,29} " [" ("1" | "2" | "3") "]"
     notfound ::= "I could not find the answer in the documents."
 
 A citation the model wrote is then checked (`true_citation`): the answer's words must be in
@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from service.chains.result import Source
+if TYPE_CHECKING:  # result.py checks citations with this module
+    from service.chains.result import Source
 
 NOT_FOUND = "I could not find the answer in the documents."
-MAX_WORDS = 12
+MAX_WORDS = 30  # a short sentence at most; the prompt asks for as few as the answer needs
 MAX_WORD_CHARS = 40
 _WORD = re.compile(r"\w+", re.UNICODE)
 _CITATION = re.compile(r"\s*\[(\d{1,3})\]\s*$")

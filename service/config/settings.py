@@ -651,6 +651,15 @@ class PromptSettings(Part):
         "refine",
         "How chunks that do not fit in one request are handled: stuff, mapreduce or refine.",
     )
+    answer_form: Literal["auto", "short", "sentence"] = _key(
+        "prompt.answer.form",
+        "auto",
+        "The form of an answer from sources (stuff chain, no format asked): short (a few "
+        "words and the number of a source sent, or the exact not-found sentence, nothing else: "
+        "held to it by a grammar, which llama.cpp's server understands; the citation then "
+        "moved to the source that holds the answer's words), sentence (as the prompt asks), or "
+        "auto (short for the service's own local models, sentence otherwise).",
+    )
     max_request_size: int = _key(
         "prompt.max.request.size",
         40000,

@@ -59,6 +59,9 @@ class AnswerFormat:
     # OpenAI's sampling options the caller set (top_p, penalties, seed, logit_bias, user), as
     # sorted (name, value) pairs: sent with the final request, never dropped
     sampling: tuple[tuple[str, Any], ...] = ()
+    # a GBNF grammar the answer must follow (llama.cpp's `grammar`): the short answer's
+    # (service.chains.short_answer), set by the chain, never by a caller
+    grammar: str | None = None
 
     @classmethod
     def of(
@@ -86,6 +89,8 @@ class AnswerFormat:
             fields["stop"] = list(self.stop)
         if self.response_format is not None:
             fields["response_format"] = self.response_format
+        if self.grammar is not None:
+            fields["grammar"] = self.grammar
         return fields
 
     def check(self, text: str) -> None:

@@ -14,10 +14,12 @@ from dataclasses import replace
 
 from service.chains import Question
 from service.chains.prompts import FORMAT_INSTRUCTIONS, language_name
+from service.config import Settings
 from service.errors import BadRequest, FeatureDisabled
 from service.grounding import GroundingCheck, GroundingPolicy, LlmGroundingCheck
 from service.llm import ChatMessage
 from service.llm.size import request_size
+from service.models import packaged
 from service.rag.pipeline import Pipeline
 from service.rag.request import RagQuery, SummarizeQuery
 from service.rag.stages import (
@@ -74,9 +76,17 @@ def rag_pipeline(snapshot: Snapshot) -> RagPipeline:
             reserve,
             grounding_policy(snapshot),
             snapshot.answer_cache,
+            short=short_answers(settings),
         )
     )
     return Pipeline(settings, llm, lambda query: _rag_state(snapshot, query), stages)
+
+
+def short_answers(settings: Settings) -> bool:
+    """prompt.answer.form: short, or auto with one of the GGUF models llama.cpp serves us (the
+    only LLMs known to take a grammar)."""
+    form = settings.prompt.answer_form
+    return form == "short" or (form == "auto" and settings.llm.model in packaged.MODELS)
 
 
 def summarize_pipeline(snapshot: Snapshot) -> SummarizePipeline:

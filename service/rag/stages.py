@@ -34,6 +34,7 @@ from service.chains import (
     StuffChain,
     Summarizer,
     number_chunks,
+    short_answer,
 )
 from service.chains.expand import QueryExpander
 from service.chains.grade import RelevanceGrader
@@ -50,6 +51,7 @@ from service.errors import (
 )
 from service.grounding import GroundingPolicy
 from service.llm import ChatClient, ChatMessage, Usage
+from service.llm.answer_format import AnswerFormat
 from service.llm.rerank import RerankClient
 from service.llm.size import RequestSize
 from service.rag.reply import Reply, Timings, repeated
@@ -368,6 +370,8 @@ class Chain(EveryRequest):
     answer_reserve: int  # room kept for an earlier answer carried into a request
     grounding: GroundingPolicy | None
     cache: AnswerCache | None
+    # the short answer's form (prompt.answer.form): a grammar over the sources sent
+    short: bool = False
     name: ClassVar[str] = "chain"
 
     async def run(self, state: RagState) -> None:
@@ -389,10 +393,20 @@ class Chain(EveryRequest):
             state.started,
             chain_started,
             tuple(state.usages),
-            state.query.form,
+            self._form(state.query, prepared),
             grounding=self.grounding,
             cache=kept,
         )
+
+    def _form(self, query: RagQuery, prepared: Prepared) -> AnswerFormat:
+        """The caller's form; the short answer's grammar added when it applies: a stuff
+        request with sources, and no form the caller asked (a format, JSON, stops)."""
+        form = query.form
+        numbers = [source.number for source in prepared.result.sources]
+        asked = query.format != "default" or form.json or form.stop
+        if not self.short or self.strategy != "stuff" or not numbers or asked:
+            return form
+        return replace(form, grammar=short_answer.grammar(numbers))
 
     def _chain(
         self, builder: PromptBuilder, chunks: list[NumberedChunk]

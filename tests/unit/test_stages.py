@@ -16,6 +16,7 @@ from service.chains import Chunk, PromptLibrary, Question, number_chunks
 from service.config import Settings
 from service.errors import EmptyDocument, NoDocumentFound, UpstreamTimeout
 from service.llm import ChatClient, LLMOptions
+from service.llm.answer_format import AnswerFormat
 from service.llm.budget import CallBudget
 from service.llm.rerank import RerankClient
 from service.llm.size import RequestSize
@@ -325,6 +326,38 @@ async def test_a_replys_answer_reads_its_text_first(http, script) -> None:
     assert answer.message.startswith("Test answer to:") and answer.documents
     with pytest.raises(RuntimeError, match="read once"):
         await asked.reply.complete()
+
+
+@pytest.mark.parametrize(
+    ("short", "strategy", "asked", "grammar"),
+    [
+        (True, "stuff", {}, True),
+        (False, "stuff", {}, False),  # prompt.answer.form=sentence
+        (True, "refine", {}, False),  # the last request is not the one with the sources
+        (True, "stuff", {"format": "bullets"}, False),  # the caller asked a form
+        (True, "stuff", {"form": AnswerFormat(stop=("END",))}, False),
+    ],
+)
+async def test_the_short_answer_holds_the_last_request_to_its_grammar(
+    http, script, short: bool, strategy: str, asked: dict, grammar: bool
+) -> None:
+    """Issue 46, item 3: the short form's grammar names the sources sent, and goes only with
+    a stuff request the caller asked no form of; the citation is then checked."""
+    query = state(**asked)
+    query.chunks = chunked(
+        document("pharos", "Sostratus built the lighthouse."),
+        document("lamp", "The lamp burned paraffin until 1952."),
+    )
+    stage = Chain(chat(http), PROMPTS, SIZE, strategy, 2, 200, grounding=None, cache=None,
+                  short=short)  # fmt: skip
+    script.then(Step(content="until 1952 [1]"))
+    await stage.run(query)
+    answer = await query.reply.complete()
+    sent = script.requests[-1].body.get("grammar")
+    assert (sent is not None) == grammar
+    if grammar:
+        assert 'number ::= "1" | "2"' in sent
+        assert answer.message == "until 1952 [2]"  # moved to the source that says it
 
 
 async def test_without_chunks_the_chain_answers_the_conversation(http, script) -> None:
