@@ -6,13 +6,15 @@ title, or a bare `[1]` often enough to lose a fifth of the answers retrieval fou
 constrains its output to a grammar (GBNF), so the model can only write the form asked for:
 
     root     ::= answer | notfound
-    answer   ::= word (" " word){0,29} " [" ("1" | "2" | "3") "]"
+    answer   ::= word (" " word){0,59} (" [" ("1" | "2" | "3") "]")?
     notfound ::= "I could not find the answer in the documents."
 
-A citation the model wrote is then checked (`true_citation`): the answer's words must be in
-the source it cites; else the source that holds most of them is cited instead (the answer is
-kept as written, only its number changes), and an answer that no source holds keeps its
-citation for grounding to judge.
+The citation is optional in the grammar: a model that has said its answer wants to stop, and
+one made to go on until it writes " [" fills the words left with whatever it can (tried: a
+sentence ended, then "how,何时,何时..."). The citation is then made true (`true_citation`):
+the answer's words must be in the source it cites; else, or when it cites none, the source
+that holds most of them is cited (the answer kept as written, only its number changes); an
+answer that no source holds keeps what it cites, for grounding to judge.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ if TYPE_CHECKING:  # result.py checks citations with this module
     from service.chains.result import Source
 
 NOT_FOUND = "I could not find the answer in the documents."
-MAX_WORDS = 30  # a short sentence at most; the prompt asks for as few as the answer needs
+MAX_WORDS = 60  # a safety net: a cap that binds makes the model stretch its last word
 MAX_WORD_CHARS = 40
 _WORD = re.compile(r"\w+", re.UNICODE)
 _CITATION = re.compile(r"\s*\[(\d{1,3})\]\s*$")
@@ -66,7 +68,7 @@ def grammar(numbers: Sequence[int], max_words: int = MAX_WORDS) -> str:
     return "\n".join(
         [
             "root ::= answer | notfound",
-            f'answer ::= word (" " word){{0,{max_words - 1}}} " [" number "]"',
+            f'answer ::= word (" " word){{0,{max_words - 1}}} (" [" number "]")?',
             f"word ::= [^ \\n\\t\\[\\]]{{1,{MAX_WORD_CHARS}}}",
             f"number ::= {cited}",
             f'notfound ::= "{NOT_FOUND}"',
@@ -75,20 +77,22 @@ def grammar(numbers: Sequence[int], max_words: int = MAX_WORDS) -> str:
 
 
 def true_citation(answer: str, sources: Sequence[Source]) -> str:
-    """`answer` ("words [n]") citing a source that holds its words: as written when [n] does
-    (or when no source holds more of them), else with the number of the one that holds most."""
-    cited = _CITATION.search(answer)
-    if cited is None:
+    """`answer` ("words [n]", or "words") citing a source that holds its words: as written
+    when [n] does (or when no source holds more of them), else with the number of the one
+    that holds most; the not-found sentence as it is."""
+    if answer.strip() == NOT_FOUND:
         return answer
-    words = _content_words(answer[: cited.start()])
+    cited = _CITATION.search(answer)
+    text = answer[: cited.start()] if cited else answer
+    words = _content_words(text)
     if not words:
         return answer
     held = {source.number: _held(words, source) for source in sources}
-    number = int(cited.group(1))
+    number = int(cited.group(1)) if cited else 0
     best = max(held, key=lambda n: (held[n], n == number), default=number)
-    if held.get(number, 0) >= held.get(best, 0):
-        return answer
-    return f"{answer[: cited.start()].rstrip()} [{best}]"
+    if held.get(best, 0) == 0 or held.get(number, 0) >= held[best]:
+        return answer  # none holds it (grounding judges), or the cited one holds it best
+    return f"{text.rstrip()} [{best}]"
 
 
 def _content_words(text: str) -> set[str]:
