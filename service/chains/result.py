@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 
 import anyio.to_thread
 
-from service.chains.short_answer import true_citation
 from service.errors import NoValidAnswer
 from service.llm.answer_format import PLAIN, AnswerFormat, StopCut
 from service.llm.client import ChatClient
@@ -203,8 +202,6 @@ class Prepared:
         if cut.stopped:
             result.finish_reason = "stop"
         result.answer = clean_answer(text)
-        if form.grammar is not None:  # the short answer: its citation checked
-            result.answer = true_citation(result.answer, result.sources)
         if form.json:  # a caller's schema: bounded (answer_format), still checked off the loop
             await anyio.to_thread.run_sync(form.check, result.answer)
         if not stream or self.final is None:

@@ -21,42 +21,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # result.py checks citations with this module
-    from service.chains.result import Source
+from service.chains.result import Source
+from service.grounding.claims import content_words
 
 NOT_FOUND = "I could not find the answer in the documents."
 MAX_WORDS = 60  # a safety net: a cap that binds makes the model stretch its last word
 MAX_WORD_CHARS = 40
-_WORD = re.compile(r"\w+", re.UNICODE)
 _CITATION = re.compile(r"\s*\[(\d{1,3})\]\s*$")
-# words that say nothing about where an answer comes from
-_COMMON = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "by",
-        "for",
-        "from",
-        "in",
-        "is",
-        "it",
-        "of",
-        "on",
-        "or",
-        "the",
-        "to",
-        "was",
-        "were",
-        "with",
-    ]
-)
 
 
 def grammar(numbers: Sequence[int], max_words: int = MAX_WORDS) -> str:
@@ -84,7 +56,7 @@ def true_citation(answer: str, sources: Sequence[Source]) -> str:
         return answer
     cited = _CITATION.search(answer)
     text = answer[: cited.start()] if cited else answer
-    words = _content_words(text)
+    words = content_words(text)
     if not words:
         return answer
     held = {source.number: _held(words, source) for source in sources}
@@ -95,11 +67,7 @@ def true_citation(answer: str, sources: Sequence[Source]) -> str:
     return f"{text.rstrip()} [{best}]"
 
 
-def _content_words(text: str) -> set[str]:
-    return {w for w in (m.group(0).lower() for m in _WORD.finditer(text)) if w not in _COMMON}
-
-
-def _held(words: set[str], source: Source) -> int:
+def _held(words: frozenset[str], source: Source) -> int:
     """How many of `words` the source's sent text (and title) holds."""
     text = " ".join([source.document.title, *source.snippets])
-    return len(words & _content_words(text))
+    return len(words & content_words(text))

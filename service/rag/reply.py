@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from service.cache import AnswerCache, CachedAnswer, CachedDocument, CachedPayload, CacheKey
 from service.chains import ChainResult
 from service.chains.result import Prepared, Source, says_nothing_relevant
+from service.chains.short_answer import true_citation
 from service.deadline import Deadline
 from service.grounding import Grounding, GroundingPolicy
 from service.llm import ChatClient, Usage
@@ -137,6 +138,8 @@ class Reply:
             raise RuntimeError("the answer's text is still being read: read it to its end first")
         self.timings.since("chain", self.chain_started)
         result = self.prepared.result
+        if self.form.grammar is not None:  # the short answer: its citation made true
+            result.answer = true_citation(result.answer, result.sources)
         found_nothing = not cited_numbers(result.answer) and says_nothing_relevant(result.answer)
         grounded = None
         if self.grounding is not None and self.cached is None:
