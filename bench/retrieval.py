@@ -217,7 +217,7 @@ def reranked(
     key = (question, texts)
     if key not in _SCORED:
         started = time.perf_counter()
-        found = encoder.scores(question, list(texts)) if texts else []
+        found = encoder.scores(question, list(texts)).scores if texts else []
         _SCORED.clear()  # one query's scores kept: its orders are judged together
         _SCORED[key] = (found, (time.perf_counter() - started) * 1000)
     ce, ms = _SCORED[key]

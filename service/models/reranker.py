@@ -120,11 +120,23 @@ def verified(where: Path) -> bool:
     return True
 
 
+@dataclass(frozen=True)
+class Scored:
+    """One score per passage, in their order, and the tokens the pairs held once cut."""
+
+    scores: list[float]
+    tokens: int
+
+
 class CrossEncoder:
     """(question, passages) -> relevance scores (logits; higher is more relevant).
 
     >>> encoder = CrossEncoder()
     >>> encoder.scores("How tall is the cairn?", ["The cairn is 4 m high.", "Tide tables."])
+
+    One session serves every cut: `max_tokens` is the default, a call may ask fewer. Not for
+    concurrent calls (the cut is the tokenizer's state): the model server scores one batch
+    at a time.
     """
 
     def __init__(
@@ -148,7 +160,6 @@ class CrossEncoder:
         self.max_tokens = min(max_tokens, MAX_TOKENS)
         self.batch_size = batch_size
         self._tokenizer = Tokenizer.from_file(str(where / "tokenizer.json"))
-        self._tokenizer.enable_truncation(self.max_tokens, strategy="only_second")
         self._tokenizer.enable_padding()
         options = onnxruntime.SessionOptions()
         if threads:
@@ -158,30 +169,32 @@ class CrossEncoder:
         )
         self._inputs = {i.name for i in self._session.get_inputs()}
 
-    def scores(self, question: str, passages: Sequence[str]) -> list[float]:
-        """One score per passage, in their order."""
+    def scores(
+        self, question: str, passages: Sequence[str], max_tokens: int | None = None
+    ) -> Scored:
+        """The passages scored, each (question, passage) pair cut to `max_tokens` (the
+        encoder's own by default; never more than MAX_TOKENS), the passage cut first."""
         if len(passages) > MAX_PAIRS:
             raise ValueError(f"at most {MAX_PAIRS} documents a request")
+        cut = min(max_tokens or self.max_tokens, MAX_TOKENS)
+        self._tokenizer.enable_truncation(cut, strategy="only_second")
         found: list[float] = []
+        tokens = 0
         for start in range(0, len(passages), self.batch_size):
             batch = [(question, p) for p in passages[start : start + self.batch_size]]
-            found += self._batch(batch)
-        return found
+            encodings = self._tokenizer.encode_batch(batch)
+            tokens += sum(sum(e.attention_mask) for e in encodings)
+            found += self._scores(encodings)
+        return Scored(found, tokens)
 
-    def tokens(self, question: str, passages: Sequence[str]) -> int:
-        """The tokens the pairs hold once cut (for usage)."""
-        pairs = [(question, passage) for passage in passages]
-        return sum(sum(e.attention_mask) for e in self._tokenizer.encode_batch(pairs))
-
-    def _batch(self, pairs: list[tuple[str, str]]) -> list[float]:
-        encodings = self._tokenizer.encode_batch(pairs)
+    def _scores(self, encodings: list) -> list[float]:
         feeds = {
             "input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
             "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64),
             "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int64),
         }
         (logits,) = self._session.run(None, {k: v for k, v in feeds.items() if k in self._inputs})
-        return [float(value) for value in np.asarray(logits).reshape(len(pairs), -1)[:, 0]]
+        return [float(value) for value in np.asarray(logits).reshape(len(encodings), -1)[:, 0]]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -242,13 +242,9 @@ def create_model_app(*, embeddings: bool = True) -> FastAPI:
             orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY), media_type="application/json"
         )
 
-    rerankers: dict[int, reranker.CrossEncoder] = {}
-
-    def reranker_for(tokens: int) -> reranker.CrossEncoder:
-        with lock:
-            if tokens not in rerankers:
-                rerankers[tokens] = reranker.CrossEncoder(max_tokens=tokens)
-            return rerankers[tokens]
+    # one cross-encoder, loaded on the first request (whatever cut a request asks: a session
+    # per cut would let callers make the server hold as many)
+    rerankers: list[reranker.CrossEncoder] = []
 
     @app.post("/v1/rerank", response_model=None)
     async def rerank(request: RerankRequest) -> dict[str, Any] | JSONResponse:
@@ -264,21 +260,23 @@ def create_model_app(*, embeddings: bool = True) -> FastAPI:
         documents = [d[: tokens * MAX_CHARS_PER_TOKEN] for d in request.documents]
         query = request.query[: tokens * MAX_CHARS_PER_TOKEN]
 
-        def scored() -> tuple[list[float], int]:
-            encoder = reranker_for(tokens)
-            with lock:
-                return encoder.scores(query, documents), encoder.tokens(query, documents)
+        def scored() -> reranker.Scored:
+            with lock:  # one batch at a time (and the cut is the tokenizer's state)
+                if not rerankers:
+                    rerankers.append(reranker.CrossEncoder())
+                return rerankers[0].scores(query, documents, tokens)
 
         try:
-            scores, used = await anyio.to_thread.run_sync(scored)
+            found = await anyio.to_thread.run_sync(scored)
         except reranker.RerankerMissing as error:
             return _openai_error(503, str(error), "unavailable")
+        scores = found.scores
         order = sorted(range(len(scores)), key=lambda i: -scores[i])[: request.top_n]
         return {
             "id": f"rerank-{uuid.uuid4().hex}",
             "model": reranker.RERANKER,
             "results": [{"index": i, "relevance_score": scores[i]} for i in order],
-            "usage": {"total_tokens": used},
+            "usage": {"total_tokens": found.tokens},
         }
 
     @app.post("/v1/chat/completions", response_model=None)

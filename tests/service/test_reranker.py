@@ -96,3 +96,29 @@ def test_a_tampered_model_is_refused_and_nothing_is_left(tmp_path: Path) -> None
     shutil.copy(tmp_path / "pip.py", target / "model.onnx")
     with pytest.raises(reranker.RerankerMissing, match="--fetch"):
         reranker.CrossEncoder(target)
+
+
+def _rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+def test_every_cut_is_served_by_one_model(model_server_url: str) -> None:
+    """A request's max_tokens_per_doc cuts its pairs on the one loaded model: callers cycling
+    through cuts made the server load a 34 MB session for each (the model server runs in
+    this process here, so its memory is this process's)."""
+    body = {"query": QUESTION, "documents": PASSAGES}
+    httpx.post(f"{model_server_url}/v1/rerank", json=body, timeout=120).raise_for_status()
+    before = _rss_mb()
+    used = []
+    for cut in range(16, 36):
+        answer = httpx.post(
+            f"{model_server_url}/v1/rerank", json={**body, "max_tokens_per_doc": cut}, timeout=120
+        )
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["results"][0]["index"] == 1
+        used.append(answer.json()["usage"]["total_tokens"])
+    assert used == sorted(used) and used[0] < used[-1]  # each cut applied
+    assert _rss_mb() - before < 150  # twenty sessions held about 700 MB more
