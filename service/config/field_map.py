@@ -71,13 +71,14 @@ class FieldMap:
     def fields(self, role: str) -> tuple[str, ...]:
         return self.roles.get(role, ())
 
-    def listed(self) -> str:
-        """Solr's `fl` for every role (a `{lang}` field as a glob, `content_*`), and score."""
+    def listed(self, *, without: str = "", score: bool = True) -> str:
+        """Solr's `fl` for every role (a `{lang}` field as a glob, `content_*`) but the vector
+        and `without`, and the score unless `score` is False."""
         names: dict[str, None] = {}
         for role, fields in self.roles.items():
-            if role != "vector":
+            if role not in ("vector", without):
                 names.update((f.replace(LANG, "*"), None) for f in fields)
-        return ",".join([*names, "score"])
+        return ",".join([*names, *(["score"] if score else [])])
 
     def read(self, doc: Mapping[str, Any], role: str, lang: str | None = None) -> str:
         """The role's text in a Solr document: its first field that holds some, `{lang}`

@@ -140,10 +140,11 @@ def extract(
     """One file as a document, read as a folder's files are (never through a link); its id
     is relative to `root`. UnsupportedFile for an unknown kind, ExtractionFailed for a file
     that cannot be read."""
+    root = root.resolve()
     for item in read_folder(file):
         if isinstance(item, Refused):
             raise ExtractionFailed(f"{file.name}: {item.reason}")
-        relative = file.resolve().relative_to(root.resolve()).as_posix()
+        relative = file.resolve().relative_to(root).as_posix()
         return document_of(replace(item, relative=relative), root, language=language, source=source)
     raise UnsupportedFile(f"{file.name}: {file.suffix or 'no suffix'} files are not supported")
 
@@ -159,10 +160,11 @@ def document_of(
 def document_fields(
     item: FolderFile, root: Path, source: str | None, language: str
 ) -> dict[str, object]:
-    """What a folder's file gives its document besides its content: id, address, date."""
+    """What a folder's file gives its document besides its content: id, address, date
+    (`root`: the folder read, resolved, as source_files and allowed_folder give it)."""
     return {
         "document_id": document_id(item.relative, root, source),
-        "url": (root.resolve() / item.relative).as_uri(),
+        "url": (root / item.relative).as_uri(),
         "language": language,
         "last_modified": item.modified,
     }
@@ -172,7 +174,7 @@ def document_id(relative: str, root: Path, source: str | None = None) -> str:
     """The source's name, then the file's path below the ingested folder: the folder's own name
     unless `source` names another, e.g. `python-reference/assert.txt`; so two folders that hold
     the same file names never replace each other's documents ("" for the bare path)."""
-    name = root.resolve().name if source is None else source.strip("/")
+    name = root.name if source is None else source.strip("/")
     return f"{name}/{relative}" if name else relative
 
 
@@ -265,8 +267,8 @@ class _Walk:
     def _file(
         self, fd: int, name: str, relative: str, info: os.stat_result
     ) -> FolderFile | Refused:
-        refused = _bad_name(name) or _not_regular(info) or self._elsewhere(info)
-        refused = refused or self._too_large(info.st_size)
+        # checked as listed (a device is never opened), then as opened (it may have changed)
+        refused = _bad_name(name) or self._refusal(info)
         if refused:
             return Refused(relative, refused)
         try:
@@ -275,9 +277,7 @@ class _Walk:
             return _open_failure(relative, error)
         try:
             opened = os.fstat(handle)
-            refused = _not_regular(opened) or self._elsewhere(opened)
-            refused = refused or self._too_large(opened.st_size)
-            if refused:
+            if refused := self._refusal(opened):
                 return Refused(relative, refused)
             if not _same_file(opened, info):
                 return Refused(relative, _CHANGED, unreadable=True)
@@ -291,6 +291,10 @@ class _Walk:
             return Refused(relative, self._too_large(len(data)) or "too large")
         self.files += 1
         return FolderFile(relative, data, datetime.fromtimestamp(opened.st_mtime, UTC))
+
+    def _refusal(self, info: os.stat_result) -> str | None:
+        """Why a file is not read: not a regular file of its own, elsewhere, too large."""
+        return _not_regular(info) or self._elsewhere(info) or self._too_large(info.st_size)
 
     def _elsewhere(self, info: os.stat_result) -> str | None:
         if info.st_dev != self.device:

@@ -213,24 +213,25 @@ class JobStore:
                 await asyncio.shield(self._unlock(holder))
 
     async def _lock(self, holder: str) -> bool:
-        lease = _now_ms() + ADMISSION_LEASE_MS
-        lock = {"id": ADMISSION_LOCK, "worker_s": holder, "lease_l": lease}
-        try:
-            await self._solr.add(self._collection, [{**lock, "_version_": -1}])  # new only
+        lock = {"id": ADMISSION_LOCK, "worker_s": holder, "lease_l": _now_ms() + ADMISSION_LEASE_MS}
+        if await self._written_if(lock, version=-1):  # -1: only if there is none
             return True
-        except UpstreamBadResponse as error:
-            if " 409 " not in error.reason:
-                raise self._missing(error) from None
         held = await self._solr.get(self._collection, ADMISSION_LOCK, "lease_l,_version_")
         if held is None or int(held.get("lease_l", 0)) > _now_ms():
             return False  # held (or just released: the next try may take it)
-        try:  # its holder died: taken over, unless another was first
-            await self._solr.add(self._collection, [{**lock, "_version_": held["_version_"]}])
-            return True
+        # its holder died: taken over, unless another was first
+        return await self._written_if(lock, version=held["_version_"])
+
+    async def _written_if(self, doc: dict[str, object], *, version: int) -> bool:
+        """`doc` written if the collection's copy is still `version` (Solr's optimistic
+        concurrency); False when another writer changed it first (Solr's 409)."""
+        try:
+            await self._solr.add(self._collection, [{**doc, "_version_": version}])
         except UpstreamBadResponse as error:
-            if " 409 " in error.reason:
+            if _conflict(error):
                 return False
-            raise
+            raise self._missing(error) from None
+        return True
 
     async def _unlock(self, holder: str) -> None:
         held = await self._solr.get(self._collection, ADMISSION_LOCK, "worker_s,_version_")
@@ -297,7 +298,7 @@ class JobStore:
         try:
             await self.update(job.id, version=job.version, **changes)
         except UpstreamBadResponse as error:
-            if " 409 " in error.reason:  # another worker was first
+            if _conflict(error):  # another worker was first
                 return None
             raise
         payload = await self._solr.get(self._collection, job.id, "payload")
@@ -382,6 +383,11 @@ def _decoded(item: dict[str, Any]) -> SourceDocument:
         sections=tuple(item["sections"]),
         fields=tuple((str(k), str(v)) for k, v in item["fields"]),
     )
+
+
+def _conflict(error: UpstreamBadResponse) -> bool:
+    """Solr's 409: a versioned write found another version (another writer was first)."""
+    return " 409 " in error.reason
 
 
 def timestamp() -> str:

@@ -140,8 +140,8 @@ class PassageSync:
         state = state or {"cursor": "*", "read": 0, "changed": 0, "passages": 0, "embedded": 0}
         corpus = [MAIN_CORPUS] if source.has(INDEX_FIELD) else []
         id_field = self._in.field("id")
-        reading = read_params(self._in, source, MAX_DOCUMENT_CHARS)
-        reading["fl"] = ",".join([reading["fl"].removesuffix(",score"), *copied])
+        reading = read_params(self._in, source, MAX_DOCUMENT_CHARS, score=False)
+        reading["fl"] = ",".join([reading["fl"], *copied])
         while True:
             found = await self._solr.select(
                 self._documents,
@@ -221,7 +221,8 @@ class PassageSync:
             return 0, 0, 0
         known = {h: vec for _, vectors in (held.get(i, (None, {})) for i in changed)
                  for h, vec in vectors.items()}  # fmt: skip
-        writer = _SliceWriter(self, known, said)
+        fields = (self._out.field("parent"), self._vector)
+        writer = _SliceWriter(self._solr, self._passages, self._embeddings, fields, known, said)
         for parent, (version, title, text, url, language, meta) in changed.items():
             pieces = await asyncio.to_thread(self._chunker.run, text)
             writer.delete(parent)
@@ -325,9 +326,16 @@ class _SliceWriter:
     wrote (the next one reuses those vectors)."""
 
     def __init__(
-        self, sync: PassageSync, known: dict[str, list[float]], said: Callable[[int, int], None]
+        self,
+        solr: SolrClient,
+        collection: str,
+        embeddings: EmbeddingsClient,
+        fields: tuple[str, str],
+        known: dict[str, list[float]],
+        said: Callable[[int, int], None],
     ) -> None:
-        self._sync = sync
+        self._solr, self._collection, self._embeddings = solr, collection, embeddings
+        self._parent, self._vector = fields  # the passages' parent and vector fields
         self._known = known
         self._said = said
         self._commands: list[tuple[str, object]] = []
@@ -336,8 +344,7 @@ class _SliceWriter:
         self.embedded = 0
 
     def delete(self, parent: str) -> None:
-        field = self._sync._out.field("parent")
-        self._commands.append(("delete", {"query": f"{{!term f={field}}}{parent}"}))
+        self._commands.append(("delete", {"query": f"{{!term f={self._parent}}}{parent}"}))
 
     async def add(self, passage: dict[str, Any], embedded_text: str) -> None:
         self._passages.append((passage, embedded_text))
@@ -349,14 +356,13 @@ class _SliceWriter:
             i for i, (p, _) in enumerate(self._passages) if p[EMBEDDING_HASH] not in self._known
         ]
         texts = [self._passages[i][1] for i in missing]
-        vectors = await self._sync._embeddings.embed(texts) if texts else []
+        vectors = await self._embeddings.embed(texts) if texts else []
         fresh = dict(zip(missing, vectors, strict=True))
-        vector = self._sync._vector
         for i, (passage, _) in enumerate(self._passages):
-            passage[vector] = fresh.get(i) or self._known[passage[EMBEDDING_HASH]]
+            passage[self._vector] = fresh.get(i) or self._known[passage[EMBEDDING_HASH]]
         commands = self._commands + [("add", {"doc": p}) for p, _ in self._passages]
         if commands:
-            await self._sync._solr.update(self._sync._passages, commands, commit=commit)
+            await self._solr.update(self._collection, commands, commit=commit)
         self.written += len(self._passages)
         self.embedded += len(missing)
         self._commands, self._passages = [], []

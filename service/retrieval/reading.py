@@ -39,14 +39,20 @@ def text_role(field_map: FieldMap) -> str:
 
 
 def read_params(
-    field_map: FieldMap, schema: SchemaFields | None, max_chars: int = MAX_READ_CHARS
+    field_map: FieldMap,
+    schema: SchemaFields | None,
+    max_chars: int = MAX_READ_CHARS,
+    *,
+    score: bool = True,
 ) -> dict[str, str]:
-    """`fl` (every role's fields but the text's, and score) and the highlighting parameters
-    that return the text fields' stored values, at most `max_chars` characters of each."""
-    text = field_map.fields(text_role(field_map))
+    """`fl` (every role's fields but the text's, and the score unless `score` is False) and
+    the highlighting parameters that return the text fields' stored values, at most
+    `max_chars` characters of each."""
+    role = text_role(field_map)
+    text = field_map.fields(role)
     highlighted = _highlightable(text, schema)
-    shown = FieldMap({r: f for r, f in field_map.roles.items() if r != text_role(field_map)})
-    listed = [shown.listed()] + [f.replace(LANG, "*") for f in text if f not in highlighted]
+    listed = [field_map.listed(without=role, score=score)]
+    listed += [f.replace(LANG, "*") for f in text if f not in highlighted]
     params = {"fl": ",".join(listed)}
     if not highlighted:
         return params

@@ -91,8 +91,7 @@ class SolrClient:
         """Run a search; `params` go in a POST body (Solr's JSON request API: its `params`
         block) so long queries never hit URL limits, and a kNN query's vector is written by
         json's encoder rather than URL-encoded a character at a time."""
-        form = {key: value for key, value in params.items()}
-        form["expandMacros"] = "false"  # in the body's params too: Solr reads both
+        form = {**params, **NO_MACROS}  # in the body's params too: Solr reads both
         form.setdefault("wt", "json")
         form.setdefault("rid", request_id_var.get())  # Solr's request log shows it
         return await self._request("POST", f"/{collection}/select", json={"params": form})
