@@ -10,10 +10,17 @@ Scored as the SQuAD paper does (lower case, no punctuation, no a/an/the, single 
 match and token F1 against the best gold answer, "gold answer contained"; the gold paragraph
 among the sources; citation precision (the answer cites the gold paragraph, when it cites);
 abstention on unanswerable questions (a 428, or an answer that only says the documents do not
-hold it) and wrong abstentions on answerable ones; p50/p95 seconds an answer.
+hold it) and wrong abstentions on answerable ones; p50/p95 seconds an answer, and to its
+first words (each question is asked with `stream`, read as a chat widget reads it).
 
-    python -m bench.answers [--model NAME | --llm-url URL --llm-model NAME]
-                            [--answerable 20] [--unanswerable 10] [--set KEY=VALUE ...]
+`--collection french`: the French CNIL and CRPA FAQs instead (read from
+../shared/datasets/french-qa, never copied; every question answerable, asked with `lang=fr`):
+their gold answers are long passages, so the measure that counts is the recall of the gold
+answer's words; rows are also summed up by question kind and source (`title/cnil`...).
+
+    python -m bench.answers [--model NAME | --llm-url URL --llm-model NAME] [--rerank]
+                            [--collection squad|french] [--answerable 20] [--unanswerable 10]
+                            [--set KEY=VALUE ...]
 """
 
 from __future__ import annotations
@@ -26,7 +33,6 @@ import json
 import logging
 import random
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -35,7 +41,7 @@ import httpx
 from bench.support import ROOT, fresh_solr, given_or_started, model_server, save_results
 from service.api.app import create_app
 from service.config import settings_from_mapping
-from service.evaluation import Expected, score, summary
+from service.evaluation import Expected, ask, scored, summary
 from service.ingest import SourceDocument
 from service.ingest.indexer import indexer_for
 from service.llm.embeddings import embeddings_client
@@ -45,6 +51,7 @@ from testing.llama import llama_server
 from testing.servers import serve_in_thread
 
 SQUAD = Path(__file__).parent / "data" / "squad2"
+FRENCH = ROOT.parent / "shared" / "datasets" / "french-qa"
 
 
 def sample(answerable: int, unanswerable: int) -> list[Expected]:
@@ -61,10 +68,26 @@ def sample(answerable: int, unanswerable: int) -> list[Expected]:
     ]  # fmt: skip
 
 
-async def ingest(solr_url: str, embeddings_url: str) -> None:
-    rows = [json.loads(line) for line in (SQUAD / "corpus.jsonl").open(encoding="utf-8")]
-    documents = [SourceDocument(id=r["id"], title=r["title"], url="", content=r["content"])
-                 for r in rows]  # fmt: skip
+def french_sample(count: int) -> list[tuple[Expected, str]]:
+    """A seeded sample of the French FAQ's questions (all answerable; read from ../shared,
+    never copied), each with its group: `title` or `paraphrase`, and `cnil` or `crpa`."""
+    asked = [json.loads(line) for line in (FRENCH / "questions.jsonl").open(encoding="utf-8")]
+    chosen = random.Random(38).sample(asked, min(count, len(asked)))
+    return [
+        (Expected(q["question"], (q["answers"],), frozenset([q["gold_doc"]]), lang="fr"),
+         f"{q['kind']}/{q['source']}")
+        for q in chosen
+    ]  # fmt: skip
+
+
+def corpus(collection: str) -> list[SourceDocument]:
+    folder, language = (FRENCH, "fr") if collection == "french" else (SQUAD, "")
+    rows = [json.loads(line) for line in (folder / "corpus.jsonl").open(encoding="utf-8")]
+    return [SourceDocument(id=r["id"], title=r["title"], url="", content=r["content"],
+                           language=language) for r in rows]  # fmt: skip
+
+
+async def ingest(solr_url: str, embeddings_url: str, documents: list[SourceDocument]) -> None:
     settings = settings_from_mapping(
         {"solr.url": solr_url, "ai.embeddings.endpoint": embeddings_url}, source="bench", env={}
     )
@@ -115,7 +138,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--answerable", type=int, default=20)
     parser.add_argument("--unanswerable", type=int, default=10)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    parser.add_argument("--no-ingest", action="store_true", help="--solr-url holds SQuAD")
+    parser.add_argument("--no-ingest", action="store_true", help="--solr-url holds the set")
+    parser.add_argument(
+        "--collection",
+        choices=["squad", "french"],
+        default="squad",
+        help="SQuAD 2.0's paragraphs, or the French FAQs (../shared, answerable only)",
+    )
+    parser.add_argument(
+        "--rerank", action="store_true", help="rerank.enabled, by the local cross-encoder"
+    )
     parser.add_argument(
         "--ceiling",
         action="store_true",
@@ -124,7 +156,14 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     warnings = _Warnings()
     logging.getLogger("service").addHandler(warnings)
-    questions = sample(args.answerable, args.unanswerable)
+    if args.collection == "french":
+        if not (FRENCH / "questions.jsonl").is_file():
+            raise SystemExit(f"bench.answers: no French set at {FRENCH}")
+        grouped = french_sample(args.answerable)
+        questions, groups = [q for q, _ in grouped], [g for _, g in grouped]
+    else:
+        questions = sample(args.answerable, args.unanswerable)
+        groups = ["answerable" if q.answers else "unanswerable" for q in questions]
     rows = []
     with (
         tempfile.TemporaryDirectory(prefix="bench-answers-") as folder,
@@ -132,8 +171,8 @@ def main(argv: list[str] | None = None) -> None:
         given_or_started(args.embeddings_url, model_server) as embeddings_url,
     ):
         if not args.no_ingest:
-            print("ingesting the SQuAD paragraphs ...", flush=True)
-            asyncio.run(ingest(solr_url, embeddings_url))
+            print(f"ingesting the {args.collection} documents ...", flush=True)
+            asyncio.run(ingest(solr_url, embeddings_url, corpus(args.collection)))
         with answerer(args, Path(folder), embeddings_url) as (endpoint, model):
             properties = (ROOT / "rag.properties").read_text(encoding="utf-8")
             overrides = {
@@ -142,33 +181,42 @@ def main(argv: list[str] | None = None) -> None:
                 "ai.embeddings.endpoint": embeddings_url,
                 "llm.model": model,
                 "prompt.templates.dir": str(ROOT / "prompts"),
+                **(
+                    {"rerank.enabled": "true", "rerank.endpoint": embeddings_url}
+                    if args.rerank
+                    else {}
+                ),
                 **dict(item.split("=", 1) for item in args.set),
             }
             path = Path(folder) / "rag.properties"
             path.write_text(
                 properties + "\n" + "\n".join(f"{k}={v}" for k, v in overrides.items()) + "\n"
             )
-            with serve_in_thread(create_app(path), health_path="/health/live") as base:
+            with (
+                serve_in_thread(create_app(path), health_path="/health/live") as base,
+                httpx.Client(base_url=base, timeout=600) as http,
+            ):
                 for number, question in enumerate(questions, start=1):
-                    started = time.perf_counter()
-                    asked = {"query": question.question}
-                    if args.ceiling:
-                        asked["id"] = next(iter(question.documents))
-                    response = httpx.post(f"{base}/ai/rag", json=asked, timeout=600)
-                    seconds = time.perf_counter() - started
-                    row = score(question, response.status_code, response.json(), seconds)
+                    more = {"id": next(iter(question.documents))} if args.ceiling else {}
+                    row = scored(question, ask(http, question, **more))
                     rows.append(row)
-                    said = row["message"][:80]
                     print(
-                        f"{number}/{len(questions)} {seconds:.1f}s f1={row['f1'] or 0:.2f} "
-                        f"abstained={row['abstained']} {said!r}",
+                        f"{number}/{len(questions)} {row['seconds']:.1f}s (first words "
+                        f"{row['first_words'] or 0:.1f}s) f1={row['f1'] or 0:.2f} "
+                        f"abstained={row['abstained']} {row['message'][:80]!r}",
                         flush=True,
                     )
-    settings = args.set + (["ceiling: the gold paragraph alone"] if args.ceiling else [])
-    result = {"model": model, "settings": settings, **summary(rows),
+    settings = (["rerank (local cross-encoder)"] if args.rerank else []) + args.set
+    settings += ["ceiling: the gold paragraph alone"] if args.ceiling else []
+    for row, group in zip(rows, groups, strict=True):
+        row["group"] = group
+    by_group = {group: summary([r for r in rows if r["group"] == group]) for group in set(groups)}
+    result = {"model": model, "collection": args.collection, "settings": settings,
+              **summary(rows), "groups": by_group,
               "warnings": dict(warnings.counts)}  # fmt: skip
     print(json.dumps(result, indent=1))
-    save_results(f"answers-{model}", {"summary": result, "rows": rows})
+    name = f"answers-{model}" + ("-french" if args.collection == "french" else "")
+    save_results(name, {"summary": result, "rows": rows})
 
 
 if __name__ == "__main__":

@@ -12,9 +12,11 @@ collections.
 
     python -m bench.retrieval [--solr-url URL] [--embeddings-url URL] [--squad N]
                               [--only NAME ...] [--rerank] [--rerank-tokens 512]
+                              [--rerank-depth 30]
 
 `--rerank`: each row also reranked by the local cross-encoder (service.models.reranker:
-ms-marco-MiniLM-L-12-v2), scored once per query over the row's first RERANK_DEPTH hits, then
+ms-marco-MiniLM-L-12-v2), scored once per query over the row's first `--rerank-depth` hits
+(30; the service reranks the `solr.topK` passages it retrieved, 10 as shipped), then
 judged in several orders: the cross-encoder's alone (`+ rerank`), and fused with retrieval's
 by reciprocal rank (`+ rerank rrf`) or by weighted z-scores (`+ rerank blend`).
 """
@@ -44,12 +46,13 @@ from service.llm import EmbeddingsClient, LLMOptions
 from service.models.reranker import CrossEncoder
 from service.retrieval import SolrClient
 from service.retrieval.factory import build_retriever
+from service.retrieval.fusion import blended
 from service.text import sanitize_query
 
 DATA = Path(__file__).resolve().parent / "data"
 FRENCH = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "french-qa"
 CANDIDATES = cranfield.CANDIDATES
-RERANK_DEPTH = 30  # hits the cross-encoder scores a query
+RERANK_DEPTH = 30  # hits the cross-encoder scores a query (--rerank-depth)
 RRF_K = 60
 
 # every configuration measured: name -> rag.properties overrides (shipped values otherwise)
@@ -151,6 +154,7 @@ async def measure(
     embeddings_url: str,
     names: list[str],
     encoder: CrossEncoder | None = None,
+    depth: int = RERANK_DEPTH,
 ) -> dict[str, dict[str, float]]:
     base = {"solr.url": solr_url, "ai.embeddings.endpoint": embeddings_url,
             "chunking.maxFiles": str(CANDIDATES), "solr.topK": str(CANDIDATES)}  # fmt: skip
@@ -182,7 +186,7 @@ async def measure(
                 for order in orders:
                     ranking, extra_ms = [hit.source_id for hit in hits], 0.0
                     if order:
-                        ranking, extra_ms = reranked(encoder, text, hits, order)
+                        ranking, extra_ms = reranked(encoder, text, hits, order, depth)
                     ranked = list(dict.fromkeys(ranking))
                     judged = scores[order]
                     judged["ms"].append(took + extra_ms)
@@ -208,11 +212,11 @@ _SCORED: dict[tuple[str, tuple[str, ...]], tuple[list[float], float]] = {}
 
 
 def reranked(
-    encoder: CrossEncoder, question: str, hits: list, order: str
+    encoder: CrossEncoder, question: str, hits: list, order: str, depth: int = RERANK_DEPTH
 ) -> tuple[list[str], float]:
     """The hits' documents in `order` (RERANKED), and the cross-encoder's milliseconds (the
-    first RERANK_DEPTH hits scored once, whatever the order asked)."""
-    top = hits[:RERANK_DEPTH]
+    first `depth` hits scored once, whatever the order asked)."""
+    top = hits[:depth]
     texts = tuple(f"{hit.title}\n{hit.content}" if hit.title else hit.content for hit in top)
     key = (question, texts)
     if key not in _SCORED:
@@ -228,18 +232,9 @@ def reranked(
         by_ce = {i: r for r, i in enumerate(sorted(positions, key=lambda i: -ce[i]))}
         chosen = sorted(positions, key=lambda i: -(1 / (RRF_K + i) + 1 / (RRF_K + by_ce[i])))
     else:  # blend: z-scores, the cross-encoder's and retrieval's, weighted equally
-        first = _z([float(hit.score) for hit in top])
-        second = _z(ce)
-        chosen = sorted(positions, key=lambda i: -(first[i] + second[i]))
-    ranking = [top[i].source_id for i in chosen] + [hit.source_id for hit in hits[RERANK_DEPTH:]]
+        chosen = blended([float(hit.score) for hit in top], ce)
+    ranking = [top[i].source_id for i in chosen] + [hit.source_id for hit in hits[depth:]]
     return ranking, ms
-
-
-def _z(values: list[float]) -> list[float]:
-    if len(values) < 2:
-        return [0.0] * len(values)
-    mean, spread = statistics.fmean(values), statistics.pstdev(values) or 1.0
-    return [(v - mean) / spread for v in values]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -250,6 +245,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--only", nargs="*", choices=list(CONFIGURATIONS), help="these rows")
     parser.add_argument("--rerank", action="store_true", help="rows reranked too (module doc)")
     parser.add_argument("--rerank-tokens", type=int, default=512, help="a pair's tokens at most")
+    parser.add_argument("--rerank-depth", type=int, default=RERANK_DEPTH, help="hits reranked")
     parser.add_argument(
         "--collections", nargs="*", default=["cranfield", "cisi", "squad", "french"]
     )
@@ -268,7 +264,7 @@ def main(argv: list[str] | None = None) -> None:
         for collection in collections:
             print(f"{collection.name}: {len(collection.queries)} judged queries", flush=True)
             table[collection.name] = asyncio.run(
-                measure(collection, solr_url, embeddings_url, names, encoder)
+                measure(collection, solr_url, embeddings_url, names, encoder, args.rerank_depth)
             )
     save_results("retrieval", table)
     header = "".join(f" {c.name:>22}" for c in collections)

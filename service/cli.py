@@ -239,25 +239,21 @@ def _eval(args: argparse.Namespace) -> int:
     rows = []
     with httpx.Client(base_url=args.url, headers=headers, timeout=args.timeout) as http:
         for number, question in enumerate(questions, start=1):
-            started = time.perf_counter()
             try:
-                response = http.post("/ai/rag", json={"query": question.question})
-                body = response.json()
-            except httpx.HTTPError as error:
+                answered = evaluation.ask(http, question)
+            except (httpx.HTTPError, ValueError) as error:
                 print(f"solr-rag eval: {args.url} did not answer: {error}", file=sys.stderr)
                 return 2
-            except ValueError:
-                body = {}
-            if response.status_code in (401, 403):
+            if answered.status in (401, 403):
                 print(f"solr-rag eval: {args.url} refused the key: give one of api.keys "
                       "with --api-key", file=sys.stderr)  # fmt: skip
                 return 2
-            row = evaluation.score(question, response.status_code, body,
-                                   time.perf_counter() - started)  # fmt: skip
+            row = evaluation.scored(question, answered)
             rows.append(row)
-            said = f"{response.status_code} {row['message'][:70]!r}"
-            print(f"{number}/{len(questions)} {row['seconds']:.1f}s {said}", file=sys.stderr,
-                  flush=True)  # fmt: skip
+            said = f"{answered.status} {row['message'][:70]!r}"
+            first = f" (first words {row['first_words']:.1f}s)" if row["first_words"] else ""
+            print(f"{number}/{len(questions)} {row['seconds']:.1f}s{first} {said}",
+                  file=sys.stderr, flush=True)  # fmt: skip
     if args.rows:
         args.rows.write_text(json.dumps(rows, indent=1, ensure_ascii=False), encoding="utf-8")
     print(evaluation.table(evaluation.summary(rows)))

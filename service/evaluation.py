@@ -6,18 +6,23 @@ A question file is JSON Lines, one question a line:
     {"question": "When was the lighthouse electrified?", "answers": ["1952", "in 1952"],
      "documents": ["lighthouse"]}
     {"question": "Who painted the lighthouse?", "no_answer": true}
+    {"question": "Qui a électrifié le phare ?", "answers": ["la ville"], "lang": "fr"}
 
 `answers` (any one of them is right) and `documents` (the ids that hold the answer) are
-optional; `no_answer: true` says the documents do not hold it, so the right reply abstains.
-Each reply of POST /ai/rag is scored (`score`) and the replies summed up (`summary`):
-- answers normalized as SQuAD's script does (lower case, no punctuation, no a/an/the, single
-  spaces), their citation marks `[n]` left out: exact match, token F1 against the best
-  answer, and whether an answer is contained;
+optional; `no_answer: true` says the documents do not hold it, so the right reply abstains;
+`lang` (en, fr) is sent with the question and says which articles normalization removes.
+Each reply of POST /ai/rag (asked with `stream`, as a chat widget asks) is scored (`score`)
+and the replies summed up (`summary`):
+- answers normalized as SQuAD's script does (lower case, no punctuation, no articles: a/an/the,
+  or in French le/la/les/l'/un/une/des; single spaces), their citation marks `[n]` left out:
+  exact match, token F1 against the best answer, recall of the best answer's words (what
+  counts for long answers), and whether an answer is contained;
 - the expected documents among the sources, and among the cited ones (citation precision:
   of the answers that cite, those citing an expected document);
 - abstention: a 428 (nothing relevant found) or an answer that only says the documents do not
   hold it; right on `no_answer` questions, wrong on the others;
-- seconds an answer (p50, p95), LLM calls, generated tokens per second of LLM time.
+- seconds an answer and to its first words (p50, p95), LLM calls, generated tokens per second
+  of LLM time.
 """
 
 from __future__ import annotations
@@ -27,14 +32,19 @@ import json
 import re
 import statistics
 import string
+import time
 from dataclasses import dataclass
 from typing import Any
+
+import httpx
 
 from service.chains.result import says_nothing_relevant
 
 MAX_QUESTIONS = 10_000
 MAX_LINE_CHARS = 65_536
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_ARTICLES = {"en": re.compile(r"\b(a|an|the)\b"), "fr": re.compile(r"\b(le|la|les|un|une|des)\b")}
+_ELIDED = re.compile(r"\bl['’]")  # French l' before a vowel: gone before the apostrophe is
+LANGUAGES = tuple(_ARTICLES)
 _CITATION = re.compile(r"\[(\d{1,3})\]")
 _PUNCTUATION = frozenset(string.punctuation)
 
@@ -51,6 +61,7 @@ class Expected:
     answers: tuple[str, ...] = ()
     documents: frozenset[str] = frozenset()
     no_answer: bool = False
+    lang: str = "en"
 
     @classmethod
     def parse(cls, text: str, line: int) -> Expected:
@@ -63,11 +74,11 @@ class Expected:
             raise QuestionFileError(f"{where}: not JSON ({error.msg})") from None
         if not isinstance(record, dict):
             raise QuestionFileError(f'{where}: expected an object {{"question": ...}}')
-        unknown = sorted(set(record) - {"question", "answers", "documents", "no_answer"})
+        unknown = sorted(set(record) - {"question", "answers", "documents", "no_answer", "lang"})
         if unknown:
             raise QuestionFileError(
                 f"{where}: unknown field {', '.join(unknown)}; the fields are question, "
-                "answers, documents and no_answer"
+                "answers, documents, no_answer and lang"
             )
         question = record.get("question")
         if not isinstance(question, str) or not question.strip():
@@ -81,7 +92,10 @@ class Expected:
             raise QuestionFileError(f"{where}: no_answer must be true or false")
         if no_answer and answers:
             raise QuestionFileError(f"{where}: a no_answer question has no answers")
-        return cls(question, tuple(answers), frozenset(documents), no_answer)
+        lang = record.get("lang", "en")
+        if lang not in LANGUAGES:
+            raise QuestionFileError(f"{where}: lang must be one of {', '.join(LANGUAGES)}")
+        return cls(question, tuple(answers), frozenset(documents), no_answer, lang)
 
 
 def read_questions(lines: list[str]) -> list[Expected]:
@@ -96,19 +110,82 @@ def read_questions(lines: list[str]) -> list[Expected]:
     return questions
 
 
-def normalized(text: str) -> str:
-    """SQuAD's normalization: lower case, no punctuation, no articles, single spaces."""
-    text = "".join(c for c in text.lower() if c not in _PUNCTUATION)
-    return " ".join(_ARTICLES.sub(" ", text).split())
+def normalized(text: str, lang: str = "en") -> str:
+    """SQuAD's normalization: lower case, no punctuation, no articles (`lang`'s), single
+    spaces."""
+    text = text.lower()
+    if lang == "fr":
+        text = _ELIDED.sub(" ", text)
+    text = "".join(c for c in text if c not in _PUNCTUATION)
+    return " ".join(_ARTICLES[lang].sub(" ", text).split())
 
 
-def f1(prediction: str, gold: str) -> float:
-    predicted, expected = normalized(prediction).split(), normalized(gold).split()
+def _common(prediction: str, gold: str, lang: str) -> tuple[list[str], list[str], int]:
+    predicted, expected = normalized(prediction, lang).split(), normalized(gold, lang).split()
     common = sum((collections.Counter(predicted) & collections.Counter(expected)).values())
+    return predicted, expected, common
+
+
+def f1(prediction: str, gold: str, lang: str = "en") -> float:
+    predicted, expected, common = _common(prediction, gold, lang)
     if not predicted or not expected or not common:
         return float(predicted == expected)
     precision, recall = common / len(predicted), common / len(expected)
     return 2 * precision * recall / (precision + recall)
+
+
+def recall(prediction: str, gold: str, lang: str = "en") -> float:
+    """The share of the gold answer's words the prediction holds (counted as F1 counts)."""
+    _, expected, common = _common(prediction, gold, lang)
+    return common / len(expected) if expected else 0.0
+
+
+@dataclass(frozen=True)
+class Answered:
+    """One reply of POST /ai/rag: its status, its body as /ai/rag without `stream` returns it,
+    the seconds it took and those to its first words (None: no words came)."""
+
+    status: int
+    body: dict[str, Any]
+    seconds: float
+    first_words: float | None = None
+
+
+def ask(http: httpx.Client, expected: Expected, **more: object) -> Answered:
+    """POST /ai/rag `expected`'s question with `stream`, read as a chat widget reads it: the
+    first words timed, the events put back together as the whole answer's body. An error
+    before the stream (a 428, a 400) is a plain JSON reply, as without `stream`."""
+    asked = {"query": expected.question, "lang": expected.lang, "stream": True, **more}
+    started = time.perf_counter()
+    first: float | None = None
+    body: dict[str, Any] = {"content": {"message": "", "documents": []}}
+    with http.stream("POST", "/ai/rag", json=asked) as response:
+        if not response.headers.get("content-type", "").startswith("text/event-stream"):
+            response.read()
+            try:
+                body = response.json()
+            except ValueError:
+                body = {}
+            return Answered(response.status_code, body, time.perf_counter() - started)
+        event = ""
+        for line in response.iter_lines():
+            if line.startswith("event:"):
+                event = line.removeprefix("event:").strip()
+                continue
+            if not line.startswith("data:"):
+                continue
+            data = json.loads(line.removeprefix("data:"))
+            if event == "token" and first is None and str(data.get("text", "")).strip():
+                first = time.perf_counter() - started
+            elif event == "sources":
+                body["content"]["documents"] = data.get("documents", [])
+            elif event == "done":
+                body["content"]["message"] = data.get("message", "")
+                body.update(usage=data.get("usage"), timings=data.get("timings"))
+            elif event == "error":  # the stream had begun: the envelope is the event's
+                status = int(data.get("content", {}).get("code", 500))
+                return Answered(status, data, time.perf_counter() - started, first)
+    return Answered(response.status_code, body, time.perf_counter() - started, first)
 
 
 def score(expected: Expected, status: int, body: dict[str, Any], seconds: float) -> dict:
@@ -122,6 +199,7 @@ def score(expected: Expected, status: int, body: dict[str, Any], seconds: float)
     answered = bool(expected.answers)
     said = _CITATION.sub(" ", message)  # "[1]" is where the answer comes from, not the answer
     usage, timings = body.get("usage") or {}, body.get("timings") or {}
+    lang = expected.lang
     return {
         "question": expected.question,
         "answerable": not expected.no_answer,
@@ -131,18 +209,26 @@ def score(expected: Expected, status: int, body: dict[str, Any], seconds: float)
         "gold_source": bool(expected.documents & set(ids)) if expected.documents else None,
         "cites": bool(cited_ids),
         "cites_gold": bool(expected.documents & cited_ids) if expected.documents else None,
-        "f1": max(f1(said, a) for a in expected.answers) if answered else None,
-        "em": max(float(normalized(said) == normalized(a)) for a in expected.answers)
+        "f1": max(f1(said, a, lang) for a in expected.answers) if answered else None,
+        "recall": max(recall(said, a, lang) for a in expected.answers) if answered else None,
+        "em": max(float(normalized(said, lang) == normalized(a, lang)) for a in expected.answers)
         if answered
         else None,
-        "contained": any(normalized(a) in normalized(said) for a in expected.answers)
+        "contained": any(normalized(a, lang) in normalized(said, lang) for a in expected.answers)
         if answered
         else None,
         "llm_calls": usage.get("llm_calls", 0),
         "completion_tokens": usage.get("completion_tokens", 0),
         "llm_seconds": timings.get("llm", 0.0) / 1000,
         "message": message[:300],
+        "reason": body.get("content", {}).get("reason", "") if status != 200 else "",
     }
+
+
+def scored(expected: Expected, answered: Answered) -> dict:
+    """`score` of an `ask`, its first words' seconds with it."""
+    row = score(expected, answered.status, answered.body, answered.seconds)
+    return {**row, "first_words": answered.first_words}
 
 
 def summary(rows: list[dict]) -> dict[str, float | int | None]:
@@ -150,6 +236,7 @@ def summary(rows: list[dict]) -> dict[str, float | int | None]:
     answerable = [r for r in rows if r["answerable"]]
     unanswerable = [r for r in rows if not r["answerable"]]
     seconds = sorted(r["seconds"] for r in rows)
+    firsts = sorted(r["first_words"] for r in rows if r.get("first_words") is not None)
     generating = sum(r["llm_seconds"] for r in rows)
 
     def mean(values: list[Any]) -> float | None:
@@ -161,6 +248,7 @@ def summary(rows: list[dict]) -> dict[str, float | int | None]:
         "unanswerable": len(unanswerable),
         "gold source": mean([r["gold_source"] for r in answerable]),
         "F1": mean([r["f1"] for r in answerable]),
+        "recall": mean([r["recall"] for r in answerable]),
         "EM": mean([r["em"] for r in answerable]),
         "contained": mean([r["contained"] for r in answerable]),
         "abstained (unanswerable)": mean([r["abstained"] for r in unanswerable]),
@@ -169,6 +257,8 @@ def summary(rows: list[dict]) -> dict[str, float | int | None]:
         "cites at all": mean([r["cites"] for r in answerable]),
         "p50 s": round(statistics.median(seconds), 1) if seconds else None,
         "p95 s": round(seconds[int(0.95 * (len(seconds) - 1))], 1) if seconds else None,
+        "first words p50 s": round(statistics.median(firsts), 1) if firsts else None,
+        "first words p95 s": round(firsts[int(0.95 * (len(firsts) - 1))], 1) if firsts else None,
         "LLM calls": mean([r["llm_calls"] for r in rows]),
         # generated tokens per second of LLM time (its reading of the prompt included)
         "tokens/s": round(sum(r["completion_tokens"] for r in rows) / generating, 1)

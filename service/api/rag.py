@@ -132,6 +132,12 @@ class RagResponse(BaseModel):
     cache_age: float | None = Field(
         None, description="Seconds since a cached answer was made; null when not cached."
     )
+    abstained: str | None = Field(
+        None,
+        description="Why the answer says the documents do not hold it (the LLM said so of the "
+        "sources it read); null when it answers. When the search or the reranker finds nothing "
+        "to answer from, the reply is a 428 (ragNoFileFound) whose content.reason says why.",
+    )
 
     @classmethod
     def of(cls, answer: Answer) -> RagResponse:
@@ -145,6 +151,7 @@ class RagResponse(BaseModel):
             grounding=answer.grounding.to_json() if answer.grounding else None,
             cached=answer.cache_age is not None,
             cache_age=answer.cache_age,
+            abstained=answer.abstained,
         )
 
 
@@ -155,7 +162,8 @@ class RagResponse(BaseModel):
         200: event_stream(
             "The answer; with `stream`, Server-Sent Events: `token` ({text}) as the LLM "
             "writes, then `grounding` (when on), `sources` ({documents}), then `done` ({status, "
-            "message, timings, usage}); `error` (the error envelope) if it fails midway."
+            "message, timings, usage, cached, cache_age, abstained}); `error` (the error "
+            "envelope) if it fails midway."
         ),
         **documented_errors(403, 404, 428),
     },
@@ -222,6 +230,7 @@ async def _events(reply: Reply, request_id: str) -> AsyncIterator[str]:
                 "usage": response.usage.model_dump(),
                 "cached": response.cached,
                 "cache_age": response.cache_age,
+                "abstained": response.abstained,
             },
             "done",
         )

@@ -745,6 +745,31 @@ class RerankSettings(Part):
     timeout: float = _key(
         "rerank.timeout", 30.0, "Seconds to wait for the rerank API's answer.", gt=0, le=3600
     )
+    order: Literal["reranker", "blend"] = _key(
+        "rerank.order",
+        "reranker",
+        "The chunks' order after reranking: reranker (the rerank API's scores alone) or blend "
+        "(the sum of its scores' and retrieval's z-scores: retrieval's order tempers the "
+        "reranker's, as keyword queries over technical text need; bench/RESULTS.md).",
+    )
+    window_sentences: int = _key(
+        "rerank.window.sentences",
+        0,
+        "Each chunk kept after reranking is cut to its run of this many consecutive sentences "
+        "the rerank API scores best (one more request, of short texts): the LLM reads the "
+        "evidence, not the passage around it, in a fraction of the tokens. 0: chunks whole.",
+        ge=0,
+        le=50,
+    )
+    min_score: float | None = _key(
+        "rerank.min.score",
+        None,
+        "Chunks the rerank API scores below this are left out, and when none is left the "
+        "answer is ragNoFileFound (428), its reason naming the best score: the documents do "
+        "not say it, and no LLM call is made. In the API's own units (the local cross-encoder: "
+        "logits, about -11 to 11; Cohere: 0 to 1). Blank: every score kept.",
+        allow_inf_nan=False,
+    )
 
     @field_validator("model")
     @classmethod

@@ -139,6 +139,15 @@ def sentences_of(text: str) -> list[str]:
     return [claim.text for claim in claims_of(text)]
 
 
+def windows_of(text: str, size: int) -> list[str]:
+    """Every run of `size` consecutive sentences of a source, in order; the text itself when it
+    has no more sentences than that."""
+    sentences = sentences_of(text)
+    if len(sentences) <= size:
+        return [text]
+    return [" ".join(sentences[i : i + size]) for i in range(len(sentences) - size + 1)]
+
+
 def tokens(text: str) -> list[str]:
     decomposed = unicodedata.normalize("NFKD", text)
     folded = "".join(c for c in decomposed if not unicodedata.combining(c)).lower()

@@ -62,7 +62,16 @@ def rag_pipeline(snapshot: Snapshot) -> RagPipeline:
     stages.append(ChunkDocuments(settings.prompt))
     if snapshot.rerank is not None:
         rerank = settings.rerank
-        stages.append(Rerank(snapshot.rerank, rerank.top_n, rerank.max_chunks))
+        stages.append(
+            Rerank(
+                snapshot.rerank,
+                rerank.top_n,
+                rerank.max_chunks,
+                rerank.min_score,
+                rerank.order,
+                rerank.window_sentences,
+            )
+        )
     if settings.retrieval.grading_enabled:
         concurrency = settings.prompt.map_concurrency
         stages.append(Grade(llm, prompts, size, settings.retrieval.grading_min, concurrency))

@@ -56,6 +56,7 @@ class Answer:
     finish_reason: str = "stop"  # "length" when max_tokens cut the answer
     grounding: Grounding | None = None  # each sentence checked (grounding.enabled)
     cache_age: float | None = None  # seconds, when the answer came from the answer cache
+    abstained: str | None = None  # why the answer is "not in the documents"; None: it answers
 
     def add_usage(self, usage: Usage) -> None:
         self.llm_calls += 1
@@ -152,6 +153,12 @@ class Reply:
         self.timings["llm"] = round(self.llm.busy.seconds * 1000, 1)
         self.timings.since("total", self.started)
         answer = _answer(result, grounded.message if grounded else result.answer, self.timings)
+        if found_nothing:
+            read = len(result.sources)
+            answer.abstained = (
+                f"the LLM read {read} source{'s' if read != 1 else ''} and said they do not "
+                "hold the answer"
+            )
         if self.sources_only_if_found and found_nothing:
             answer.documents = []
         for usage in (*self.extra_usage, *(grounded.usages if grounded else ())):

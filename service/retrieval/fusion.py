@@ -76,6 +76,24 @@ def score_fusion(rankings: Sequence[Ranking], *, limit: int) -> list[RetrievedDo
     return _fused(rankings, normalized, limit)
 
 
+def z_scores(values: Sequence[float]) -> list[float]:
+    """Each value's distance from their mean in standard deviations (all 0 when they do not
+    spread)."""
+    if len(values) < 2:
+        return [0.0] * len(values)
+    mean = statistics.fmean(values)
+    spread = statistics.pstdev(values, mean) or 1.0
+    return [(value - mean) / spread for value in values]
+
+
+def blended(*scores: Sequence[float]) -> list[int]:
+    """Indexes of the items several scorers scored (each list in the items' order), best
+    first by the sum of each scorer's z-scores; ties keep the items' order. The reranker's
+    `blend`: its scores and retrieval's weigh alike, whatever their scales."""
+    totals = [sum(column) for column in zip(*(z_scores(s) for s in scores), strict=True)]
+    return sorted(range(len(totals)), key=lambda i: -totals[i])
+
+
 def _fused(
     rankings: Sequence[Ranking],
     contribution: Callable[[Ranking], dict[str, float]],

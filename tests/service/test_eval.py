@@ -45,7 +45,12 @@ def test_eval_scores_the_running_service_on_the_questions(
     assert measured["contained"] == "1.0" and measured["gold source"] == "1.0"
     assert measured["abstained (unanswerable)"] == "1.0"
     assert measured["wrong abstentions"] == "0.0" and measured["citation precision"] == "1.0"
-    assert [row["status"] for row in json.loads(rows.read_text())] == [200, 200]
+    assert measured["recall"] == "1.0"
+    # asked with `stream`, as a chat widget asks: the first words are timed
+    assert measured["first words p50 s"] != "-"
+    written = json.loads(rows.read_text())
+    assert [row["status"] for row in written] == [200, 200]
+    assert all(0 < row["first_words"] <= row["seconds"] for row in written)
     assert len(llm.requests) == 2
 
 

@@ -55,7 +55,8 @@ def test_the_llm_gets_the_chunks_the_rerank_api_ranks_best_first(
 ) -> None:
     body = ask(make_client(reranking(rerank_server)))
     (sent,) = reranks.requests
-    assert sent["query"] == QUESTION and sent["model"] == "test-reranker" and sent["top_n"] == 1
+    assert sent["query"] == QUESTION and sent["model"] == "test-reranker"
+    assert sent["top_n"] == len(sent["documents"])  # every score: one chunk is kept after
     assert reranks.authorizations == ["Bearer rerank-secret-token"]
     texts = sent["documents"]
     assert len(texts) >= 2  # retrieval found more than the one kept
@@ -96,3 +97,37 @@ def test_a_rerank_api_that_fails_or_is_gone_leaves_the_retrieval_order(
     assert [source["id"] for source in gone["content"]["documents"]] == expected
     assert "reranking skipped" in caplog.text and "rerank-secret-token" not in caplog.text
     assert "127.0.0.1" not in str(gone)
+
+
+def test_passages_scored_below_the_minimum_are_left_out(
+    make_client: ClientFactory,
+    rerank_server: tuple[str, RerankScript],
+    reranks: RerankScript,
+    llm: LLMScript,
+) -> None:
+    """rerank.min.score between the best passage's score and the others': only it is sent."""
+    settings = reranking(rerank_server, **{"rerank.top.n": 10})
+    plain = ask(make_client(settings))
+    texts = reranks.requests[0]["documents"]
+    best, second = sorted((overlap(QUESTION, text) for text in texts), reverse=True)[:2]
+    assert best > second and len(plain["content"]["documents"]) >= 2
+    cut = (best + second) / 2
+    body = ask(make_client({**settings, "rerank.min.score": cut}))
+    assert [source["id"] for source in body["content"]["documents"]] == ["quokka-only"]
+
+
+def test_nothing_scored_at_the_minimum_is_an_abstention_that_says_why(
+    make_client: ClientFactory,
+    rerank_server: tuple[str, RerankScript],
+    reranks: RerankScript,
+    llm: LLMScript,
+) -> None:
+    client = make_client(reranking(rerank_server, **{"rerank.min.score": 1.5}))
+    response = client.post("/ai/rag", json={"query": QUESTION})
+    assert response.status_code == 428, response.text
+    content = response.json()["content"]
+    assert content["label"] == "ragNoFileFound"
+    best = max(overlap(QUESTION, text) for text in reranks.requests[0]["documents"])
+    assert "not in the documents" in content["reason"]
+    assert f"{best:.2f}" in content["reason"] and "rerank.min.score (1.5)" in content["reason"]
+    assert llm.requests == []  # no LLM call for an abstention

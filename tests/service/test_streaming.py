@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 
 from fastapi.testclient import TestClient
@@ -110,9 +111,13 @@ def test_an_answer_that_found_nothing_lists_no_sources(
     assert whole.status_code == 200, whole.text
     assert whole.json()["content"]["documents"] == []
     assert llm.requests  # the LLM was asked: the documents were there, and said nothing
+    read = len(set(re.findall(r"(?m)^\[(\d+)\] ", llm.requests[0].prompt)))
+    why = f"the LLM read {read} source{'s' if read != 1 else ''} and said they do not hold"
+    assert read >= 1 and whole.json()["abstained"].startswith(why)  # the response says why
     with client.stream("POST", "/ai/rag", json=GIBBERISH) as response:
         events = dict(read_events(response))
     assert events["sources"]["documents"] == []
+    assert events["done"]["abstained"].startswith(why)
 
 
 def test_an_answer_citing_a_source_keeps_its_sources(
@@ -124,3 +129,4 @@ def test_an_answer_citing_a_source_keeps_its_sources(
     response = client.post("/ai/rag", json={"query": "lighthouse lamp"})
     documents = response.json()["content"]["documents"]
     assert documents and documents[0]["cited"] is True
+    assert response.json()["abstained"] is None

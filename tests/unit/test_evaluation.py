@@ -5,7 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from service.evaluation import Expected, QuestionFileError, f1, read_questions, score, summary
+from service.evaluation import (
+    Expected,
+    QuestionFileError,
+    f1,
+    normalized,
+    read_questions,
+    recall,
+    score,
+    summary,
+)
 
 
 def reply(message: str, ids: list[str]) -> dict:
@@ -20,6 +29,24 @@ def test_squad_normalization_and_token_f1() -> None:
     assert f1("The Norse leader was Rollo.", "Rollo") == pytest.approx(2 * (1 / 4) / (1 + 1 / 4))
     assert f1("an apple", "Apple!") == 1.0
     assert f1("", "") == 1.0 and f1("x", "") == 0.0
+
+
+def test_french_articles_and_elision_are_normalized_away_english_as_squad_does() -> None:
+    assert normalized("L'autorité saisit la CNIL, les élus et des maires.", "fr") == (
+        "autorité saisit cnil élus et maires"
+    )
+    assert f1("La CNIL, l’autorité", "cnil autorité", "fr") == 1.0
+    assert f1("La CNIL", "CNIL") < 1.0  # English keeps French articles
+    assert normalized("The-end of an era") == "theend of era"  # SQuAD's order: punctuation first
+
+
+def test_recall_is_the_share_of_the_gold_answers_words_the_answer_holds() -> None:
+    gold = "La CNIL répond en un mois au plus"
+    assert recall("La CNIL répond [1]", gold, "fr") == pytest.approx(2 / 6)
+    assert recall("Elle répond en un mois au plus, la CNIL.", gold, "fr") == 1.0
+    assert recall("", gold, "fr") == 0.0
+    row = score(Expected("Quand ?", (gold,), lang="fr"), 200, reply("La CNIL répond [1]", []), 1)
+    assert row["recall"] == pytest.approx(2 / 6) and summary([row])["recall"] == 0.333
 
 
 def test_a_reply_is_scored_against_answers_documents_and_abstention() -> None:
@@ -55,6 +82,7 @@ def test_measures_the_file_cannot_give_are_none() -> None:
         ('{"question": "q", "no_answer": "yes"}', "no_answer must be true or false"),
         ('{"question": "q", "no_answer": true, "answers": ["x"]}', "has no answers"),
         ('{"question": "' + "x" * 70_000 + '"}', "longer than"),
+        ('{"question": "q", "lang": "de"}', "lang must be one of en, fr"),
     ],
 )
 def test_a_bad_question_file_names_the_line_and_the_fix(line: str, said: str) -> None:

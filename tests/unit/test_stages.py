@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import httpx
@@ -237,8 +237,68 @@ async def test_rerank_keeps_the_best_chunks_best_first_and_renumbers_them(
     assert [c.chunk.document.id for c in asked.chunks] == ["pharos", "walls"]
     assert [c.number for c in asked.chunks] == [1, 2]
     sent = reranks.requests[0]
-    assert sent["query"] == "Who built the lighthouse of Alexandria?" and sent["top_n"] == 2
-    assert sent["documents"][0] == "Tides follow the moon." and sent["model"] == "m"
+    assert sent["query"] == "Who built the lighthouse of Alexandria?" and sent["model"] == "m"
+    assert sent["top_n"] == 3  # every chunk's score: the blend and the minimum need them
+    assert sent["documents"][0] == "Tides follow the moon."
+
+
+async def test_rerank_blend_weighs_retrieval_and_the_reranker_alike(rerank_http) -> None:
+    """The reranker prefers `words` (all the query's words) by a little, retrieval preferred
+    `first` by far: blended, `first` stays first; by the reranker alone, `words` leads."""
+    question = "white lighthouse walls"
+
+    def retrieved() -> list:
+        found = [
+            ("first", "The lighthouse walls.", 30.0),
+            ("words", "White lighthouse walls.", 2.0),
+            ("tides", "Tides.", 1.0),
+        ]
+        return chunked(*(replace(document(i, text), score=score) for i, text, score in found))
+
+    asked = state(question)
+    asked.chunks = retrieved()
+    await reranker(rerank_http, top_n=3).run(asked)
+    assert [c.chunk.document.id for c in asked.chunks] == ["words", "first", "tides"]
+    asked.chunks = retrieved()
+    await replace(reranker(rerank_http, top_n=3), order="blend").run(asked)
+    assert [c.chunk.document.id for c in asked.chunks] == ["first", "words", "tides"]
+
+
+async def test_rerank_cuts_each_chunk_kept_to_its_best_window_of_sentences(
+    rerank_http, reranks
+) -> None:
+    asked = state("Who built the white lighthouse?")
+    long = (
+        "Alexandria had two harbours. Ships came from Rhodes. Sostratus built the white "
+        "lighthouse. It stood for centuries."
+    )
+    asked.chunks = chunked(document("pharos", long), document("short", "A white wall."))
+    await replace(reranker(rerank_http, top_n=2), window=2).run(asked)
+    assert [c.chunk.text for c in asked.chunks] == [
+        "Ships came from Rhodes. Sostratus built the white lighthouse.",  # first of the best
+        "A white wall.",  # no more sentences than a window: whole
+    ]
+    windows = reranks.requests[-1]["documents"]
+    assert len(windows) == 3 + 1 and windows[-1] == "A white wall."  # one request for all
+    asked.chunks = chunked(document("pharos", long))
+    assert replace(reranker(rerank_http), window=2).wanted(asked)  # one chunk is cut too
+    assert not reranker(rerank_http).wanted(asked)
+    reranks.status = 503  # the API fails: the chunks stay whole
+    await replace(reranker(rerank_http), window=2).run(asked)
+    assert [c.chunk.text for c in asked.chunks] == [long]
+
+
+async def test_rerank_leaves_out_chunks_below_the_minimum_and_abstains_when_none_is_left(
+    rerank_http,
+) -> None:
+    asked = state("white lighthouse walls")
+    found = [("walls", "White lighthouse walls."), ("half", "The lighthouse."), ("no", "Tides.")]
+    asked.chunks = chunked(*(document(i, text) for i, text in found))
+    await replace(reranker(rerank_http, top_n=3), min_score=0.3).run(asked)
+    assert [c.chunk.document.id for c in asked.chunks] == ["walls", "half"]  # 1.0, 0.33; not 0
+    asked.chunks = chunked(document("no", "Tides."))  # one chunk: still scored
+    with pytest.raises(NoDocumentFound, match=r"scored the best of 1 passages 0.00, below"):
+        await replace(reranker(rerank_http), min_score=0.3).run(asked)
 
 
 async def test_rerank_reads_teis_answer_and_sends_at_most_max_chunks(rerank_http, reranks) -> None:
