@@ -74,7 +74,7 @@ def french_sample(count: int) -> list[tuple[Expected, str]]:
     asked = [json.loads(line) for line in (FRENCH / "questions.jsonl").open(encoding="utf-8")]
     chosen = random.Random(38).sample(asked, min(count, len(asked)))
     return [
-        (Expected(q["question"], (q["answers"],), frozenset([q["gold_doc"]]), lang="fr"),
+        (Expected(q["question"], tuple(q["answers"]), frozenset([q["gold_doc"]]), lang="fr"),
          f"{q['kind']}/{q['source']}")
         for q in chosen
     ]  # fmt: skip
@@ -181,11 +181,8 @@ def main(argv: list[str] | None = None) -> None:
                 "ai.embeddings.endpoint": embeddings_url,
                 "llm.model": model,
                 "prompt.templates.dir": str(ROOT / "prompts"),
-                **(
-                    {"rerank.enabled": "true", "rerank.endpoint": embeddings_url}
-                    if args.rerank
-                    else {}
-                ),
+                "rerank.endpoint": embeddings_url,  # the local cross-encoder, when on
+                **({"rerank.enabled": "true"} if args.rerank else {}),
                 **dict(item.split("=", 1) for item in args.set),
             }
             path = Path(folder) / "rag.properties"

@@ -7,7 +7,7 @@ import os
 import re
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,13 +46,16 @@ class LlamaServer:
 
 
 @contextmanager
-def llama_server(model: Path, log: Path, *, context_tokens: int = 2048) -> Iterator[LlamaServer]:
-    """llama-server running `model` on a free port, until the block ends."""
+def llama_server(
+    model: Path, log: Path, *, context_tokens: int = 2048, extra: Sequence[str] = ()
+) -> Iterator[LlamaServer]:
+    """llama-server running `model` on a free port (with `extra` options), until the block
+    ends."""
     port = free_port()
     with open(log, "wb") as output:
         # its own process group: the launcher is a Python script running the real binary
         process = start_group(
-            llama_command(model, port, context_tokens=context_tokens),
+            [*llama_command(model, port, context_tokens=context_tokens), *extra],
             stdout=output,
             stderr=subprocess.STDOUT,
         )

@@ -42,7 +42,8 @@ MODEL = packaged.MODELS[packaged.DEFAULT]
 _SHIPPED_KEYS = (
     "prompt.chunking.strategy", "prompt.max.request.size", "llm.context.window", "llm.maxTokens",
     "retrieval.method", "solr.topK", "grounding.enabled", "grounding.action",
-    "hybrid.weight.vector", "retrieval.similarity.min",
+    "hybrid.weight.vector", "retrieval.similarity.min", "rerank.enabled", "rerank.top.n",
+    "rerank.order", "rerank.min.score", "rerank.window.sentences",
 )  # fmt: skip
 SHIPPED = {
     key: value
@@ -119,14 +120,20 @@ def squad(solr_url: str, model_server_url: str) -> Iterator[None]:
 
 @pytest.fixture
 def answerer(
-    make_client: ClientFactory, llama: LlamaServer, squad: None, llm: LLMScript
+    make_client: ClientFactory,
+    llama: LlamaServer,
+    squad: None,
+    llm: LLMScript,
+    model_server_url: str,
 ) -> Iterator[ClientFactory]:
-    """make_client on the embedded model and the SQuAD collections."""
+    """make_client on the embedded model and the SQuAD collections (the model server's
+    cross-encoder reranking, when rag.properties turns it on)."""
 
     def make(overrides: dict[str, object] | None = None) -> TestClient:
         return make_client(
             {
                 **SHIPPED,
+                "rerank.endpoint": f"{model_server_url}/v1/",
                 "ai.api.endpoint": llama.url,
                 "llm.model": MODEL.name,
                 "llm.timeout.read": 300,
