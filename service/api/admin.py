@@ -50,6 +50,7 @@ class KeyOut(BaseModel):
     maximum: float | None = None
     exclusive_minimum: bool = False
     read_only: bool = False
+    optional: bool = Field(False, description="Blank (null) is a value: the key unset.")
     environment: str | None = Field(
         None, description="The environment variable that sets this key instead of the file."
     )
@@ -80,6 +81,7 @@ def _config_out(runtime: Runtime, settings: Settings, version: str) -> ConfigOut
                 maximum=info.maximum,
                 exclusive_minimum=info.exclusive_minimum,
                 read_only=info.read_only,
+                optional=info.optional,
                 environment=store.overridden_by_env(info.key),
             )
             for info in catalog()

@@ -115,12 +115,23 @@ _TEMPLATE_LINE = re.compile(
 )
 
 
+# the instruction's own words before a citation ("... AssertionError. The number of the
+# document that says this is [1]"): the citation is kept, the words go
+_CITATION_WORDS = re.compile(
+    r"[ \t]*(?:the[ \t]+)?(?:number[ \t]+of[ \t]+the[ \t]+)?document[ \t]+that[ \t]+says[ \t]+"
+    r"(?:it|this|that|so)[ \t]+is[ \t]*:?[ \t]*(?=\[\d{1,3}\])",
+    re.I,
+)
+
+
 def without_scaffolding(text: str) -> str:
-    """The answer without what the prompt around it said: after the last answer label, and
-    without the template's own lines."""
+    """The answer without what the prompt around it said: after the last answer label,
+    without the template's own lines, and without the instruction's words before a
+    citation."""
     labels = list(_LABEL.finditer(text))
     if labels and text[labels[-1].end() :].strip():
         text = text[labels[-1].end() :]
+    text = _CITATION_WORDS.sub(" ", text)
     return re.sub(r"\n{3,}", "\n\n", _TEMPLATE_LINE.sub("", text)).strip()
 
 

@@ -36,6 +36,7 @@ class KeyInfo:
     maximum: float | None = None
     exclusive_minimum: bool = False
     read_only: bool = False
+    optional: bool = False  # blank is a value (null: the key unset, its meaning "none")
 
     def shown(self, settings: Settings) -> Any:
         """The value in force, as JSON; a secret only says whether it is set."""
@@ -74,6 +75,10 @@ def by_key() -> dict[str, KeyInfo]:
 def _info(key: str) -> KeyInfo:
     field = key_field(key)
     annotation = field.annotation
+    arguments = typing.get_args(annotation)
+    optional = type(None) in arguments and len(arguments) == 2
+    if optional:  # `float | None`: a number that may be left blank
+        annotation = next(argument for argument in arguments if argument is not type(None))
     choices: tuple[str, ...] = ()
     if typing.get_origin(annotation) is Literal:
         kind: Kind = "choice"
@@ -110,4 +115,5 @@ def _info(key: str) -> KeyInfo:
         maximum=maximum,
         exclusive_minimum=exclusive,
         read_only=key in READ_ONLY,
+        optional=optional,
     )

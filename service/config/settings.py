@@ -769,6 +769,8 @@ class RerankSettings(Part):
         "not say it, and no LLM call is made. In the API's own units (the local cross-encoder: "
         "logits, about -11 to 11; Cohere: 0 to 1). Blank: every score kept.",
         allow_inf_nan=False,
+        ge=-1000,
+        le=1000,
     )
 
     @field_validator("model")

@@ -182,3 +182,19 @@ def test_a_stored_token_never_follows_a_changed_endpoint(
     )
     assert given.status_code == 200, given.text
     assert values(client)[token] == "***"
+
+
+def test_an_optional_number_is_a_number_that_may_be_left_blank(make_client: ClientFactory) -> None:
+    """rerank.min.score (`float | None`): the admin page shows a number field that may stay
+    empty; null (blank) is its value, sent back unchanged it is no change, and a number sets it."""
+    (info,) = [info for info in catalog() if info.key == "rerank.min.score"]
+    assert info.kind == "number" and info.optional and info.maximum == 1000
+    client = make_client()
+    shown = client.get("/admin/config", headers=ADMIN).json()["settings"]
+    (key,) = [key for key in shown if key["key"] == "rerank.min.score"]
+    assert key["type"] == "number" and key["optional"] is True and key["value"] is None
+    for sent, kept in ((-3, -3.0), (None, None)):
+        changed = client.patch("/admin/config", json={"rerank.min.score": sent}, headers=ADMIN)
+        assert changed.status_code == 200, changed.text
+        shown = changed.json()["settings"]
+        assert [k["value"] for k in shown if k["key"] == "rerank.min.score"] == [kept]

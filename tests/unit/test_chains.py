@@ -163,6 +163,10 @@ def test_pack_greedy_fills_each_group_in_order() -> None:
         ("Answer:", "Answer:"),
         ("A name, a number or a short phrase when that answers it, a sentence or two otherwise."
          "\nAt 50 years of age [2].", "At 50 years of age [2]."),
+        ("It raises an AssertionError. The number of the document that says this is [1]",
+         "It raises an AssertionError. [1]"),
+        ("In 1952. The document that says it is: [2]", "In 1952. [2]"),
+        ("The document that says so is the charter.", "The document that says so is the charter."),
     ],
 )  # fmt: skip
 def test_scaffolding_copied_from_the_prompt_is_taken_out(written: str, kept: str) -> None:

@@ -68,12 +68,12 @@
       input = element("input", {
         type: "number",
         id,
-        required: true,
+        required: !item.optional,
         step: item.type === "integer" ? "1" : "any",
         min: item.minimum === null || item.exclusive_minimum ? null : item.minimum,
         max: item.maximum,
       });
-      input.value = String(item.value);
+      input.value = item.value === null ? "" : String(item.value);
     } else if (item.type === "secret") {
       input = element("input", {
         type: "password",
