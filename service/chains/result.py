@@ -124,14 +124,24 @@ _CITATION_WORDS = re.compile(
 )
 
 
+# a sentence that repeats the shipped instruction's list of forms inside the answer ("A
+# lambda expression is a name, a number or a short phrase when that answers it, ..."): the
+# 1.5B does so on "What is X?" questions; the sentence says nothing of X and goes
+_INSTRUCTION_SENTENCE = re.compile(
+    r"[^.!?\n]*(?:a name, a number or a short phrase|a sentence or two otherwise)"
+    r"[^.!?\n]*[.!?]?[ \t]*",
+    re.I,
+)
+
+
 def without_scaffolding(text: str) -> str:
     """The answer without what the prompt around it said: after the last answer label,
-    without the template's own lines, and without the instruction's words before a
-    citation."""
+    without the template's own lines, the sentences that repeat its instruction, and the
+    instruction's words before a citation."""
     labels = list(_LABEL.finditer(text))
     if labels and text[labels[-1].end() :].strip():
         text = text[labels[-1].end() :]
-    text = _CITATION_WORDS.sub(" ", text)
+    text = _CITATION_WORDS.sub(" ", _INSTRUCTION_SENTENCE.sub("", text))
     return re.sub(r"\n{3,}", "\n\n", _TEMPLATE_LINE.sub("", text)).strip()
 
 

@@ -167,6 +167,9 @@ def test_pack_greedy_fills_each_group_in_order() -> None:
          "It raises an AssertionError. [1]"),
         ("In 1952. The document that says it is: [2]", "In 1952. [2]"),
         ("The document that says so is the charter.", "The document that says so is the charter."),
+        ("A list comprehension is a name, a number or a short phrase when that answers it, a "
+         "sentence or two otherwise. It builds a list from an iterable. [1]",
+         "It builds a list from an iterable. [1]"),
     ],
 )  # fmt: skip
 def test_scaffolding_copied_from_the_prompt_is_taken_out(written: str, kept: str) -> None:
