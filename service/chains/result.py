@@ -88,10 +88,15 @@ class ChainResult:
 # What map requests are told to answer when their documents hold nothing relevant.
 NO_ANSWER = "NO_RELEVANT_CONTENT"
 
-# Short answers that say the same in words, as models (and the extractive answerer) often do.
+# Short answers that say the same in words, as models (and the extractive answerer) often do;
+# in French too, which the embedded model writes when asked in French ("Je ne peux pas
+# trouver la réponse dans les documents.")
 _NOTHING_FOUND = re.compile(
     r"(could not|couldn't|cannot|can't|unable to) find|no relevant|"
-    r"(do|does) not (contain|mention|say)|not (mentioned|covered) in the (documents|context)",
+    r"(do|does) not (contain|mention|say)|not (mentioned|covered) in the (documents|context)|"
+    r"ne (peux|peut|pouvons|puis) pas (la |le |les )?trouver|n['’]ai pas (pu )?trouv|"
+    r"ne (contiennent|contient|mentionnent|mentionne|disent|dit) pas|aucun(e)? (document|"
+    r"information|réponse) pertinent",
     re.I,
 )
 _SHORT = 200

@@ -176,3 +176,24 @@ def test_scaffolding_copied_from_the_prompt_is_taken_out(written: str, kept: str
     from service.chains.result import without_scaffolding
 
     assert without_scaffolding(written) == kept
+
+
+@pytest.mark.parametrize(
+    ("answer", "nothing"),
+    [
+        ("I could not find the answer in the documents.", True),
+        ("Je ne peux pas trouver la réponse dans les documents.", True),
+        ("Je ne peux pas trouver l'answer dans les documents. [1]", True),
+        ("Je n'ai pas trouvé la réponse dans les documents.", True),
+        ("Les documents ne mentionnent pas ce délai.", True),
+        ("Aucune information pertinente dans les documents.", True),
+        ("La CNIL répond en un mois [1].", False),
+        ("Vous ne pouvez pas trouver ce formulaire en mairie : il est en ligne [2].", False),
+    ],
+)
+def test_an_answer_that_says_the_documents_hold_nothing_is_recognised_in_french_too(
+    answer: str, nothing: bool
+) -> None:
+    from service.chains.result import says_nothing_relevant
+
+    assert says_nothing_relevant(answer) is nothing
