@@ -26,6 +26,7 @@ from bench.answers import SQUAD
 from bench.support import ROOT, save_results
 from service.chains import Chunk, PromptLibrary, Question, number_chunks
 from service.chains.prompts import PromptBuilder
+from service.evaluation import p50, p95
 from service.models import packaged
 from service.retrieval import RetrievedDocument
 from testing.llama import llama_server
@@ -105,10 +106,10 @@ def main(argv: list[str] | None = None) -> None:
                         "row": name,
                         "sources": sources,
                         "prompt tokens": round(statistics.fmean(t[2] for t in timed)),
-                        "first words p50 s": round(statistics.median(firsts), 2),
-                        "first words p95 s": round(firsts[int(0.95 * (len(firsts) - 1))], 2),
-                        "answer p50 s": round(statistics.median(totals), 2),
-                        "answer p95 s": round(totals[int(0.95 * (len(totals) - 1))], 2),
+                        "first words p50 s": p50(firsts, 2),
+                        "first words p95 s": p95(firsts, 2),
+                        "answer p50 s": p50(totals, 2),
+                        "answer p95 s": p95(totals, 2),
                     }
                     print(row, flush=True)
                     results.append(row)

@@ -255,16 +255,26 @@ def summary(rows: list[dict]) -> dict[str, float | int | None]:
         "wrong abstentions": mean([r["abstained"] for r in answerable]),
         "citation precision": mean([r["cites_gold"] for r in answerable if r["cites"]]),
         "cites at all": mean([r["cites"] for r in answerable]),
-        "p50 s": round(statistics.median(seconds), 1) if seconds else None,
-        "p95 s": round(seconds[int(0.95 * (len(seconds) - 1))], 1) if seconds else None,
-        "first words p50 s": round(statistics.median(firsts), 1) if firsts else None,
-        "first words p95 s": round(firsts[int(0.95 * (len(firsts) - 1))], 1) if firsts else None,
+        "p50 s": p50(seconds),
+        "p95 s": p95(seconds),
+        "first words p50 s": p50(firsts),
+        "first words p95 s": p95(firsts),
         "LLM calls": mean([r["llm_calls"] for r in rows]),
         # generated tokens per second of LLM time (its reading of the prompt included)
         "tokens/s": round(sum(r["completion_tokens"] for r in rows) / generating, 1)
         if generating
         else None,
     }
+
+
+def p50(ordered: list[float], digits: int = 1) -> float | None:
+    """The median of sorted values, rounded; None without values."""
+    return round(statistics.median(ordered), digits) if ordered else None
+
+
+def p95(ordered: list[float], digits: int = 1) -> float | None:
+    """The 95th percentile of sorted values (the nearest rank below), rounded."""
+    return round(ordered[int(0.95 * (len(ordered) - 1))], digits) if ordered else None
 
 
 def table(measures: dict[str, float | int | None]) -> str:

@@ -35,6 +35,7 @@ from service.text.tokens import ENCODINGS, TokenCounter, token_counter
 
 # the retrieval methods: the one list every part of the service reads
 Retrieval = Literal["bm25", "vector", "hybrid"]
+RerankOrder = Literal["reranker", "blend"]
 RETRIEVAL_METHODS: tuple[Retrieval, ...] = get_args(Retrieval)
 # ZooKeeper's connect string: host:port pairs, then an optional chroot; empty: none
 ZK_HOSTS = r"^$|^[A-Za-z0-9.\-]+:[0-9]{1,5}(,[A-Za-z0-9.\-]+:[0-9]{1,5})*(/[A-Za-z0-9_.\-/]*)?$"
@@ -745,7 +746,7 @@ class RerankSettings(Part):
     timeout: float = _key(
         "rerank.timeout", 30.0, "Seconds to wait for the rerank API's answer.", gt=0, le=3600
     )
-    order: Literal["reranker", "blend"] = _key(
+    order: RerankOrder = _key(
         "rerank.order",
         "reranker",
         "The chunks' order after reranking: reranker (the rerank API's scores alone) or blend "

@@ -41,7 +41,12 @@ from service.chains.expand import QueryExpander
 from service.chains.grade import RelevanceGrader
 from service.chains.prompts import language_name
 from service.chains.result import Prepared
-from service.config.settings import PromptSettings, RetrievalSettings, SolrSettings
+from service.config.settings import (
+    PromptSettings,
+    RerankOrder,
+    RetrievalSettings,
+    SolrSettings,
+)
 from service.errors import (
     DocumentNotFound,
     EmptyDocument,
@@ -316,7 +321,7 @@ class Rerank(EveryRequest):
     top_n: int
     max_chunks: int
     min_score: float | None = None
-    order: str = "reranker"
+    order: RerankOrder = "reranker"
     window: int = 0  # sentences: each chunk kept is cut to its best run of them (0: whole)
     name: ClassVar[str] = "rerank"
 
@@ -355,10 +360,12 @@ class Rerank(EveryRequest):
         (at most MAX_WINDOWS: the chunks past them stay whole); the chunks whole when it
         fails."""
         cuts: list[list[str]] = []
+        counted = 0
         for chunk in chunks:
             found = windows_of(chunk.text, self.window)
-            fits = sum(len(cut) for cut in cuts) + len(found) <= MAX_WINDOWS
+            fits = counted + len(found) <= MAX_WINDOWS
             cuts.append(found if fits else [chunk.text])
+            counted += len(cuts[-1])
         texts = [text for cut in cuts for text in cut]
         if len(texts) == len(chunks):
             return chunks  # none has more sentences than a window
