@@ -148,27 +148,22 @@ class Runtime:
             self._embedding_mode = key, EmbeddingMode.of(settings)
         return self._embedding_mode[1]
 
-    def llm(
-        self,
-        settings: Settings,
-        *,
-        model: str | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-    ) -> ChatClient:
-        """The configured LLM; a request may name its own model, max_tokens, temperature."""
+    def llm(self, settings: Settings, *, model_chosen_by_caller: bool = False) -> ChatClient:
+        """The LLM of `settings` (a request's options applied: its model, max_tokens,
+        temperature), with a call budget of its own; `model_chosen_by_caller`: the request
+        named the model, so the LLM's 404 for it is the caller's error."""
         return ChatClient(
             self.pool("llm"),
             LLMOptions(
                 endpoint=settings.llm.endpoint,
-                model=settings.llm.model if model is None else model,
+                model=settings.llm.model,
                 token=settings.llm.token.get_secret_value(),
-                temperature=settings.llm.temperature if temperature is None else temperature,
-                max_tokens=max_tokens or settings.llm.max_tokens,
+                temperature=settings.llm.temperature,
+                max_tokens=settings.llm.max_tokens,
                 connect_timeout=settings.llm.timeout_connect,
                 read_timeout=settings.llm.timeout_read,
                 retries=settings.llm.retries,
-                model_chosen_by_caller=model is not None,
+                model_chosen_by_caller=model_chosen_by_caller,
             ),
             self.breaker(settings, "llm", settings.llm.endpoint),
             CallBudget(settings.llm.max_calls),  # a client is built per request

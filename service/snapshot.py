@@ -1,9 +1,9 @@
 """One request's view of the service: the settings in force when it arrived (with its own
-overrides), and the clients bound to them, built on first use from the runtime's long-lived
-pools, breakers and caches.
+options applied), and the clients bound to them, built on first use from the runtime's
+long-lived pools, breakers and caches.
 
     >>> snapshot = Snapshot(runtime)                       # FastAPI: Depends(request_snapshot)
-    >>> pipeline = rag_pipeline(snapshot.overridden(query.overrides))
+    >>> reply = await ask(snapshot, query)   # service.rag.assemble: overridden(query.options)
 
 A settings reload in the middle of a request does not reach it: every stage and client of one
 request sees one snapshot.
@@ -20,7 +20,7 @@ from service.ingest.indexer import Indexer, indexer_for
 from service.ingest.indexes import KaitoIndexes
 from service.llm import ChatClient, EmbeddingsClient
 from service.llm.rerank import RerankClient, rerank_client
-from service.rag.request import NO_OVERRIDES, Overrides
+from service.rag.options import DEFAULTS, RequestOptions
 from service.retrieval import Retriever, Scope, SolrClient, VectorRetriever
 from service.retrieval.embedding_mode import EmbeddingMode
 from service.retrieval.factory import build_retriever, vector_retriever
@@ -37,18 +37,18 @@ class Snapshot:
         self,
         runtime: Runtime,
         settings: Settings | None = None,
-        overrides: Overrides = NO_OVERRIDES,
+        options: RequestOptions = DEFAULTS,
     ) -> None:
         self._runtime = runtime
         self._base = settings or runtime.settings()
-        self.overrides = overrides
-        self.settings = overrides.apply(self._base)
+        self.options = options
+        self.settings = options.apply(self._base)
 
-    def overridden(self, overrides: Overrides) -> Snapshot:
+    def overridden(self, options: RequestOptions) -> Snapshot:
         """This snapshot with a request's own options (its model, retrieval, top k...)."""
-        if overrides == self.overrides:
+        if options == self.options:
             return self
-        return Snapshot(self._runtime, self._base, overrides)
+        return Snapshot(self._runtime, self._base, options)
 
     @cached_property
     def solr(self) -> SolrClient:
@@ -58,12 +58,7 @@ class Snapshot:
     def llm(self) -> ChatClient:
         """The configured LLM, or the model, max_tokens and temperature the request names;
         with the request's own call budget."""
-        return self._runtime.llm(
-            self.settings,
-            model=self.overrides.model,
-            max_tokens=self.overrides.max_tokens,
-            temperature=self.overrides.temperature,
-        )
+        return self._runtime.llm(self.settings, model_chosen_by_caller=self.options.names_model)
 
     @cached_property
     def embeddings(self) -> EmbeddingsClient:

@@ -45,7 +45,7 @@ from service.errors import (
     Unauthorized,
 )
 from service.ingest.indexes import metadata_filters
-from service.rag.assemble import rag_pipeline, summarize_pipeline
+from service.rag import assemble
 from service.rag.stages import fetch
 from service.retrieval import Scope
 from service.runtime import Runtime
@@ -201,7 +201,7 @@ def create_mcp(runtime: Runtime, scope_of: ScopeOf) -> FastMCP:  # type: ignore[
             body = RagRequest.model_validate(
                 {"query": question, "id": id, "lang": lang, "format": format, "history": history}
             )
-            reply = await rag_pipeline(snapshot).run(body.to_query(scope))
+            reply = await assemble.ask(snapshot, body.to_query(scope))
             answer = await reply.complete()
             return AskResult(
                 answer=answer.message,
@@ -227,7 +227,7 @@ def create_mcp(runtime: Runtime, scope_of: ScopeOf) -> FastMCP:  # type: ignore[
         async def summarized(snapshot: Snapshot, scope: Scope) -> SummaryResult:
             body = SummarizeRequest.model_validate({"id": id, "text": text, "lang": lang})
             query = body.to_query(scope)
-            reply = await summarize_pipeline(snapshot).run(query)
+            reply = await assemble.summarize(snapshot, query)
             return SummaryResult(summary=(await reply.complete()).message)
 
         return await guarded(ctx, summarized)

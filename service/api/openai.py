@@ -24,6 +24,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from service.api.auth import require_api_key
+from service.api.conversation import RAG_MODELS, plan_of
 from service.api.dependencies import CurrentSnapshot
 from service.api.errors import (
     OpenAIErrorBody,
@@ -43,14 +44,13 @@ from service.api.openai_schema import (
 from service.api.payload import json_route
 from service.api.sources import sources_of
 from service.api.sse import SSE_HEADERS, event_stream, sse_event
-from service.conversation import RAG_MODELS, plan_of
 from service.errors import (
     InvalidChatRequest,
     ModelNotServed,
     ServiceError,
     UpstreamBadResponse,
 )
-from service.rag.assemble import rag_pipeline
+from service.rag.assemble import ask
 from service.rag.reply import Answer, Reply
 from service.runtime import Runtime
 from service.snapshot import Snapshot
@@ -123,40 +123,31 @@ def _card(model_id: str) -> Model:
 async def chat_completions(request: Request, snapshot: CurrentSnapshot) -> Response:
     """An OpenAI chat completion answered from the index (service.conversation's rules), or
     relayed to the LLM as it is (openai.passthrough.enabled)."""
-    body = await _json_body(request)
+    chat = ChatCompletionRequest.parse(await _json_body(request))
     settings = snapshot.settings
-    plan = plan_of(body, settings, caller_scope(request, settings.security))
+    plan = plan_of(chat, settings, caller_scope(request, settings.security))
     if plan.query is None:
-        return await _relay(snapshot, {k: v for k, v in body.items() if k != "index_name"})
-    pipeline = rag_pipeline(snapshot.overridden(plan.query.overrides))
-    reply = await pipeline.run(plan.query)
+        return await _relay(snapshot, chat.relayed())
+    reply = await ask(snapshot, plan.query)
     render = Rendering(
         completion_id=f"chatcmpl-{uuid.uuid4().hex}",
-        model=plan.model or pipeline.model or "default",
+        model=plan.model or reply.model or "default",
         inline_sources=plan.inline_sources,
     )
-    if body.get("stream"):
+    if chat.stream:
         return StreamingResponse(
-            _stream(reply, render, request.state.request_id, _wants_usage(body)),
+            _stream(reply, render, request.state.request_id, chat.wants_usage),
             media_type="text/event-stream",
             headers=SSE_HEADERS,
         )
     return JSONResponse(render.completion(await reply.complete()))
 
 
-async def _json_body(request: Request) -> dict[str, Any]:
+async def _json_body(request: Request) -> object:
     try:
-        body = await request.json()
+        return await request.json()
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise InvalidChatRequest("The body is not valid JSON.") from None
-    if not isinstance(body, dict):
-        raise InvalidChatRequest("The body must be a JSON object.")
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise InvalidChatRequest("messages must be a non-empty list.")
-    if not all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in messages):
-        raise InvalidChatRequest("every message needs a role.")
-    return body
 
 
 async def _relay(snapshot: Snapshot, body: dict[str, Any]) -> Response:
@@ -179,11 +170,6 @@ async def _relay(snapshot: Snapshot, body: dict[str, Any]) -> Response:
             await upstream.aclose()
 
     return StreamingResponse(chunks(), media_type=media, headers=SSE_HEADERS)
-
-
-def _wants_usage(body: dict[str, Any]) -> bool:
-    options = body.get("stream_options")
-    return isinstance(options, dict) and options.get("include_usage") is True
 
 
 async def _stream(

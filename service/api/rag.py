@@ -21,7 +21,7 @@ from service.api.sources import SourceOut, sources_of
 from service.api.sse import SSE_HEADERS, event_stream, sse_event
 from service.errors import BadRequest
 from service.llm import ChatMessage
-from service.rag.assemble import rag_pipeline
+from service.rag.assemble import ask
 from service.rag.reply import Answer, Reply
 from service.rag.request import RagQuery
 from service.retrieval import Scope
@@ -172,10 +172,9 @@ async def rag(
     body: RagRequest, request: Request, snapshot: CurrentSnapshot
 ) -> RagResponse | StreamingResponse:
     """Answer `query` from the documents Solr finds, with those documents as sources."""
-    pipeline = rag_pipeline(snapshot)
     query = body.to_query(caller_scope(request, snapshot.settings.security))
     # everything but the final LLM request happens now, so its errors are plain JSON errors
-    reply = await pipeline.run(query)
+    reply = await ask(snapshot, query)
     if not body.stream:
         return RagResponse.of(await reply.complete())
     return StreamingResponse(

@@ -13,7 +13,7 @@ from service.api.identity import caller_scope
 from service.api.payload import json_route
 from service.api.rag import RagContent, UsageOut
 from service.api.sources import sources_of
-from service.rag.assemble import summarize_pipeline
+from service.rag import assemble
 from service.rag.request import SummarizeQuery
 from service.retrieval import Scope
 
@@ -63,9 +63,8 @@ async def summarize(
     body: SummarizeRequest, request: Request, snapshot: CurrentSnapshot
 ) -> SummarizeResponse:
     """Summarize a document; map-reduce over its parts when it exceeds one request."""
-    pipeline = summarize_pipeline(snapshot)
     scope = caller_scope(request, snapshot.settings.security)
-    reply = await pipeline.run(body.to_query(scope))
+    reply = await assemble.summarize(snapshot, body.to_query(scope))
     answer = await reply.complete()
     documents = [source for source in sources_of(answer, with_content=False) if source.id]
     return SummarizeResponse(

@@ -6,7 +6,7 @@ An entry is used only for a question whose embedding is within cache.min.similar
 own (cosine) and that asks the same thing in the same words (service.cache.sameness:
 embeddings put opposites close, "higher" and "lower", "can" and "cannot"),
 asked with the same `variant` (configuration, prompts, the caller's groups, id, lang, format,
-the request's overrides: whatever else shapes an answer) while the index is in the same state
+the request's options: whatever else shapes an answer) while the index is in the same state
 (`index_version`: each collection's document count and latest update). Any ingestion or
 deletion moves the index version, so no answer outlives the documents it was made from.
 """

@@ -51,14 +51,37 @@ _Validator = extend(
 
 
 @dataclass(frozen=True)
+class Sampling:
+    """OpenAI's sampling options a caller set (each None: the LLM's default), checked at the
+    edge (service.api.openai_schema): sent with the final request, never dropped."""
+
+    top_p: float | None = None
+    frequency_penalty: float | None = None
+    presence_penalty: float | None = None
+    seed: int | None = None
+    logit_bias: tuple[tuple[str, float], ...] | None = None  # token id -> bias, sorted
+    user: str | None = None
+
+    def payload(self) -> dict[str, Any]:
+        """The options set, as the LLM's payload names them."""
+        fields = {name: getattr(self, name) for name in SAMPLING_OPTIONS}
+        if self.logit_bias is not None:
+            fields["logit_bias"] = dict(self.logit_bias)
+        return {name: value for name, value in fields.items() if value is not None}
+
+
+SAMPLING_OPTIONS = ("top_p", "frequency_penalty", "presence_penalty", "seed", "logit_bias", "user")
+NO_SAMPLING = Sampling()
+
+
+@dataclass(frozen=True)
 class AnswerFormat:
     """Stop sequences, a response format and sampling options for the answer (all optional)."""
 
     stop: tuple[str, ...] = ()
     response_format: dict[str, Any] | None = None
-    # OpenAI's sampling options the caller set (top_p, penalties, seed, logit_bias, user), as
-    # sorted (name, value) pairs: sent with the final request, never dropped
-    sampling: tuple[tuple[str, Any], ...] = ()
+    # OpenAI's sampling options the caller set (top_p, penalties, seed, logit_bias, user)
+    sampling: Sampling = NO_SAMPLING
     # a GBNF grammar the answer must follow (llama.cpp's `grammar`): the short answer's
     # (service.chains.short_answer), set by the chain, never by a caller
     grammar: str | None = None
@@ -69,13 +92,11 @@ class AnswerFormat:
         *,
         stop: object = None,
         response_format: object = None,
-        request: dict[str, Any] | None = None,
+        sampling: Sampling = NO_SAMPLING,
     ) -> AnswerFormat:
-        """Validated from an OpenAI request's `stop`, `response_format` and (from `request`)
-        its sampling options; raises InvalidChatRequest (a 400) naming what is wrong."""
-        return cls(
-            _stop_sequences(stop), _response_format(response_format), sampling_of(request or {})
-        )
+        """Validated from an OpenAI request's `stop` and `response_format`; raises
+        InvalidChatRequest (a 400) naming what is wrong."""
+        return cls(stop_sequences(stop), checked_response_format(response_format), sampling)
 
     @property
     def json(self) -> bool:
@@ -84,7 +105,7 @@ class AnswerFormat:
 
     def payload(self) -> dict[str, Any]:
         """The fields the final request adds to the LLM's payload."""
-        fields: dict[str, Any] = dict(self.sampling)
+        fields = self.sampling.payload()
         if self.stop:
             fields["stop"] = list(self.stop)
         if self.response_format is not None:
@@ -119,64 +140,8 @@ class AnswerFormat:
 
 PLAIN = AnswerFormat()
 
-# OpenAI's sampling options: (low, high) for numbers
-_SAMPLING_RANGES = {"top_p": (0.0, 1.0), "frequency_penalty": (-2.0, 2.0),
-                    "presence_penalty": (-2.0, 2.0)}  # fmt: skip
-MAX_LOGIT_BIAS = 300
-MAX_USER_CHARS = 256
 
-
-def sampling_of(request: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
-    """The sampling options of an OpenAI chat request, checked (InvalidChatRequest naming the
-    option otherwise): honoured by sending them to the LLM, never ignored. `tool_choice` other
-    than none/auto is refused: a RAG answer calls no tool."""
-    found: dict[str, Any] = {}
-    for name, (low, high) in _SAMPLING_RANGES.items():
-        value = request.get(name)
-        if value is None:
-            continue
-        number = not isinstance(value, bool) and isinstance(value, int | float)
-        if not number or not low <= value <= high:
-            raise InvalidChatRequest(f"{name} must be a number from {low:g} to {high:g}")
-        found[name] = value
-    seed = request.get("seed")
-    if seed is not None:
-        if isinstance(seed, bool) or not isinstance(seed, int) or abs(seed) >= 2**63:
-            raise InvalidChatRequest("seed must be a whole number (64-bit)")
-        found["seed"] = seed
-    bias = request.get("logit_bias")
-    if bias is not None:
-        if (
-            not isinstance(bias, dict)
-            or len(bias) > MAX_LOGIT_BIAS
-            or not all(
-                isinstance(token, str) and token.isdigit() and len(token) <= 10
-                and not isinstance(value, bool) and isinstance(value, int | float)
-                and -100 <= value <= 100
-                for token, value in bias.items()
-            )
-        ):  # fmt: skip
-            raise InvalidChatRequest(
-                f"logit_bias must map at most {MAX_LOGIT_BIAS} token ids to numbers from -100 "
-                "to 100"
-            )
-        found["logit_bias"] = dict(sorted(bias.items()))
-    user = request.get("user")
-    if user is not None:
-        if not isinstance(user, str) or len(user) > MAX_USER_CHARS:
-            raise InvalidChatRequest(
-                f"user must be a string of at most {MAX_USER_CHARS} characters"
-            )
-        found["user"] = user
-    choice = request.get("tool_choice")
-    if choice is not None and choice not in ("none", "auto"):
-        raise UnsupportedParameter(
-            "tool_choice: a RAG answer calls no tool; send none or auto (or leave it out)"
-        )
-    return tuple(sorted(found.items()))
-
-
-def _stop_sequences(stop: object) -> tuple[str, ...]:
+def stop_sequences(stop: object) -> tuple[str, ...]:
     if stop is None:
         return ()
     sequences = [stop] if isinstance(stop, str) else stop
@@ -192,7 +157,7 @@ def _stop_sequences(stop: object) -> tuple[str, ...]:
     return tuple(sequences)
 
 
-def _response_format(value: object) -> dict[str, Any] | None:
+def checked_response_format(value: object) -> dict[str, Any] | None:
     if value is None:
         return None
     kind = value.get("type") if isinstance(value, dict) else None

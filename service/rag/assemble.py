@@ -1,8 +1,11 @@
 """The stages of a request, chosen and built from one settings snapshot: the one place that
 knows which stage a setting turns on.
 
-    >>> pipeline = rag_pipeline(snapshot)
-    >>> reply = await pipeline.run(RagQuery("Who discovered penicillin?"))
+    >>> reply = await ask(snapshot, RagQuery("Who discovered penicillin?"))
+    >>> reply = await summarize(snapshot, SummarizeQuery(document_id="doc-1"))
+
+`ask` is every route's way in: the request's own options (RagQuery.options) are applied here,
+once, so no route can forget one.
 
 A new stage is one class (`service.rag.stages`), one settings part and one line here.
 """
@@ -20,7 +23,8 @@ from service.grounding import GroundingCheck, GroundingPolicy, LlmGroundingCheck
 from service.llm import ChatMessage
 from service.llm.size import request_size
 from service.models import packaged
-from service.rag.pipeline import Pipeline
+from service.rag.pipeline import Pipeline, Progress
+from service.rag.reply import Reply
 from service.rag.request import RagQuery, SummarizeQuery
 from service.rag.stages import (
     CacheLookup,
@@ -42,6 +46,20 @@ from service.text import normalize_question, sanitize_query
 
 RagPipeline = Pipeline[RagQuery, RagState]
 SummarizePipeline = Pipeline[SummarizeQuery, SummaryState]
+
+
+async def ask(snapshot: Snapshot, query: RagQuery, progress: Progress | None = None) -> Reply:
+    """The answer to `query`, up to its last LLM request: its options applied to the
+    snapshot, the stages they turn on built and run (each named to `progress` as it
+    begins)."""
+    return await rag_pipeline(snapshot.overridden(query.options)).run(query, progress)
+
+
+async def summarize(
+    snapshot: Snapshot, query: SummarizeQuery, progress: Progress | None = None
+) -> Reply:
+    """The summary of one document, up to its last LLM request."""
+    return await summarize_pipeline(snapshot).run(query, progress)
 
 
 def rag_pipeline(snapshot: Snapshot) -> RagPipeline:
@@ -143,7 +161,7 @@ def grounding_policy(snapshot: Snapshot) -> GroundingPolicy | None:
 
 def variant(snapshot: Snapshot, request: RagQuery) -> str:
     """Everything but the question that shapes an answer, hashed: the settings in force, the
-    prompts, the model, the caller's groups, id, lang, format and the request's overrides and
+    prompts, the model, the caller's groups, id, lang, format and the request's options and
     answer form. Two requests share cached answers only when it is equal."""
     scope = request.scope
     if scope.groups is not None:
@@ -178,7 +196,7 @@ def _summary_state(snapshot: Snapshot, request: SummarizeQuery) -> SummaryState:
 
 def _history(snapshot: Snapshot, request: RagQuery) -> tuple[ChatMessage, ...]:
     chat = snapshot.settings.chat
-    if request.always_use_history:
+    if request.options.always_use_history:
         return request.history
     if not chat.memory_enabled or chat.history_size == 0:
         return ()

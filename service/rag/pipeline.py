@@ -21,6 +21,7 @@ from service.rag.request import RagQuery, SummarizeQuery
 from service.rag.stages import RagState, Stage, SummaryState
 
 Q = TypeVar("Q", RagQuery, SummarizeQuery)
+Progress = Callable[[str], None]  # told the name of each stage as it begins
 S = TypeVar("S", RagState, SummaryState)
 
 
@@ -47,22 +48,25 @@ class Pipeline(Generic[Q, S]):
         """The model the answers come from (the request's, or llm.model)."""
         return self._llm.options.model
 
-    async def run(self, query: Q) -> Reply:
+    async def run(self, query: Q, progress: Progress | None = None) -> Reply:
         """The request's one way in: everything up to the final LLM request, within the
-        request's deadline, which the returned Reply keeps for that last request."""
+        request's deadline, which the returned Reply keeps for that last request.
+        `progress` is told each stage's name as it begins (a stream shows the steps)."""
         deadline = Deadline(self.settings.server.request_timeout)
         state = self._begin(query)
-        reply = await deadline.run(self._loop(state))
+        reply = await deadline.run(self._loop(state, progress))
         reply.deadline = deadline
         return reply
 
-    async def _loop(self, state: S) -> Reply:
+    async def _loop(self, state: S, progress: Progress | None) -> Reply:
         calls = self._llm.calls
         for stage in self.stages:
             if stage.calls_llm and calls.left <= 1:  # one call is kept for the answer
                 continue
             if not stage.wanted(state):
                 continue
+            if progress is not None:
+                progress(stage.name)
             with state.timings.stage(stage.name):
                 await stage.run(state)
             if state.reply is not None:

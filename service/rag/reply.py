@@ -106,6 +106,11 @@ class Reply:
     # where the text is: not asked yet, being read, read to its end
     _text: str = field(default="unread", init=False, repr=False)
 
+    @property
+    def model(self) -> str:
+        """The model the answer comes from (the request's, or llm.model)."""
+        return self.llm.options.model
+
     async def complete(self) -> Answer:
         """The whole answer (the text read at once, nothing streamed)."""
         async for _ in self._texts(stream=False):

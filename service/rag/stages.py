@@ -110,7 +110,7 @@ class RagState(State):
     cache_key: CacheKey | None = None  # where a new answer is kept (answer cache on)
 
     def without_text(self) -> ServiceError | None:
-        if self.documents and not self.chunks and not self.query.answer_without_sources:
+        if self.documents and not self.chunks and not self.query.options.answer_without_sources:
             return NoDocumentFound("the retrieved documents hold no text")
         return None
 
@@ -175,7 +175,7 @@ class CacheLookup(EveryRequest):
         found = await self.cache.lookup(state.question.text, self.variant(state.query))
         if found.hit is not None:
             state.reply = repeated(
-                found.hit, self.llm, state.timings, state.started, state.query.form
+                found.hit, self.llm, state.timings, state.started, state.query.options.form
             )
         else:
             state.cache_key = found.key
@@ -246,7 +246,8 @@ class Retrieve(EveryRequest):
         if request.document_id is not None:
             state.documents = await self._one(request.document_id, queries[0], scope)
         else:
-            state.documents = await self._found(queries, scope, request.answer_without_sources)
+            without_sources = request.options.answer_without_sources
+            state.documents = await self._found(queries, scope, without_sources)
 
     async def _one(self, document_id: str, query: str, scope: Scope) -> list[RetrievedDocument]:
         document = await fetch(self.solr, self.layout, document_id, scope)
@@ -344,7 +345,7 @@ class Rerank(EveryRequest):
             order = [order[i] for i in blended(retrieval, [item.score for item in ranked])]
         scores = {item.index: item.score for item in ranked}
         kept = [i for i in order if self.min_score is None or scores[i] >= self.min_score]
-        if ranked and not kept and not state.query.answer_without_sources:
+        if ranked and not kept and not state.query.options.answer_without_sources:
             raise NoDocumentFound(
                 f"not in the documents: the reranker scored the best of {len(sent)} passages "
                 f"{ranked[0].score:.2f}, below rerank.min.score ({self.min_score:g})"
@@ -410,7 +411,7 @@ class Grade:
         ).run(state.question.text, state.chunks)
         state.usages.extend(graded.usages)  # counted even when grading keeps nothing
         state.chunks = number_chunks([item.chunk for item in graded.kept])
-        if not state.chunks and not state.query.answer_without_sources:
+        if not state.chunks and not state.query.options.answer_without_sources:
             raise NoDocumentFound(
                 f"relevance grading found no chunk at {self.minimum} or above among {count}"
             )
@@ -460,7 +461,7 @@ class Chain(EveryRequest):
     def _form(self, query: RagQuery, prepared: Prepared) -> AnswerFormat:
         """The caller's form; the short answer's grammar added when it applies: a stuff
         request with sources, and no form the caller asked (a format, JSON, stops)."""
-        form = query.form
+        form = query.options.form
         numbers = [source.number for source in prepared.result.sources]
         asked = query.format != "default" or form.json or form.stop
         if not self.short or self.strategy != "stuff" or not numbers or asked:

@@ -10,7 +10,8 @@ import pytest
 from openai import APIError, BadRequestError, NotFoundError, OpenAI
 from pydantic import BaseModel
 
-from service.conversation import NO_USER_PROMPT, TOO_LONG, split_conversation
+from service.api.conversation import NO_USER_PROMPT, TOO_LONG, split_conversation
+from service.api.openai_schema import ChatMessageIn
 from service.text.tokens import token_counter
 from testing.llm_server import LLMScript, Step
 from testing.service import ServiceFactory
@@ -135,9 +136,9 @@ def test_retrieval_query_is_the_user_turn_after_the_last_assistant(
 def test_split_conversation_rules() -> None:
     question, history = split_conversation(
         [
-            {"role": "developer", "content": "d"},
-            {"role": "user", "content": [{"type": "text", "text": "a"}]},
-            {"role": "user", "content": "b"},
+            ChatMessageIn(role="developer", content="d"),
+            ChatMessageIn(role="user", content=[{"type": "text", "text": "a"}]),
+            ChatMessageIn(role="user", content="b"),
         ]
     )
     assert question == "a\n\nb"

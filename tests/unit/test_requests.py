@@ -5,22 +5,34 @@ from __future__ import annotations
 
 import pytest
 
+from service.api import conversation
+from service.api.conversation import TOO_LONG
+from service.api.openai_schema import ChatCompletionRequest
 from service.api.payload import MAX_DEPTH, json_problem
 from service.config import Settings, settings_from_mapping
-from service.conversation import TOO_LONG, plan_of, retrieval_of
 from service.errors import (
     ContextLengthExceeded,
     InvalidChatRequest,
     RelayDisabled,
     UnsupportedParameter,
 )
-from service.rag.request import Overrides, RagQuery
+from service.rag.options import RequestOptions
+from service.rag.request import RagQuery
 from service.retrieval import Scope
 
 SETTINGS = settings_from_mapping({"llm.context.window": "1000"}, source="test", env={})
 CHARS = SETTINGS.overridden({"llm.tokenizer": "chars"})
 RELAYING = SETTINGS.overridden({"openai.passthrough.enabled": True})
 USER = {"role": "user", "content": "What is the lamp?"}
+
+
+def plan_of(request: dict, settings: Settings, scope: Scope) -> conversation.ChatPlan:
+    """The plan of a chat request's body, validated as the route validates it."""
+    return conversation.plan_of(ChatCompletionRequest.parse(request), settings, scope)
+
+
+def retrieval_of(request: dict, settings: Settings) -> str | None:
+    return conversation.retrieval_of(ChatCompletionRequest.parse(request), settings)
 
 
 def body(**fields: object) -> dict:
@@ -109,7 +121,7 @@ def test_sources_go_inside_the_message_for_the_rag_models(
 def test_a_json_answer_never_gets_sources_inside_it() -> None:
     plan = plan_of(chat(model="rag", response_format={"type": "json_object"}), SETTINGS, Scope())
     assert plan.inline_sources is False
-    assert plan.query is not None and plan.query.form.json
+    assert plan.query is not None and plan.query.options.form.json
 
 
 @pytest.mark.parametrize(
@@ -118,9 +130,9 @@ def test_a_json_answer_never_gets_sources_inside_it() -> None:
 )
 def test_the_index_names_the_retrieval(index: str, method: str) -> None:
     query = query_of(body(index_name=index))
-    assert query.overrides.retrieval_method == method
+    assert query.options.retrieval_method == method
     assert query.query == "What is the lamp?"
-    assert query.always_use_history
+    assert query.options.always_use_history
 
 
 # "What is the lamp?" is 5 tokens in cl100k_base (llm.model gpt-3.5-turbo), 9 with its role:
@@ -129,14 +141,16 @@ FREE = 841
 
 
 def test_max_tokens_is_lowered_so_that_the_sources_keep_a_fifth() -> None:
-    overrides = query_of(body(max_tokens=5000, model="m", temperature=0.5)).overrides
+    overrides = query_of(body(max_tokens=5000, model="m", temperature=0.5)).options
     kept = FREE - int(FREE * 0.2)  # 673 for the answer, 168 for the sources
-    assert overrides == Overrides(
+    assert overrides == RequestOptions(
         retrieval_method="bm25",
         max_request_tokens=9 + 150 + (FREE - kept),
         model="m",
         max_tokens=kept,
         temperature=0.5,
+        always_use_history=True,
+        answer_without_sources=True,  # openai.no.context=answer, KAITO's rule
     )
 
 
@@ -145,18 +159,18 @@ def test_the_context_token_ratio_shares_the_window_between_sources_and_answer(
     ratio: float | None, share: float
 ) -> None:
     fields = {} if ratio is None else {"context_token_ratio": ratio}
-    overrides = query_of(body(**fields)).overrides
+    overrides = query_of(body(**fields)).options
     assert overrides.max_request_tokens == 9 + 150 + int(FREE * share)
     assert overrides.max_tokens == FREE - int(FREE * share)  # no max_tokens: what is left
 
 
 def test_a_small_max_tokens_leaves_the_sources_their_share_only() -> None:
-    overrides = query_of(body(max_tokens=50)).overrides
+    overrides = query_of(body(max_tokens=50)).options
     assert (overrides.max_tokens, overrides.max_request_tokens) == (50, 9 + 150 + FREE // 2)
 
 
 def test_the_similarity_threshold_and_the_dynamic_top_k_reach_the_settings() -> None:
-    overrides = query_of(body(similarity_threshold=0.85)).overrides
+    overrides = query_of(body(similarity_threshold=0.85)).options
     assert (overrides.similarity_min, overrides.top_k, overrides.strategy) == (0.85, None, None)
     settings = overrides.apply(SETTINGS)
     assert settings.retrieval.similarity_min == 0.85
@@ -164,17 +178,17 @@ def test_the_similarity_threshold_and_the_dynamic_top_k_reach_the_settings() -> 
     plan = plan_of(body(), dynamic, Scope())
     assert plan.query is not None
     # at least 100 passages, one per 500 free tokens when that is more, stuffed in one request
-    applied = plan.query.overrides.apply(dynamic)
+    applied = plan.query.options.apply(dynamic)
     assert (applied.retrieval.top_k, applied.prompt.strategy) == ((128000 - 159) // 500, "stuff")
     small = plan_of(body(), SETTINGS.overridden({"openai.dynamic.topk": True}), Scope()).query
-    assert small is not None and small.overrides.top_k == 100
+    assert small is not None and small.options.top_k == 100
 
 
 def test_overrides_are_validated_like_the_file() -> None:
-    changed = Overrides(retrieval_method="hybrid", max_request_tokens=300).apply(SETTINGS)
+    changed = RequestOptions(retrieval_method="hybrid", max_request_tokens=300).apply(SETTINGS)
     assert (changed.retrieval.in_force, changed.prompt.max_request_tokens) == ("hybrid", 300)
     with pytest.raises(ValueError):
-        Overrides(retrieval_method="telepathy").apply(SETTINGS)
+        RequestOptions(retrieval_method="telepathy").apply(SETTINGS)
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@ API are the test servers' apps reached through httpx's ASGI transport, retrieval
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
@@ -21,6 +22,7 @@ from service.llm.budget import CallBudget
 from service.llm.rerank import RerankClient
 from service.llm.size import RequestSize
 from service.rag.assemble import rag_pipeline
+from service.rag.options import RequestOptions
 from service.rag.pipeline import Pipeline
 from service.rag.reply import Reply
 from service.rag.request import RagQuery, SummarizeQuery
@@ -72,7 +74,10 @@ def document(name: str, content: str) -> RetrievedDocument:
 
 
 def state(query: str = "Who built the lighthouse?", **changes: object) -> RagState:
-    request = RagQuery(query, **changes)  # type: ignore[arg-type]
+    """A request's state; `changes` to the RagQuery or to its RequestOptions."""
+    names = {field.name for field in dataclasses.fields(RequestOptions)}
+    options = RequestOptions(**{k: changes.pop(k) for k in list(changes) if k in names})
+    request = RagQuery(query, options=options, **changes)  # type: ignore[arg-type]
     return RagState(query=request, question=Question(text=query), search_query=query)
 
 

@@ -1,7 +1,8 @@
 """An OpenAI chat completion request as a RAG request: KAITO RAGEngine's rules (seeds 000/001),
 grounded by default.
 
-`retrieval_of(body, settings)` decides, in this order:
+The request arrives validated (`ChatCompletionRequest.parse`, service.api.openai_schema);
+`retrieval_of(request, settings)` decides, in this order:
 - `tools` or `functions`, a role other than system/developer/user/assistant, or user content
   that is not text: the LLM as it is (KAITO's bypass); with a rag* model, a 400 instead.
 - `index_name` names the index (KAITO): `FileShare` (BM25 over whole documents),
@@ -25,18 +26,18 @@ The LLM as it is needs `openai.passthrough.enabled` (the router's 400 otherwise)
 - Nothing relevant found: the LLM answers the conversation without sources
   (`openai.no.context=answer`, KAITO's rule), or 428 NoFileFound (`error`).
 
-    >>> plan = plan_of(body, settings, scope)   # raises InvalidChatRequest (a 400)
-    >>> reply = await rag_pipeline(snapshot.overridden(plan.query.overrides)).run(plan.query)
+    >>> plan = plan_of(request, settings, scope)   # raises InvalidChatRequest (a 400)
+    >>> reply = await ask(snapshot, plan.query)     # its options applied (service.rag.assemble)
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
 
+from service.api.openai_schema import ChatCompletionRequest, ChatMessageIn
 from service.config import Settings
-from service.config.settings import RETRIEVAL_METHODS
+from service.config.settings import RETRIEVAL_METHODS, Retrieval
 from service.errors import (
     ContextLengthExceeded,
     InvalidChatRequest,
@@ -46,9 +47,9 @@ from service.errors import (
 )
 from service.ingest.indexes import INDEX_NAME, RESERVED_NAMES
 from service.llm import ChatMessage
-from service.llm.answer_format import AnswerFormat
 from service.models.local import LOCAL_MODELS
-from service.rag.request import Overrides, RagQuery
+from service.rag.options import RequestOptions
+from service.rag.request import RagQuery
 from service.retrieval import Scope
 from service.text.tokens import MESSAGE_TOKENS, TokenCounter, token_counter
 
@@ -58,7 +59,6 @@ CHAT_ROLES = frozenset({"system", "developer", "user", "assistant"})
 # the models GET /v1/models lists for clients that only pick a model: each names a retrieval
 # ("": the configured one)
 RAG_MODELS = {"rag": "", **{f"rag-{method}": method for method in RETRIEVAL_METHODS}}
-MAX_MODEL_NAME = 256
 NO_USER_PROMPT = "There must be a user prompt since the latest assistant message."
 TOO_LONG = "Prompt length exceeds context window."
 # KAITO's token allocation: tokens kept for the prompt template's instructions, the least share
@@ -90,29 +90,29 @@ class ChatPlan:
     inline_sources: bool = False
 
 
-def plan_of(body: dict[str, Any], settings: Settings, scope: Scope) -> ChatPlan:
+def plan_of(request: ChatCompletionRequest, settings: Settings, scope: Scope) -> ChatPlan:
     """The plan of a chat request; raises InvalidChatRequest (a 400) for what cannot be
     answered, RelayDisabled when it is for the LLM and relaying is off."""
-    method = retrieval_of(body, settings)
+    method = retrieval_of(request, settings)
     if method is None:
         if not settings.openai.passthrough:
             raise RelayDisabled(PASSTHROUGH_OFF)
         return ChatPlan(query=None)
-    query = chat_query(body, settings, scope, method)
-    rag_model = rag_model_of(body)
+    query = chat_query(request, settings, scope, method)
+    rag_model = rag_model_of(request)
     inline = settings.openai.sources_inline
     return ChatPlan(
         query=query,
         model=rag_model,
-        inline_sources=not query.form.json
+        inline_sources=not query.options.form.json
         and (inline == "always" or (inline == "rag-models" and rag_model is not None)),
     )
 
 
-def retrieval_of(body: dict[str, Any], settings: Settings) -> str | None:
+def retrieval_of(request: ChatCompletionRequest, settings: Settings) -> Retrieval | None:
     """The retrieval method a chat request is answered with, or None: the LLM as it is."""
-    rag_model = rag_model_of(body)
-    beyond = _beyond_rag(body)
+    rag_model = rag_model_of(request)
+    beyond = _beyond_rag(request)
     if beyond:
         if rag_model is not None:
             raise UnsupportedParameter(
@@ -120,62 +120,57 @@ def retrieval_of(body: dict[str, Any], settings: Settings) -> str | None:
                 "them to the LLM's own model name instead"
             )
         return None
-    index = body.get("index_name")
+    index = request.index_name
     if index is not None:
-        if not isinstance(index, str):
-            raise InvalidChatRequest(
-                f'index_name must be a string (an index\'s name, or ""), not {type(index).__name__}'
-            )
         return _method_of(index, settings) if index != "" else None
     if rag_model is not None:
         return RAG_MODELS[rag_model] or settings.retrieval.in_force
-    if settings.openai.passthrough and body.get("model"):
+    if settings.openai.passthrough and request.model:
         return None
     default = settings.openai.default_index
     return _method_of(default, settings) if default else None
 
 
-def rag_model_of(body: dict[str, Any]) -> str | None:
+def rag_model_of(request: ChatCompletionRequest) -> str | None:
     """The rag* model the request names, if any."""
-    model = body.get("model")
-    return model if isinstance(model, str) and model in RAG_MODELS else None
+    return request.model if request.model in RAG_MODELS else None
 
 
-def _beyond_rag(body: dict[str, Any]) -> str | None:
+def _beyond_rag(request: ChatCompletionRequest) -> str | None:
     """What makes the request one a RAG answer cannot take (KAITO's bypass), if anything."""
-    if body.get("tools") or body.get("functions"):
-        return "tools" if body.get("tools") else "functions"
-    for message in body["messages"]:
-        if message["role"] not in CHAT_ROLES:
-            return f"messages: the role {str(message['role'])[:40]!r}"
-        if message["role"] == "user" and not _is_text(message.get("content")):
+    if request.tools or request.functions:
+        return "tools" if request.tools else "functions"
+    for message in request.messages:
+        if message.role not in CHAT_ROLES:
+            return f"messages: the role {message.role[:40]!r}"
+        if message.role == "user" and not message.is_text:
             return "messages: content that is not text"
     return None
 
 
-def chat_query(body: dict[str, Any], settings: Settings, scope: Scope, method: str) -> RagQuery:
-    """The RagQuery of a chat request answered by `method`, with its overrides: the model,
-    temperature and max_tokens it asks for, and the token budget its context window leaves;
-    and its answer's form (stop, response_format)."""
-    _refuse_unsupported(body)
-    form = AnswerFormat.of(
-        stop=body.get("stop"), response_format=body.get("response_format"), request=body
-    )
-    messages = body["messages"]
+def chat_query(
+    request: ChatCompletionRequest, settings: Settings, scope: Scope, method: Retrieval
+) -> RagQuery:
+    """The RagQuery of a chat request answered by `method`, with its options: the model,
+    temperature and max_tokens it asks for, the token budget its context window leaves, and
+    its answer's form (stop, response_format, sampling)."""
+    _refuse_unsupported(request)
+    form = request.form
+    messages = request.messages
     question, history = split_conversation(messages)
-    model = _model_of(body, settings)
+    model = _model_of(request, settings)
     window = settings.llm.context_window
     counter = token_counter(settings.llm.tokenizer, model or settings.llm.model)
     prompt_tokens = count_tokens(messages, counter)
     free = window - prompt_tokens - INSTRUCTION_TOKENS
     if free < 1:
         raise ContextLengthExceeded(TOO_LONG)
-    ratio = _number_in(body, "context_token_ratio", MIN_CONTEXT_RATIO, 0.8)
+    ratio = request.context_token_ratio
     share = int(free * (settings.openai.context_ratio if ratio is None else ratio))
     # no max_tokens asked: what the sources leave (KAITO: no limit beyond the window), not
     # llm.maxTokens; one asked for: lowered so that the sources keep a fifth at least
     allowed = free - int(free * MIN_CONTEXT_RATIO)
-    asked = _max_tokens_of(body)
+    asked = request.asked_max_tokens
     max_tokens = asked if asked is not None else free - share
     if max_tokens > allowed:
         log.info(
@@ -185,64 +180,65 @@ def chat_query(body: dict[str, Any], settings: Settings, scope: Scope, method: s
     sources = min(share, free - max_tokens)
     request_tokens = prompt_tokens + INSTRUCTION_TOKENS + sources
     dynamic = settings.openai.dynamic_top_k
-    overrides = Overrides(
+    options = RequestOptions(
         retrieval_method=method,
         max_request_tokens=min(settings.prompt.max_request_tokens or window, request_tokens),
-        similarity_min=_number_in(body, "similarity_threshold", 0, 1),
+        similarity_min=request.similarity_threshold,
         top_k=min(max(MIN_CANDIDATES, free // PASSAGE_TOKENS), MAX_CANDIDATES) if dynamic else None,
         strategy="stuff" if dynamic else None,
         model=model,
         max_tokens=max_tokens,
-        temperature=_temperature_of(body),
+        temperature=request.temperature,
+        form=form,
+        always_use_history=True,
+        answer_without_sources=settings.openai.no_context == "answer",
     )
-    index = kaito_index_of(body.get("index_name"))
+    index = kaito_index_of(request.index_name)
     return RagQuery(
         query=question,
         history=tuple(history),
-        always_use_history=True,
         scope=scope if index is None else scope.in_index(index),
-        overrides=overrides,
-        form=form,
-        answer_without_sources=settings.openai.no_context == "answer",
+        options=options,
     )
 
 
-def split_conversation(messages: list[dict[str, Any]]) -> tuple[str, list[ChatMessage]]:
+def split_conversation(messages: list[ChatMessageIn]) -> tuple[str, list[ChatMessage]]:
     """(question, history): the user messages after the last assistant message, joined by a
     blank line; everything else in order."""
-    last_assistant = max(
-        (i for i, m in enumerate(messages) if m["role"] == "assistant"), default=-1
-    )
+    last_assistant = max((i for i, m in enumerate(messages) if m.role == "assistant"), default=-1)
     tail = range(last_assistant + 1, len(messages))
-    question_at = [i for i in tail if messages[i]["role"] == "user"]
+    question_at = [i for i in tail if messages[i].role == "user"]
     if not question_at:
         raise InvalidChatRequest(NO_USER_PROMPT)
-    question = "\n\n".join(_text(messages[i].get("content")) for i in question_at)
+    question = "\n\n".join(messages[i].text for i in question_at)
     history = [
-        ChatMessage("system" if m["role"] == "developer" else m["role"], _text(m.get("content")))
+        ChatMessage("system" if m.role == "developer" else m.role, m.text)
         for i, m in enumerate(messages)
         if i not in question_at
     ]
     return question, history
 
 
-def count_tokens(messages: list[dict[str, Any]], counter: TokenCounter) -> int:
+def count_tokens(messages: list[ChatMessageIn], counter: TokenCounter) -> int:
     """The tokens of a conversation in the chat format, as `counter` counts them."""
-    return sum(counter.count(_text(m.get("content"))) + MESSAGE_TOKENS for m in messages)
+    return sum(counter.count(m.text) + MESSAGE_TOKENS for m in messages)
 
 
-def _refuse_unsupported(body: dict[str, Any]) -> None:
+def _refuse_unsupported(request: ChatCompletionRequest) -> None:
     """OpenAI options a RAG answer cannot honour are refused, never silently ignored."""
-    n = body.get("n")
-    if n is not None and n != 1:
+    if request.n is not None and request.n != 1:
         raise UnsupportedParameter(
             "n: RAG answers have one choice; send n=1 (or leave it out), or ask n times"
         )
-    if body.get("logprobs") or body.get("top_logprobs"):
+    if request.logprobs or request.top_logprobs:
         raise UnsupportedParameter("logprobs: RAG answers do not report token probabilities")
+    if request.tool_choice is not None and request.tool_choice not in ("none", "auto"):
+        raise UnsupportedParameter(
+            "tool_choice: a RAG answer calls no tool; send none or auto (or leave it out)"
+        )
 
 
-def _method_of(index: str, settings: Settings) -> str:
+def _method_of(index: str, settings: Settings) -> Retrieval:
     key = index.lower()
     configured = settings.retrieval.in_force
     if key == "fileshare":
@@ -268,17 +264,13 @@ def kaito_index_of(index: object) -> str | None:
     return index if INDEX_NAME.fullmatch(index) else None
 
 
-def _model_of(body: dict[str, Any], settings: Settings) -> str | None:
+def _model_of(request: ChatCompletionRequest, settings: Settings) -> str | None:
     """The LLM model the caller names (a rag* model: the configured one). The service's own
     local models (llama.cpp's, the quoting one) answer to any name, so there another name
     than llm.model's is refused rather than answered by a model the caller did not ask for."""
-    model = body.get("model")
-    if model is None or model == "" or rag_model_of(body):
+    model = request.model
+    if not model or rag_model_of(request):
         return None
-    if not isinstance(model, str) or len(model) > MAX_MODEL_NAME:
-        raise InvalidChatRequest(
-            f"model must be a model name of at most {MAX_MODEL_NAME} characters"
-        )
     local = settings.llm.model
     if local in LOCAL_MODELS and model != local:
         raise ModelNotServed(
@@ -286,46 +278,3 @@ def _model_of(body: dict[str, Any], settings: Settings) -> str | None:
             f"model {local!r} (llm.model); name it or a rag* model (GET /v1/models lists them)"
         )
     return model
-
-
-def _max_tokens_of(body: dict[str, Any]) -> int | None:
-    """max_completion_tokens (or the older max_tokens), a whole number of at least 1."""
-    for name in ("max_completion_tokens", "max_tokens"):
-        value = body.get(name)
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InvalidChatRequest(f"{name} must be a whole number of at least 1")
-        return value
-    return None
-
-
-def _temperature_of(body: dict[str, Any]) -> float | None:
-    return _number_in(body, "temperature", 0, 2)
-
-
-def _number_in(body: dict[str, Any], name: str, low: float, high: float) -> float | None:
-    """The number `body[name]` (None when absent); InvalidChatRequest when it is not a
-    number from `low` to `high`."""
-    value = body.get(name)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
-        raise InvalidChatRequest(f"{name} must be a number from {low:g} to {high:g}")
-    return float(value)
-
-
-def _is_text(content: object) -> bool:
-    if isinstance(content, str):
-        return True
-    return isinstance(content, list) and all(
-        isinstance(part, dict) and part.get("type") == "text" for part in content
-    )
-
-
-def _text(content: object) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return ""
