@@ -155,6 +155,17 @@ class UnsupportedParameter(InvalidChatRequest):
     silently ignored."""
 
 
+class AgentNotFound(NotFound):
+    """The request names an agent agentic.agents does not list."""
+
+    kind = "AgentNotFound"
+    message = "Sorry, this agent does not exist, or is not available."
+
+
+class ToolsUnsupported(BadRequest):
+    """The configured LLM refuses requests with tools: the agent cannot run on it."""
+
+
 class ContextLengthExceeded(InvalidChatRequest):
     """The chat's messages alone are longer than the model's context window."""
 

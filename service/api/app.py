@@ -16,6 +16,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from service import __version__
 from service.api import (
     admin,
+    ai,
     documents,
     health,
     kaito,
@@ -108,6 +109,7 @@ def create_app(config_path: Path) -> FastAPI:
             expose_headers=["X-Request-Id"],
         )
     app.include_router(rag.router)
+    app.include_router(ai.router)
     app.include_router(summarize.router)
     app.include_router(search.router)
     app.include_router(documents.router)

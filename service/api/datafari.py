@@ -11,6 +11,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 DATAFARI_PREFIX = "/Datafari/rest/v2.0"
 # what Datafari's RagAPI serves under its prefix: the AI-powered API and the search API
 _SERVED = ("/ai/", "/search/")
+_SERVED_EXACTLY = ("/ai",)  # Datafari 7's AI API
 
 
 class DatafariPaths:
@@ -24,7 +25,7 @@ class DatafariPaths:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             rest = scope["path"].removeprefix(DATAFARI_PREFIX)
-            if rest != scope["path"] and rest.startswith(_SERVED):
+            if rest != scope["path"] and (rest.startswith(_SERVED) or rest in _SERVED_EXACTLY):
                 scope["path"] = rest
                 raw = scope.get("raw_path")
                 if raw is not None:
@@ -37,7 +38,7 @@ def add_datafari_paths(document: dict[str, Any]) -> None:
     prefix, the same operation (its own operationId, tagged `datafari`)."""
     paths = document.get("paths", {})
     for path, item in list(paths.items()):
-        if not path.startswith(_SERVED):
+        if not (path.startswith(_SERVED) or path in _SERVED_EXACTLY):
             continue
         alias = copy.deepcopy(item)
         for operation in alias.values():

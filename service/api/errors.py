@@ -147,10 +147,30 @@ def error_body(feature: str, error: ServiceError) -> dict[str, object]:
     }
 
 
+def ai_error_body(feature: str, error: ServiceError) -> dict[str, object]:
+    """Datafari 7's error envelope (its AI API: `content.error`), the 6.2 fields beside it."""
+    detail = {"code": str(error.status), "label": feature + error.kind,
+              "message": error.message, "reason": error.reason}  # fmt: skip
+    return {
+        "status": "ERROR",
+        "content": {"message": error.message, "documents": [], "sources": [], **detail,
+                    "error": detail},
+    }  # fmt: skip
+
+
+def is_ai_api(path: str) -> bool:
+    """Datafari 7's AI API: /ai, /ai/stream, /ai/conversations/..."""
+    return path in ("/ai", "/ai/stream") or path.startswith("/ai/conversations")
+
+
 def error_response(request: Request, error: ServiceError) -> JSONResponse:
-    """Datafari's envelope; OpenAI's error shape under /v1/, where OpenAI clients call."""
-    if request.url.path.startswith("/v1/"):
+    """Datafari's envelope (7.0's under its AI API); OpenAI's error shape under /v1/, where
+    OpenAI clients call."""
+    path = request.url.path
+    if path.startswith("/v1/"):
         body = openai_body_of(error)
+    elif is_ai_api(path):
+        body = ai_error_body(feature_of(request), error)
     else:
         body = error_body(feature_of(request), error)
     response = JSONResponse(body, status_code=error.status)

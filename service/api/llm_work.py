@@ -39,7 +39,15 @@ from service.errors import CallerOverLimit, LlmBusy, ServiceError
 from service.models.local import LOCAL_MODELS
 
 # the endpoints whose requests call the LLM (after DatafariPaths has rewritten its aliases)
-LLM_PATHS = ("/ai/rag", "/ai/summarize", "/v1/chat/completions", "/search/select", "/mcp")
+LLM_PATHS = (
+    "/ai/rag",
+    "/ai/summarize",
+    "/ai",
+    "/ai/stream",
+    "/v1/chat/completions",
+    "/search/select",
+    "/mcp",
+)
 RETRY_AFTER_SECONDS = 2
 # the LLM's pace: completions per second of busy time, over about this much recent busy time
 PACE_SECONDS = 120.0

@@ -52,7 +52,12 @@ SPECS: dict[str, TemplateSpec] = {
     "summarize_system": _spec(),
     "summarize": _spec("part", required=("sources",)),
     "summarize_reduce": _spec(required=("answers",)),
+    "agent": _spec("tools"),
 }
+# templates added after a release: a folder of an operator's own templates that lacks them
+# takes ours, so that an upgrade never stops a service whose prompts were customised
+ADDED_LATER = frozenset({"agent"})
+SHIPPED = Path(__file__).resolve().parents[2] / "prompts"
 
 
 class PromptLibrary:
@@ -83,6 +88,8 @@ class PromptLibrary:
 
     def _load(self, name: str, spec: TemplateSpec):
         path = self.folder / f"{name}.j2"
+        if name in ADDED_LATER and not path.exists():
+            path = SHIPPED / f"{name}.j2"
         try:
             source = path.read_text(encoding="utf-8")
         except OSError as error:

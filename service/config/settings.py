@@ -14,6 +14,7 @@ them), and `Settings.of(mapping)` sorts its keys into the parts. Defaults are Da
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping
 from dataclasses import replace
 from functools import cache
@@ -870,6 +871,117 @@ class JobsSettings(Part):
         return value
 
 
+class ConversationSettings(Part):
+    """The conversations the service keeps for Datafari 7's `conversationId` (POST /ai)."""
+
+    enabled: bool = _key(
+        "conversations.enabled",
+        False,
+        "Keep conversations for POST /ai: a reply names its conversationId, and a client then "
+        "sends only the new message; needs the conversations collection.",
+    )
+    collection: str = _key(
+        "conversations.collection",
+        "Conversations",
+        "Solr collection of the conversations (configset solr/configsets/Conversations).",
+        pattern=COLLECTION_NAME,
+    )
+    max_messages: int = _key(
+        "conversations.max.messages",
+        20,
+        "Messages kept per conversation (questions and answers); older ones are dropped.",
+        ge=2,
+        le=1_000,
+    )
+    max_message_chars: int = _key(
+        "conversations.max.message.chars",
+        4_000,
+        "Characters kept of each message (an answer's start, a question's start).",
+        ge=100,
+        le=100_000,
+    )
+    ttl_hours: float = _key(
+        "conversations.ttl.hours",
+        24.0,
+        "Hours a conversation is kept after its last message; then it is gone.",
+        gt=0,
+        le=24 * 365,
+    )
+    max_per_caller: int = _key(
+        "conversations.max.per.caller",
+        50,
+        "Conversations one caller may keep; a new one beyond deletes the caller's oldest.",
+        ge=1,
+        le=10_000,
+    )
+
+
+AGENT_TOOLS = ("search", "ask", "summarize", "get_document")
+_AGENT = re.compile(r"[\w.-]{1,64}")
+
+
+class AgenticSettings(Part):
+    """Datafari 7's action=agentic: an LLM that calls our tools, step by step."""
+
+    enabled: bool = _key(
+        "agentic.enabled",
+        False,
+        "Serve action=agentic on POST /ai: the LLM calls our tools (search, ask, summarize, "
+        "get_document, with the caller's rights) over several steps, then answers; needs an "
+        "LLM that supports the OpenAI tools API (llama.cpp's server: --jinja).",
+    )
+    max_steps: int = _key(
+        "agentic.max.steps",
+        4,
+        "Tool-calling turns of the LLM before it must answer with what it found (the call "
+        "budget llm.max.calls and request.timeout bound it too).",
+        ge=1,
+        le=20,
+    )
+    protocol: Literal["auto", "tools", "json"] = _key(
+        "agentic.protocol",
+        "auto",
+        "How the LLM calls tools: tools (OpenAI's tools API), json (one JSON step a turn, "
+        "held to a grammar: for small local models), auto (json for the GGUF models llama.cpp "
+        "serves us, tools otherwise).",
+    )
+    agents: str = _key(
+        "agentic.agents",
+        "default=search,ask,summarize,get_document",
+        "The agents a request's `agent` may name, `name=tool,tool` separated by `;` (tools: "
+        "search, ask, summarize, get_document); the first is used when none is named. Datafari "
+        "names an agent by a document id: name ours the same.",
+        min_length=1,
+        max_length=4_000,
+    )
+
+    @field_validator("agents")
+    @classmethod
+    def _agents(cls, value: str) -> str:
+        agents_of(value)
+        return value
+
+
+def agents_of(text: str) -> dict[str, tuple[str, ...]]:
+    """agentic.agents as {name: tools}; ValueError naming what is wrong."""
+    agents: dict[str, tuple[str, ...]] = {}
+    for item in (part.strip() for part in text.split(";")):
+        if not item:
+            continue
+        name, sep, tools = item.partition("=")
+        name = name.strip()
+        listed = tuple(dict.fromkeys(t.strip() for t in tools.split(",") if t.strip()))
+        if not sep or not _AGENT.fullmatch(name) or not listed:
+            raise ValueError(f"{item[:80]!r} is not name=tool,tool (e.g. default=search,ask)")
+        unknown = [tool for tool in listed if tool not in AGENT_TOOLS]
+        if unknown:
+            raise ValueError(f"unknown tools {unknown}: the tools are {', '.join(AGENT_TOOLS)}")
+        agents[name] = listed
+    if not agents:
+        raise ValueError("name at least one agent, e.g. default=search,ask")
+    return agents
+
+
 class GroundingSettings(Part):
     """Whether each sentence of an answer is checked against its sources, and what is done
     with the sentences they do not support."""
@@ -1041,6 +1153,8 @@ class Settings(BaseModel):
     chat: ChatSettings = ChatSettings()
     rerank: RerankSettings = RerankSettings()
     jobs: JobsSettings = JobsSettings()
+    conversations: ConversationSettings = ConversationSettings()
+    agentic: AgenticSettings = AgenticSettings()
     grounding: GroundingSettings = GroundingSettings()
     cache: CacheSettings = CacheSettings()
     security: SecuritySettings = SecuritySettings()

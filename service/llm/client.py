@@ -22,13 +22,14 @@ import httpx
 from service.errors import (
     ModelNotServed,
     TechnicalError,
+    ToolsUnsupported,
     UpstreamBadResponse,
     UpstreamTimeout,
     UpstreamUnavailable,
 )
 from service.llm.breaker import CircuitBreaker
 from service.llm.budget import CallBudget
-from service.llm.types import ChatMessage, Completion, Usage
+from service.llm.types import ChatMessage, Completion, ToolCall, ToolTurn, Usage
 from service.metrics import LLM_CALL_SECONDS, upstream_error
 from service.observability import request_headers
 from service.upstream import POOL_WAIT_SECONDS, upstream_call
@@ -40,6 +41,8 @@ RETRYABLE_STATUSES = frozenset({429, 502, 503, 504})
 # or a 4xx answers one request, which a client may provoke at will, and says nothing of the rest
 UNAVAILABLE_STATUSES = RETRYABLE_STATUSES
 MAX_RETRY_AFTER_SECONDS = 10.0
+MAX_TOOL_CALLS = 8  # tool calls read of one model turn
+MAX_ARGUMENT_CHARS = 4_000  # of one tool call's arguments
 
 
 @dataclass(frozen=True)
@@ -277,6 +280,34 @@ class ChatClient(OpenAICompatibleClient):
         self.calls.spend()
         return CompletionStream(self, self._payload(messages, True, extra))
 
+    async def with_tools(
+        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]]
+    ) -> ToolTurn:
+        """One turn of a tool loop (OpenAI's tools API): `messages` as the API takes them
+        (tool calls and results included). ToolsUnsupported when the LLM refuses tools."""
+        self.calls.spend()
+        payload: dict[str, Any] = {
+            "messages": list(messages),
+            "tools": list(tools),
+            "tool_choice": "auto",
+            "temperature": self.options.temperature,
+            "max_tokens": self.options.max_tokens,
+            "stream": False,
+        }
+        if self.options.model:
+            payload["model"] = self.options.model
+        try:
+            body = await self._post("chat/completions", payload)
+        except UpstreamBadResponse as error:
+            if " 400" in error.reason or " 422" in error.reason or " 501" in error.reason:
+                raise ToolsUnsupported(
+                    f"{self._where} refused a request with tools ({error.reason[:300]}): the "
+                    "configured LLM cannot call tools (llama.cpp's server needs --jinja); use "
+                    "action=rag, or an LLM that supports the OpenAI tools API"
+                ) from None
+            raise
+        return _tool_turn_from(body, self._where)
+
     async def relay(self, payload: dict[str, Any]) -> httpx.Response:
         """Sends an OpenAI request body as it is (the bypass of the OpenAI-compatible endpoint)
         and returns the upstream's response, errors included; streamed when the body asks."""
@@ -393,6 +424,29 @@ def _completion_from(body: Any, where: str) -> Completion:
         usage=_usage_from(body.get("usage") or {}),
         model=str(body.get("model", "")),
         finish_reason=reason if isinstance(reason, str) and reason else "stop",
+    )
+
+
+def _tool_turn_from(body: Any, where: str) -> ToolTurn:
+    try:
+        message = body["choices"][0]["message"]
+    except (KeyError, IndexError, TypeError):
+        raise UpstreamBadResponse(f"{where} answered without choices[0].message") from None
+    calls = []
+    for raw in (message.get("tool_calls") or [])[:MAX_TOOL_CALLS]:
+        function = raw.get("function") if isinstance(raw, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            continue
+        arguments = function.get("arguments")
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments if arguments is not None else {})
+        call_id = str(raw.get("id") or f"call_{len(calls)}")[:64]
+        calls.append(ToolCall(call_id, function["name"][:64], arguments[:MAX_ARGUMENT_CHARS]))
+    text = message.get("content")
+    return ToolTurn(
+        text=text if isinstance(text, str) else "",
+        calls=tuple(calls),
+        usage=_usage_from(body.get("usage") or {}),
     )
 
 

@@ -42,3 +42,21 @@ class Completion:
     model: str = ""
     # why the model stopped: "stop" (it ended, or a stop sequence), "length" (max_tokens)...
     finish_reason: str = "stop"
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A tool the model asks to call: its call id, the tool's name, its arguments (JSON)."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class ToolTurn:
+    """What a model answered to a request with tools: text, or tool calls, or both."""
+
+    text: str
+    calls: tuple[ToolCall, ...] = ()
+    usage: Usage = field(default_factory=Usage)

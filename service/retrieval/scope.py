@@ -26,6 +26,8 @@ PUBLIC = "(*:* -allowed_groups:[* TO *])"
 INDEX_FIELD = "index_s"
 MAIN_CORPUS = f"*:* -{INDEX_FIELD}:[* TO *]"
 NO_SECURITY = "__nosecurity__"  # ManifoldCF's token of an open level
+NOTHING = "-*:*"  # a filter no document passes
+SEPARATOR = "\x1f"  # between the ids of `documents` (an id holding it is left out)
 LEVELS = ("share", "parent", "document")
 
 SecurityModel = Literal["groups", "manifoldcf"]
@@ -44,6 +46,15 @@ class Scope:
     filters: tuple[str, ...] = ()
     security: SecurityModel = "groups"
     lang: str | None = None
+    # the FileShare documents a search is restricted to (Datafari 7's filters), passages by
+    # their parent; None: no restriction
+    documents: tuple[str, ...] | None = None
+
+    def within(self, documents: Sequence[str]) -> Scope:
+        """This scope restricted to these documents (and their passages); an empty list
+        leaves nothing."""
+        kept = set(documents) if self.documents is None else set(documents) & set(self.documents)
+        return replace(self, documents=tuple(sorted(kept)))
 
     def with_parent(self, parent_id: str | None) -> Scope:
         return replace(self, parent_id=parent_id)
@@ -73,9 +84,25 @@ class Scope:
             params["rag.parent"] = self.parent_id
         if self.groups is not None:
             filters += visible_to(self.groups, self.security)
+        if self.documents is not None:
+            filters.append(self._documents_filter(fields, params))
         if filters:
             params["fq"] = filters
         return params
+
+    def _documents_filter(self, fields: FieldMap | None, params: dict[str, str | list[str]]) -> str:
+        """The filter of `documents`: by id, or a passage's by its parent's; the ids travel in
+        their own parameter, never parsed as syntax."""
+        kept = [d for d in self.documents or () if SEPARATOR not in d]
+        if not kept:
+            return NOTHING
+        if fields is not None and "parent" in fields.roles:
+            field = fields.field("parent")
+        else:
+            field = fields.field("id") if fields is not None and "id" in fields.roles else "id"
+        params["rag.documents"] = SEPARATOR.join(kept)
+        params["rag.separator"] = SEPARATOR
+        return f"{{!terms f={field} separator=$rag.separator v=$rag.documents}}"
 
 
 def visible_to(groups: Sequence[str], model: SecurityModel = "groups") -> list[str]:

@@ -29,6 +29,7 @@ def test_configsets_are_named_like_the_collections_the_service_uses() -> None:
         layout.passages_collection,
         layout.cache_collection,
         settings.jobs.collection,
+        settings.conversations.collection,
     }
 
 

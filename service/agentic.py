@@ -1,0 +1,376 @@
+"""Datafari 7's action=agentic: the LLM calls our tools (OpenAI's tools API), step by step,
+then answers from what they returned.
+
+The tools are MCP's (search, ask, summarize, get_document), run with the caller's scope, so
+an agent reads nothing its caller may not. Bounded: at most agentic.max.steps tool-calling
+turns of at most MAX_CALLS_PER_STEP calls, each result cut to MAX_RESULT_CHARS, every LLM call
+(the tools' own included) spent from the request's budget, within its deadline. Out of steps
+(or of calls), the LLM answers with what it has, without tools.
+
+Every document a tool returns is numbered once, in the order met; the tools show the numbers
+and the answer cites them, so the answer's sources are numbered as /ai/rag's are.
+
+    >>> agent = Agent(snapshot, scope, tools=("search", "ask"), max_steps=4)
+    >>> answer = await agent.run("Who built the lighthouse, and when did its lamp change?")
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from service.chains.prompts import language_name
+from service.config import Settings
+from service.errors import DocumentNotFound, ServiceError
+from service.llm import ChatMessage, Usage
+from service.llm.types import ToolCall
+from service.models import packaged
+from service.rag import assemble
+from service.rag.reply import Answer, AnswerDocument
+from service.rag.request import RagQuery, SummarizeQuery
+from service.retrieval import RetrievedDocument, Scope
+from service.retrieval.bm25 import DocumentById
+from service.snapshot import Snapshot
+
+Protocol = Literal["tools", "json"]
+MAX_CALLS_PER_STEP = 3
+MAX_RESULT_CHARS = 3_000
+SEARCH_RESULTS = 5
+SNIPPET_CHARS = 500
+MAX_WRITTEN_OBJECTS = 20  # JSON objects tried in a text that may hold a written tool call
+_CITATION = re.compile(r"\[(\d{1,3})\]")
+
+TOOLS: dict[str, dict[str, Any]] = {
+    "search": {
+        "description": "Search the documents. Returns the best passages, each with its "
+        "number, title and text.",
+        "parameters": {
+            "type": "object",
+            "properties": {"query": {"type": "string", "description": "What to look for."}},
+            "required": ["query"],
+        },
+    },
+    "ask": {
+        "description": "Ask one precise question; it is answered from the documents, with "
+        "the numbers of the documents it used.",
+        "parameters": {
+            "type": "object",
+            "properties": {"question": {"type": "string", "description": "The question."}},
+            "required": ["question"],
+        },
+    },
+    "summarize": {
+        "description": "Summarize one document, named by its number or its id.",
+        "parameters": {
+            "type": "object",
+            "properties": {"document": {"type": "string", "description": "Number or id."}},
+            "required": ["document"],
+        },
+    },
+    "get_document": {
+        "description": "Read one document's text (its start), named by its number or its id.",
+        "parameters": {
+            "type": "object",
+            "properties": {"document": {"type": "string", "description": "Number or id."}},
+            "required": ["document"],
+        },
+    },
+}
+
+
+def tool_specs(names: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The OpenAI `tools` of these tools."""
+    return [{"type": "function", "function": {"name": name, **TOOLS[name]}} for name in names]
+
+
+@dataclass
+class Sources:
+    """The documents the tools met, numbered in the order met."""
+
+    by_id: dict[str, AnswerDocument] = field(default_factory=dict)
+
+    def number(self, document_id: str, title: str, url: str, content: str) -> int:
+        known = self.by_id.get(document_id)
+        if known is None:
+            known = AnswerDocument(document_id, title, url, content[:SNIPPET_CHARS],
+                                   len(self.by_id) + 1, cited=False)  # fmt: skip
+            self.by_id[document_id] = known
+        return known.number
+
+    def id_of(self, named: str) -> str:
+        """A document named by its number ("3", "[3]") or its id."""
+        digits = named.strip().strip("[]")
+        if digits.isdigit():
+            for document in self.by_id.values():
+                if document.number == int(digits):
+                    return document.id
+        return named.strip()
+
+    def cited_in(self, text: str) -> list[AnswerDocument]:
+        cited = {int(n) for n in _CITATION.findall(text)}
+        return [
+            AnswerDocument(d.id, d.title, d.url, d.content, d.number, cited=d.number in cited)
+            for d in self.by_id.values()
+        ]
+
+
+class Agent:
+    """The tool loop of one request (the module's docstring)."""
+
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        scope: Scope,
+        *,
+        tools: tuple[str, ...],
+        max_steps: int,
+        lang: str | None = None,
+        protocol: Protocol = "tools",
+        progress: Callable[[str], None] | None = None,
+    ) -> None:
+        self.protocol = protocol
+        self.snapshot = snapshot
+        self.scope = scope
+        self.tools = tools
+        self.max_steps = max_steps
+        self.lang = lang
+        self.progress = progress or (lambda _: None)
+        self.sources = Sources()
+        self.usage = Usage()
+
+    async def run(self, question: str, history: tuple[ChatMessage, ...] = ()) -> Answer:
+        started = time.perf_counter()
+        llm = self.snapshot.llm
+        system = self.snapshot.prompts.render(
+            "agent",
+            tools=", ".join(self.tools),
+            language=language_name(self.lang),
+            history=history,
+            format_instruction="",
+        )
+        steps = system + "\n" + step_instructions(self.tools) if self.protocol == "json" else system
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": steps},
+            *(message.as_dict() for message in history),
+            {"role": "user", "content": question},
+        ]
+        results: list[str] = []
+        text = None
+        for _ in range(self.max_steps):
+            if llm.calls.left <= 1:  # one call is kept for the answer
+                break
+            self.progress("agent")
+            written, calls = await self._turn(messages)
+            if not calls:
+                text = written
+                break
+            calls = calls[:MAX_CALLS_PER_STEP]
+            answered = []
+            for call in calls:
+                self.progress(call.name)
+                result = await self._call(call)
+                results.append(f"{call.name}({call.arguments[:200]}):\n{result}")
+                answered.append(result)
+            self._record(messages, written, calls, answered)
+        if text is None:  # out of steps: the answer from what the tools returned
+            self.progress("answer")
+            found = "\n\n".join(results)[-4 * MAX_RESULT_CHARS :] or "(nothing)"
+            completion = await llm.complete(
+                [
+                    ChatMessage("system", system),
+                    *history,
+                    ChatMessage(
+                        "user",
+                        f"{question}\n\nWhat your tools returned:\n{found}\n\nAnswer now, "
+                        "from this only, citing the documents' numbers.",
+                    ),
+                ]
+            )
+            self.usage += completion.usage
+            text = completion.text
+        return Answer(
+            message=text.strip(),
+            documents=self.sources.cited_in(text),
+            timings={"agent": round((time.perf_counter() - started) * 1000, 1)},
+            llm_calls=llm.calls.used,
+            usage=self.usage,
+        )
+
+    async def _turn(self, messages: list[dict[str, Any]]) -> tuple[str, tuple[ToolCall, ...]]:
+        """One turn of the LLM: its text, and the tools it calls (none: the text answers)."""
+        llm = self.snapshot.llm
+        if self.protocol == "tools":
+            turn = await llm.with_tools(messages, tool_specs(self.tools))
+            self.usage += turn.usage
+            if turn.calls:
+                return turn.text, turn.calls
+            written = written_call(turn.text, self.tools)  # the rest of the text: a guess
+            return ("", written) if written else (turn.text, ())
+        plain = [ChatMessage(m["role"], m["content"]) for m in messages]
+        completion = await llm.complete(plain, {"response_format": step_format(self.tools)})
+        self.usage += completion.usage
+        try:
+            step = json.loads(completion.text)
+            tool, value = str(step["tool"]), str(step["input"])
+        except (json.JSONDecodeError, KeyError, TypeError):
+            return completion.text, ()
+        if tool not in self.tools:  # "answer"
+            return value, ()
+        return completion.text, (ToolCall("step", tool, json.dumps({"input": value})),)
+
+    def _record(
+        self,
+        messages: list[dict[str, Any]],
+        written: str,
+        calls: tuple[ToolCall, ...],
+        results: list[str],
+    ) -> None:
+        """The calls and their results, as the protocol gives them back to the LLM."""
+        if self.protocol == "tools":
+            messages.append(_assistant(written, calls))
+            messages.extend(
+                {"role": "tool", "tool_call_id": call.id, "content": result}
+                for call, result in zip(calls, results, strict=True)
+            )
+            return
+        messages.append({"role": "assistant", "content": written})
+        messages.append({"role": "user", "content": NEXT_STEP.format(result=results[0])})
+
+    async def _call(self, call: ToolCall) -> str:
+        """The tool's result as text (a failure too, so the LLM can go on), cut to size."""
+        try:
+            arguments = json.loads(call.arguments or "{}")
+        except json.JSONDecodeError:
+            return "error: the arguments are not JSON"
+        if call.name not in self.tools or not isinstance(arguments, dict):
+            return f"error: no tool {call.name[:64]!r}; the tools are {', '.join(self.tools)}"
+        value = next((v for v in arguments.values() if isinstance(v, str | int)), "")
+        value = str(value).strip()[:2_000]
+        if not value:
+            return "error: the tool needs its argument"
+        try:
+            result = await getattr(self, f"_{call.name}")(value)
+        except ServiceError as error:
+            result = f"error: {error.message} ({error.reason[:200]})"
+        return result[:MAX_RESULT_CHARS]
+
+    async def _search(self, query: str) -> str:
+        retriever = self.snapshot.index_retriever(self.scope, SEARCH_RESULTS)
+        found = (await retriever.run(query))[:SEARCH_RESULTS]
+        if not found:
+            return "nothing found"
+        return "\n\n".join(self._shown(document) for document in found)
+
+    async def _ask(self, question: str) -> str:
+        query = RagQuery(query=question, lang=self.lang, scope=self.scope)
+        answer = await (await assemble.ask(self.snapshot, query)).complete()
+        self.usage += answer.usage
+        numbers = {
+            d.number: self.sources.number(d.id, d.title, d.url, d.content) for d in answer.documents
+        }
+        return _CITATION.sub(
+            lambda m: f"[{numbers.get(int(m.group(1)), m.group(1))}]", answer.message
+        )
+
+    async def _summarize(self, named: str) -> str:
+        document_id = self.sources.id_of(named)
+        query = SummarizeQuery(document_id=document_id, lang=self.lang, scope=self.scope)
+        answer = await (await assemble.summarize(self.snapshot, query)).complete()
+        self.usage += answer.usage
+        if answer.documents:
+            d = answer.documents[0]
+            number = self.sources.number(d.id, d.title, d.url, d.content)
+            return f"[{number}] {answer.message}"
+        return answer.message
+
+    async def _get_document(self, named: str) -> str:
+        settings = self.snapshot.settings.solr
+        reader = DocumentById(self.snapshot.solr, settings.documents_collection,
+                              settings.documents_map)  # fmt: skip
+        document = await reader.run(self.sources.id_of(named), self.scope)
+        if document is None:
+            raise DocumentNotFound(f"no document {named[:100]!r} you may read")
+        return self._shown(document, MAX_RESULT_CHARS - 200)
+
+    def _shown(self, document: RetrievedDocument, chars: int = SNIPPET_CHARS) -> str:
+        number = self.sources.number(document.source_id, document.title, document.url,
+                                     document.content)  # fmt: skip
+        return f"[{number}] {document.title} (id {document.source_id}):\n{document.content[:chars]}"
+
+
+NEXT_STEP = (
+    "Tool result:\n{result}\n\nDoes this answer the question? If it does, reply "
+    '{{"tool": "answer", "input": "<the answer, with the document numbers in brackets>"}}; if '
+    "not, call another tool."
+)
+
+
+def protocol_for(settings: Settings) -> Protocol:
+    """agentic.protocol; auto: JSON steps for the GGUF models llama.cpp serves us (small
+    models that write their tool calls as text the server does not parse, but follow a
+    grammar), the OpenAI tools API for any other LLM."""
+    chosen = settings.agentic.protocol
+    if chosen != "auto":
+        return chosen
+    return "json" if settings.llm.model in packaged.MODELS else "tools"
+
+
+def step_format(tools: tuple[str, ...]) -> dict[str, Any]:
+    """The response format of a JSON step: one tool (or the answer) and its input."""
+    schema = {
+        "type": "object",
+        "properties": {"tool": {"enum": [*tools, "answer"]}, "input": {"type": "string"}},
+        "required": ["tool", "input"],
+    }
+    return {"type": "json_schema", "json_schema": {"name": "step", "schema": schema}}
+
+
+def step_instructions(tools: tuple[str, ...]) -> str:
+    """How a JSON step is written (added to the agent's instructions in the json protocol)."""
+    lines = [
+        f'- {{"tool": "{name}", "input": "..."}}: {TOOLS[name]["description"]}' for name in tools
+    ]
+    return (
+        "Each turn, reply with one JSON object, a tool and its input:\n"
+        + "\n".join(lines)
+        + '\n- {"tool": "answer", "input": "..."}: your answer, citing the documents\' numbers '
+        "in brackets, once the tool results hold it (or saying you could not find it).\n"
+        "Use the tools before you answer: never answer from memory."
+    )
+
+
+def written_call(text: str, tools: tuple[str, ...]) -> tuple[ToolCall, ...]:
+    """The first tool call a model wrote as text instead of in the API's field (small models
+    do: a JSON object {"name": ..., "arguments": {...}}, fenced or not, even in double braces),
+    when it names one of `tools`; the rest of such a text is the model's guess at the result,
+    and is dropped."""
+    decoder = json.JSONDecoder()
+    starts = [i for i, char in enumerate(text) if char == "{"][:MAX_WRITTEN_OBJECTS]
+    for start in starts:
+        try:
+            value, _ = decoder.raw_decode(text, start)
+        except json.JSONDecodeError:
+            continue
+        if (
+            isinstance(value, dict)
+            and value.get("name") in tools
+            and isinstance(value.get("arguments", {}), dict)
+        ):
+            arguments = json.dumps(value.get("arguments", {}))
+            return (ToolCall("call-written", str(value["name"]), arguments[:4_000]),)
+    return ()
+
+
+def _assistant(text: str, calls: tuple[ToolCall, ...]) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": text or None,
+        "tool_calls": [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in calls
+        ],
+    }

@@ -1,0 +1,199 @@
+"""The conversations the service keeps for Datafari 7's `conversationId`: a client sends only
+its new message, and the conversation's earlier messages become the request's history.
+
+One Solr document a conversation (conversations.collection). Its Solr id is a hash of the
+owner and the conversation's id, so a caller who sends another caller's id finds nothing (a
+404, the same as for an id never made); ids are made here (128 random bits), never taken from
+a client. Bounded: conversations.max.messages messages of conversations.max.message.chars
+characters each, conversations.max.per.caller conversations a caller (a new one beyond deletes
+the oldest), gone conversations.ttl.hours after the last message (filtered on read, deleted
+on write).
+
+    >>> store = ConversationStore(solr, settings.conversations)
+    >>> conversation = await store.open(owner, None)        # a new one
+    >>> await store.append(conversation, question, answer)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from service.config.settings import ConversationSettings
+from service.errors import FeatureDisabled, NotFound, UpstreamBadResponse
+from service.llm import ChatMessage
+from service.retrieval.solr import SolrClient
+
+CONVERSATION_ID = 32  # hex characters of a conversation's id
+PURGE_SECONDS = 60.0  # expired conversations are deleted at most this often
+
+
+class ConversationNotFound(NotFound):
+    """No conversation of this caller has that id (never made, expired, deleted, or another
+    caller's)."""
+
+    kind = "ConversationNotFound"
+    message = "Sorry, this conversation does not exist, or is no longer available."
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """One caller's conversation: its id and its messages, oldest first."""
+
+    id: str
+    owner: str
+    messages: tuple[ChatMessage, ...] = ()
+
+
+class ConversationStore:
+    """Conversations kept in Solr, each readable by its owner only."""
+
+    def __init__(self, solr: SolrClient, settings: ConversationSettings) -> None:
+        self._solr = solr
+        self._settings = settings
+        self._collection = settings.collection
+        self._purged = 0.0
+
+    async def open(self, owner: str, conversation_id: str | None) -> Conversation:
+        """The owner's conversation of that id (ConversationNotFound when there is none), or
+        a new one (None); FeatureDisabled when conversations are off."""
+        if not self._settings.enabled:
+            raise FeatureDisabled(
+                "conversationId: the service keeps no conversations here (conversations."
+                "enabled=false); send the history with each request instead"
+            )
+        if conversation_id is None:
+            return Conversation(secrets.token_hex(CONVERSATION_ID // 2), owner)
+        found = await self._read(owner, conversation_id)
+        if found is None:
+            raise ConversationNotFound(_not_found(conversation_id))
+        return found
+
+    async def get(self, owner: str, conversation_id: str) -> Conversation:
+        """The owner's conversation; ConversationNotFound otherwise."""
+        return await self.open(owner, conversation_id)
+
+    async def append(self, conversation: Conversation, question: str, answer: str) -> None:
+        """Keeps the question and its answer, the oldest messages dropped past the bound."""
+        settings = self._settings
+        cut = settings.max_message_chars
+        messages = [
+            *conversation.messages,
+            ChatMessage("user", question[:cut]),
+            ChatMessage("assistant", answer[:cut]),
+        ][-settings.max_messages :]
+        now = datetime.now(UTC)
+        new = not conversation.messages
+        if new:
+            await self._make_room(conversation.owner)
+        await self._write(
+            {
+                "id": _solr_id(conversation.owner, conversation.id),
+                "owner_s": _owner_key(conversation.owner),
+                "updated_dt": _solr_date(now),
+                "expires_dt": _solr_date(now + timedelta(hours=settings.ttl_hours)),
+                "turns_i": len(messages),
+                "messages_json": json.dumps([[m.role, m.content] for m in messages]),
+            }
+        )
+        await self._purge()
+
+    async def delete(self, owner: str, conversation_id: str) -> None:
+        """Deletes the owner's conversation; ConversationNotFound when there is none."""
+        await self.get(owner, conversation_id)
+        await self._delete([_solr_id(owner, conversation_id)])
+
+    async def _read(self, owner: str, conversation_id: str) -> Conversation | None:
+        if len(conversation_id) != CONVERSATION_ID or not _is_hex(conversation_id):
+            return None
+        found = await self._call(
+            self._solr.select(
+                self._collection,
+                {
+                    "q": "{!term f=id v=$conversation}",
+                    "conversation": _solr_id(owner, conversation_id),
+                    "fq": "expires_dt:[NOW TO *]",
+                    "fl": "messages_json",
+                    "rows": 1,
+                },
+            )
+        )
+        docs = found.get("response", {}).get("docs", [])
+        if not docs:
+            return None
+        pairs = json.loads(docs[0].get("messages_json") or "[]")
+        messages = tuple(ChatMessage(str(role), str(content)) for role, content in pairs)
+        return Conversation(conversation_id, owner, messages)
+
+    async def _make_room(self, owner: str) -> None:
+        """Deletes the owner's oldest conversations past conversations.max.per.caller - 1."""
+        keep = self._settings.max_per_caller - 1
+        found = await self._call(
+            self._solr.select(
+                self._collection,
+                {
+                    "q": "{!term f=owner_s v=$owner}",
+                    "owner": _owner_key(owner),
+                    "sort": "updated_dt desc",
+                    "fl": "id",
+                    "start": keep,
+                    "rows": 100,
+                },
+            )
+        )
+        old = [str(doc["id"]) for doc in found.get("response", {}).get("docs", [])]
+        if old:
+            await self._delete(old)
+
+    async def _purge(self) -> None:
+        now = time.monotonic()
+        if now - self._purged < PURGE_SECONDS:
+            return
+        self._purged = now
+        await self._call(self._solr.delete_by_query(self._collection, "expires_dt:[* TO NOW]"))
+
+    async def _delete(self, solr_ids: list[str]) -> None:
+        await self._call(self._solr.update(self._collection, [("delete", solr_ids)], commit=True))
+
+    async def _write(self, document: dict[str, Any]) -> None:
+        await self._call(self._solr.add(self._collection, [document], commit=True))
+
+    async def _call(self, work: Any) -> Any:
+        try:
+            return await work
+        except UpstreamBadResponse as error:
+            if " 404 " not in error.reason:
+                raise
+            raise UpstreamBadResponse(
+                f"Solr has no collection {self._collection!r} (conversations.collection): "
+                "create it from the configset solr/configsets/Conversations, or set "
+                "conversations.enabled=false"
+            ) from None
+
+
+def _not_found(conversation_id: str) -> str:
+    return (
+        f"conversationId {conversation_id[:64]!r}: no such conversation of yours (it may have "
+        "expired or been deleted); send no conversationId to begin a new one"
+    )
+
+
+def _owner_key(owner: str) -> str:
+    return hashlib.sha256(owner.encode()).hexdigest()[:32]
+
+
+def _solr_id(owner: str, conversation_id: str) -> str:
+    return hashlib.sha256(f"{owner}\0{conversation_id}".encode()).hexdigest()
+
+
+def _is_hex(text: str) -> bool:
+    return all(c in "0123456789abcdef" for c in text)
+
+
+def _solr_date(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")[:-4] + "Z"

@@ -1,0 +1,408 @@
+"""Datafari 7's AI API (issue 47): POST /ai and /ai/stream with the bodies its chat bot sends,
+the stream read line by line as its client reads it, filters that narrow and never widen,
+hostile filter queries refused, and conversations kept per caller."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from testing.llm_server import LLMScript, Step
+from testing.service import ADMIN_TOKEN, ClientFactory, ServiceFactory
+from tests.service.test_security import DOCUMENTS, assert_no_secret
+
+PREFIX = "/Datafari/rest/v2.0"
+QUESTION = "When was the lighthouse lamp electrified?"
+AUTH = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+# what Datafari 7's chat bot sends for each action (AiRequest: its fields, "" for none)
+RAG_BODY = {
+    "query": QUESTION,
+    "action": "rag",
+    "id": "",
+    "agent": "",
+    "lang": "en",
+    "history": [
+        {"role": "user", "message": "Hello"},
+        {"role": "assistant", "message": "Hello! Ask me about the documents."},
+    ],
+    "filters": {"id": [], "fq": []},
+    "conversationId": "",
+}
+SUMMARIZE_BODY = {"action": "summarize", "id": "lighthouse", "lang": "en", "history": []}
+
+
+def ok(response: httpx.Response) -> dict:
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["status"] == "OK"
+    return body["content"]
+
+
+def error_of(response: httpx.Response, status: int, label: str) -> dict:
+    """Datafari 7's error envelope: content.error, and the 6.2 fields beside it."""
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert body["status"] == "ERROR"
+    error = body["content"]["error"]
+    assert (error["code"], error["label"]) == (str(status), label)
+    assert error["message"] and body["content"]["message"] == error["message"]
+    assert body["content"]["label"] == label and body["content"]["documents"] == []
+    assert "Traceback" not in response.text
+    return error
+
+
+def events(lines: list[str]) -> list[dict]:
+    """The stream as Datafari's client reads it: each line one JSON object."""
+    assert lines and all(line.strip() for line in lines)
+    return [json.loads(line) for line in lines]
+
+
+@pytest.fixture
+def summarizing(make_client: ClientFactory) -> TestClient:
+    return make_client({"ai.enable.summarization": True})
+
+
+def test_each_action_answers_datafari_7s_body_on_both_paths(
+    summarizing: TestClient, llm: LLMScript
+) -> None:
+    for path in ("/ai", f"{PREFIX}/ai"):
+        answer = ok(summarizing.post(path, json=RAG_BODY))
+        assert answer["message"].startswith("Test answer to:")
+        assert answer["documents"][0]["id"] == "lighthouse"
+        assert answer["sources"] == answer["documents"]
+        assert answer["conversationId"] is None  # conversations are off here
+        summary = ok(summarizing.post(path, json=SUMMARIZE_BODY))
+        assert summary["message"] and summary["documents"][0]["id"] == "lighthouse"
+    assert len(llm.requests) == 4
+    # Datafari 7 writes an earlier message's text as "message": it reached the LLM
+    # the history is Datafari's (read with chat.memory.enabled, off here, as on /ai/rag)
+    assert "Hello! Ask me about the documents." not in str(llm.requests[0].body)
+
+
+def test_a_posted_history_in_datafari_7s_words_reaches_the_llm(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    client = make_client({"chat.memory.enabled": True})
+    ok(client.post("/ai", json=RAG_BODY))
+    assert "Hello! Ask me about the documents." in str(llm.requests[-1].body)
+
+
+def test_the_6_2_paths_keep_working_beside_them(summarizing: TestClient, llm: LLMScript) -> None:
+    assert ok(summarizing.post("/ai/rag", json={"query": QUESTION}))["documents"]
+    assert ok(summarizing.post(f"{PREFIX}/ai/summarize", json={"id": "lighthouse"}))["message"]
+
+
+@pytest.mark.parametrize(
+    ("body", "label", "why"),
+    [
+        ({"action": "rag"}, "ragBadRequest", "query is required for rag"),
+        ({"action": "summarize", "query": "x"}, "ragBadRequest", "id is required for summarize"),
+        ({"action": "search", "query": "x"}, "ragBadRequest", "action"),
+        ({"query": "x", "filters": {"fq": ["{!join from=id to=id}x:y"]}}, "ragBadRequest",
+         "local parameters"),
+    ],
+)  # fmt: skip
+def test_what_an_action_lacks_is_a_400_that_says_it(
+    client: TestClient, llm: LLMScript, body: dict, label: str, why: str
+) -> None:
+    response = client.post("/ai", json=body)
+    assert response.status_code == 400, response.text
+    content = response.json()["content"]
+    assert content["label"] == label and why in content["reason"]
+    assert llm.requests == []
+
+
+def test_errors_are_labelled_by_the_action(client: TestClient, llm: LLMScript) -> None:
+    error_of(client.post("/ai", json=SUMMARIZE_BODY), 403, "summarizationErrorNotEnabled")
+    found = error_of(client.post("/ai", json={**RAG_BODY, "id": "no-such-doc"}), 404,
+                     "ragFileNotFound")  # fmt: skip
+    assert "no-such-doc" in found["reason"]
+
+
+def test_the_stream_is_ndjson_read_line_by_line(summarizing: TestClient, llm: LLMScript) -> None:
+    with summarizing.stream("POST", "/ai/stream", json=RAG_BODY) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("application/x-ndjson")
+        lines = list(response.iter_lines())
+    sent = events(lines)
+    kinds = [event["type"] for event in sent]
+    assert kinds[0] == "start" and kinds[-2:] == ["sources", "done"]
+    steps = [event["step"] for event in sent if event["type"] == "step"]
+    assert steps[:2] == ["retrieve", "chunk"] and steps[-1] == "chain"
+    text = "".join(event["text"] for event in sent if event["type"] == "token")
+    done = sent[-1]
+    assert done["status"] == "OK" and done["content"]["message"] == text
+    assert text.startswith("Test answer to:")
+    assert done["content"]["documents"][0]["id"] == "lighthouse" and done["timings"]["chain"] >= 0
+    summary = events(list(summarizing.post("/ai/stream", json=SUMMARIZE_BODY).iter_lines()))
+    assert summary[-1]["type"] == "done" and summary[-1]["content"]["message"]
+
+
+def test_a_failure_in_the_stream_is_its_last_line(client: TestClient, llm: LLMScript) -> None:
+    sent = events(list(client.post("/ai/stream", json={**RAG_BODY, "id": "nope"}).iter_lines()))
+    assert [event["type"] for event in sent] == ["start", "step", "error"]
+    assert sent[-1]["content"]["error"]["label"] == "ragFileNotFound"
+
+
+def test_a_client_that_leaves_mid_stream_frees_the_service(
+    service: ServiceFactory, llm: LLMScript
+) -> None:
+    base = service()
+    with httpx.stream("POST", f"{base}/ai/stream", json=RAG_BODY, timeout=30) as response:
+        for line in response.iter_lines():
+            if json.loads(line)["type"] == "step":
+                break  # the chat bot's tab is closed
+    answer = httpx.post(f"{base}/ai", json=RAG_BODY, timeout=30)
+    assert ok(answer)["documents"][0]["id"] == "lighthouse"
+
+
+def test_filters_id_narrow_what_the_answer_reads(client: TestClient, llm: LLMScript) -> None:
+    narrowed = {**RAG_BODY, "query": "apple orchard lighthouse", "filters": {"id": ["orchard"]}}
+    answer = ok(client.post("/ai", json=narrowed))
+    assert {d["id"] for d in answer["documents"]} == {"orchard"}
+    nothing = {**RAG_BODY, "filters": {"id": ["no-such-document"]}}
+    error_of(client.post("/ai", json=nothing), 428, "ragNoFileFound")
+
+
+@pytest.mark.parametrize("method", ["bm25", "vector", "hybrid"])
+def test_filters_fq_narrow_by_a_facet_on_every_retrieval(
+    make_client: ClientFactory, llm: LLMScript, method: str
+) -> None:
+    client = make_client({"retrieval.method": method})
+    french = {
+        **RAG_BODY,
+        "query": "Marseille lighthouse summer",
+        "filters": {"fq": ["language:fr"]},
+    }
+    answer = ok(client.post("/ai", json=french))
+    assert {d["id"] for d in answer["documents"]} == {"marseille"}
+    tagged = {**french, "filters": {"fq": ['{!tag=lang}language:("fr" OR de)']}}
+    assert {d["id"] for d in ok(client.post("/ai", json=tagged))["documents"]} == {"marseille"}
+
+
+@pytest.mark.parametrize(
+    "fq",
+    [
+        "{!join from=id to=id fromIndex=FileShare}allowed_groups:team-b",
+        "{!func}sum(1,1)",
+        "{!frange l=0 u=1}id",
+        "title:${secret}",
+        '_query_:"{!lucene}*:*"',
+        "_val_:1",
+        "allowed_groups:*",
+        "allowed_groups:team-b",
+        "content:bergam*",
+        "content:bergamot~1",
+        "*:*",
+        "language:fr AND content:x",
+        "no_such_field:x",
+        "x" * 5000,
+    ],
+)
+def test_hostile_filter_queries_are_each_refused(
+    client: TestClient, llm: LLMScript, fq: str
+) -> None:
+    response = client.post("/ai", json={**RAG_BODY, "filters": {"fq": [fq]}})
+    assert response.status_code == 400, response.text
+    assert response.json()["content"]["label"] == "ragBadRequest"
+    assert llm.requests == []
+
+
+def test_filters_never_widen_what_a_group_sees(make_client: ClientFactory, llm: LLMScript) -> None:
+    admin = make_client()
+    admin.post("/documents", json={"documents": DOCUMENTS}, headers=AUTH).raise_for_status()
+    secure = make_client({"security.enabled": True, "retrieval.method": "bm25"})
+    team_a = {"X-User-Groups": "team-a"}
+    for filters in (
+        {"id": ["acl-b", "acl-ab-denied"]},
+        {"fq": ["id:acl-b"]},
+        {"fq": ["id:(acl-a OR acl-b)"], "id": ["acl-b"]},
+    ):
+        body = {**RAG_BODY, "query": "marmalade recipe bergamot", "filters": filters}
+        response = secure.post("/ai", json=body, headers=team_a)
+        assert response.status_code in (200, 428), response.text
+        assert not {d["id"] for d in response.json()["content"]["documents"]} & {
+            "acl-b",
+            "acl-ab-denied",
+        }
+        assert_no_secret(response, llm)
+    allowed = {**RAG_BODY, "query": "marmalade recipe", "filters": {"fq": ["id:(acl-a OR acl-b)"]}}
+    answer = ok(secure.post("/ai", json=allowed, headers=team_a))
+    assert {d["id"] for d in answer["documents"]} == {"acl-a"}
+
+
+def test_a_conversation_is_kept_for_its_caller_only(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    client = make_client({"conversations.enabled": True, "api.keys": "key-one,key-two"})
+    one, two = {"X-API-Key": "key-one"}, {"X-API-Key": "key-two"}
+    first = ok(client.post("/ai", json={"query": QUESTION}, headers=one))
+    conversation = first["conversationId"]
+    assert conversation and len(conversation) == 32
+    follow_up = {"query": "And who kept the lighthouse?", "conversationId": conversation}
+    second = ok(client.post("/ai", json=follow_up, headers=one))
+    assert second["conversationId"] == conversation
+    sent = str(llm.requests[-1].body)
+    assert QUESTION in sent and first["message"][:30] in sent  # the earlier turn, as history
+    # the other caller: no such conversation, and nothing of it is read or answered
+    calls = len(llm.requests)
+    stolen = client.post("/ai", json=follow_up, headers=two)
+    error_of(stolen, 404, "ragConversationNotFound")
+    assert QUESTION not in stolen.text and len(llm.requests) == calls
+    error_of(client.get(f"/ai/conversations/{conversation}", headers=two), 404,
+             "ragConversationNotFound")  # fmt: skip
+    error_of(client.delete(f"/ai/conversations/{conversation}", headers=two), 404,
+             "ragConversationNotFound")  # fmt: skip
+    kept = ok(client.get(f"/ai/conversations/{conversation}", headers=one))
+    assert [m["role"] for m in kept["messages"]] == ["user", "assistant"] * 2
+    # its owner deletes it: gone
+    ok(client.delete(f"/ai/conversations/{conversation}", headers=one))
+    error_of(client.post("/ai", json=follow_up, headers=one), 404, "ragConversationNotFound")
+
+
+def test_a_conversation_is_bounded(make_client: ClientFactory, llm: LLMScript) -> None:
+    client = make_client({"conversations.enabled": True, "conversations.max.messages": 2,
+                          "conversations.max.message.chars": 100})  # fmt: skip
+    conversation = ok(client.post("/ai", json={"query": "lighthouse " * 50}))["conversationId"]
+    for question in ("orchard pruning", "lighthouse keeper"):
+        ok(client.post("/ai", json={"query": question, "conversationId": conversation}))
+    kept = ok(client.get(f"/ai/conversations/{conversation}"))["messages"]
+    assert [m["role"] for m in kept] == ["user", "assistant"]
+    assert kept[0]["content"] == "lighthouse keeper"  # the oldest messages dropped
+    assert all(len(m["content"]) <= 100 for m in kept)
+    first = ok(client.post("/ai", json={"query": "lighthouse " * 50}))["conversationId"]
+    kept = ok(client.get(f"/ai/conversations/{first}"))["messages"]
+    assert kept[0]["content"] == ("lighthouse " * 50)[:100]  # a message is cut
+
+
+def test_a_conversation_id_never_made_here_is_not_found(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    client = make_client({"conversations.enabled": True})
+    for made_up in ("0" * 32, "../../etc/passwd", "*:*", "a" * 128):
+        response = client.post("/ai", json={"query": QUESTION, "conversationId": made_up})
+        error_of(response, 404, "ragConversationNotFound")
+    assert llm.requests == []
+    off = make_client().post("/ai", json={"query": QUESTION, "conversationId": "0" * 32})
+    assert "conversations.enabled" in error_of(off, 403, "ragErrorNotEnabled")["reason"]
+
+
+def tool_call(name: str, **arguments: object) -> Step:
+    """The LLM's turn that calls one tool, as OpenAI's tools API writes it."""
+    call = {"id": f"call-{name}", "type": "function",
+            "function": {"name": name, "arguments": json.dumps(arguments)}}  # fmt: skip
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    body = {"choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5}}  # fmt: skip
+    return Step(body=json.dumps(body))
+
+
+AGENTIC = {"agentic.enabled": True, "agentic.max.steps": 3}
+AGENT_BODY = {**RAG_BODY, "action": "agentic", "query": "Who kept the lighthouse lamp lit?"}
+
+
+def test_the_agent_calls_our_tools_and_answers_citing_what_they_found(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    client = make_client(AGENTIC)
+    llm.then(tool_call("search", query="lighthouse lamp"))
+    llm.answer = lambda request: "The keeper kept it lit [1]."
+    sent = events(list(client.post("/ai/stream", json=AGENT_BODY).iter_lines()))
+    assert [e["step"] for e in sent if e["type"] == "step"] == ["agent", "search", "agent"]
+    done = sent[-1]
+    assert done["type"] == "done" and done["content"]["message"] == "The keeper kept it lit [1]."
+    first = done["content"]["documents"][0]
+    assert (first["id"], first["cited"]) == ("lighthouse", True)
+    # the tool's result went back to the LLM as a tool message, after its call
+    messages = llm.requests[1].body["messages"]
+    assert messages[-2]["tool_calls"][0]["function"]["name"] == "search"
+    assert messages[-1]["role"] == "tool" and "[1] The lighthouse keeper" in messages[-1]["content"]
+    assert {t["function"]["name"] for t in llm.requests[0].body["tools"]} == {
+        "search", "ask", "summarize", "get_document"}  # fmt: skip
+
+
+def test_an_agent_that_keeps_calling_tools_is_stopped_and_answers(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    client = make_client(AGENTIC)
+    # it would call a tool at every turn: three turns are all it gets (agentic.max.steps)
+    llm.then(*(tool_call("get_document", document="lighthouse") for _ in range(3)))
+    llm.answer = lambda request: "From what I read: electrified in 1952 [1]."
+    answer = ok(client.post("/ai", json=AGENT_BODY))
+    assert answer["message"] == "From what I read: electrified in 1952 [1]."
+    # three tool-calling turns (agentic.max.steps), then one answer without tools
+    assert len(llm.requests) == 4
+    assert all("tools" in request.body for request in llm.requests[:3])
+    assert "tools" not in llm.requests[3].body
+    assert "What your tools returned" in llm.requests[3].prompt
+
+
+def test_the_call_budget_bounds_the_agent_too(make_client: ClientFactory, llm: LLMScript) -> None:
+    client = make_client({**AGENTIC, "agentic.max.steps": 20, "llm.max.calls.per.request": 4})
+    llm.then(*(tool_call("search", query="lighthouse") for _ in range(30)))
+    ok(client.post("/ai", json=AGENT_BODY))
+    assert len(llm.requests) == 4
+
+
+def test_a_model_that_cannot_call_tools_is_said_so(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    client = make_client(AGENTIC)
+    refusal = {"error": {"message": "tools param requires --jinja flag", "type": "x"}}
+    llm.then(Step(status=400, body=json.dumps(refusal)))
+    error = error_of(client.post("/ai", json=AGENT_BODY), 400, "agenticBadRequest")
+    assert "cannot call tools" in error["reason"] and "action=rag" in error["reason"]
+
+
+def test_agents_are_named_in_rag_properties(make_client: ClientFactory, llm: LLMScript) -> None:
+    client = make_client({**AGENTIC, "agentic.agents": "default=search;doc-42=get_document"})
+    error_of(client.post("/ai", json={**AGENT_BODY, "agent": "nope"}), 404, "agenticAgentNotFound")
+    llm.then(tool_call("search", query="lighthouse"))
+    llm.answer = lambda request: "I could not find it in the documents."
+    ok(client.post("/ai", json={**AGENT_BODY, "agent": "doc-42"}))
+    assert [t["function"]["name"] for t in llm.requests[0].body["tools"]] == ["get_document"]
+    refused = llm.requests[1].body["messages"][-1]["content"]
+    assert refused.startswith("error: no tool 'search'")  # not this agent's
+    off = make_client().post("/ai", json=AGENT_BODY)
+    error_of(off, 403, "agenticErrorNotEnabled")
+
+
+def test_the_agent_reads_only_what_its_caller_may(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    admin = make_client()
+    admin.post("/documents", json={"documents": DOCUMENTS}, headers=AUTH).raise_for_status()
+    secure = make_client({**AGENTIC, "security.enabled": True, "retrieval.method": "bm25"})
+    llm.then(
+        tool_call("get_document", document="acl-b"),
+        tool_call("summarize", document="acl-b"),
+        tool_call("search", query="bergamot marmalade recipe"),
+    )
+    llm.answer = lambda request: "I could not find it in the documents."
+    response = secure.post("/ai", json={**AGENT_BODY, "query": "bergamot?"},
+                           headers={"X-User-Groups": "team-a"})  # fmt: skip
+    assert response.status_code == 200, response.text
+    assert_no_secret(response, llm)
+
+
+def test_json_steps_let_a_small_local_model_call_the_tools(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    """agentic.protocol=json (auto for the embedded GGUF models): a step is one JSON object,
+    held to a schema, instead of the tools API the embedded 1.5B does not write."""
+    client = make_client({**AGENTIC, "agentic.protocol": "json"})
+    llm.then(
+        Step(content='{"tool": "search", "input": "lighthouse lamp electrified"}'),
+        Step(content='{"tool": "answer", "input": "In 1952 [1]."}'),
+    )
+    answer = ok(client.post("/ai", json=AGENT_BODY))
+    assert answer["message"] == "In 1952 [1]."
+    assert answer["documents"][0]["id"] == "lighthouse" and answer["documents"][0]["cited"]
+    first, second = llm.requests
+    assert first.body["response_format"]["json_schema"]["schema"]["properties"]["tool"] == {
+        "enum": ["search", "ask", "summarize", "get_document", "answer"]}  # fmt: skip
+    assert "tools" not in first.body
+    assert "The lamp burned paraffin until 1952" in second.body["messages"][-1]["content"]
