@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from service.chains.prompts import language_name
+from service.chains.result import says_nothing_relevant
 from service.config import Settings
 from service.errors import DocumentNotFound, ServiceError
 from service.llm import ChatMessage, Usage
@@ -192,8 +193,19 @@ class Agent:
             )
             self.usage += completion.usage
             text = completion.text
+        text = without_repeats(text.strip())
+        if says_nothing_relevant(text):
+            return Answer(
+                message=text,
+                documents=[],
+                timings={"agent": round((time.perf_counter() - started) * 1000, 1)},
+                llm_calls=llm.calls.used,
+                usage=self.usage,
+                abstained=f"the agent read what its tools found ({len(self.sources.by_id)} "
+                "documents) and said it does not hold the answer",
+            )
         return Answer(
-            message=text.strip(),
+            message=text,
             documents=self.sources.cited_in(text),
             timings={"agent": round((time.perf_counter() - started) * 1000, 1)},
             llm_calls=llm.calls.used,
@@ -213,11 +225,10 @@ class Agent:
         plain = [ChatMessage(m["role"], m["content"]) for m in messages]
         completion = await llm.complete(plain, {"response_format": step_format(self.tools)})
         self.usage += completion.usage
-        try:
-            step = json.loads(completion.text)
-            tool, value = str(step["tool"]), str(step["input"])
-        except (json.JSONDecodeError, KeyError, TypeError):
+        step = json_step(completion.text)
+        if step is None:
             return completion.text, ()
+        tool, value = step
         if tool not in self.tools:  # "answer"
             return value, ()
         return completion.text, (ToolCall("step", tool, json.dumps({"input": value})),)
@@ -341,6 +352,36 @@ def step_instructions(tools: tuple[str, ...]) -> str:
         "in brackets, once the tool results hold it (or saying you could not find it).\n"
         "Use the tools before you answer: never answer from memory."
     )
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def without_repeats(text: str) -> str:
+    """The text without a sentence said again word for word (a small model's loop)."""
+    seen: set[str] = set()
+    kept = []
+    for sentence in _SENTENCE_END.split(text):
+        key = " ".join(sentence.lower().split())
+        if key and key in seen:
+            continue
+        seen.add(key)
+        kept.append(sentence)
+    return " ".join(kept)
+
+
+def json_step(text: str) -> tuple[str, str] | None:
+    """(tool, input) of a JSON step; one cut short by max_tokens (its string and object left
+    open) is closed first, so that an answer cut mid-sentence is still an answer, never the
+    JSON shown to the user."""
+    for ending in ("", '"}', "}"):
+        try:
+            step = json.loads(text.strip().rstrip("\\") + ending)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(step, dict) and isinstance(step.get("tool"), str):
+            return step["tool"], str(step.get("input", ""))
+    return None
 
 
 def written_call(text: str, tools: tuple[str, ...]) -> tuple[ToolCall, ...]:
