@@ -293,6 +293,30 @@ def test_manifoldcf_security_holds_for_ids_summaries_and_the_openai_endpoint(
 
 
 @pytest.mark.usefixtures("foreign")
+def test_manifoldcf_security_holds_for_datafari_7s_filters(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    """Issue 47: filters (ids, or a facet's fq) narrow what a caller sees, never widen it."""
+    client = secure(make_client)
+    sales = {"X-User-Groups": "AD:sales"}
+    both = f'id:("{STAFF}" OR "{SALES}")'
+    for filters in ({"id": [STAFF]}, {"fq": [f'id:"{STAFF}"']}, {"fq": [both], "id": [STAFF]}):
+        body = {"query": "handbook canteen menu", "filters": filters}
+        response = client.post("/ai", json=body, headers=sales)
+        assert response.status_code in (200, 428), response.text
+        assert STAFF not in sources(response.json()["content"])
+        assert_no_leak(response.text, llm, PUBLIC | {SALES})
+    narrowed = client.post(
+        "/ai", json={"query": "handbook", "filters": {"fq": [both]}}, headers=sales
+    )
+    assert sources(narrowed.json()["content"]) == {SALES}
+    refused = client.post(
+        "/ai", json={"query": "handbook", "filters": {"fq": ["allow_token_document:*"]}}
+    )
+    assert refused.status_code == 400 and "security field" in refused.text
+
+
+@pytest.mark.usefixtures("foreign")
 def test_manifoldcf_security_holds_for_every_query_of_multi_query_retrieval(
     make_client: ClientFactory, llm: LLMScript
 ) -> None:
