@@ -10,7 +10,7 @@ SOLR_PORT ?= 8983
 MODEL_PORT ?= 8001
 LLM_PORT ?= 8002
 
-.PHONY: setup browser llama-server llama answerer run stop test lint format clean
+.PHONY: setup browser llama-server llama answerer run stop test test-unit lint format clean
 
 # PYTHONWARNINGS=ignore: setuptools' banner about editable installs is for its own developers
 $(BIN)/.installed: pyproject.toml Makefile
@@ -65,6 +65,10 @@ answerer: setup
 test: setup browser
 	$(BIN)/ruff check service tests bench testing models
 	$(BIN)/pytest -q
+
+# the fast suite: no Solr, no model, no socket (tests/unit/conftest.py refuses the network)
+test-unit: setup
+	$(BIN)/pytest -q tests/unit -m "not solr"
 
 lint: setup
 	$(BIN)/ruff check service tests bench testing models

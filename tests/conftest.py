@@ -47,6 +47,14 @@ def pytest_configure(config: pytest.Config) -> None:
     signal.signal(signal.SIGTERM, interrupt)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The `solr` marker means it: every test that needs the real Solr (through the solr_url
+    fixture, directly or not) carries it, so `-m "not solr"` runs what needs none."""
+    for item in items:
+        if "solr_url" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.solr)
+
+
 @pytest.fixture(autouse=True)
 def _logging_as_it_was() -> Iterator[None]:
     """A test that runs the CLI (which sets up logging for its process) leaves the root logger

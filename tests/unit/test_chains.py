@@ -1,5 +1,6 @@
 """The prompt chains and packing on their own: chunks of the test corpus, the real prompt
-templates, and the recording LLM server over real HTTP (no service in between)."""
+templates, and the recording LLM answering over HTTP in this process (no socket, no service
+in between)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from service.llm import ChatClient, ChatMessage, LLMOptions
 from service.llm.budget import CallBudget
 from service.retrieval import RetrievedDocument
 from testing.corpus import load_corpus
-from testing.llm_server import LLMScript
+from testing.llm_server import LLMScript, create_llm_app
 from testing.service import ROOT
 
 PROMPTS = PromptLibrary(ROOT / "prompts")
@@ -42,10 +43,16 @@ def builder(history: tuple[ChatMessage, ...] = ()) -> PromptBuilder:
 
 
 @pytest.fixture
-async def make_llm(llm: LLMScript, llm_base_url: str) -> AsyncIterator[LlmFactory]:
+def llm() -> LLMScript:
+    return LLMScript()
+
+
+@pytest.fixture
+async def make_llm(llm: LLMScript) -> AsyncIterator[LlmFactory]:
     """make_llm(calls) -> a client of the recording LLM with that call budget."""
-    async with httpx.AsyncClient() as http:
-        options = LLMOptions(endpoint=f"{llm_base_url}/v1/", model="test-model", retries=0)
+    transport = httpx.ASGITransport(app=create_llm_app(llm))  # type: ignore[arg-type]
+    async with httpx.AsyncClient(transport=transport) as http:
+        options = LLMOptions(endpoint="http://llm/v1/", model="test-model", retries=0)
         yield lambda calls: ChatClient(http, options, calls=CallBudget(calls))
 
 
