@@ -3,7 +3,7 @@ package (sync, async, stream, parse), LangChain's ChatOpenAI, LlamaIndex's OpenA
 and the calls Open WebUI makes. Each gets a grounded answer with its sources for the default
 model, with and without `index_name`, and the refusals as errors its users can catch.
 
-The README's "Use it from your tools" snippets are these calls."""
+The "Use it from your tools" snippets of docs/api.md are these calls."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Every README snippet that calls the API runs, as written, against the service on the
-shipped rag.properties (issue 36, item 5: a snippet's model name was a 404 there).
+"""Every snippet of the README and of docs/ that calls the API runs, as written, against the
+service on the shipped rag.properties (issue 36, item 5: a snippet's model name was a 404
+there).
 
 Only the addresses change: the snippets' http://127.0.0.1:8000 becomes the test service's, and
 the shipped file's Solr and model server are the suite's (environment overrides, as an
@@ -33,23 +34,29 @@ from testing.service import ROOT, test_settings
 from testing.solr import create_collection, delete_collection
 
 README = ROOT / "README.md"
+PAGES = (README, *sorted((ROOT / "docs").glob("*.md")))
 SHIPPED = "http://127.0.0.1:8000"
 BLOCK = re.compile(r"^```(python|bash)\n(.*?)^```", re.S | re.M)
 INLINE_CURL = re.compile(r"\*\*curl\*\*: `(curl [^`]*)`", re.S)
 
 
-def snippets() -> list[tuple[str, str, int]]:
-    """(language, code, line) of each README snippet that calls the running service."""
-    text = README.read_text(encoding="utf-8")
+def snippets() -> list[tuple[str, str, str]]:
+    """(language, code, where) of each snippet of the README and docs/ that calls the running
+    service."""
     found = []
-    for match in BLOCK.finditer(text):
-        language, code = match.group(1), match.group(2)
-        calls = SHIPPED in code and not (language == "bash" and "make run" in code)
-        if calls:
-            found.append((language, code, text.count("\n", 0, match.start()) + 1))
-    for match in INLINE_CURL.finditer(text):
-        code = " ".join(match.group(1).split())
-        found.append(("bash", code, text.count("\n", 0, match.start()) + 1))
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        name = page.relative_to(ROOT).as_posix().replace("/", "-")
+        for match in BLOCK.finditer(text):
+            language, code = match.group(1), match.group(2)
+            calls = SHIPPED in code and not (language == "bash" and "make run" in code)
+            if calls:
+                found.append(
+                    (language, code, f"{name}-line-{text.count(chr(10), 0, match.start()) + 1}")
+                )
+        for match in INLINE_CURL.finditer(text):
+            code = " ".join(match.group(1).split())
+            found.append(("bash", code, f"{name}-line-{text.count(chr(10), 0, match.start()) + 1}"))
     return found
 
 
@@ -118,7 +125,7 @@ def shipped(
 @pytest.mark.parametrize(
     ("language", "code"),
     [(language, code) for language, code, _ in SNIPPETS],
-    ids=[f"README-line-{line}-{language}" for language, _, line in SNIPPETS],
+    ids=[f"{where}-{language}" for language, _, where in SNIPPETS],
 )
 def test_a_readme_snippet_runs_against_the_shipped_configuration(
     shipped: str, language: str, code: str

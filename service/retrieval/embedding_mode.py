@@ -26,7 +26,7 @@ PARSER_NAME = "text_to_vector_knn"
 EMBEDDED_FIELDS = ["title", "content"]
 ENABLE_HINT = (
     "turn the plugin on (solr/local/solr.sh start --text-to-vector URL; docker compose: "
-    "SOLR_TEXT_TO_VECTOR=true; any Solr: README 'Solr computes the vectors')"
+    "SOLR_TEXT_TO_VECTOR=true; any Solr: docs/operations.md 'Solr computes the vectors')"
 )
 
 

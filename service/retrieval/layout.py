@@ -114,7 +114,7 @@ async def verify_layout(
             raise SolrLayoutError(
                 f"Solr collection {collection!r} ({key}) lacks the field(s) "
                 f"{', '.join(missing)} that the service reads: create it from our configset "
-                f"solr/configsets/{configset} (README, 'Solr'), name another collection in "
+                f"solr/configsets/{configset} (docs/operations.md, 'Solr'), name another collection in "
                 f"{key}, or map its own fields in {mapping}{vector}"
             )
     dimension = await _vector_dimension(solr, layout)
@@ -197,7 +197,7 @@ async def _fields_when_reachable(
             raise SolrLayoutError(
                 f"Solr at {solr.nodes.address} has no usable collection {collection!r} "
                 f"({key}; {error.reason}): create it from our configset "
-                f"solr/configsets/{configset} (README, 'Solr'), or name yours in {key}"
+                f"solr/configsets/{configset} (docs/operations.md, 'Solr'), or name yours in {key}"
             ) from None
         except (UpstreamUnavailable, UpstreamTimeout) as error:
             if time.monotonic() >= give_up:

@@ -381,7 +381,7 @@ def test_the_local_launcher_turns_the_plugin_on_for_every_node(
                 ]
 
         assert asyncio.run(modes()) == [None, None]
-        # VectorMain routes a passage by its parent_id (README "Scaling out")
+        # VectorMain routes a passage by its parent_id (docs/operations.md "Scaling out")
         keeper = {"id": "keeper_0", "parent_id": "keeper", "content": PASSAGES["keeper"]}
         post(f"{solr.node_url(2)}/VectorMain", [keeper]).raise_for_status()
         stored = httpx.get(
