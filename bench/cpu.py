@@ -30,11 +30,10 @@ import httpx
 
 from bench.load import QUERIES, service_command
 from bench.support import fresh_solr, given_or_started, model_server, save_results, tree_cpu_seconds
-from service.cli import start_server
 from service.config import settings_from_mapping
 from service.ingest.indexer import indexer_for
 from service.llm.embeddings import embeddings_client
-from service.processes import stop_group
+from service.processes import start_server, stop_group
 from service.retrieval import SolrClient
 from testing.corpus import load_corpus
 from testing.llm_server import LLMScript, create_llm_app

@@ -24,8 +24,7 @@ from pathlib import Path
 import httpx
 
 from bench.support import fresh_solr, given_or_started, model_server, percentile, save_results
-from service.cli import start_server
-from service.processes import stop_group
+from service.processes import start_server, stop_group
 from testing.servers import free_port
 from testing.service import write_properties
 

@@ -17,9 +17,14 @@ import os
 import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 from typing import Any
 
+import httpx
+
 _PR_SET_PDEATHSIG = 1
+REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def _own_group_ending_with_parent() -> None:  # runs in the child, between fork and exec
@@ -48,3 +53,26 @@ def stop_group(process: subprocess.Popen[Any], timeout: float = 10.0) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(process.pid, signal.SIGKILL)
         return
+
+
+def start_server(
+    command: list[str],
+    health_url: str,
+    *,
+    what: str,
+    seconds: float = 60,
+    env: dict[str, str] | None = None,
+) -> subprocess.Popen[bytes]:
+    """A server process (a process group of its own, ending with this process: stop it with
+    `stop_group`), returned once `health_url` answers 200; SystemExit naming `what` if it
+    exits or does not answer within `seconds`."""
+    process = start_group(command, cwd=REPO_ROOT, env=env)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            if httpx.get(health_url, timeout=1).status_code == 200:
+                return process
+        except httpx.TransportError:
+            time.sleep(0.2)
+    stop_group(process)
+    raise SystemExit(f"{what} did not start ({' '.join(command)})")

@@ -39,7 +39,8 @@ MODELS = {
     for model in (
         EncoderModel("all-MiniLM-L6-v2", "all-minilm-l6-v2", 384, "mean", 256),
         # the same model quantized to int8 by its publisher: about twice as fast, vectors
-        # ~0.97 cosine to the fp32 ones (what it costs in retrieval: docs/operations.md, bench/RESULTS.md)
+        # ~0.97 cosine to the fp32 ones (what it costs in retrieval: docs/operations.md,
+        # bench/RESULTS.md)
         EncoderModel("all-MiniLM-L6-v2-q", "all-minilm-l6-v2-q", 384, "mean", 256),
         EncoderModel("bge-small-en-v1.5", "bge-small-en-v1.5", 384, "cls", 512),
     )

@@ -114,8 +114,8 @@ async def verify_layout(
             raise SolrLayoutError(
                 f"Solr collection {collection!r} ({key}) lacks the field(s) "
                 f"{', '.join(missing)} that the service reads: create it from our configset "
-                f"solr/configsets/{configset} (docs/operations.md, 'Solr'), name another collection in "
-                f"{key}, or map its own fields in {mapping}{vector}"
+                f"solr/configsets/{configset} (docs/operations.md, 'Solr'), name another "
+                f"collection in {key}, or map its own fields in {mapping}{vector}"
             )
     dimension = await _vector_dimension(solr, layout)
     if embeddings is not None:

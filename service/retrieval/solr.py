@@ -20,7 +20,7 @@ import json
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import httpx
@@ -38,6 +38,9 @@ from service.observability import request_headers, request_id_var
 from service.retrieval.nodes import SolrNodes
 from service.retrieval.zookeeper import ZooKeeperUnavailable, live_nodes
 from service.upstream import POOL_WAIT_SECONDS, upstream_call
+
+if TYPE_CHECKING:
+    from service.config.settings import SolrSettings
 
 log = logging.getLogger(__name__)
 _JSON = {"wt": "json"}
@@ -72,6 +75,18 @@ class SolrClient:
 
     `schemas`: the fields known of each collection, shared by the clients of one Solr (the
     runtime's); a client of its own otherwise."""
+
+    @classmethod
+    def configured(cls, http: httpx.AsyncClient, layout: SolrSettings) -> SolrClient:
+        """A client of the Solr `layout` names (solr.url and its nodes, its timeouts), over
+        `http`: the one way a command or a one-off job makes one (requests use the runtime's,
+        which shares what it learnt of the nodes)."""
+        return cls(
+            http,
+            SolrNodes.configured(layout),
+            connect_timeout=layout.timeout_connect,
+            read_timeout=layout.timeout_read,
+        )
 
     def __init__(
         self,

@@ -18,7 +18,6 @@ import pytest
 from service.api.connections import HEADER_SECONDS
 from service.api.documents import MAX_UPLOAD_CHARS
 from service.api.payload import MAX_DEPTH, QUESTION_BYTES
-from service.cli import start_server
 from service.errors import Overloaded
 from service.grounding.check import MAX_BY_MEANING, MAX_CLAUSES, GroundingCheck
 from service.grounding.claims import MAX_SENTENCES
@@ -27,7 +26,7 @@ from service.llm.breaker import CircuitBreaker
 from service.llm.client import ChatClient, LLMOptions
 from service.llm.embeddings import EmbeddingsClient
 from service.llm.types import ChatMessage
-from service.processes import stop_group
+from service.processes import start_server, stop_group
 from service.upstream import POOL_WAIT_SECONDS
 from testing.hostile_schemas import HOSTILE_SCHEMAS
 from testing.llm_server import LLMScript, Step

@@ -55,7 +55,8 @@ def test_encoder_matches_sentence_transformers() -> None:
 
 
 def test_the_int8_export_is_close_to_the_reference_but_not_exact() -> None:
-    """What docs/operations.md promises of all-MiniLM-L6-v2-q: 0.97 cosine or more to fp32's vectors."""
+    """What docs/operations.md promises of all-MiniLM-L6-v2-q: 0.97 cosine or more to
+    fp32's vectors."""
     cosines = reference_cosines(SentenceEncoder("all-MiniLM-L6-v2-q"))
     assert 0.97 <= min(cosines) < 0.9999  # quantized: near, never the same
 

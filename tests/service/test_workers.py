@@ -14,8 +14,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.parser import text_string_to_metric_families
 
-from service.cli import start_server
-from service.processes import stop_group
+from service.processes import start_server, stop_group
 from testing.llm_server import LLMScript
 from testing.servers import free_port
 from testing.service import ADMIN_TOKEN, write_properties

@@ -1,0 +1,39 @@
+"""The `solr-rag` command: serve | mcp | ingest | sync | eval | samples | model-server | solr
+(start, stop, status, fetch). One module a command: each adds its sub-command (`add`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from service import __version__
+from service.cli import evaluate, ingest, local, mcp_stdio, serve, sync
+from service.errors import SetupError
+from service.observability import configure_logging
+
+COMMANDS = (serve, ingest, sync, mcp_stdio, evaluate, local)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    configure_logging()
+    try:
+        return int(args.run(args) or 0)
+    except SetupError as error:  # a bad config, prompt template or Solr layout: one line
+        print(f"solr-rag: {error}", file=sys.stderr)
+        return 2
+    except FileNotFoundError as error:  # a path given on the command line: one line too
+        print(f"solr-rag: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="solr-rag", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"solr-rag {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    for command in COMMANDS:
+        command.add(commands)
+    return parser
