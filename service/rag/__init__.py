@@ -2,7 +2,7 @@
 
 request.py   what is asked: RagQuery, SummarizeQuery
 options.py   what a request changes for itself: RequestOptions, one typed value
-stages.py    each stage one class: CacheLookup, Rewrite, Expand, Retrieve, ChunkDocuments,
+stages/      one module a stage: CacheLookup, Rewrite, Expand, Retrieve, ChunkDocuments,
              Rerank, Grade, Chain (/ai/rag); Fetch, ChunkDocuments, Summarize (/ai/summarize)
 pipeline.py  the loop over the stages: timed, within the deadline and the LLM call budget
 assemble.py  which stages run, built from one settings snapshot; ask/summarize, the way in

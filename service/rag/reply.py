@@ -100,6 +100,8 @@ class Reply:
     # (a summary keeps its document whatever it says)
     sources_only_if_found: bool = True
     grounding: GroundingPolicy | None = None
+    # the stage whose last request this is: its time runs until the text is read
+    stage: str = "chain"
     # the answer cache: the entry this reply repeats, or where its answer is to be kept
     cached: CachedAnswer | None = None
     cache: tuple[AnswerCache, CacheKey] | None = None
@@ -142,7 +144,7 @@ class Reply:
             return await self.complete()
         if self._text == "reading":
             raise RuntimeError("the answer's text is still being read: read it to its end first")
-        self.timings.since("chain", self.chain_started)
+        self.timings.since(self.stage, self.chain_started)
         result = self.prepared.result
         if self.form.grammar is not None:  # the short answer: its citation made true
             result.answer = true_citation(result.answer, result.sources)

@@ -1,0 +1,45 @@
+"""The stages of a request, one module each: what a stage needs is given when it is built (by
+`service.rag.assemble`), what it reads and writes is the request's state (`state.py`).
+
+    /ai/rag:       CacheLookup -> Rewrite -> Expand -> Retrieve -> Chunk -> Rerank -> Grade
+                   -> Chain (then grounding, once the answer's text is known: see Reply)
+    /ai/summarize: Fetch -> Chunk -> Summarize
+
+A stage says whether it is `wanted` for this request (rewriting is not, for one document by id)
+and whether it `calls_llm` (skipped when the request's LLM call budget has only the answer's
+call left); `run` does its work on the state. The last stage leaves the Reply in `state.reply`;
+a stage that answers early (a cached answer) does the same, and the loop stops there.
+"""
+
+from service.rag.stages.cache_lookup import CacheLookup
+from service.rag.stages.chain import Chain
+from service.rag.stages.chunk import OFF_LOOP_CHARS, ChunkDocuments
+from service.rag.stages.expand import Expand
+from service.rag.stages.fetch import Fetch, fetch
+from service.rag.stages.grade import Grade
+from service.rag.stages.rerank import MAX_WINDOWS, Rerank
+from service.rag.stages.retrieve import Retrieve
+from service.rag.stages.rewrite import Rewrite
+from service.rag.stages.state import EveryRequest, RagState, Stage, State, SummaryState
+from service.rag.stages.summarize import Summarize
+
+__all__ = [
+    "MAX_WINDOWS",
+    "OFF_LOOP_CHARS",
+    "CacheLookup",
+    "Chain",
+    "ChunkDocuments",
+    "EveryRequest",
+    "Expand",
+    "Fetch",
+    "Grade",
+    "RagState",
+    "Rerank",
+    "Retrieve",
+    "Rewrite",
+    "Stage",
+    "State",
+    "Summarize",
+    "SummaryState",
+    "fetch",
+]

@@ -1,0 +1,95 @@
+"""Chain: the prompt chain that writes the answer (stuff, map-reduce, refine), leaving the Reply."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import ClassVar
+
+from service.cache import AnswerCache
+from service.chains import (
+    ChainResult,
+    MapReduceChain,
+    NumberedChunk,
+    PromptBuilder,
+    PromptLibrary,
+    RefineChain,
+    StuffChain,
+    short_answer,
+)
+from service.chains.result import Prepared
+from service.grounding import GroundingPolicy
+from service.llm import ChatClient, ChatMessage
+from service.llm.answer_format import AnswerFormat
+from service.llm.size import RequestSize
+from service.rag.reply import Reply
+from service.rag.request import RagQuery
+from service.rag.stages.state import EveryRequest, RagState
+
+
+@dataclass
+class Chain(EveryRequest):
+    """The prompt chain (stuff, map-reduce or refine) up to its last request, and the Reply
+    that sends it; without chunks (openai.no.context=answer), the conversation alone."""
+
+    llm: ChatClient
+    prompts: PromptLibrary
+    size: RequestSize
+    strategy: str
+    concurrency: int
+    answer_reserve: int  # room kept for an earlier answer carried into a request
+    grounding: GroundingPolicy | None
+    cache: AnswerCache | None
+    # the short answer's form (prompt.answer.form): a grammar over the sources sent
+    short: bool = False
+    name: ClassVar[str] = "chain"
+
+    async def run(self, state: RagState) -> None:
+        chain_started = time.perf_counter()
+        if state.chunks:
+            builder = PromptBuilder(self.prompts, state.question)
+            prepared = await self._chain(builder, state.chunks).prepare(state.chunks)
+        else:  # nothing relevant, and the caller wants the LLM's answer without sources
+            request = state.query
+            conversation = [*state.question.history, ChatMessage("user", request.query)]
+            prepared = Prepared(ChainResult(answer="", sources=[]), final=conversation)
+        kept = None
+        if self.cache is not None and state.cache_key is not None:
+            kept = (self.cache, state.cache_key)  # where a new answer is kept
+        state.reply = Reply(
+            self.llm,
+            prepared,
+            state.timings,
+            state.started,
+            chain_started,
+            tuple(state.usages),
+            self._form(state.query, prepared),
+            grounding=self.grounding,
+            cache=kept,
+        )
+
+    def _form(self, query: RagQuery, prepared: Prepared) -> AnswerFormat:
+        """The caller's form; the short answer's grammar added when it applies: a stuff
+        request with sources, and no form the caller asked (a format, JSON, stops)."""
+        form = query.options.form
+        numbers = [source.number for source in prepared.result.sources]
+        asked = query.format != "default" or form.json or form.stop
+        if not self.short or self.strategy != "stuff" or not numbers or asked:
+            return form
+        return replace(form, grammar=short_answer.grammar(numbers))
+
+    def _chain(
+        self, builder: PromptBuilder, chunks: list[NumberedChunk]
+    ) -> StuffChain | MapReduceChain | RefineChain:
+        stuff = StuffChain(self.llm, builder, self.size)
+        if self.strategy == "stuff" or stuff.fits_in_one_request(chunks):
+            return stuff
+        if self.strategy == "mapreduce":
+            return MapReduceChain(
+                self.llm,
+                builder,
+                self.size,
+                concurrency=self.concurrency,
+                answer_reserve=self.answer_reserve,
+            )
+        return RefineChain(self.llm, builder, self.size, answer_reserve=self.answer_reserve)
