@@ -5,6 +5,7 @@ hostile filter queries refused, and conversations kept per caller."""
 from __future__ import annotations
 
 import json
+import time
 
 import httpx
 import pytest
@@ -406,3 +407,13 @@ def test_json_steps_let_a_small_local_model_call_the_tools(
         "enum": ["search", "ask", "summarize", "get_document", "answer"]}  # fmt: skip
     assert "tools" not in first.body
     assert "The lamp burned paraffin until 1952" in second.body["messages"][-1]["content"]
+
+
+def test_a_conversation_expires_after_its_time(make_client: ClientFactory, llm: LLMScript) -> None:
+    """conversations.ttl.hours after its last message, a conversation is gone (waiting longer
+    than that only makes it more so: no slow machine can break this)."""
+    client = make_client({"conversations.enabled": True, "conversations.ttl.hours": 0.0005})
+    conversation = ok(client.post("/ai", json={"query": QUESTION}))["conversationId"]
+    assert ok(client.get(f"/ai/conversations/{conversation}"))["messages"]
+    time.sleep(0.0005 * 3600 + 1)
+    error_of(client.get(f"/ai/conversations/{conversation}"), 404, "ragConversationNotFound")
