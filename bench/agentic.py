@@ -25,7 +25,14 @@ from pathlib import Path
 import httpx
 
 from bench.answers import SQUAD, answerer, corpus, ingest
-from bench.support import ROOT, fresh_solr, given_or_started, model_server, save_results
+from bench.support import (
+    ROOT,
+    fresh_solr,
+    given_or_started,
+    model_server,
+    save_results,
+    shipped_properties,
+)
 from service.api.app import create_app
 from service.evaluation import normalized, p50, p95
 from service.models import packaged
@@ -102,11 +109,7 @@ def main(argv: list[str] | None = None) -> None:
                 "conversations.enabled": "false",
                 **dict(item.split("=", 1) for item in args.set),
             }
-            properties = (ROOT / "rag.properties").read_text(encoding="utf-8")
-            path = Path(folder) / "rag.properties"
-            path.write_text(
-                properties + "\n" + "\n".join(f"{k}={v}" for k, v in overrides.items()) + "\n"
-            )
+            path = shipped_properties(Path(folder), overrides)
             with (
                 serve_in_thread(create_app(path), health_path="/health/live") as base,
                 httpx.Client(base_url=base, timeout=900) as http,

@@ -38,7 +38,14 @@ from pathlib import Path
 
 import httpx
 
-from bench.support import ROOT, fresh_solr, given_or_started, model_server, save_results
+from bench.support import (
+    ROOT,
+    fresh_solr,
+    given_or_started,
+    model_server,
+    save_results,
+    shipped_properties,
+)
 from service.api.app import create_app
 from service.config import settings_from_mapping
 from service.evaluation import Expected, ask, scored, summary
@@ -174,7 +181,6 @@ def main(argv: list[str] | None = None) -> None:
             print(f"ingesting the {args.collection} documents ...", flush=True)
             asyncio.run(ingest(solr_url, embeddings_url, corpus(args.collection)))
         with answerer(args, Path(folder), embeddings_url) as (endpoint, model):
-            properties = (ROOT / "rag.properties").read_text(encoding="utf-8")
             overrides = {
                 "solr.url": solr_url,
                 "ai.api.endpoint": endpoint,
@@ -185,10 +191,7 @@ def main(argv: list[str] | None = None) -> None:
                 **({"rerank.enabled": "true"} if args.rerank else {}),
                 **dict(item.split("=", 1) for item in args.set),
             }
-            path = Path(folder) / "rag.properties"
-            path.write_text(
-                properties + "\n" + "\n".join(f"{k}={v}" for k, v in overrides.items()) + "\n"
-            )
+            path = shipped_properties(Path(folder), overrides)
             with (
                 serve_in_thread(create_app(path), health_path="/health/live") as base,
                 httpx.Client(base_url=base, timeout=600) as http,

@@ -24,6 +24,14 @@ def save_results(name: str, data: object) -> None:
     (RESULTS / f"{name}.json").write_text(json.dumps(data, indent=1))
 
 
+def shipped_properties(folder: Path, overrides: dict[str, str]) -> Path:
+    """A rag.properties in `folder`: the shipped one, then `overrides` (later keys win)."""
+    properties = (ROOT / "rag.properties").read_text(encoding="utf-8")
+    path = folder / "rag.properties"
+    path.write_text(properties + "\n" + "\n".join(f"{k}={v}" for k, v in overrides.items()) + "\n")
+    return path
+
+
 @contextmanager
 def fresh_solr() -> Iterator[str]:
     """A fresh Solr 9.8 with our configsets, on a free port, in a temporary folder."""
