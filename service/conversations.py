@@ -22,11 +22,11 @@ import secrets
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from service.config.settings import ConversationSettings
-from service.errors import FeatureDisabled, NotFound, UpstreamBadResponse
+from service.errors import FeatureDisabled, NotFound
 from service.llm import ChatMessage
+from service.retrieval.conversation_records import ConversationRecords
 from service.retrieval.solr import SolrClient
 
 CONVERSATION_ID = 32  # hex characters of a conversation's id
@@ -54,9 +54,8 @@ class ConversationStore:
     """Conversations kept in Solr, each readable by its owner only."""
 
     def __init__(self, solr: SolrClient, settings: ConversationSettings) -> None:
-        self._solr = solr
+        self._records = ConversationRecords(solr, settings.collection)
         self._settings = settings
-        self._collection = settings.collection
         self._purged = 0.0
 
     async def open(self, owner: str, conversation_id: str | None) -> Conversation:
@@ -91,7 +90,7 @@ class ConversationStore:
         new = not conversation.messages
         if new:
             await self._make_room(conversation.owner)
-        await self._write(
+        await self._records.write(
             {
                 "id": _solr_id(conversation.owner, conversation.id),
                 "owner_s": _owner_key(conversation.owner),
@@ -106,74 +105,30 @@ class ConversationStore:
     async def delete(self, owner: str, conversation_id: str) -> None:
         """Deletes the owner's conversation; ConversationNotFound when there is none."""
         await self.get(owner, conversation_id)
-        await self._delete([_solr_id(owner, conversation_id)])
+        await self._records.delete([_solr_id(owner, conversation_id)])
 
     async def _read(self, owner: str, conversation_id: str) -> Conversation | None:
         if len(conversation_id) != CONVERSATION_ID or not _is_hex(conversation_id):
             return None
-        found = await self._call(
-            self._solr.select(
-                self._collection,
-                {
-                    "q": "{!term f=id v=$conversation}",
-                    "conversation": _solr_id(owner, conversation_id),
-                    "fq": "expires_dt:[NOW TO *]",
-                    "fl": "messages_json",
-                    "rows": 1,
-                },
-            )
-        )
-        docs = found.get("response", {}).get("docs", [])
-        if not docs:
+        kept = await self._records.messages_of(_solr_id(owner, conversation_id))
+        if kept is None:
             return None
-        pairs = json.loads(docs[0].get("messages_json") or "[]")
-        messages = tuple(ChatMessage(str(role), str(content)) for role, content in pairs)
+        messages = tuple(ChatMessage(str(role), str(text)) for role, text in json.loads(kept))
         return Conversation(conversation_id, owner, messages)
 
     async def _make_room(self, owner: str) -> None:
         """Deletes the owner's oldest conversations past conversations.max.per.caller - 1."""
         keep = self._settings.max_per_caller - 1
-        found = await self._call(
-            self._solr.select(
-                self._collection,
-                {
-                    "q": "{!term f=owner_s v=$owner}",
-                    "owner": _owner_key(owner),
-                    "sort": "updated_dt desc",
-                    "fl": "id",
-                    "start": keep,
-                    "rows": 100,
-                },
-            )
-        )
-        old = [str(doc["id"]) for doc in found.get("response", {}).get("docs", [])]
+        old = await self._records.older_than_newest(_owner_key(owner), keep)
         if old:
-            await self._delete(old)
+            await self._records.delete(old)
 
     async def _purge(self) -> None:
         now = time.monotonic()
         if now - self._purged < PURGE_SECONDS:
             return
         self._purged = now
-        await self._call(self._solr.delete_by_query(self._collection, "expires_dt:[* TO NOW]"))
-
-    async def _delete(self, solr_ids: list[str]) -> None:
-        await self._call(self._solr.update(self._collection, [("delete", solr_ids)], commit=True))
-
-    async def _write(self, document: dict[str, Any]) -> None:
-        await self._call(self._solr.add(self._collection, [document], commit=True))
-
-    async def _call(self, work: Any) -> Any:
-        try:
-            return await work
-        except UpstreamBadResponse as error:
-            if " 404 " not in error.reason:
-                raise
-            raise UpstreamBadResponse(
-                f"Solr has no collection {self._collection!r} (conversations.collection): "
-                "create it from the configset solr/configsets/Conversations, or set "
-                "conversations.enabled=false"
-            ) from None
+        await self._records.delete_expired()
 
 
 def _not_found(conversation_id: str) -> str:

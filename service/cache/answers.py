@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import logging
 import time
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from service.errors import ServiceError
 from service.grounding.check import Grounding
 from service.llm.embeddings import EmbeddingsClient
 from service.metrics import ANSWER_CACHE
+from service.retrieval.cache_entries import CacheEntries
 from service.retrieval.solr import SolrClient
 
 log = logging.getLogger(__name__)
@@ -106,7 +106,7 @@ class AnswerCache:
         *,
         evict_every: float = EVICT_EVERY,
     ) -> None:
-        self._solr = solr
+        self._entries = CacheEntries(solr, layout)
         self._embeddings = embeddings
         self._layout = layout
         self._settings = settings
@@ -134,36 +134,14 @@ class AnswerCache:
         return Lookup(key, found)
 
     async def index_version(self) -> str:
-        """The documents' and passages' state: count and latest update of each collection.
-        An addition or an update raises the latest `_version_`, a deletion the count."""
-        layout = self._layout
-        collections = (layout.documents_collection, layout.passages_collection)
-        states = await asyncio.gather(*(self._state(name) for name in collections))
-        return hashlib.sha256("|".join(states).encode()).hexdigest()[:24]
-
-    async def _state(self, collection: str) -> str:
-        params = {"q": "*:*", "rows": 1, "fl": "_version_", "sort": "_version_ desc"}
-        body = await self._solr.select(collection, params)
-        response = body.get("response", {})
-        docs = response.get("docs") or [{}]
-        return f"{collection}:{response.get('numFound')}:{docs[0].get('_version_')}"
+        """The documents' and passages' state (service.retrieval.cache_entries)."""
+        return await self._entries.index_version()
 
     async def _nearest(self, key: CacheKey) -> CachedAnswer | None:
-        field = self._layout.vector_field
-        params = {
-            "q": f"{{!knn f={field} topK={CANDIDATES}}}{json.dumps(key.vector)}",
-            "fq": [
-                "{!term f=variant_s v=$cache.variant}",
-                "{!term f=index_version_s v=$cache.index}",
-                f"created_dt:[NOW-{self._settings.ttl}SECONDS TO *]",
-            ],
-            "cache.variant": key.variant,
-            "cache.index": key.index_version,
-            "fl": "id,question,answer_json,created_dt,score",
-            "rows": CANDIDATES,
-        }
-        body = await self._solr.select(self.collection, params)
-        for doc in body.get("response", {}).get("docs", []):
+        docs = await self._entries.nearest(
+            key.vector, key.variant, key.index_version, ttl=self._settings.ttl, rows=CANDIDATES
+        )
+        for doc in docs:
             similarity = 2 * float(doc.get("score", 0.0)) - 1  # Solr scores cosine (1 + cos) / 2
             if similarity < self._settings.min_similarity:
                 break
@@ -194,7 +172,7 @@ class AnswerCache:
             self._layout.vector_field: key.vector,
         }
         try:
-            await self._solr.add(self.collection, [entry])
+            await self._entries.add(entry)
             ANSWER_CACHE.labels("stored").inc()
             if _claim_eviction(self.collection, self._evict_every):
                 await self.evict(key.index_version)
@@ -205,37 +183,17 @@ class AnswerCache:
         """Removes the entries made on another index state (they can never match again),
         those older than cache.ttl, and the oldest beyond cache.max.entries; returns how many
         went (counted as evictions)."""
-        ttl, limit = self._settings.ttl, self._settings.max_entries
-        # the index version is our own hex digest: safe inside a query
-        live = f"index_version_s:{index_version} AND created_dt:[NOW-{ttl}SECONDS TO *]"
-        stale = f"*:* -({live})"
-        counted, kept = await asyncio.gather(
-            self._select({"q": stale, "rows": 0}),
-            self._select({"q": live, "sort": "created_dt desc", "start": limit, "rows": 1}),
+        settings = self._settings
+        doomed = await self._entries.evict(
+            index_version, ttl=settings.ttl, limit=settings.max_entries
         )
-        deletes = [stale] if counted["numFound"] else []
-        doomed = int(counted["numFound"])
-        if kept["numFound"] > limit and kept["docs"]:
-            deletes.append(f"created_dt:[* TO {kept['docs'][0]['created_dt']}]")
-            doomed += int(kept["numFound"]) - limit
-        if deletes:
-            commands = [("delete", {"query": query}) for query in deletes]
-            await self._solr.update(self.collection, commands, commit=True)
+        if doomed:
             ANSWER_CACHE.labels("evicted").inc(doomed)
         return doomed
 
-    async def _select(self, params: dict[str, Any]) -> dict[str, Any]:
-        body = await self._solr.select(
-            self.collection, {"defType": "lucene", "fl": "created_dt", **params}
-        )
-        response = body.get("response", {})
-        return {"numFound": int(response.get("numFound", 0)), "docs": response.get("docs", [])}
-
     async def clear(self) -> int:
         """Every entry removed (DELETE /admin/cache); returns how many there were."""
-        entries = (await self._select({"q": "*:*", "rows": 0}))["numFound"]
-        await self._solr.delete_by_query(self.collection, "*:*", commit=True)
-        return int(entries)
+        return await self._entries.clear()
 
 
 _last_eviction: dict[str, float] = {}

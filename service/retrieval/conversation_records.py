@@ -1,0 +1,77 @@
+"""The kept conversations' collection (conversations.collection), as Solr holds it: one record
+a conversation, found by its id, listed by owner, deleted when expired — the queries
+service.conversations needs, so that only retrieval/ and ingest/ speak to Solr."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import Any, TypeVar
+
+from service.errors import UpstreamBadResponse
+from service.retrieval.solr import SolrClient
+
+T = TypeVar("T")
+
+
+class ConversationRecords:
+    """The records of one collection (configset solr/configsets/Conversations)."""
+
+    def __init__(self, solr: SolrClient, collection: str) -> None:
+        self._solr = solr
+        self._collection = collection
+
+    async def messages_of(self, record_id: str) -> str | None:
+        """The messages (JSON) of the record of that id, unless it expired; None otherwise.
+        The id travels in its own parameter, never parsed as syntax."""
+        found = await self._call(
+            self._solr.select(
+                self._collection,
+                {
+                    "q": "{!term f=id v=$record}",
+                    "record": record_id,
+                    "fq": "expires_dt:[NOW TO *]",
+                    "fl": "messages_json",
+                    "rows": 1,
+                },
+            )
+        )
+        docs = found.get("response", {}).get("docs", [])
+        return str(docs[0].get("messages_json") or "[]") if docs else None
+
+    async def older_than_newest(self, owner: str, keep: int, rows: int = 100) -> list[str]:
+        """The ids of the owner's records past its `keep` most recently updated."""
+        found = await self._call(
+            self._solr.select(
+                self._collection,
+                {
+                    "q": "{!term f=owner_s v=$owner}",
+                    "owner": owner,
+                    "sort": "updated_dt desc",
+                    "fl": "id",
+                    "start": keep,
+                    "rows": rows,
+                },
+            )
+        )
+        return [str(doc["id"]) for doc in found.get("response", {}).get("docs", [])]
+
+    async def write(self, record: dict[str, Any]) -> None:
+        await self._call(self._solr.add(self._collection, [record], commit=True))
+
+    async def delete(self, record_ids: list[str]) -> None:
+        await self._call(self._solr.update(self._collection, [("delete", record_ids)], commit=True))
+
+    async def delete_expired(self) -> None:
+        await self._call(self._solr.delete_by_query(self._collection, "expires_dt:[* TO NOW]"))
+
+    async def _call(self, work: Awaitable[T]) -> T:
+        try:
+            return await work
+        except UpstreamBadResponse as error:
+            if " 404 " not in error.reason:
+                raise
+            raise UpstreamBadResponse(
+                f"Solr has no collection {self._collection!r} (conversations.collection): "
+                "create it from the configset solr/configsets/Conversations, or set "
+                "conversations.enabled=false"
+            ) from None

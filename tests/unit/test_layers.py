@@ -1,0 +1,23 @@
+"""The house's one rule about Solr (docs/architecture.md): only retrieval/ and ingest/ speak to
+it; the answer cache and the kept conversations ask retrieval/ (issue 49, step 2)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+SERVICE = Path(__file__).resolve().parents[2] / "service"
+SPEAKS_TO_SOLR = re.compile(
+    r"\b(?:solr|_solr)\.(?:select|add|update|delete_by_query|get|schema_fields|config)\("
+)
+ALLOWED = ("retrieval", "ingest")
+
+
+def test_only_retrieval_and_ingestion_speak_to_solr() -> None:
+    speaking = sorted(
+        str(path.relative_to(SERVICE))
+        for path in SERVICE.rglob("*.py")
+        if path.relative_to(SERVICE).parts[0] not in ALLOWED
+        and SPEAKS_TO_SOLR.search(path.read_text(encoding="utf-8"))
+    )
+    assert speaking == []
