@@ -24,21 +24,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from service.config.settings import ConversationSettings
-from service.errors import FeatureDisabled, NotFound
+from service.errors import ConversationNotFound, FeatureDisabled
 from service.llm import ChatMessage
 from service.retrieval.conversation_records import ConversationRecords
 from service.retrieval.solr import SolrClient
 
 CONVERSATION_ID = 32  # hex characters of a conversation's id
 PURGE_SECONDS = 60.0  # expired conversations are deleted at most this often
-
-
-class ConversationNotFound(NotFound):
-    """No conversation of this caller has that id (never made, expired, deleted, or another
-    caller's)."""
-
-    kind = "ConversationNotFound"
-    message = "Sorry, this conversation does not exist, or is no longer available."
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,11 @@
     │                         UnsupportedFile, TooLarge
     └── ServiceError          a request's failure: one HTTP status and one user-facing
         │                     message per class, never overridden
-        ├── BadRequest, PromptTooLong, TooManyCalls, NotFound, MethodNotAllowed, ...
+        ├── BadRequest, PromptTooLong, TooManyCalls, MethodNotAllowed, ...
+        ├── NotFound          404: a route; and what a request names that is not there (or
+        │                     not the caller's): DocumentNotFound, SummarySourceNotFound,
+        │                     IndexNotFound, JobNotFound, ModelNotServed, ConversationNotFound,
+        │                     AgentNotFound (NoDocumentFound, 428, is "nothing relevant")
         └── TechnicalError    Solr, the LLM or our own code: UpstreamUnavailable (503),
                               UpstreamTimeout (504), UpstreamBadResponse (502)
 
@@ -127,7 +131,7 @@ class NotFound(ServiceError):
     message = "Sorry, there is nothing at this address."
 
 
-class IndexNotFound(ServiceError):
+class IndexNotFound(NotFound):
     """A KAITO index name that no index has (GET /indexes lists them)."""
 
     kind = "IndexNotFound"
@@ -160,6 +164,19 @@ class AgentNotFound(NotFound):
 
     kind = "AgentNotFound"
     message = "Sorry, this agent does not exist, or is not available."
+
+
+class ConversationNotFound(NotFound):
+    """No conversation of this caller has that id (never made, expired, deleted, or another
+    caller's): Datafari 7's conversationId."""
+
+    kind = "ConversationNotFound"
+    message = "Sorry, this conversation does not exist, or is no longer available."
+
+
+class FilterRefused(BadRequest):
+    """A filter query (Datafari 7's filters.fq) that is not a facet's: the reason says what
+    was refused and why."""
 
 
 class ToolsUnsupported(BadRequest):
@@ -199,7 +216,7 @@ class BodyTimeout(ServiceError):
     message = "Sorry, your request arrived too slowly."
 
 
-class ModelNotServed(ServiceError):
+class ModelNotServed(NotFound):
     """The request names a model the LLM API does not serve (OpenAI's `model_not_found`)."""
 
     kind = "BadRequest"
@@ -215,7 +232,7 @@ class NoDocumentFound(ServiceError):
     message = "Sorry, I couldn't find any relevant document to answer your request."
 
 
-class DocumentNotFound(ServiceError):
+class DocumentNotFound(NotFound):
     """The `id` named in the request is not in FileShare, or not visible to the caller.
 
     Datafari answers 428; we answer 404, since the client named a resource that is not there.
@@ -226,7 +243,7 @@ class DocumentNotFound(ServiceError):
     message = "Sorry, the requested file does not exist, or is not available."
 
 
-class SummarySourceNotFound(ServiceError):
+class SummarySourceNotFound(NotFound):
     """The `id` to summarize is not in FileShare, or not visible (Datafari's label for
     summarization, with our 404)."""
 
@@ -265,7 +282,7 @@ class LlmBusy(Overloaded):
     new one is refused at once (busy is not broken: never counted by the breaker)."""
 
 
-class JobNotFound(ServiceError):
+class JobNotFound(NotFound):
     """No ingestion job has this id (GET /jobs lists them)."""
 
     kind = "JobNotFound"

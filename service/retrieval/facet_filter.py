@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from service.config.field_map import FieldMap, SchemaFields
-from service.errors import BadRequest
+from service.errors import FilterRefused
 from service.retrieval.scope import Scope
 from service.retrieval.solr import SolrClient
 
@@ -34,10 +34,6 @@ _FIELD = re.compile(r"[A-Za-z_][\w.-]{0,127}")
 # a bare value: letters, digits and the punctuation of ids, dates and date math
 _BARE = re.compile(r"[\w@./:+-]{1,256}")
 _SECURITY = re.compile(r"(allowed|denied)_groups|(allow|deny)_token_\w+")
-
-
-class FilterRefused(BadRequest):
-    """A filter query that is not a facet's: the message says what was refused and why."""
 
 
 @dataclass

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from service.config.field_map import SchemaFields
-from service.retrieval.facet_filter import FilterRefused, facet_filter
+from service.errors import FilterRefused
+from service.retrieval.facet_filter import facet_filter
 
 SCHEMA = SchemaFields(
     declared=frozenset(
