@@ -1,7 +1,7 @@
 """Relevance grading: the LLM grades each retrieved chunk against the question, and only chunks
 at or above `rag.grading.min` reach the answer (seed 002's "grade documents" step).
 
-Chunks are graded in batches that respect the request size budget, concurrently. Each batch's
+Chunks are graded in batches that respect the request size, concurrently. Each batch's
 answer must be JSON naming every passage of the batch exactly once with LOW, MEDIUM or HIGH
 (validated with pydantic). A batch that fails (LLM error, unreadable answer) keeps its chunks
 ungraded, logged: grading may narrow an answer, never break it.
@@ -67,13 +67,13 @@ class Graded:
 
 
 class RelevanceGrader:
-    """>>> graded = await RelevanceGrader(llm, prompts, budget, "HIGH").run(question, chunks)"""
+    """>>> graded = await RelevanceGrader(llm, prompts, size, "HIGH").run(question, chunks)"""
 
     def __init__(
         self,
         llm: ChatClient,
         prompts: PromptLibrary,
-        budget: int | RequestSize,
+        size: int | RequestSize,
         minimum: Level,
         *,
         concurrency: int = 4,
@@ -84,12 +84,12 @@ class RelevanceGrader:
         self._llm = llm
         self._max_requests = max_requests
         self._prompts = prompts
-        self._size = as_size(budget)
+        self._size = as_size(size)
         self._minimum = RANK[minimum]
         self._slots = asyncio.Semaphore(concurrency)
 
     def batches(self, question: str, chunks: Sequence[NumberedChunk]) -> list[list[int]]:
-        """Indices of `chunks` per request, each request within the size budget."""
+        """Indices of `chunks` per request, each request within the request size."""
         size = self._size
         room = size.limit - size.of_messages([ChatMessage("user", self._render(question, ""))])
         if room < MIN_ROOM:

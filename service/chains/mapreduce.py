@@ -36,13 +36,13 @@ WIDEST_PART = 999_999
 
 
 class MapReduceChain:
-    """>>> result = await MapReduceChain(llm, builder, budget=40000, concurrency=4).run(chunks)"""
+    """>>> result = await MapReduceChain(llm, builder, size=40000, concurrency=4).run(chunks)"""
 
     def __init__(
         self,
         llm: ChatClient,
         builder: PromptBuilder,
-        budget: int | RequestSize,
+        size: int | RequestSize,
         *,
         concurrency: int = 4,
         map_template: str = "map",
@@ -56,7 +56,7 @@ class MapReduceChain:
         silently miss part of the document)."""
         self._llm = llm
         self._builder = builder
-        self._size = as_size(budget)
+        self._size = as_size(size)
         self._packer = Packer(builder, self._size)
         self._slots = asyncio.Semaphore(max(1, concurrency))
         self._map_template = map_template

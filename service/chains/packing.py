@@ -1,4 +1,4 @@
-"""Packing numbered chunks into the fewest requests that fit the size budget; the only
+"""Packing numbered chunks into the fewest requests that fit the request size; the only
 packing there is (greedy, in relevance order)."""
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ def too_little_room(room: int, size: RequestSize, what: str) -> PromptTooLong:
     )
 
 
-def too_small_a_budget(room: int, size: RequestSize, template: str) -> TechnicalError:
-    """Not the caller's doing: the configured budget is too small for the instructions."""
+def too_small_a_request_size(room: int, size: RequestSize, template: str) -> TechnicalError:
+    """Not the caller's doing: the configured request size is too small for the instructions."""
     return TechnicalError(
         f"a request of at most {size} leaves {max(room, 0)} characters for sources in a "
         f"{template} request before any history or question; at least {MIN_ROOM} are "
@@ -78,7 +78,7 @@ class Packer:
             question = self._builder.question
             history = sum(len(message.content) for message in question.history)
             if room + history + len(question.text) < MIN_ROOM:
-                raise too_small_a_budget(room, self._size, template)
+                raise too_small_a_request_size(room, self._size, template)
             raise too_little_room(
                 room,
                 self._size,
@@ -173,11 +173,11 @@ def _pack_of(pieces: Sequence[Piece]) -> Pack:
 # -- greedy packing of sized items -----------------------------------------------------------------
 
 
-def pack_greedy(sizes: Sequence[int], budget: int, *, first: int | None = None) -> list[list[int]]:
-    """Indices of `sizes` grouped in order; each group sums to at most `budget` (the first
+def pack_greedy(sizes: Sequence[int], limit: int, *, first: int | None = None) -> list[list[int]]:
+    """Indices of `sizes` grouped in order; each group sums to at most `limit` (the first
     group to at most `first`, when the first request has other room than the rest).
 
-    Every group holds at least one item, so an item larger than the budget gets a group of its
+    Every group holds at least one item, so an item larger than the limit gets a group of its
     own (the caller splits or truncates it). For items kept in order, filling each group as far
     as it goes gives the fewest groups possible.
     """
@@ -185,8 +185,8 @@ def pack_greedy(sizes: Sequence[int], budget: int, *, first: int | None = None) 
     current: list[int] = []
     used = 0
     for index, size in enumerate(sizes):
-        limit = first if first is not None and not groups else budget
-        if current and used + size > limit:
+        limit_now = first if first is not None and not groups else limit
+        if current and used + size > limit_now:
             groups.append(current)
             current, used = [], 0
         current.append(index)

@@ -2,7 +2,7 @@
 
 The requests are strictly sequential: each carries the answer so far. Packs after the first
 keep room for that answer (`answer_reserve` characters, from llm.maxTokens); an answer that
-still comes back longer is cut to the reserve, so no request exceeds the budget.
+still comes back longer is cut to the reserve, so no request exceeds the request size.
 """
 
 from __future__ import annotations
@@ -26,19 +26,19 @@ log = logging.getLogger(__name__)
 
 
 class RefineChain:
-    """>>> result = await RefineChain(llm, builder, budget=40000, answer_reserve=800).run(chunks)"""
+    """>>> result = await RefineChain(llm, builder, size=40000, answer_reserve=800).run(chunks)"""
 
     def __init__(
         self,
         llm: ChatClient,
         builder: PromptBuilder,
-        budget: int | RequestSize,
+        size: int | RequestSize,
         *,
         answer_reserve: int,
     ) -> None:
         self._llm = llm
         self._builder = builder
-        self._size = as_size(budget)
+        self._size = as_size(size)
         self._packer = Packer(builder, self._size)
         self._reserve = answer_reserve
 

@@ -15,16 +15,16 @@ class StuffChain:
     """Sends one request: every chunk when all fit, else the most relevant that do, in
     relevance order, passing over those too large for the room left.
 
-    >>> result = await StuffChain(llm, builder, budget=40000).run(numbered_chunks)
+    >>> result = await StuffChain(llm, builder, size=40000).run(numbered_chunks)
     >>> result.answer, result.sources
     """
 
     template = "stuff"
 
-    def __init__(self, llm: ChatClient, builder: PromptBuilder, budget: int | RequestSize) -> None:
+    def __init__(self, llm: ChatClient, builder: PromptBuilder, size: int | RequestSize) -> None:
         self._llm = llm
         self._builder = builder
-        self._packer = Packer(builder, as_size(budget))
+        self._packer = Packer(builder, as_size(size))
         self._packed: _Packed | None = None
 
     def fits_in_one_request(self, numbered: list[NumberedChunk]) -> bool:

@@ -11,7 +11,7 @@ from service.llm.size import RequestSize, as_size
 
 
 class Summarizer:
-    """>>> result = await Summarizer(llm, builder, budget=40000, concurrency=4).run(chunks)
+    """>>> result = await Summarizer(llm, builder, size=40000, concurrency=4).run(chunks)
 
     `builder` should be built with `system_template="summarize_system"`.
     """
@@ -20,15 +20,15 @@ class Summarizer:
         self,
         llm: ChatClient,
         builder: PromptBuilder,
-        budget: int | RequestSize,
+        size: int | RequestSize,
         *,
         concurrency: int = 4,
         answer_reserve: int = 800,
     ) -> None:
         self._llm = llm
         self._builder = builder
-        self._budget = as_size(budget)
-        self._packer = Packer(builder, self._budget)
+        self._size = as_size(size)
+        self._packer = Packer(builder, self._size)
         self._concurrency = concurrency
         self._reserve = answer_reserve
 
@@ -41,7 +41,7 @@ class Summarizer:
             return await MapReduceChain(
                 self._llm,
                 self._builder,
-                self._budget,
+                self._size,
                 concurrency=self._concurrency,
                 map_template="summarize",
                 reduce_template="summarize_reduce",

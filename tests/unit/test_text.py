@@ -82,5 +82,5 @@ def test_chunker_of_blank_text_is_empty() -> None:
 
 
 def test_pack_greedy_fills_each_group() -> None:
-    assert pack_greedy([3, 3, 3, 10, 1], budget=6) == [[0, 1], [2], [3], [4]]
-    assert pack_greedy([], budget=6) == []
+    assert pack_greedy([3, 3, 3, 10, 1], limit=6) == [[0, 1], [2], [3], [4]]
+    assert pack_greedy([], limit=6) == []
