@@ -126,7 +126,7 @@ class BadRequest(ServiceError):
 class NotFound(ServiceError):
     """No route answers this path."""
 
-    kind = "BadRequest"
+    kind = "NotFound"
     status = 404
     message = "Sorry, there is nothing at this address."
 
@@ -145,7 +145,7 @@ class IndexNotFound(NotFound):
 class MethodNotAllowed(ServiceError):
     """The route exists, for other HTTP methods."""
 
-    kind = "BadRequest"
+    kind = "MethodNotAllowed"
     status = 405
     message = "Sorry, this address does not answer that HTTP method."
 
@@ -203,7 +203,7 @@ class TooManyCalls(BadRequest):
 class PayloadTooLarge(ServiceError):
     """A body or an uploaded file (once decompressed) is larger than the service accepts."""
 
-    kind = "BadRequest"
+    kind = "PayloadTooLarge"
     status = 413
     message = "Sorry, what you sent is too large."
 
@@ -211,7 +211,7 @@ class PayloadTooLarge(ServiceError):
 class BodyTimeout(ServiceError):
     """The request's body stopped arriving (request.body.timeout): its connection is freed."""
 
-    kind = "BadRequest"
+    kind = "RequestTimeout"
     status = 408
     message = "Sorry, your request arrived too slowly."
 
@@ -219,7 +219,7 @@ class BodyTimeout(ServiceError):
 class ModelNotServed(NotFound):
     """The request names a model the LLM API does not serve (OpenAI's `model_not_found`)."""
 
-    kind = "BadRequest"
+    kind = "ModelNotFound"
     status = 404
     message = "Sorry, the model named in the request is not available."
 

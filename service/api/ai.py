@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 from collections.abc import AsyncIterator
 from typing import Literal
 
@@ -38,7 +37,13 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 from service.agentic import Agent, protocol_for
 from service.api.auth import require_api_key
 from service.api.dependencies import CurrentSnapshot
-from service.api.errors import ai_error_body, as_service_error, documented_errors
+from service.api.errors import (
+    as_service_error,
+    body_of,
+    documented_errors,
+    error_response,
+    log_failure,
+)
 from service.api.fields import DocumentId, OptionalLanguage
 from service.api.identity import caller_scope
 from service.api.llm_work import caller_of
@@ -57,8 +62,6 @@ from service.rag.request import RagQuery, SummarizeQuery
 from service.retrieval import Scope
 from service.retrieval.facet_filter import documents_matching
 from service.snapshot import Snapshot
-
-log = logging.getLogger(__name__)
 
 router = APIRouter(tags=["ai"], dependencies=[Depends(require_api_key)], route_class=json_route())
 
@@ -292,7 +295,8 @@ async def ai(body: AiRequest, request: Request, snapshot: CurrentSnapshot) -> JS
         answer = reply if isinstance(reply, Answer) else await reply.complete()
         await turn.remember(answer)
     except ServiceError as error:
-        return error_response(body.action, error)
+        log_failure(error)
+        return error_response(request, error, FEATURES[body.action])
     response = AiResponse.of(answer, turn.conversation_id, summary=body.action == "summarize")
     return JSONResponse(response.model_dump(mode="json"))
 
@@ -385,17 +389,8 @@ async def _events(turn: Turn, request_id: str) -> AsyncIterator[str]:
         yield _line({"type": "done", **response.model_dump(mode="json")})
     except Exception as error:  # the stream has begun: the error becomes its last line
         failure = as_service_error(error, request_id)
-        yield _line({"type": "error", **ai_error_body(FEATURES[action], failure)})
+        yield _line({"type": "error", **body_of("/ai/stream", failure, FEATURES[action])})
 
 
 def _line(event: dict[str, object]) -> str:
     return json.dumps(event, ensure_ascii=False) + "\n"
-
-
-def error_response(action: str, error: ServiceError) -> JSONResponse:
-    if error.status >= 500:
-        log.warning("request failed: %s", error.reason)
-    response = JSONResponse(ai_error_body(FEATURES[action], error), status_code=error.status)
-    if error.retry_after is not None:
-        response.headers["Retry-After"] = str(error.retry_after)
-    return response

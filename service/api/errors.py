@@ -53,7 +53,10 @@ _FEATURES = (
 def feature_of(request: Request) -> str:
     """Datafari's label prefix: `summarization...` for /ai/summarize, `rag...` for /ai/rag;
     ours (`ingestion...`, `search...`) for the other endpoints."""
-    path = request.url.path
+    return feature_for(request.url.path)
+
+
+def feature_for(path: str) -> str:
     return next((name for prefix, name in _FEATURES if path.startswith(prefix)), "rag")
 
 
@@ -163,20 +166,32 @@ def is_ai_api(path: str) -> bool:
     return path in ("/ai", "/ai/stream") or path.startswith("/ai/conversations")
 
 
-def error_response(request: Request, error: ServiceError) -> JSONResponse:
-    """Datafari's envelope (7.0's under its AI API); OpenAI's error shape under /v1/, where
-    OpenAI clients call."""
-    path = request.url.path
+def body_of(path: str, error: ServiceError, feature: str | None = None) -> dict[str, object]:
+    """The one mapping of a failure to what a client reads, whole or as a stream's last
+    event: OpenAI's error shape under /v1/, Datafari 7's envelope under its AI API, Datafari's
+    envelope elsewhere; `feature` (the label's prefix) defaults to the path's."""
     if path.startswith("/v1/"):
-        body = openai_body_of(error)
-    elif is_ai_api(path):
-        body = ai_error_body(feature_of(request), error)
-    else:
-        body = error_body(feature_of(request), error)
-    response = JSONResponse(body, status_code=error.status)
+        return openai_body_of(error)
+    label = feature if feature is not None else feature_for(path)
+    if is_ai_api(path):
+        return ai_error_body(label, error)
+    return error_body(label, error)
+
+
+def error_response(
+    request: Request, error: ServiceError, feature: str | None = None
+) -> JSONResponse:
+    """The error as a response of its status (body_of), with Retry-After when it has one."""
+    response = JSONResponse(body_of(request.url.path, error, feature), status_code=error.status)
     if error.retry_after is not None:
         response.headers["Retry-After"] = str(error.retry_after)
     return response
+
+
+def log_failure(error: ServiceError) -> None:
+    """A technical failure (Solr, the LLM, our code) is logged for the operator."""
+    if isinstance(error, TechnicalError):
+        log.warning("request failed: %s", error.reason)
 
 
 def as_service_error(error: Exception, request_id: str) -> ServiceError:
@@ -213,8 +228,7 @@ _HTTP_ERRORS: dict[int, type[ServiceError]] = {
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ServiceError)
     async def _service_error(request: Request, error: ServiceError) -> JSONResponse:
-        if isinstance(error, TechnicalError):
-            log.warning("request failed: %s", error.reason)
+        log_failure(error)
         return error_response(request, error)
 
     @app.exception_handler(RequestValidationError)

@@ -29,8 +29,8 @@ from service.api.dependencies import CurrentSnapshot
 from service.api.errors import (
     OpenAIErrorBody,
     as_service_error,
+    body_of,
     documented_errors,
-    openai_body_of,
 )
 from service.api.identity import caller_scope
 from service.api.openai_schema import (
@@ -165,7 +165,7 @@ async def _relay(snapshot: Snapshot, body: dict[str, Any]) -> Response:
                 yield chunk
         except httpx.HTTPError as error:
             broken = UpstreamBadResponse(f"the LLM broke off the stream ({type(error).__name__})")
-            yield sse_event(openai_body_of(broken)).encode()
+            yield sse_event(body_of("/v1/chat/completions", broken)).encode()
         finally:
             await upstream.aclose()
 
@@ -192,7 +192,7 @@ async def _stream(
         if include_usage:
             yield render.chunk([], usage=_usage(answer))
     except Exception as error:  # the stream has begun: the error becomes a chunk
-        yield sse_event(openai_body_of(as_service_error(error, request_id)))
+        yield sse_event(body_of("/v1/chat/completions", as_service_error(error, request_id)))
     yield "data: [DONE]\n\n"
 
 

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from service.api.auth import require_api_key
 from service.api.dependencies import CurrentSnapshot
-from service.api.errors import as_service_error, documented_errors, error_body
+from service.api.errors import as_service_error, body_of, documented_errors
 from service.api.fields import MAX_QUERY_PARAM, DocumentId, OptionalLanguage
 from service.api.grounding import GroundingOut
 from service.api.identity import caller_scope
@@ -234,4 +234,4 @@ async def _events(reply: Reply, request_id: str) -> AsyncIterator[str]:
             "done",
         )
     except Exception as error:  # the stream has begun: the error becomes an event
-        yield sse_event(error_body("rag", as_service_error(error, request_id)), "error")
+        yield sse_event(body_of("/ai/rag", as_service_error(error, request_id)), "error")

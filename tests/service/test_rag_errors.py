@@ -159,4 +159,4 @@ def test_api_token_never_appears_in_errors(make_client: ClientFactory, llm: LLMS
 def test_unknown_route_under_ai_uses_the_envelope(client: TestClient) -> None:
     response = client.get("/ai/rag")
     assert response.status_code == 405
-    assert response.json()["content"]["label"] == "ragBadRequest"
+    assert response.json()["content"]["label"] == "ragMethodNotAllowed"  # labels by kind (issue 49)

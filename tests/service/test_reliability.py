@@ -188,7 +188,7 @@ def test_request_timeout_ends_a_stream_that_stalls(
 def test_a_body_over_the_size_limit_gets_413(make_client: ClientFactory, llm: LLMScript) -> None:
     client = make_client({"request.max.bytes": 2048})
     response = client.post("/ai/rag", json={"query": "lighthouse " * 300})
-    content = error_of(response, 413, "ragBadRequest")
+    content = error_of(response, 413, "ragPayloadTooLarge")  # labels by kind (issue 49)
     assert "request.max.bytes" in content["reason"]
     assert llm.requests == []
 
@@ -203,7 +203,7 @@ def test_a_chunked_body_is_counted_as_it_arrives(make_client: ClientFactory) -> 
         yield b'"}'
 
     response = client.post("/ai/rag", content=body(), headers={"Content-Type": "application/json"})
-    error_of(response, 413, "ragBadRequest")
+    error_of(response, 413, "ragPayloadTooLarge")  # labels by kind (issue 49)
 
 
 # -- Solr stopped mid-run -------------------------------------------------------------------
