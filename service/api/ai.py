@@ -286,8 +286,9 @@ class Turn:
     responses=documented_errors(403, 404, 428),
 )
 async def ai(body: AiRequest, request: Request, snapshot: CurrentSnapshot) -> JSONResponse:
-    """Datafari 7's AI API, answered whole: `action` rag (the answer from the documents) or
-    summarize (the `id` document's summary)."""
+    """Datafari 7's AI API, answered whole: `action` rag (the answer from the documents),
+    summarize (the `id` document's summary) or agentic (the agent's answer, its tools called
+    step by step)."""
     turn = Turn(body, request, snapshot)
     try:
         await turn.begin()
