@@ -17,7 +17,7 @@ from service.cache import AnswerCache
 from service.chains import PromptLibrary
 from service.config import Settings
 from service.ingest.indexer import Indexer, indexer_for
-from service.ingest.indexes import KaitoIndexes
+from service.ingest.partitions import Partitions
 from service.llm import ChatClient, EmbeddingsClient
 from service.llm.rerank import RerankClient, rerank_client
 from service.rag.options import DEFAULTS, RequestOptions
@@ -152,5 +152,5 @@ class Snapshot:
         return indexer_for(self.settings, self.solr, self.embeddings, mode=self.embedding_mode)
 
     @cached_property
-    def kaito_indexes(self) -> KaitoIndexes:
-        return KaitoIndexes(self.solr, self.indexer, self.settings.solr.documents_collection)
+    def partitions(self) -> Partitions:
+        return Partitions(self.solr, self.indexer, self.settings.solr.documents_collection)

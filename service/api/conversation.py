@@ -45,7 +45,7 @@ from service.errors import (
     RelayDisabled,
     UnsupportedParameter,
 )
-from service.ingest.indexes import INDEX_NAME, RESERVED_NAMES
+from service.ingest.partitions import INDEX_NAME, RESERVED_NAMES
 from service.llm import ChatMessage
 from service.models.local import LOCAL_MODELS
 from service.rag.options import RequestOptions
@@ -193,11 +193,11 @@ def chat_query(
         always_use_history=True,
         answer_without_sources=settings.openai.no_context == "answer",
     )
-    index = kaito_index_of(request.index_name)
+    index = partition_of(request.index_name)
     return RagQuery(
         query=question,
         history=tuple(history),
-        scope=scope if index is None else scope.in_index(index),
+        scope=scope if index is None else scope.in_partition(index),
         options=options,
     )
 
@@ -249,7 +249,7 @@ def _method_of(index: str, settings: Settings) -> Retrieval:
         return configured
     if key in RETRIEVAL_METHODS:
         return key
-    if kaito_index_of(index):
+    if partition_of(index):
         return configured
     raise InvalidChatRequest(
         f"Unknown index_name {index[:100]!r}: use FileShare, VectorMain, rag, bm25, vector, "
@@ -257,7 +257,7 @@ def _method_of(index: str, settings: Settings) -> Retrieval:
     )
 
 
-def kaito_index_of(index: object) -> str | None:
+def partition_of(index: object) -> str | None:
     """The KAITO index (POST /index) an index_name names, if it is not one of ours."""
     if not isinstance(index, str) or index.lower() in RESERVED_NAMES:
         return None

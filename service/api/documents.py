@@ -25,7 +25,7 @@ from service.errors import (
 )
 from service.ingest import IngestSummary, SourceDocument, extract_bytes
 from service.ingest.indexer import with_source
-from service.ingest.indexes import ID_PREFIX
+from service.ingest.partitions import ID_PREFIX
 from service.retrieval.scope import visible_to
 
 # ingestion bodies are bounded by request.max.bytes only

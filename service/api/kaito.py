@@ -1,5 +1,5 @@
 """KAITO RAGEngine's index API (its client, `kaito-rag-engine-client`, works unchanged): named
-indexes of documents, kept in Solr (service.ingest.indexes). Admin token required, like our
+indexes of documents, kept in Solr (service.ingest.partitions). Admin token required, like our
 ingestion API."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from service.api.fields import MAX_QUERY_PARAM
 from service.api.identity import caller_scope
 from service.api.payload import json_route
 from service.errors import BadRequest
-from service.ingest.indexes import IndexedDocument, KaitoIndexes, doc_id_of, metadata_filters
+from service.ingest.partitions import IndexedDocument, Partitions, doc_id_of, metadata_filters
 from service.text import sanitize_query
 
 # /index ingests documents: bounded by request.max.bytes only
@@ -27,7 +27,7 @@ router = APIRouter(
 
 MAX_DOCUMENTS = 1000
 MAX_TEXT_CHARS = 5_000_000
-# in a path: KAITO's index name (checked fully by service.ingest.indexes)
+# in a path: KAITO's index name (checked fully by service.ingest.partitions)
 IndexName = Annotated[str, Path(max_length=64, description="The index's name.")]
 # a KAITO doc_id: printable, no "/" (it is the last part of the Solr id kaito/<index>/<doc_id>)
 DocId = Annotated[str, StringConstraints(max_length=512, pattern=r"^[^\x00-\x1f\x7f/]*$")]
@@ -216,9 +216,9 @@ async def retrieve(
     query = sanitize_query(body.query)
     if not query:
         raise BadRequest("the query is empty once sanitized")
-    indexes = snapshot.kaito_indexes
+    indexes = snapshot.partitions
     await indexes.require(body.index_name)
-    scope = caller_scope(request, settings.security).in_index(
+    scope = caller_scope(request, settings.security).in_partition(
         body.index_name, metadata_filters(body.metadata_filter)
     )
     found = await snapshot.index_retriever(scope, body.max_node_count).run(query)
@@ -262,8 +262,8 @@ async def load_index(
     return {"message": f"Index {index_name} is served from Solr; nothing to load."}
 
 
-def _indexes(request: Request) -> KaitoIndexes:
-    return request_snapshot(request).kaito_indexes
+def _indexes(request: Request) -> Partitions:
+    return request_snapshot(request).partitions
 
 
 def _json_object(text: str | None) -> dict[str, Any] | None:

@@ -44,7 +44,7 @@ from service.errors import (
     ServiceError,
     Unauthorized,
 )
-from service.ingest.indexes import metadata_filters
+from service.ingest.partitions import metadata_filters
 from service.rag import assemble
 from service.rag.stages import fetch
 from service.retrieval import Scope
@@ -163,8 +163,8 @@ def create_mcp(runtime: Runtime, scope_of: ScopeOf) -> FastMCP:  # type: ignore[
 
         async def found(snapshot: Snapshot, scope: Scope) -> SearchResult:
             if index is not None:
-                await snapshot.kaito_indexes.require(index)
-                scope = scope.in_index(index, metadata_filters(metadata_filter))
+                await snapshot.partitions.require(index)
+                scope = scope.in_partition(index, metadata_filters(metadata_filter))
             elif metadata_filter:
                 raise BadRequest("metadata_filter needs an index")
             documents = await snapshot.index_retriever(scope, top_k).run(query)
@@ -245,7 +245,7 @@ def create_mcp(runtime: Runtime, scope_of: ScopeOf) -> FastMCP:  # type: ignore[
         """The named indexes (KAITO's API) that search can be limited to."""
 
         async def listed(snapshot: Snapshot, scope: Scope) -> Indexes:
-            return Indexes(indexes=await snapshot.kaito_indexes.names())
+            return Indexes(indexes=await snapshot.partitions.names())
 
         return await guarded(ctx, listed)
 

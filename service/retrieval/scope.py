@@ -1,5 +1,5 @@
-"""Which documents a search may return: the main corpus or one KAITO index, one parent's
-passages, and what the caller may see.
+"""Which documents a search may return: the main corpus or one partition (a KAITO index), one
+parent's passages, and what the caller may see.
 
 Document-level security (Datafari Enterprise's promise), in one of two models
 (`security.model`):
@@ -22,7 +22,7 @@ from typing import Literal
 from service.config.field_map import FieldMap, SchemaFields
 
 PUBLIC = "(*:* -allowed_groups:[* TO *])"
-# the KAITO index a document belongs to (service.ingest.indexes); none: the main corpus
+# the KAITO index a document belongs to (service.ingest.partitions); none: the main corpus
 INDEX_FIELD = "index_s"
 MAIN_CORPUS = f"*:* -{INDEX_FIELD}:[* TO *]"
 NO_SECURITY = "__nosecurity__"  # ManifoldCF's token of an open level
@@ -35,14 +35,15 @@ SecurityModel = Literal["groups", "manifoldcf"]
 
 @dataclass(frozen=True)
 class Scope:
-    """`groups` None means security is off; an empty tuple means an anonymous caller. `index`
-    None means the main corpus (no KAITO index's documents); `filters` are Solr filters built
-    by the service (metadata filters), never raw user text. `lang`: the caller's language,
-    which of a language-suffixed field (solr.documents.fields) is read and searched."""
+    """`groups` None means security is off; an empty tuple means an anonymous caller.
+    `partition` None means the main corpus (no KAITO index's documents); `filters` are Solr
+    filters built by the service (metadata filters), never raw user text. `lang`: the
+    caller's language, which of a language-suffixed field (solr.documents.fields) is read
+    and searched."""
 
     parent_id: str | None = None
     groups: tuple[str, ...] | None = None
-    index: str | None = None
+    partition: str | None = None
     filters: tuple[str, ...] = ()
     security: SecurityModel = "groups"
     lang: str | None = None
@@ -59,9 +60,9 @@ class Scope:
     def with_parent(self, parent_id: str | None) -> Scope:
         return replace(self, parent_id=parent_id)
 
-    def in_index(self, index: str, filters: Sequence[str] = ()) -> Scope:
-        """This scope within one KAITO index, with extra filters."""
-        return replace(self, index=index, filters=tuple(filters))
+    def in_partition(self, partition: str, filters: Sequence[str] = ()) -> Scope:
+        """This scope within one partition (a KAITO index), with extra filters."""
+        return replace(self, partition=partition, filters=tuple(filters))
 
     def params(
         self, fields: FieldMap | None = None, schema: SchemaFields | None = None
@@ -72,12 +73,12 @@ class Scope:
         filters: list[str] = [*self.filters]
         params: dict[str, str | list[str]] = {}
         partitioned = schema is None or schema.has(INDEX_FIELD)
-        if self.index is None:
+        if self.partition is None:
             if partitioned:
                 filters.append(MAIN_CORPUS)
         else:
             filters.append(f"{{!term f={INDEX_FIELD} v=$rag.index}}")
-            params["rag.index"] = self.index
+            params["rag.index"] = self.partition
         if self.parent_id is not None:
             parent = fields.field("parent") if fields and "parent" in fields.roles else "parent_id"
             filters.append(f"{{!term f={parent} v=$rag.parent}}")

@@ -72,10 +72,10 @@ class Retrieve(EveryRequest):
             documents = await fused.run(queries)
         if documents:
             return documents
-        if scope.index is not None and not await count_documents(
-            self.solr, self.layout.documents_collection, EVERYTHING.in_index(scope.index)
+        if scope.partition is not None and not await count_documents(
+            self.solr, self.layout.documents_collection, EVERYTHING.in_partition(scope.partition)
         ):
-            raise IndexNotFound(scope.index)
+            raise IndexNotFound(scope.partition)
         if nothing_is_an_answer:
             return []
         raise NoDocumentFound(

@@ -77,8 +77,9 @@ def metadata_filters(metadata_filter: Metadata | None) -> list[str]:
     return filters
 
 
-class KaitoIndexes:
-    """KAITO's index operations, over FileShare (documents) and the indexer's passages."""
+class Partitions:
+    """The partitions (KAITO's indexes): their operations, over FileShare (documents) and the
+    indexer's passages."""
 
     def __init__(self, solr: SolrClient, indexer: Indexer, documents_collection: str) -> None:
         self._solr = solr
@@ -128,7 +129,7 @@ class KaitoIndexes:
         await self.require(index)
         found = await self._solr.select(
             self._collection,
-            {"q": "*:*", "defType": "lucene", "fq": [_in_index(index),
+            {"q": "*:*", "defType": "lucene", "fq": [_in_partition(index),
              *metadata_filters(metadata_filter)], "sort": "id asc", "rows": limit,
              "start": offset, "fl": f"id,content,content_hash,{METADATA_FIELD}"},
         )  # fmt: skip
@@ -169,10 +170,10 @@ class KaitoIndexes:
     async def drop(self, index: str) -> None:
         """Removes the whole index, its passages included."""
         await self.require(index)
-        await self._indexer.delete_matching(_in_index(index))
+        await self._indexer.delete_matching(_in_partition(index))
 
     async def _count(self, index: str) -> int:
-        return await count_documents(self._solr, self._collection, EVERYTHING.in_index(index))
+        return await count_documents(self._solr, self._collection, EVERYTHING.in_partition(index))
 
     async def metadata(self, index: str, doc_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         """Each of these documents' metadata, by doc_id (those the index holds)."""
@@ -186,7 +187,7 @@ class KaitoIndexes:
             return []
         found = await self._solr.select(
             self._collection,
-            {"q": "*:*", "defType": "lucene", "fq": [_in_index(index),
+            {"q": "*:*", "defType": "lucene", "fq": [_in_partition(index),
              "{!terms f=id separator=\u0001}" + "\u0001".join(_solr_id(index, d) for d in doc_ids)],
              "rows": len(doc_ids), "fl": f"id,content,content_hash,{METADATA_FIELD}"},
         )  # fmt: skip
@@ -210,7 +211,7 @@ def _solr_id(index: str, doc_id: str) -> str:
     return f"{ID_PREFIX}{index}/{doc_id}"
 
 
-def _in_index(index: str) -> str:
+def _in_partition(index: str) -> str:
     return f"{{!term f={INDEX_FIELD}}}{index}"
 
 
