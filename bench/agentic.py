@@ -14,29 +14,17 @@ it holds one. Reported per action: both / one / none, LLM calls, seconds p50/p95
 from __future__ import annotations
 
 import argparse
-import asyncio
 import collections
 import json
 import random
-import tempfile
 import time
-from pathlib import Path
 
-import httpx
-
-from bench.answers import SQUAD, answerer, corpus, ingest
+from bench.answers import SQUAD, served
 from bench.support import (
-    ROOT,
-    fresh_solr,
-    given_or_started,
-    model_server,
     save_results,
-    shipped_properties,
 )
-from service.api.app import create_app
 from service.evaluation import normalized, p50, p95
 from service.models import packaged
-from testing.servers import serve_in_thread
 
 ACTIONS = ("rag", "agentic")
 
@@ -89,57 +77,34 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     questions = pairs(args.pairs)
     rows = []
-    with (
-        tempfile.TemporaryDirectory(prefix="bench-agentic-") as folder,
-        given_or_started(args.solr_url, fresh_solr) as solr_url,
-        given_or_started(args.embeddings_url, model_server) as embeddings_url,
-    ):
-        if not args.no_ingest:
-            print("ingesting the SQuAD paragraphs ...", flush=True)
-            asyncio.run(ingest(solr_url, embeddings_url, corpus("squad")))
-        with answerer(args, Path(folder), embeddings_url) as (endpoint, model):
-            overrides = {
-                "solr.url": solr_url,
-                "ai.api.endpoint": endpoint,
-                "ai.embeddings.endpoint": embeddings_url,
-                "rerank.endpoint": embeddings_url,
-                "llm.model": model,
-                "prompt.templates.dir": str(ROOT / "prompts"),
-                "agentic.enabled": "true",
-                "conversations.enabled": "false",
-                **dict(item.split("=", 1) for item in args.set),
-            }
-            path = shipped_properties(Path(folder), overrides)
-            with (
-                serve_in_thread(create_app(path), health_path="/health/live") as base,
-                httpx.Client(base_url=base, timeout=900) as http,
-            ):
-                for number, asked in enumerate(questions, start=1):
-                    for action in ACTIONS:
-                        started = time.perf_counter()
-                        response = http.post("/ai", json={"query": asked["question"],
-                                                          "action": action})  # fmt: skip
-                        seconds = time.perf_counter() - started
-                        body = response.json()
-                        content = body.get("content", {})
-                        message = content.get("message") or ""
-                        row = {
-                            "action": action,
-                            "question": asked["question"],
-                            "status": response.status_code,
-                            "message": message,
-                            "halves": halves_answered(message, asked["parts"]),
-                            "sources": [d.get("id") for d in content.get("documents", [])],
-                            "gold_found": sum(
-                                d in {s.get("id") for s in content.get("documents", [])}
-                                for d in asked["documents"]
-                            ),
-                            "llm_calls": body.get("usage", {}).get("llm_calls"),
-                            "seconds": round(seconds, 2),
-                        }
-                        rows.append(row)
-                        print(f"{number}/{len(questions)} {action:8} {seconds:5.1f}s "
-                              f"halves={row['halves']} {message[:90]!r}", flush=True)  # fmt: skip
+    overrides = {"agentic.enabled": "true", "conversations.enabled": "false"}
+    with served(args, "squad", overrides) as (http, model):
+        for number, asked in enumerate(questions, start=1):
+            for action in ACTIONS:
+                started = time.perf_counter()
+                response = http.post("/ai", json={"query": asked["question"],
+                                                  "action": action})  # fmt: skip
+                seconds = time.perf_counter() - started
+                body = response.json()
+                content = body.get("content", {})
+                message = content.get("message") or ""
+                row = {
+                    "action": action,
+                    "question": asked["question"],
+                    "status": response.status_code,
+                    "message": message,
+                    "halves": halves_answered(message, asked["parts"]),
+                    "sources": [d.get("id") for d in content.get("documents", [])],
+                    "gold_found": sum(
+                        d in {s.get("id") for s in content.get("documents", [])}
+                        for d in asked["documents"]
+                    ),
+                    "llm_calls": body.get("usage", {}).get("llm_calls"),
+                    "seconds": round(seconds, 2),
+                }
+                rows.append(row)
+                print(f"{number}/{len(questions)} {action:8} {seconds:5.1f}s "
+                      f"halves={row['halves']} {message[:90]!r}", flush=True)  # fmt: skip
     result = {"model": model, "pairs": len(questions), "settings": args.set,
               "actions": {action: _summary([r for r in rows if r["action"] == action])
                           for action in ACTIONS}}  # fmt: skip

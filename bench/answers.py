@@ -118,6 +118,40 @@ def answerer(args: argparse.Namespace, folder: Path, embeddings_url: str) -> Ite
             yield server.url, args.model
 
 
+@contextlib.contextmanager
+def served(
+    args: argparse.Namespace, collection: str, overrides: dict[str, str]
+) -> Iterator[tuple[httpx.Client, str]]:
+    """(a client of the service, the model name): the service on the shipped rag.properties and
+    `overrides` (then the `--set`s), its Solr holding `collection` (ingested unless
+    `--no-ingest`), its LLM the one the arguments name (--model, --llm-url)."""
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-") as folder,
+        given_or_started(args.solr_url, fresh_solr) as solr_url,
+        given_or_started(args.embeddings_url, model_server) as embeddings_url,
+    ):
+        if not args.no_ingest:
+            print(f"ingesting the {collection} documents ...", flush=True)
+            asyncio.run(ingest(solr_url, embeddings_url, corpus(collection)))
+        with answerer(args, Path(folder), embeddings_url) as (endpoint, model):
+            settings = {
+                "solr.url": solr_url,
+                "ai.api.endpoint": endpoint,
+                "ai.embeddings.endpoint": embeddings_url,
+                "llm.model": model,
+                "prompt.templates.dir": str(ROOT / "prompts"),
+                "rerank.endpoint": embeddings_url,  # the local cross-encoder, when on
+                **overrides,
+                **dict(item.split("=", 1) for item in args.set),
+            }
+            path = shipped_properties(Path(folder), settings)
+            with (
+                serve_in_thread(create_app(path), health_path="/health/live") as base,
+                httpx.Client(base_url=base, timeout=900) as http,
+            ):
+                yield http, model
+
+
 class _Warnings(logging.Handler):
     """Counts the service's warnings by logger: a fallback (an LLM's JSON that could not be
     used by multi-query, grading or the grounding judge) is one."""
@@ -172,40 +206,18 @@ def main(argv: list[str] | None = None) -> None:
         questions = sample(args.answerable, args.unanswerable)
         groups = ["answerable" if q.answers else "unanswerable" for q in questions]
     rows = []
-    with (
-        tempfile.TemporaryDirectory(prefix="bench-answers-") as folder,
-        given_or_started(args.solr_url, fresh_solr) as solr_url,
-        given_or_started(args.embeddings_url, model_server) as embeddings_url,
-    ):
-        if not args.no_ingest:
-            print(f"ingesting the {args.collection} documents ...", flush=True)
-            asyncio.run(ingest(solr_url, embeddings_url, corpus(args.collection)))
-        with answerer(args, Path(folder), embeddings_url) as (endpoint, model):
-            overrides = {
-                "solr.url": solr_url,
-                "ai.api.endpoint": endpoint,
-                "ai.embeddings.endpoint": embeddings_url,
-                "llm.model": model,
-                "prompt.templates.dir": str(ROOT / "prompts"),
-                "rerank.endpoint": embeddings_url,  # the local cross-encoder, when on
-                **({"rerank.enabled": "true"} if args.rerank else {}),
-                **dict(item.split("=", 1) for item in args.set),
-            }
-            path = shipped_properties(Path(folder), overrides)
-            with (
-                serve_in_thread(create_app(path), health_path="/health/live") as base,
-                httpx.Client(base_url=base, timeout=600) as http,
-            ):
-                for number, question in enumerate(questions, start=1):
-                    more = {"id": next(iter(question.documents))} if args.ceiling else {}
-                    row = scored(question, ask(http, question, **more))
-                    rows.append(row)
-                    print(
-                        f"{number}/{len(questions)} {row['seconds']:.1f}s (first words "
-                        f"{row['first_words'] or 0:.1f}s) f1={row['f1'] or 0:.2f} "
-                        f"abstained={row['abstained']} {row['message'][:80]!r}",
-                        flush=True,
-                    )
+    rerank = {"rerank.enabled": "true"} if args.rerank else {}
+    with served(args, args.collection, rerank) as (http, model):
+        for number, question in enumerate(questions, start=1):
+            more = {"id": next(iter(question.documents))} if args.ceiling else {}
+            row = scored(question, ask(http, question, **more))
+            rows.append(row)
+            print(
+                f"{number}/{len(questions)} {row['seconds']:.1f}s (first words "
+                f"{row['first_words'] or 0:.1f}s) f1={row['f1'] or 0:.2f} "
+                f"abstained={row['abstained']} {row['message'][:80]!r}",
+                flush=True,
+            )
     settings = (["rerank (local cross-encoder)"] if args.rerank else []) + args.set
     settings += ["ceiling: the gold paragraph alone"] if args.ceiling else []
     for row, group in zip(rows, groups, strict=True):
