@@ -31,10 +31,10 @@ from service.llm import ChatMessage, Usage
 from service.llm.types import ToolCall
 from service.models import packaged
 from service.rag import assemble
-from service.rag.reply import Answer, AnswerDocument
+from service.rag.reply import CITATION, Answer, AnswerDocument, cited_numbers
 from service.rag.request import RagQuery, SummarizeQuery
+from service.rag.stages.fetch import fetch
 from service.retrieval import RetrievedDocument, Scope
-from service.retrieval.bm25 import DocumentById
 from service.snapshot import Snapshot
 
 Protocol = Literal["tools", "json"]
@@ -43,7 +43,6 @@ MAX_RESULT_CHARS = 3_000
 SEARCH_RESULTS = 5
 SNIPPET_CHARS = 500
 MAX_WRITTEN_OBJECTS = 20  # JSON objects tried in a text that may hold a written tool call
-_CITATION = re.compile(r"\[(\d{1,3})\]")
 
 TOOLS: dict[str, dict[str, Any]] = {
     "search": {
@@ -112,7 +111,7 @@ class Sources:
         return named.strip()
 
     def cited_in(self, text: str) -> list[AnswerDocument]:
-        cited = {int(n) for n in _CITATION.findall(text)}
+        cited = cited_numbers(text)
         return [
             AnswerDocument(d.id, d.title, d.url, d.content, d.number, cited=d.number in cited)
             for d in self.by_id.values()
@@ -194,23 +193,20 @@ class Agent:
             self.usage += completion.usage
             text = completion.text
         text = without_repeats(text.strip())
-        if says_nothing_relevant(text):
-            return Answer(
-                message=text,
-                documents=[],
-                timings={"agent": round((time.perf_counter() - started) * 1000, 1)},
-                llm_calls=llm.calls.used,
-                usage=self.usage,
-                abstained=f"the agent read what its tools found ({len(self.sources.by_id)} "
-                "documents) and said it does not hold the answer",
-            )
-        return Answer(
+        answer = Answer(
             message=text,
             documents=self.sources.cited_in(text),
             timings={"agent": round((time.perf_counter() - started) * 1000, 1)},
             llm_calls=llm.calls.used,
             usage=self.usage,
         )
+        if says_nothing_relevant(text):
+            answer.documents = []
+            answer.abstained = (
+                f"the agent read what its tools found ({len(self.sources.by_id)} documents) "
+                "and said it does not hold the answer"
+            )
+        return answer
 
     async def _turn(self, messages: list[dict[str, Any]]) -> tuple[str, tuple[ToolCall, ...]]:
         """One turn of the LLM: its text, and the tools it calls (none: the text answers)."""
@@ -283,7 +279,7 @@ class Agent:
         numbers = {
             d.number: self.sources.number(d.id, d.title, d.url, d.content) for d in answer.documents
         }
-        return _CITATION.sub(
+        return CITATION.sub(
             lambda m: f"[{numbers.get(int(m.group(1)), m.group(1))}]", answer.message
         )
 
@@ -300,9 +296,7 @@ class Agent:
 
     async def _get_document(self, named: str) -> str:
         settings = self.snapshot.settings.solr
-        reader = DocumentById(self.snapshot.solr, settings.documents_collection,
-                              settings.documents_map)  # fmt: skip
-        document = await reader.run(self.sources.id_of(named), self.scope)
+        document = await fetch(self.snapshot.solr, settings, self.sources.id_of(named), self.scope)
         if document is None:
             raise DocumentNotFound(f"no document {named[:100]!r} you may read")
         return self._shown(document, MAX_RESULT_CHARS - 200)

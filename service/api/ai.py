@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from functools import cached_property
 from typing import Literal
 
 from fastapi import APIRouter, Depends, Request
@@ -49,7 +50,7 @@ from service.api.identity import caller_scope
 from service.api.llm_work import caller_of
 from service.api.payload import json_route
 from service.api.rag import MAX_HISTORY_MESSAGES, MAX_MESSAGE_CHARS, MAX_QUERY_CHARS, UsageOut
-from service.api.sources import SourceOut, sources_of
+from service.api.sources import SourceOut, sources_of, summary_sources
 from service.api.sse import SSE_HEADERS
 from service.config.settings import agents_of
 from service.conversations import Conversation, ConversationStore
@@ -171,9 +172,7 @@ class AiResponse(BaseModel):
 
     @classmethod
     def of(cls, answer: Answer, conversation_id: str | None, *, summary: bool) -> AiResponse:
-        documents = sources_of(answer, with_content=not summary)
-        if summary:
-            documents = [source for source in documents if source.id]
+        documents = summary_sources(answer) if summary else sources_of(answer)
         return cls(
             content=AiContent(
                 message=answer.message,
@@ -197,6 +196,11 @@ class Turn:
         self.request = request
         self.conversation: Conversation | None = None
 
+    @cached_property
+    def caller(self) -> Scope:
+        """What the caller may see (made once: it may verify a JWT)."""
+        return caller_scope(self.request, self.snapshot.settings.security)
+
     @property
     def conversation_id(self) -> str | None:
         return self.conversation.id if self.conversation else None
@@ -207,7 +211,7 @@ class Turn:
         if self.body.conversationId is None and not settings.conversations.enabled:
             return
         self.conversation = await store_of(self.snapshot).open(
-            owner_of(self.request, self.snapshot), self.body.conversationId
+            owner_of(self.request, self.snapshot, self.caller), self.body.conversationId
         )
 
     async def run(self, progress: assemble.Progress | None = None) -> Reply | Answer:
@@ -260,8 +264,9 @@ class Turn:
         await store_of(self.snapshot).append(self.conversation, question, answer.message)
 
     async def _scope(self) -> Scope:
+        """The caller's scope narrowed by the request's filters."""
         settings = self.snapshot.settings
-        scope = caller_scope(self.request, settings.security)
+        scope = self.caller
         filters = self.body.filters
         ids = (filters.id or None) if filters else None  # Datafari sends [] for no filter
         if filters is None or (ids is None and not filters.fq):
@@ -349,11 +354,11 @@ def store_of(snapshot: Snapshot) -> ConversationStore:
     return ConversationStore(snapshot.solr, snapshot.settings.conversations)
 
 
-def owner_of(request: Request, snapshot: Snapshot) -> str:
+def owner_of(request: Request, snapshot: Snapshot, scope: Scope | None = None) -> str:
     """Who a conversation belongs to: the caller (its API key, JWT subject or address), and
-    its groups when security is on."""
+    its groups when security is on (`scope`: the caller's, when already made)."""
     settings = snapshot.settings
-    groups = caller_scope(request, settings.security).groups
+    groups = (scope or caller_scope(request, settings.security)).groups
     shown = "" if groups is None else ",".join(sorted(groups))
     return f"{caller_of(request, settings)}|{shown}"
 

@@ -30,3 +30,8 @@ def sources_of(answer: Answer, *, with_content: bool = True) -> list[SourceOut]:
         )
         for d in answer.documents
     ]
+
+
+def summary_sources(answer: Answer) -> list[SourceOut]:
+    """A summary's source: its document, without the text (posted text has none)."""
+    return [source for source in sources_of(answer, with_content=False) if source.id]

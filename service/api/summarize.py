@@ -12,7 +12,7 @@ from service.api.fields import DocumentId, OptionalLanguage
 from service.api.identity import caller_scope
 from service.api.payload import json_route
 from service.api.rag import RagContent, UsageOut
-from service.api.sources import sources_of
+from service.api.sources import summary_sources
 from service.rag import assemble
 from service.rag.request import SummarizeQuery
 from service.retrieval import Scope
@@ -66,7 +66,7 @@ async def summarize(
     scope = caller_scope(request, snapshot.settings.security)
     reply = await assemble.summarize(snapshot, body.to_query(scope))
     answer = await reply.complete()
-    documents = [source for source in sources_of(answer, with_content=False) if source.id]
+    documents = summary_sources(answer)
     return SummarizeResponse(
         content=RagContent(message=answer.message, documents=documents),
         timings=answer.timings,

@@ -29,7 +29,7 @@ from service.llm.answer_format import PLAIN, AnswerFormat
 from service.metrics import observe_answer
 from service.retrieval import RetrievedDocument
 
-_CITATION = re.compile(r"\[(\d{1,3})\]")
+CITATION = re.compile(r"\[(\d{1,3})\]")  # a source cited: [1]
 
 
 @dataclass(frozen=True)
@@ -208,7 +208,7 @@ def repeated(
 
 def cited_numbers(answer: str) -> set[int]:
     """The source numbers an answer cites ([1], [2]...)."""
-    return {int(number) for number in _CITATION.findall(answer)}
+    return {int(number) for number in CITATION.findall(answer)}
 
 
 def _source_texts(result: ChainResult) -> list[tuple[int, str]]:
