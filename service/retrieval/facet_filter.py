@@ -192,10 +192,12 @@ async def documents_matching(
     scope: Scope,
     filters: Sequence[str],
     ids: Sequence[str] | None = None,
+    *,
+    limit: int = MAX_FILTERED,
 ) -> tuple[str, ...]:
     """The ids of the documents of `collection` the caller may see (`scope`) that pass every
     filter (each a facet's, refused otherwise) and are among `ids` when given: what Datafari
-    7's `filters` leave a request. FilterRefused when more than MAX_FILTERED pass."""
+    7's `filters` leave a request. FilterRefused when more than `limit` pass."""
     schema = await solr.schema_fields(collection)
     rewritten = [facet_filter(text, schema) for text in filters]
     restricted = scope if ids is None else scope.within(ids)
@@ -205,12 +207,12 @@ async def documents_matching(
     id_field = fields.field("id")
     body = await solr.select(
         collection,
-        {**params, "q": "*:*", "defType": "lucene", "fl": id_field, "rows": MAX_FILTERED + 1},
+        {**params, "q": "*:*", "defType": "lucene", "fl": id_field, "rows": limit + 1},
     )
     found = [str(doc[id_field]) for doc in body.get("response", {}).get("docs", [])]
-    if len(found) > MAX_FILTERED:
+    if len(found) > limit:
         raise FilterRefused(
-            f"filters: more than {MAX_FILTERED} documents pass them; narrow them (another "
+            f"filters: more than {limit} documents pass them; narrow them (another "
             "filters.fq, or filters.id)"
         )
     return tuple(found)

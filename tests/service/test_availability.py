@@ -51,7 +51,9 @@ def test_a_path_no_route_serves_never_parses_the_body(
     assert response.status_code == 404, response.text
 
 
-@pytest.mark.parametrize("path", ["/ai/rag", "/ai/summarize", "/v1/chat/completions"])
+@pytest.mark.parametrize(
+    "path", ["/ai/rag", "/ai/summarize", "/v1/chat/completions", "/ai", "/ai/stream"]
+)
 def test_a_caller_without_the_api_key_is_refused_before_its_body_is_read(
     make_client: ClientFactory, path: str
 ) -> None:

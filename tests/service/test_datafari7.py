@@ -4,6 +4,7 @@ hostile filter queries refused, and conversations kept per caller."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 
@@ -11,6 +12,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+from service.errors import FilterRefused
 from testing.llm_server import LLMScript, Step
 from testing.service import ADMIN_TOKEN, ClientFactory, ServiceFactory
 from tests.service.test_security import DOCUMENTS, assert_no_secret
@@ -104,6 +106,13 @@ def test_the_6_2_paths_keep_working_beside_them(summarizing: TestClient, llm: LL
         ({"action": "search", "query": "x"}, "ragBadRequest", "action"),
         ({"query": "x", "filters": {"fq": ["{!join from=id to=id}x:y"]}}, "ragBadRequest",
          "local parameters"),
+        ({"query": "x", "conversationId": "a" * 129}, "ragBadRequest", "conversationId"),
+        ({"query": "x", "filters": {"fq": ["language:en"] * 21}}, "ragBadRequest", "fq"),
+        ({"query": "x", "filters": {"id": ["a"] * 1001}}, "ragBadRequest", "filters.id"),
+        ({"query": "x", "filters": {"id": ["a\u0000b"]}}, "ragBadRequest", "filters.id"),
+        ({"query": "x", "id": "a\nb"}, "ragBadRequest", "id"),
+        ({"query": "x", "agent": "a" * 513}, "ragBadRequest", "agent"),
+        ({"query": "x" * 20_001}, "ragBadRequest", "query"),
     ],
 )  # fmt: skip
 def test_what_an_action_lacks_is_a_400_that_says_it(
@@ -417,3 +426,79 @@ def test_a_conversation_expires_after_its_time(make_client: ClientFactory, llm: 
     assert ok(client.get(f"/ai/conversations/{conversation}"))["messages"]
     time.sleep(0.0005 * 3600 + 1)
     error_of(client.get(f"/ai/conversations/{conversation}"), 404, "ragConversationNotFound")
+
+
+def test_filters_that_leave_too_many_documents_are_a_400_not_a_huge_filter(
+    solr_url: str, corpus: object
+) -> None:
+    """Bounded work: filters are resolved to at most `limit` ids (10,000 shipped); more is a
+    400 that says to narrow them (here with a limit of 2 on the test corpus)."""
+    from service.config import Settings
+    from service.retrieval.facet_filter import documents_matching
+    from service.retrieval.scope import EVERYTHING
+    from service.retrieval.solr import SolrClient
+
+    layout = Settings().solr
+
+    async def resolve(fq: str) -> tuple[str, ...]:
+        async with httpx.AsyncClient() as http:
+            solr = SolrClient(http, solr_url)
+            return await documents_matching(
+                solr, "FileShare", layout.documents_map, EVERYTHING, [fq], limit=2
+            )
+
+    assert asyncio.run(resolve("language:fr")) == ("marseille",)
+    with pytest.raises(FilterRefused, match="more than 2 documents"):
+        asyncio.run(resolve("id:[* TO *]"))
+
+
+def test_a_caller_keeps_at_most_its_share_of_conversations(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    """conversations.max.per.caller: a new conversation beyond deletes the caller's oldest,
+    so one caller cannot fill Solr."""
+    client = make_client({"conversations.enabled": True, "conversations.max.per.caller": 2})
+    made = [ok(client.post("/ai", json={"query": QUESTION}))["conversationId"] for _ in range(3)]
+    error_of(client.get(f"/ai/conversations/{made[0]}"), 404, "ragConversationNotFound")
+    for kept in made[1:]:
+        assert ok(client.get(f"/ai/conversations/{kept}"))["messages"]
+
+
+def test_a_turn_of_many_tool_calls_runs_three_each_cut_to_size(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    """Bounded work: at most 3 calls of one turn run, each result cut to 3,000 characters
+    (a long document a crawler wrote included)."""
+    client = make_client(AGENTIC)
+    calls = [{"id": f"c{n}", "type": "function", "function": {
+        "name": "get_document", "arguments": json.dumps({"document": "turbine-manual"})}}
+        for n in range(6)]  # fmt: skip
+    message = {"role": "assistant", "content": None, "tool_calls": calls}
+    llm.then(Step(body=json.dumps({"choices": [{"message": message}]})))
+    llm.answer = lambda request: "It is in the manual [1]."
+    ok(client.post("/ai", json=AGENT_BODY))
+    sent = llm.requests[1].body["messages"]
+    results = [m for m in sent if m.get("role") == "tool"]
+    assert len(results) == 3 and len(sent[-4]["tool_calls"]) == 3
+    assert all(0 < len(m["content"]) <= 3_000 for m in results)
+
+
+def test_a_caller_over_its_cap_on_the_ai_api_gets_a_429_at_once(
+    service: ServiceFactory, llm: LLMScript
+) -> None:
+    """/ai and /ai/stream are LLM paths: the per-caller cap holds there too, answered at
+    once, while the caller's questions in progress go on."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    base = service({"llm.max.concurrent.per.caller": 1})
+    llm.then(Step(content="slow [1]", delay=5))
+    with ThreadPoolExecutor(1) as pool:
+        slow = pool.submit(httpx.post, f"{base}/ai", json=RAG_BODY, timeout=30)
+        deadline = time.monotonic() + 10
+        while not llm.requests and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for path in ("/ai", "/ai/stream"):
+            refused = httpx.post(f"{base}{path}", json=RAG_BODY, timeout=30)
+            assert refused.status_code == 429, refused.text
+            assert refused.headers["Retry-After"]
+        assert slow.result().status_code == 200

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from service.agentic import json_step, without_repeats, written_call
+from service.config.settings import agents_of
 
 TOOLS = ("search", "ask")
 
@@ -51,3 +52,21 @@ def test_a_json_step_cut_short_is_still_read(text: str, step: tuple | None) -> N
 def test_an_answer_that_loops_says_each_sentence_once() -> None:
     looping = "Assert checks a condition. It raises an error. " * 4 + "Done [1]."
     assert without_repeats(looping) == "Assert checks a condition. It raises an error. Done [1]."
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("", "at least one agent"),
+        ("default", "name=tool"),
+        ("default=", "name=tool"),
+        ("bad name=search", "name=tool"),
+        ("default=search,rm_rf", "unknown tools"),
+        ("x" * 65 + "=search", "name=tool"),
+    ],
+)
+def test_agentic_agents_that_name_no_real_tool_are_refused(text: str, why: str) -> None:
+    with pytest.raises(ValueError, match=why):
+        agents_of(text)
+    assert agents_of("default=search,ask;doc-42=get_document,search") == {
+        "default": ("search", "ask"), "doc-42": ("get_document", "search")}  # fmt: skip
