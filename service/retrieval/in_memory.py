@@ -105,7 +105,7 @@ class InMemoryVectorRetriever:
             return found  # no text to rank: the pipeline says so
         texts = [f"{p.title}\n{p.content}" if p.title else p.content for p in passages]
         matrix = await self._vectors.of(self._embeddings, texts)
-        (question,) = await self._embeddings.embed([query])
+        (question,) = await self._embeddings.embed([query], kind="query")
         if not question:
             raise UpstreamBadResponse("the embeddings API returned an empty vector")
         similarity = matrix @ _unit(question)

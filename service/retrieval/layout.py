@@ -171,7 +171,7 @@ async def _same_dimension(
     """The embeddings model's vectors must fit the field; an API that does not answer yet is
     not a reason to stop (it is checked again by readiness and every request)."""
     try:
-        [vector] = await embeddings.embed(["dimension check"])
+        [vector] = await embeddings.embed(["dimension check"], kind="query")
     except ServiceError as error:
         log.warning("embeddings dimension not checked: %s", error.reason)
         return

@@ -64,8 +64,10 @@ class VectorRetriever:
         so no character of it is read as query syntax)."""
         if self._mode is not None and await self._mode.solr_embeds(self._solr):
             local = f"f={self._field} topK={self._top_k} v=$question_text"
-            return {"q": f"{{!{PARSER_NAME} {local}}}", "question_text": query}
-        (vector,) = await self._embeddings.embed([query])
+            # e5's "query: " too (the plugin embeds passages as they are: a passage to e5)
+            text = self._embeddings.prefixes["query"] + query
+            return {"q": f"{{!{PARSER_NAME} {local}}}", "question_text": text}
+        (vector,) = await self._embeddings.embed([query], kind="query")
         if not vector:
             raise UpstreamBadResponse("the embeddings API returned an empty vector")
         literal = "[" + ",".join(f"{x:.7g}" for x in vector) + "]"
