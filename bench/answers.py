@@ -94,9 +94,20 @@ def corpus(collection: str) -> list[SourceDocument]:
                            language=language) for r in rows]  # fmt: skip
 
 
-async def ingest(solr_url: str, embeddings_url: str, documents: list[SourceDocument]) -> None:
+async def ingest(
+    solr_url: str,
+    embeddings_url: str,
+    documents: list[SourceDocument],
+    chosen: dict[str, str] | None = None,
+) -> None:
+    """The documents in a fresh FileShare/VectorMain, embedded as `chosen` (the run's keys)
+    says: its ai.embeddings.* and vector.chunk.* keys apply."""
+    passages = {key: value for key, value in (chosen or {}).items()
+                if key.startswith(("ai.embeddings.", "vector.chunk."))}  # fmt: skip
     settings = settings_from_mapping(
-        {"solr.url": solr_url, "ai.embeddings.endpoint": embeddings_url}, source="bench", env={}
+        {"solr.url": solr_url, **passages, "ai.embeddings.endpoint": embeddings_url},
+        source="bench",
+        env={},
     )
     async with httpx.AsyncClient() as http:
         solr = SolrClient(http, solr_url, read_timeout=300)
@@ -130,9 +141,10 @@ def served(
         given_or_started(args.solr_url, fresh_solr) as solr_url,
         given_or_started(args.embeddings_url, model_server) as embeddings_url,
     ):
+        chosen = {**overrides, **dict(item.split("=", 1) for item in args.set)}
         if not args.no_ingest:
             print(f"ingesting the {collection} documents ...", flush=True)
-            asyncio.run(ingest(solr_url, embeddings_url, corpus(collection)))
+            asyncio.run(ingest(solr_url, embeddings_url, corpus(collection), chosen))
         with answerer(args, Path(folder), embeddings_url) as (endpoint, model):
             settings = {
                 "solr.url": solr_url,
@@ -141,8 +153,7 @@ def served(
                 "llm.model": model,
                 "prompt.templates.dir": str(ROOT / "prompts"),
                 "rerank.endpoint": embeddings_url,  # the local cross-encoder, when on
-                **overrides,
-                **dict(item.split("=", 1) for item in args.set),
+                **chosen,
             }
             path = shipped_properties(Path(folder), settings)
             with (

@@ -155,19 +155,23 @@ async def measure(
     names: list[str],
     encoder: CrossEncoder | None = None,
     depth: int = RERANK_DEPTH,
+    model: str = "all-MiniLM-L6-v2",
 ) -> dict[str, dict[str, float]]:
     base = {"solr.url": solr_url, "ai.embeddings.endpoint": embeddings_url,
+            "ai.embeddings.model": model,
             "chunking.maxFiles": str(CANDIDATES), "solr.topK": str(CANDIDATES)}  # fmt: skip
     rows: dict[str, dict[str, float]] = {}
     orders = ["", *RERANKED] if encoder is not None else [""]
     async with httpx.AsyncClient(timeout=120) as http:
         solr = SolrClient(http, solr_url, read_timeout=300)
+        settings = settings_from_mapping(base, source="bench", env={})
         embeddings = EmbeddingsClient(
-            http, LLMOptions(endpoint=embeddings_url, model="all-MiniLM-L6-v2", read_timeout=600)
+            http,
+            LLMOptions(endpoint=embeddings_url, model=model, read_timeout=600),
+            prefixes=settings.embeddings.prefixes(),
         )
         for name in ("FileShare", "VectorMain"):
             await solr.delete_by_query(name, "*:*")
-        settings = settings_from_mapping(base, source="bench", env={})
         print(f"{collection.name}: ingesting {len(collection.documents)} documents", flush=True)
         line = ProgressLine()
         await indexer_for(settings, solr, embeddings).run(collection.documents, line)
@@ -249,6 +253,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--collections", nargs="*", default=["cranfield", "cisi", "squad", "french"]
     )
+    parser.add_argument("--embeddings-model", default="all-MiniLM-L6-v2",
+                        help="ai.embeddings.model (multilingual-e5-small: French too)")  # fmt: skip
     args = parser.parse_args(argv)
     names = args.only or list(CONFIGURATIONS)
     loaders = {"cranfield": load_cranfield, "cisi": load_cisi,
@@ -264,7 +270,15 @@ def main(argv: list[str] | None = None) -> None:
         for collection in collections:
             print(f"{collection.name}: {len(collection.queries)} judged queries", flush=True)
             table[collection.name] = asyncio.run(
-                measure(collection, solr_url, embeddings_url, names, encoder, args.rerank_depth)
+                measure(
+                    collection,
+                    solr_url,
+                    embeddings_url,
+                    names,
+                    encoder,
+                    args.rerank_depth,
+                    args.embeddings_model,
+                )
             )
     save_results("retrieval", table)
     header = "".join(f" {c.name:>22}" for c in collections)

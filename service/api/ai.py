@@ -63,6 +63,7 @@ from service.rag.request import RagQuery, SummarizeQuery
 from service.retrieval import Scope
 from service.retrieval.facet_filter import documents_matching
 from service.snapshot import Snapshot
+from service.text.language import answer_language
 
 router = APIRouter(tags=["ai"], dependencies=[Depends(require_api_key)], route_class=json_route())
 
@@ -294,6 +295,7 @@ async def ai(body: AiRequest, request: Request, snapshot: CurrentSnapshot) -> JS
     """Datafari 7's AI API, answered whole: `action` rag (the answer from the documents),
     summarize (the `id` document's summary) or agentic (the agent's answer, its tools called
     step by step)."""
+    request.state.language = answer_language(body.lang, body.query)  # for its errors
     turn = Turn(body, request, snapshot)
     try:
         await turn.begin()
@@ -323,6 +325,7 @@ async def ai_stream(
     body: AiRequest, request: Request, snapshot: CurrentSnapshot
 ) -> StreamingResponse:
     """Datafari 7's AI API, streamed as NDJSON events (the module's docstring lists them)."""
+    request.state.language = answer_language(body.lang, body.query)  # for its errors
     turn = Turn(body, request, snapshot)
     return StreamingResponse(
         _events(turn, request.state.request_id), media_type=NDJSON, headers=SSE_HEADERS
@@ -395,7 +398,8 @@ async def _events(turn: Turn, request_id: str) -> AsyncIterator[str]:
         yield _line({"type": "done", **response.model_dump(mode="json")})
     except Exception as error:  # the stream has begun: the error becomes its last line
         failure = as_service_error(error, request_id)
-        yield _line({"type": "error", **body_of("/ai/stream", failure, FEATURES[action])})
+        language = answer_language(turn.body.lang, turn.body.query)
+        yield _line({"type": "error", **body_of("/ai/stream", failure, FEATURES[action], language)})
 
 
 def _line(event: dict[str, object]) -> str:

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from service.api.auth import require_admin
 from service.api.dependencies import CurrentSnapshot, runtime_of
 from service.api.errors import documented_errors
-from service.api.fields import DocumentId, LanguageCode
+from service.api.fields import DocumentId, OptionalLanguage
 from service.api.payload import json_route
 from service.chains.prompts import LANGUAGE_CODE
 from service.errors import (
@@ -43,7 +43,7 @@ class DocumentIn(BaseModel):
     title: str = Field("", max_length=1000)
     url: str = Field("", max_length=4000)
     content: str = Field(min_length=1, max_length=5_000_000)
-    language: LanguageCode = "en"
+    language: OptionalLanguage = None  # none: detected by Solr at indexing
     allowed_groups: list[str] = Field(
         default_factory=list, max_length=1000, description="Who may see it; none: everyone."
     )
@@ -64,7 +64,7 @@ class DocumentIn(BaseModel):
             title=self.title or self.id,
             url=self.url,
             content=self.content,
-            language=self.language,
+            language=self.language or "",
             allowed_groups=tuple(self.allowed_groups),
             denied_groups=tuple(self.denied_groups),
         )
@@ -227,7 +227,7 @@ async def upload(
     request: Request,
     snapshot: CurrentSnapshot,
     files: Annotated[list[UploadFile], File(description="PDF, DOCX, HTML, Markdown or text.")],
-    language: Annotated[LanguageCode, Form()] = "en",
+    language: Annotated[OptionalLanguage, Form()] = None,
     allowed_groups: Annotated[str, Form(description="Comma-separated; none: public.")] = "",
 ) -> UploadResponse:
     """Upload files: each becomes a FileShare document with embedded passages, its id the
@@ -237,7 +237,7 @@ async def upload(
     is skipped and reported; the others are ingested. A file that decompresses past the
     limits (a zip bomb) fails the upload with a 413 naming it. Extraction runs in a worker
     process, off the event loop."""
-    documents, skipped = await extracted_uploads(request, files, allowed_groups, language)
+    documents, skipped = await extracted_uploads(request, files, allowed_groups, language or "")
     summary = await snapshot.indexer.run(documents)
     return UploadResponse(content=UploadResult.of(summary, skipped=skipped))
 

@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from service.api.messages import user_message
 from service.errors import (
     BadRequest,
     CallerOverLimit,
@@ -138,25 +139,29 @@ def openai_body_of(error: ServiceError) -> dict[str, object]:
     return openai_error_body(error.status, message, code)
 
 
-def error_body(feature: str, error: ServiceError) -> dict[str, object]:
+def error_body(feature: str, error: ServiceError, language: str | None = None) -> dict[str, object]:
+    """Datafari's error envelope; its message in the request's `language` when there is one."""
     return {
         "status": "ERROR",
         "content": {
             "code": str(error.status),
             "label": feature + error.kind,
-            "message": error.message,
+            "message": user_message(error, language),
             "reason": error.reason,
         },
     }
 
 
-def ai_error_body(feature: str, error: ServiceError) -> dict[str, object]:
+def ai_error_body(
+    feature: str, error: ServiceError, language: str | None = None
+) -> dict[str, object]:
     """Datafari 7's error envelope (its AI API: `content.error`), the 6.2 fields beside it."""
+    message = user_message(error, language)
     detail = {"code": str(error.status), "label": feature + error.kind,
-              "message": error.message, "reason": error.reason}  # fmt: skip
+              "message": message, "reason": error.reason}  # fmt: skip
     return {
         "status": "ERROR",
-        "content": {"message": error.message, "documents": [], "sources": [], **detail,
+        "content": {"message": message, "documents": [], "sources": [], **detail,
                     "error": detail},
     }  # fmt: skip
 
@@ -166,23 +171,29 @@ def is_ai_api(path: str) -> bool:
     return path in ("/ai", "/ai/stream") or path.startswith("/ai/conversations")
 
 
-def body_of(path: str, error: ServiceError, feature: str | None = None) -> dict[str, object]:
+def body_of(
+    path: str, error: ServiceError, feature: str | None = None, language: str | None = None
+) -> dict[str, object]:
     """The one mapping of a failure to what a client reads, whole or as a stream's last
     event: OpenAI's error shape under /v1/, Datafari 7's envelope under its AI API, Datafari's
-    envelope elsewhere; `feature` (the label's prefix) defaults to the path's."""
+    envelope elsewhere; `feature` (the label's prefix) defaults to the path's; the message a
+    person reads is in the request's `language` (service.api.messages) when it has one."""
     if path.startswith("/v1/"):
         return openai_body_of(error)
     label = feature if feature is not None else feature_for(path)
     if is_ai_api(path):
-        return ai_error_body(label, error)
-    return error_body(label, error)
+        return ai_error_body(label, error, language)
+    return error_body(label, error, language)
 
 
 def error_response(
     request: Request, error: ServiceError, feature: str | None = None
 ) -> JSONResponse:
-    """The error as a response of its status (body_of), with Retry-After when it has one."""
-    response = JSONResponse(body_of(request.url.path, error, feature), status_code=error.status)
+    """The error as a response of its status (body_of), with Retry-After when it has one;
+    in the language a route set in `request.state.language` (its question's)."""
+    language = getattr(request.state, "language", None)
+    body = body_of(request.url.path, error, feature, language)
+    response = JSONResponse(body, status_code=error.status)
     if error.retry_after is not None:
         response.headers["Retry-After"] = str(error.retry_after)
     return response

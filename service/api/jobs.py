@@ -22,7 +22,7 @@ from service.api.auth import require_admin
 from service.api.dependencies import CurrentSnapshot
 from service.api.documents import DocumentIn, Skipped, extracted_uploads
 from service.api.errors import documented_errors
-from service.api.fields import LanguageCode
+from service.api.fields import OptionalLanguage
 from service.api.llm_work import caller_of
 from service.api.openai_schema import request_body
 from service.api.payload import json_route
@@ -63,7 +63,7 @@ class SyncRequest(BaseModel):
         pattern=r"^[\w.-]*$",
         description="What the documents' ids start with (default: the folder's name).",
     )
-    language: LanguageCode = "en"
+    language: OptionalLanguage = None  # none: detected by Solr at indexing
 
 
 class JobError(BaseModel):
@@ -170,12 +170,12 @@ async def submit_upload(
     request: Request,
     snapshot: CurrentSnapshot,
     files: Annotated[list[UploadFile], File(description="PDF, DOCX, HTML, Markdown or text.")],
-    language: Annotated[LanguageCode, Form()] = "en",
+    language: Annotated[OptionalLanguage, Form()] = None,
     allowed_groups: Annotated[str, Form(description="Comma-separated; none: public.")] = "",
 ) -> JSONResponse:
     """Files extracted now (as POST /documents/upload does; skipped files are in the job's
     errors), indexed in the background."""
-    documents, skipped = await extracted_uploads(request, files, allowed_groups, language)
+    documents, skipped = await extracted_uploads(request, files, allowed_groups, language or "")
     if not documents:
         reasons = "; ".join(f"{item.file}: {item.reason}" for item in skipped[:5])
         raise BadRequest(f"no file could be extracted ({reasons})")
@@ -193,7 +193,7 @@ async def submit_sync(
     documents of its source whose file is gone deleted (not when a file could not be read)."""
     folder = allowed_folder(body.folder, snapshot.settings.jobs.sync_folders)
     source = body.source if body.source is not None else folder.name
-    work = FolderSync(folder=str(folder), source=source or "files", language=body.language)
+    work = FolderSync(folder=str(folder), source=source or "files", language=body.language or "")
     return await _queued(snapshot, request, work, "sync")
 
 

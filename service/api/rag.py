@@ -25,6 +25,7 @@ from service.rag.assemble import ask
 from service.rag.reply import Answer, Reply
 from service.rag.request import RagQuery
 from service.retrieval import Scope
+from service.text.language import answer_language
 
 router = APIRouter(tags=["rag"], dependencies=[Depends(require_api_key)], route_class=json_route())
 
@@ -172,13 +173,14 @@ async def rag(
     body: RagRequest, request: Request, snapshot: CurrentSnapshot
 ) -> RagResponse | StreamingResponse:
     """Answer `query` from the documents Solr finds, with those documents as sources."""
+    request.state.language = answer_language(body.lang, body.query)  # for its errors
     query = body.to_query(caller_scope(request, snapshot.settings.security))
     # everything but the final LLM request happens now, so its errors are plain JSON errors
     reply = await ask(snapshot, query)
     if not body.stream:
         return RagResponse.of(await reply.complete())
     return StreamingResponse(
-        _events(reply, request.state.request_id),
+        _events(reply, request.state.request_id, request.state.language),
         media_type="text/event-stream",
         headers=SSE_HEADERS,
     )
@@ -212,7 +214,7 @@ async def rag_by_search(
     return await rag(body, request, snapshot)
 
 
-async def _events(reply: Reply, request_id: str) -> AsyncIterator[str]:
+async def _events(reply: Reply, request_id: str, language: str) -> AsyncIterator[str]:
     try:
         async for text in reply:
             yield sse_event({"text": text}, "token")
@@ -234,4 +236,5 @@ async def _events(reply: Reply, request_id: str) -> AsyncIterator[str]:
             "done",
         )
     except Exception as error:  # the stream has begun: the error becomes an event
-        yield sse_event(body_of("/ai/rag", as_service_error(error, request_id)), "error")
+        failure = as_service_error(error, request_id)
+        yield sse_event(body_of("/ai/rag", failure, language=language), "error")

@@ -18,7 +18,13 @@ def sse_event(data: object, event: str | None = None) -> str:
 def event_stream(description: str, data_schema: str | None = None) -> dict[str, Any]:
     """The OpenAPI description of a 200 answered as Server-Sent Events (whose `data` are the
     component `data_schema`, when named)."""
-    media: dict[str, Any] = {"schema": {"type": "string"}}
+    # one event as a client's parser reads it (its `data` a JSON text)
+    event = {
+        "type": "object",
+        "properties": {"event": {"type": "string"}, "data": {"type": "string"},
+                       "id": {"type": "string"}, "retry": {"type": "integer"}},
+    }  # fmt: skip
+    media: dict[str, Any] = {"schema": event}
     if data_schema:
         media["x-event-data"] = {"$ref": f"#/components/schemas/{data_schema}"}
     return {"description": description, "content": {"text/event-stream": media}}

@@ -30,7 +30,7 @@ class TemplateSpec:
     required: frozenset[str] = frozenset()
 
 
-_COMMON = frozenset({"language", "history", "format_instruction"})
+_COMMON = frozenset({"language", "history", "format_instruction", "not_found"})
 
 
 def _spec(*provided: str, required: tuple[str, ...] = ()) -> TemplateSpec:
@@ -170,6 +170,20 @@ FORMAT_INSTRUCTIONS = {
 }
 
 
+# The sentence an answer is when the documents do not hold it, in the answer's language (the
+# short answer's grammar allows exactly it; result.py recognises both as "not found").
+NOT_FOUND_SENTENCES = {
+    "en": "I could not find the answer in the documents.",
+    "fr": "Je n'ai pas trouvé la réponse dans les documents.",
+}
+
+
+def not_found_sentence(code: str | None) -> str:
+    """The not-found sentence in the language of `code` ('fr', 'fr-CA'), English otherwise."""
+    base = re.split(r"[-_]", code or "")[0].lower()
+    return NOT_FOUND_SENTENCES.get(base, NOT_FOUND_SENTENCES["en"])
+
+
 def language_name(code: str | None) -> str:
     """'fr' -> 'French'; '' or None -> '' (answer in the question's language)."""
     if not code:
@@ -194,6 +208,7 @@ class Question:
     history: tuple[ChatMessage, ...] = ()
     language: str = ""
     format_instruction: str = ""
+    not_found: str = NOT_FOUND_SENTENCES["en"]
 
 
 class PromptBuilder:
@@ -216,6 +231,7 @@ class PromptBuilder:
             "language": question.language,
             "history": [message.as_dict() for message in question.history],
             "format_instruction": question.format_instruction,
+            "not_found": question.not_found,
         }
         self._system = prompts.render(system_template, **self._common)
 

@@ -31,7 +31,9 @@ def add(commands: Commands) -> None:
     ingest = commands.add_parser("ingest", help=what, description=what[0].upper() + what[1:])
     ingest.add_argument("paths", nargs="*", type=Path, help="files or folders")
     ingest.add_argument("--config", type=Path, default=DEFAULT_CONFIG, help=CONFIG_HELP)
-    ingest.add_argument("--language", default="en", help="ISO code of the documents' language")
+    ingest.add_argument(
+        "--language", default="", help="ISO code of the documents' language (default: detected)"
+    )
     ingest.add_argument("--samples", action="store_true", help="ingest the sample corpus")
     ingest.add_argument(
         "--if-empty", action="store_true", help="do nothing when the collection has documents"

@@ -22,6 +22,7 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 LANG = "{lang}"
+GENERAL = "general"  # the `{lang}` of the neutral analysis: content_general
 LANGUAGE_CODE = re.compile(r"^[a-z]{2,3}(-[a-z0-9]{2,8})?$")
 FIELD = re.compile(r"^(?:[A-Za-z_][\w.-]*|[\w.-]*\{lang\}[\w.-]*)$")
 
@@ -32,12 +33,15 @@ SINGLE = ("id", "parent", "vector", "language")
 # roles without which the service cannot answer from a collection
 REQUIRED = {"documents": ("id", "content"), "passages": ("id", "text", "parent")}
 
+# our configsets: title and content stored as written, and searched in the document's
+# language (title_en, content_fr, content_general...: Solr's language identifier writes them)
 DOCUMENT_DEFAULTS = (
-    "id=id,title=title,content=content,url=url,language=language,modified=last_modified"
+    "id=id,title=title_{lang}|title,content=content_{lang}|content,url=url,language=language,"
+    "modified=last_modified"
 )
 PASSAGE_DEFAULTS = (
-    "id=id,title=title,text=content,url=url,language=language,modified=last_modified,"
-    "parent=parent_id"
+    "id=id,title=title_{lang}|title,text=content_{lang}|content,url=url,language=language,"
+    "modified=last_modified,parent=parent_id"
 )
 
 
@@ -71,6 +75,11 @@ class FieldMap:
     def fields(self, role: str) -> tuple[str, ...]:
         return self.roles.get(role, ())
 
+    def written(self, role: str) -> str | None:
+        """The field a write of the role's text goes to: its first without `{lang}` (a
+        language's twin is Solr's to fill), or None."""
+        return next((name for name in self.fields(role) if LANG not in name), None)
+
     def listed(self, *, without: str = "", score: bool = True) -> str:
         """Solr's `fl` for every role (a `{lang}` field as a glob, `content_*`) but the vector
         and `without`, and the score unless `score` is False."""
@@ -96,24 +105,23 @@ class FieldMap:
         return ""
 
     def searched(self, role: str, lang: str | None, schema: SchemaFields | None) -> list[str]:
-        """The fields a search of the role's text goes to: `{lang}` as `lang` when the schema
-        has that field, else every language the schema declares; fields the schema does not
-        have are left out (all of them when nothing is known of the schema)."""
-        found: list[str] = []
+        """The fields a search of the role's text goes to: a `{lang}` field as every
+        language the schema declares it in (`general`, the neutral analysis, included), so a
+        document is found in its own language whatever the caller's; then the role's plain
+        fields, unless a language's was found (they are the fallback of schemas without
+        them). Fields the schema does not have, or does not index, are left out; nothing
+        known of the schema, a `{lang}` field is the request's `lang` (if any)."""
+        twins: list[str] = []
+        plain: list[str] = []
         for name in self.fields(role):
             if LANG not in name:
                 if schema is None or schema.searchable(name):
-                    found.append(name)
-                continue
-            if lang and LANGUAGE_CODE.match(lang):
-                named = name.replace(LANG, lang)
-                if schema is None or schema.searchable(named):
-                    found.append(named)
-                    break  # the request's language, its fallbacks not searched
-                continue
-            if schema is not None:
-                found += sorted(_languages(name, schema))
-        return list(dict.fromkeys(found))
+                    plain.append(name)
+            elif schema is not None:
+                twins += sorted(_languages(name, schema))
+            elif lang and LANGUAGE_CODE.match(lang):
+                twins.append(name.replace(LANG, lang))
+        return list(dict.fromkeys(twins or plain))
 
     def translated_qf(self, qf: str, lang: str | None, schema: SchemaFields | None) -> str:
         """solr.bm25.qf with each role name (title, content, text) that this map sends
@@ -165,9 +173,10 @@ def _pairs(text: str, allowed: Iterable[str]) -> dict[str, tuple[str, ...]]:
 
 
 def _languages(pattern: str, schema: SchemaFields) -> set[str]:
-    """The declared fields a `{lang}` field names: content_{lang} -> content_en, content_fr."""
+    """The declared fields a `{lang}` field names: content_{lang} -> content_en, content_fr,
+    content_general."""
     before, _, after = pattern.partition(LANG)
-    shape = re.compile(re.escape(before) + r"([a-z]{2,3})" + re.escape(after) + "$")
+    shape = re.compile(re.escape(before) + rf"([a-z]{{2,3}}|{GENERAL})" + re.escape(after) + "$")
     return {n for n in schema.declared if shape.match(n) and schema.searchable(n)}
 
 

@@ -32,7 +32,8 @@ class SourceDocument:
     title: str
     url: str
     content: str
-    language: str = "en"
+    # ISO 639 code; empty: Solr's language identifier detects it at indexing
+    language: str = ""
     last_modified: datetime = field(default_factory=lambda: datetime.now(UTC))
     allowed_groups: tuple[str, ...] = ()  # none: public
     denied_groups: tuple[str, ...] = ()
@@ -47,7 +48,7 @@ class SourceDocument:
             "title": self.title,
             "url": self.url,
             "content": self.content,
-            "language": self.language,
+            **({"language": self.language} if self.language else {}),
             "last_modified": self.last_modified.strftime("%Y-%m-%dT%H:%M:%SZ"),
             "content_hash": hashlib.sha256(self.content.encode("utf-8")).hexdigest(),
         }
@@ -68,7 +69,7 @@ def extract_bytes(
     *,
     document_id: str,
     url: str = "",
-    language: str = "en",
+    language: str = "",
     last_modified: datetime | None = None,
 ) -> SourceDocument:
     """A file's content (uploaded or read) as a SourceDocument; its kind comes from `name`."""

@@ -135,7 +135,7 @@ def source_files(paths: list[Path]) -> Iterator[tuple[Path, FolderFile | Refused
 
 
 def extract(
-    file: Path, root: Path, *, language: str = "en", source: str | None = None
+    file: Path, root: Path, *, language: str = "", source: str | None = None
 ) -> SourceDocument:
     """One file as a document, read as a folder's files are (never through a link); its id
     is relative to `root`. UnsupportedFile for an unknown kind, ExtractionFailed for a file
@@ -150,7 +150,7 @@ def extract(
 
 
 def document_of(
-    item: FolderFile, root: Path, *, language: str = "en", source: str | None = None
+    item: FolderFile, root: Path, *, language: str = "", source: str | None = None
 ) -> SourceDocument:
     """A file read from a folder as a document (in the caller's process: the service hands
     `extract_bytes` to its extraction worker instead)."""

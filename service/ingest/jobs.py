@@ -59,7 +59,7 @@ class FolderSync:
 
     folder: str
     source: str
-    language: str = "en"
+    language: str = ""  # empty: detected by Solr
 
 
 @dataclass(frozen=True)

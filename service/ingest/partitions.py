@@ -239,7 +239,7 @@ def _source(index: str, document: IndexedDocument) -> SourceDocument:
         title=str(metadata.get("title") or metadata.get("file_name") or document.doc_id)[:1000],
         url=str(metadata.get("url") or metadata.get("source") or "")[:4000],
         content=document.text,
-        language=str(metadata.get("language") or "en")[:16],
+        language=str(metadata.get("language") or "")[:16],
         fields=tuple(fields.items()),
     )
 

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from service.ingest.extract import SourceDocument
 from service.text.chunk import Chunker
 
+PARENT_FIELDS = ("title", "url", "language", "last_modified")
+
 
 @dataclass(frozen=True)
 class Passage:
@@ -37,7 +39,8 @@ class Passage:
             "parent_id": self.parent.id,
             "chunk_index": self.index,
             "content": self.text,
-            **{key: parent[key] for key in ("title", "url", "language", "last_modified")},
+            # the parent's language, if it was given (else Solr detects it)
+            **{key: parent[key] for key in PARENT_FIELDS if key in parent},
         }
         for key in ("allowed_groups", "denied_groups"):
             if key in parent:

@@ -115,6 +115,7 @@ class PassageSync:
         self._documents, self._passages = layout.documents_collection, layout.passages_collection
         self._in, self._out = layout.documents_map, layout.passages_map
         self._vector = self._out.field("vector")
+        self._text_field = self._out.written("text") or "content"
         self._embeddings = embeddings
         self._model = settings.embeddings.model
         cutting = settings.embeddings
@@ -181,8 +182,9 @@ class PassageSync:
                            removed, seconds, resumed)  # fmt: skip
 
     def _check(self, target: SchemaFields) -> None:
+        text = self._out.written("text")
         needed = [SYNC_HASH, EMBEDDING_HASH, self._out.field("parent"), self._vector,
-                  *self._out.fields("text")[:1]]  # fmt: skip
+                  *([text] if text else [])]  # fmt: skip
         missing = [name for name in needed if not target.has(name)]
         if missing:
             raise SolrLayoutError(
@@ -233,7 +235,7 @@ class PassageSync:
                 passage: dict[str, Any] = {
                     self._out.field("id"): f"{parent}_{index}",
                     self._out.field("parent"): parent,
-                    self._out.fields("text")[0]: pieces[index],
+                    self._text_field: pieces[index],
                     **({"chunk_index": index} if self._chunk_index else {}),
                     SYNC_HASH: version,
                     EMBEDDING_HASH: sha256_of(self._model, self._vector, embedded_text),
@@ -242,8 +244,8 @@ class PassageSync:
                     **meta,
                 }
                 for role, value in (("title", title), ("url", url), ("language", language)):
-                    if value and self._out.fields(role):
-                        passage[self._out.fields(role)[0]] = value
+                    if value and (field := self._out.written(role)):
+                        passage[field] = value
                 await writer.add(passage, embedded_text)
         await writer.flush()
         return writer.written, writer.embedded, len(changed)

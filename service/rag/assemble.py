@@ -16,7 +16,7 @@ import hashlib
 from dataclasses import replace
 
 from service.chains import Question
-from service.chains.prompts import FORMAT_INSTRUCTIONS, language_name
+from service.chains.prompts import FORMAT_INSTRUCTIONS, language_name, not_found_sentence
 from service.config import Settings
 from service.errors import BadRequest, FeatureDisabled
 from service.grounding import GroundingCheck, GroundingPolicy, LlmGroundingCheck
@@ -43,6 +43,7 @@ from service.rag.stages import (
 )
 from service.snapshot import Snapshot
 from service.text import normalize_question, sanitize_query
+from service.text.language import guess_language
 
 RagPipeline = Pipeline[RagQuery, RagState]
 SummarizePipeline = Pipeline[SummarizeQuery, SummaryState]
@@ -179,11 +180,15 @@ def _rag_state(snapshot: Snapshot, request: RagQuery) -> RagState:
     search_query = sanitize_query(request.query)
     if not search_query:
         raise BadRequest("the query is empty once sanitized")
+    # the answer's language: the caller's, else the question's when it is not English (the
+    # prompts' default, "the language of the question", is what a small model drifts from)
+    guessed = "" if request.lang else guess_language(request.query)
     question = Question(
         text=normalize_question(request.query),
         history=_history(snapshot, request),
-        language=language_name(request.lang),
+        language=language_name(request.lang or (guessed if guessed != "en" else "")),
         format_instruction=FORMAT_INSTRUCTIONS[request.format],
+        not_found=not_found_sentence(request.lang or guessed),
     )
     return RagState(query=request, question=question, search_query=search_query)
 

@@ -361,3 +361,51 @@ def test_the_hostile_corpus_against_the_shipped_configuration(answerer: ClientFa
             assert_documented(client, method, path, content=body, headers=headers)
     for method, path in PROBES:
         assert_documented(client, method, path, headers=AUTH)
+
+
+# -- French (issue 48) -----------------------------------------------------------------------------
+
+FRENCH_DOCUMENTS, FRENCH_PASSAGES = "FrenchAnswerDocuments", "FrenchAnswerPassages"
+FRENCH_QUESTION = "Que faisait le gardien du phare par temps de brouillard ?"
+
+
+@pytest.fixture(scope="module")
+def french(solr_url: str, model_server_url: str) -> Iterator[dict[str, object]]:
+    """Two French texts (written for this test) in collections of our configsets, embedded
+    by the multilingual encoder; the settings that read them."""
+    from tests.service.test_french import LIGHTHOUSE_FR, TOWN_HALL_FR
+
+    documents = [
+        SourceDocument(id="phare", title="Le phare de Brannoch", url="", content=LIGHTHOUSE_FR),
+        SourceDocument(id="mairie", title="Cartes d'identité", url="", content=TOWN_HALL_FR),
+    ]
+    create_collection(solr_url, FRENCH_DOCUMENTS, "FileShare")
+    create_collection(solr_url, FRENCH_PASSAGES, "VectorMain")
+    overrides = {"solr.collection.documents": FRENCH_DOCUMENTS,
+                 "solr.collection.passages": FRENCH_PASSAGES,
+                 "ai.embeddings.model": "multilingual-e5-small"}  # fmt: skip
+    settings = test_settings(solr_url, model_server_url, **overrides)
+
+    async def index() -> None:
+        async with httpx.AsyncClient() as http:
+            solr = SolrClient(http, solr_url, read_timeout=300)
+            await indexer_for(settings, solr, embeddings_client(http, settings)).run(documents)
+
+    asyncio.run(index())
+    yield overrides
+    delete_collection(solr_url, FRENCH_DOCUMENTS)
+    delete_collection(solr_url, FRENCH_PASSAGES)
+
+
+def test_a_french_question_is_answered_in_french_with_its_citation(
+    answerer: ClientFactory, french: dict[str, object]
+) -> None:
+    from service.text.language import guess_language
+
+    response = answerer(french).post("/ai/rag", json={"query": FRENCH_QUESTION})
+    assert response.status_code == 200, response.text
+    content = response.json()["content"]
+    message = content["message"]
+    assert "phare" in _cited(content), (message, content["documents"])
+    assert guess_language(message) == "fr" or "brume" in message.lower(), message
+    assert not _scaffolding(message)

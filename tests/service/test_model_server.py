@@ -61,6 +61,7 @@ def test_models_lists_extractive(model_server: str) -> None:
         "all-MiniLM-L6-v2",
         "all-MiniLM-L6-v2-q",
         "bge-small-en-v1.5",
+        "multilingual-e5-small",
     ]
 
 

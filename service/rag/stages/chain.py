@@ -63,12 +63,12 @@ class Chain(EveryRequest):
             state.started,
             chain_started,
             tuple(state.usages),
-            self._form(state.query, prepared),
+            self._form(state.query, prepared, state.question.not_found),
             grounding=self.grounding,
             cache=kept,
         )
 
-    def _form(self, query: RagQuery, prepared: Prepared) -> AnswerFormat:
+    def _form(self, query: RagQuery, prepared: Prepared, not_found: str) -> AnswerFormat:
         """The caller's form; the short answer's grammar added when it applies: a stuff
         request with sources, and no form the caller asked (a format, JSON, stops)."""
         form = query.options.form
@@ -76,7 +76,7 @@ class Chain(EveryRequest):
         asked = query.format != "default" or form.json or form.stop
         if not self.short or self.strategy != "stuff" or not numbers or asked:
             return form
-        return replace(form, grammar=short_answer.grammar(numbers))
+        return replace(form, grammar=short_answer.grammar(numbers, not_found=not_found))
 
     def _chain(
         self, builder: PromptBuilder, chunks: list[NumberedChunk]
