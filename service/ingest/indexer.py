@@ -23,7 +23,7 @@ from service.ingest.passages import Passage, PassageSplitter
 from service.llm.embeddings import EmbeddingsClient
 from service.retrieval.bm25 import OUR_DOCUMENTS
 from service.retrieval.embedding_mode import EmbeddingMode
-from service.retrieval.layout import EMBEDDING_FIELD, EMBEDDING_MODEL
+from service.retrieval.layout import ANALYSIS_VERSION, EMBEDDING_FIELD, EMBEDDING_MODEL
 from service.retrieval.scope import INDEX_FIELD, MAIN_CORPUS
 from service.retrieval.solr import SolrClient
 
@@ -114,7 +114,10 @@ class PassageIndex:
     mode: EmbeddingMode | None = None
 
     def embedding_hash(self, passage: Passage) -> str:
-        return sha256_of(self.model, self.vector_field, passage.embedding_text)
+        """What a stored vector is reused for: the model, the field and the text embedded
+        (its prefix too: e5's "passage: "; none, as before prefixes, for other models)."""
+        prefix = self.embeddings.prefixes["passage"] if self.embeddings else ""
+        return sha256_of(self.model, self.vector_field, prefix + passage.embedding_text)
 
 
 class Indexer:
@@ -338,6 +341,7 @@ class Indexer:
         fields = document.to_solr()
         index = self._passages
         settings = (index.splitter.settings, index.model, index.vector_field) if index else ()
+        settings = (*settings, ANALYSIS_VERSION)  # Solr's analysis changed: written again
         hashed = {key: value for key, value in fields.items() if key != "last_modified"}
         fields[INDEX_HASH] = sha256_of(json.dumps([hashed, settings], sort_keys=True, default=str))
         return fields

@@ -34,7 +34,7 @@ from service.errors import SolrLayoutError
 from service.ingest.extract import MAX_DOCUMENT_CHARS
 from service.ingest.indexer import EMBEDDING_HASH, ID_SEPARATOR, IngestProgress, sha256_of
 from service.llm.embeddings import EmbeddingsClient
-from service.retrieval.layout import EMBEDDING_FIELD, EMBEDDING_MODEL
+from service.retrieval.layout import ANALYSIS_VERSION, EMBEDDING_FIELD, EMBEDDING_MODEL
 from service.retrieval.reading import documents_from_response, read_params
 from service.retrieval.scope import INDEX_FIELD, MAIN_CORPUS, security_fields
 from service.retrieval.solr import SolrClient
@@ -125,6 +125,7 @@ class PassageSync:
         made_of = [
             *(self._documents, self._passages, str(self._in.roles), str(self._out.roles)),
             *(self._model, str(cutting.passage_size), str(cutting.passage_overlap)),
+            ANALYSIS_VERSION,  # Solr's analysis of a passage changed: written again
         ]
         self._made_of = sha256_of(*made_of)  # what every passage depends on, besides its document
         self.checkpoint = Checkpoint(checkpoint, self._made_of)
@@ -230,6 +231,7 @@ class PassageSync:
             writer.delete(parent)
             # the first passage last: a document whose run stopped midway lacks it, and is
             # made again (its passages' stored vectors reused) by the next run
+            prefix = self._embeddings.prefixes["passage"]  # e5's "passage: " (reused: same)
             for index in [*range(1, len(pieces)), *range(min(1, len(pieces)))]:
                 embedded_text = f"{title}\n{pieces[index]}" if title else pieces[index]
                 passage: dict[str, Any] = {
@@ -238,7 +240,7 @@ class PassageSync:
                     self._text_field: pieces[index],
                     **({"chunk_index": index} if self._chunk_index else {}),
                     SYNC_HASH: version,
-                    EMBEDDING_HASH: sha256_of(self._model, self._vector, embedded_text),
+                    EMBEDDING_HASH: sha256_of(self._model, self._vector, prefix + embedded_text),
                     EMBEDDING_FIELD: self._vector,
                     EMBEDDING_MODEL: self._model,
                     **meta,

@@ -31,6 +31,11 @@ PASSAGE_FIELDS = ("parent_id", "chunk_index")
 CACHE_FIELDS = ("id", "question", "variant_s", "index_version_s", "created_dt", "answer_json")
 # what a passage's vector is: its field, and the model that computed it, by name
 EMBEDDING_FIELD, EMBEDDING_MODEL = "embedding_field_s", "embedding_model_s"
+# What Solr makes of a document written to our configsets beyond its fields: the language
+# chain (its language's analysed twins). Part of what ingestion hashes, so a document written
+# before a change of it is written again by the next ingestion or sync (vectors reused).
+ANALYSIS_VERSION = "languages-1"
+ANALYSIS_FIELD = "analysis_language"  # set on every document the language chain saw
 RETRY_SECONDS = 1.0
 
 
@@ -117,11 +122,32 @@ async def verify_layout(
                 f"solr/configsets/{configset} (docs/operations.md, 'Solr'), name another "
                 f"collection in {key}, or map its own fields in {mapping}{vector}"
             )
+    for collection in (layout.documents_collection, layout.passages_collection):
+        await _written_before_the_language_chain(solr, collection)
     dimension = await _vector_dimension(solr, layout)
     if embeddings is not None:
         await _same_model(solr, layout, embeddings.options.model)
         await _same_dimension(embeddings, layout, dimension)
     log.info("Solr layout checked: %s", ", ".join(required))
+
+
+async def _written_before_the_language_chain(solr: SolrClient, collection: str) -> None:
+    """A warning, with the fix, when a collection whose schema has the language chain's
+    fields holds documents written before it (no twins: BM25 cannot find them)."""
+    schema = await solr.schema_fields(collection)
+    if not schema.has(ANALYSIS_FIELD):
+        return
+    query = {"q": f"-{ANALYSIS_FIELD}:[* TO *]", "defType": "lucene", "rows": 0}
+    older = (await solr.select(collection, query))["response"]["numFound"]
+    if older:
+        log.warning(
+            "%s holds %d documents written before the language analysis (their title and "
+            "content have no analysed twin: the BM25 search cannot find them): ingest them "
+            "again (solr-rag ingest FOLDER, or sync), which rewrites every document once and "
+            "keeps its vectors",
+            collection,
+            older,
+        )
 
 
 async def _vector_dimension(solr: SolrClient, layout: SolrSettings) -> int:

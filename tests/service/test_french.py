@@ -212,3 +212,39 @@ def test_the_question_language_is_guessed_from_its_words() -> None:
     assert guess_language("How do I exercise my right of access?") == "en"
     assert guess_language("CNIL RGPD 2018") == ""
     assert guess_language("") == ""
+
+
+def test_documents_written_before_the_language_chain_are_named_with_the_fix(
+    solr_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An index written before this change has no twins: BM25 cannot find its documents
+    until they are ingested again; the start says so (and ingestion rewrites them: the
+    analysis version is part of what it hashes)."""
+    import asyncio
+
+    from service.retrieval import SolrClient
+    from service.retrieval.layout import _written_before_the_language_chain
+
+    name = "BeforeLanguages"
+    create_collection(solr_url, name, "FileShare")
+    try:
+        old = {"id": "old", "title": "Le phare", "content": LIGHTHOUSE_FR}
+        httpx.post(f"{solr_url}/{name}/update", params={"commit": "true", "langid": "false"},
+                   json=[old], timeout=60).raise_for_status()  # fmt: skip
+
+        async def check() -> None:
+            async with httpx.AsyncClient() as http:
+                await _written_before_the_language_chain(SolrClient(http, solr_url), name)
+
+        with caplog.at_level("WARNING"):
+            asyncio.run(check())
+        assert f"{name} holds 1 documents written before the language analysis" in caplog.text
+        assert "ingest them again" in caplog.text
+        caplog.clear()
+        httpx.post(f"{solr_url}/{name}/update", params={"commit": "true"},
+                   json=[old], timeout=60).raise_for_status()  # fmt: skip
+        with caplog.at_level("WARNING"):
+            asyncio.run(check())
+        assert "written before" not in caplog.text
+    finally:
+        delete_collection(solr_url, name)
