@@ -143,8 +143,8 @@ async def _written_before_the_language_chain(solr: SolrClient, collection: str) 
         log.warning(
             "%s holds %d documents written before the language analysis (their title and "
             "content have no analysed twin: the BM25 search cannot find them): ingest them "
-            "again (solr-rag ingest FOLDER, or sync), which rewrites every document once and "
-            "keeps its vectors",
+            "again (solr-rag ingest FOLDER, --samples for make run's, or sync), which rewrites "
+            "every document once and keeps its vectors",
             collection,
             older,
         )
