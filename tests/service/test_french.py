@@ -6,17 +6,20 @@ The French texts are written for these tests (the French evaluation set stays in
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 
 from service.chains.prompts import NOT_FOUND_SENTENCES
+from service.config import settings_from_mapping
 from service.config.field_map import parse_fields
 from service.text.language import guess_language
 from testing.llm_server import LLMScript, Step
-from testing.service import ClientFactory
-from testing.solr import create_collection, delete_collection
+from testing.service import ROOT, ClientFactory
+from testing.solr import create_collection, delete_collection, upload_configset
 from tests.service.test_solr_local import analyzed
 
 LIGHTHOUSE_FR = (
@@ -35,6 +38,7 @@ TIDES_DE = (
     "am Nachmittag für jeden Tag des Jahres."
 )
 COLLECTION = "FrenchDocs"
+BEFORE = "FileShareBeforeLanguages"  # testing/configsets: FileShare before issue 48
 
 
 # -- analysis ------------------------------------------------------------------------------------
@@ -214,23 +218,30 @@ def test_the_question_language_is_guessed_from_its_words() -> None:
     assert guess_language("") == ""
 
 
-def test_documents_written_before_the_language_chain_are_named_with_the_fix(
+def test_an_index_written_before_the_language_chain_is_upgraded(
     solr_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """An index written before this change has no twins: BM25 cannot find its documents
-    until they are ingested again; the start says so (and ingestion rewrites them: the
-    analysis version is part of what it hashes)."""
+    """A collection of the FileShare configset as shipped before (git a2fc8ab), given the new
+    configset as the launcher and compose's init do (upload, reload): it still takes writes
+    (Lucene cannot unindex `content`: it stays indexed), the start names its documents that
+    have no analysed twin and says the fix, and writing them again gives them one."""
     import asyncio
 
     from service.retrieval import SolrClient
     from service.retrieval.layout import _written_before_the_language_chain
 
-    name = "BeforeLanguages"
-    create_collection(solr_url, name, "FileShare")
+    suffix = uuid.uuid4().hex[:8]
+    name, configset = f"UpgradedFileShare{suffix}", f"FileShareUpgraded{suffix}"
+    upload_configset(solr_url, configset, ROOT / "testing" / "configsets" / BEFORE)
+    create_collection(solr_url, name, configset)
+    old = {"id": "old", "title": "Le phare", "content": LIGHTHOUSE_FR}
+    new = {"id": "new", "title": "Cartes d'identité", "content": TOWN_HALL_FR}
     try:
-        old = {"id": "old", "title": "Le phare", "content": LIGHTHOUSE_FR}
-        httpx.post(f"{solr_url}/{name}/update", params={"commit": "true", "langid": "false"},
-                   json=[old], timeout=60).raise_for_status()  # fmt: skip
+        _post(solr_url, name, [old])
+        _replace_files(solr_url, configset, ROOT / "solr" / "configsets" / "FileShare")
+        reload = {"action": "RELOAD", "name": name}
+        httpx.get(f"{solr_url}/admin/collections", params=reload, timeout=120).raise_for_status()
+        _post(solr_url, name, [new])  # refused, had `content` stopped being indexed
 
         async def check() -> None:
             async with httpx.AsyncClient() as http:
@@ -241,10 +252,48 @@ def test_documents_written_before_the_language_chain_are_named_with_the_fix(
         assert f"{name} holds 1 documents written before the language analysis" in caplog.text
         assert "ingest them again" in caplog.text
         caplog.clear()
-        httpx.post(f"{solr_url}/{name}/update", params={"commit": "true"},
-                   json=[old], timeout=60).raise_for_status()  # fmt: skip
+        _post(solr_url, name, [old])  # what the next ingestion does (the hash changed)
         with caplog.at_level("WARNING"):
             asyncio.run(check())
         assert "written before" not in caplog.text
+        query = {"q": "content_fr:electrifie", "defType": "lucene"}
+        found = httpx.get(f"{solr_url}/{name}/select", params=query).json()
+        assert [d["id"] for d in found["response"]["docs"]] == ["old"]
     finally:
         delete_collection(solr_url, name)
+        drop = {"action": "DELETE", "name": configset}
+        httpx.get(f"{solr_url}/admin/configs", params=drop, timeout=60)
+
+
+def _replace_files(solr_url: str, configset: str, folder: Path) -> None:
+    """The configset's files replaced by `folder`'s, one by one, as the launcher's upload and
+    compose's `solr zk upconfig` do (a zip UPLOAD over a configset in use leaves its files)."""
+    for path in sorted((folder / "conf").rglob("*")):
+        if path.is_file():
+            where = path.relative_to(folder / "conf").as_posix()
+            params = {"action": "UPLOAD", "name": configset, "filePath": where, "overwrite": "true"}
+            response = httpx.post(f"{solr_url}/admin/configs", params=params,
+                                  content=path.read_bytes(),
+                                  headers={"Content-Type": "application/octet-stream"})  # fmt: skip
+            assert response.status_code == 200, response.text
+
+
+def _post(solr_url: str, collection: str, documents: list[dict]) -> None:
+    response = httpx.post(f"{solr_url}/{collection}/update", params={"commit": "true"},
+                          json=documents, timeout=60)  # fmt: skip
+    assert response.status_code == 200, response.text
+
+
+def test_ingestion_writes_a_document_again_when_the_analysis_changes(monkeypatch) -> None:
+    """The analysis' version is part of what ingestion hashes: a document written before a
+    change of the language chain is not skipped as unchanged."""
+    from service.ingest import SourceDocument
+    from service.ingest import indexer as indexing
+
+    document = SourceDocument(id="x", title="t", url="", content="Le phare.")
+    settings = settings_from_mapping({}, source="test", env={})
+    written = indexing.indexer_for(settings, None, None)  # type: ignore[arg-type]
+    before = written._indexed(document)[indexing.INDEX_HASH]
+    monkeypatch.setattr(indexing, "ANALYSIS_VERSION", "languages-2")
+    after = written._indexed(document)[indexing.INDEX_HASH]
+    assert before != after
