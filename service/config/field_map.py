@@ -105,22 +105,30 @@ class FieldMap:
         return ""
 
     def searched(self, role: str, lang: str | None, schema: SchemaFields | None) -> list[str]:
-        """The fields a search of the role's text goes to: a `{lang}` field as every
-        language the schema declares it in (`general`, the neutral analysis, included), so a
-        document is found in its own language whatever the caller's; then the role's plain
-        fields, unless a language's was found (they are the fallback of schemas without
-        them). Fields the schema does not have, or does not index, are left out; nothing
-        known of the schema, a `{lang}` field is the request's `lang` (if any)."""
+        """The fields a search of the role's text goes to. A `{lang}` field: its twin in
+        `lang` (the language of the text searched for) and the neutral `general` one, when
+        the schema has that language; else every language it declares, so a question in a
+        language of no twin, or of no known language, finds documents in all of them. Then
+        the role's plain fields, unless a language's was found (they are the fallback of
+        schemas without twins). Fields the schema does not have, or does not index, are left
+        out; nothing known of the schema, a `{lang}` field is `lang`'s (if any)."""
         twins: list[str] = []
         plain: list[str] = []
         for name in self.fields(role):
             if LANG not in name:
                 if schema is None or schema.searchable(name):
                     plain.append(name)
-            elif schema is not None:
-                twins += sorted(_languages(name, schema))
-            elif lang and LANGUAGE_CODE.match(lang):
-                twins.append(name.replace(LANG, lang))
+                continue
+            own = name.replace(LANG, lang) if lang and LANGUAGE_CODE.match(lang) else None
+            if schema is None:
+                twins += [own] if own else []
+                continue
+            every = sorted(_languages(name, schema))
+            general = name.replace(LANG, GENERAL)
+            if own in every:
+                twins += [own, *([general] if general in every else [])]
+            else:
+                twins += every
         return list(dict.fromkeys(twins or plain))
 
     def translated_qf(self, qf: str, lang: str | None, schema: SchemaFields | None) -> str:

@@ -7,6 +7,7 @@ from service.retrieval.base import RetrievedDocument
 from service.retrieval.reading import documents_from_response, read_params
 from service.retrieval.scope import EVERYTHING, Scope
 from service.retrieval.solr import SolrClient
+from service.text.language import guess_language
 
 OUR_DOCUMENTS = parse_fields("", "documents")  # our configset's field names
 
@@ -46,7 +47,9 @@ class Bm25Retriever:
         params: dict[str, str | int | float | list[str]] = {
             "q": query,
             "defType": "edismax",
-            "qf": self._map.translated_qf(self._fields, lang, schema),
+            # the question's own language's fields (and the neutral ones): a French question
+            # is not matched by its little words in English texts; undecided, every language
+            "qf": self._map.translated_qf(self._fields, guess_language(query) or None, schema),
             "tie": self._tie,
             "q.op": self._operator,
             "uf": "-*",

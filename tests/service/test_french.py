@@ -37,6 +37,10 @@ TIDES_DE = (
     "Die Gezeitentabelle des Hafens zeigt das Hochwasser um 06:12 Uhr und das Niedrigwasser "
     "am Nachmittag für jeden Tag des Jahres."
 )
+CAFE_EN = (
+    "Our favourite table in Brest is Le Gardien de la Lampe, a small café de la marine dans "
+    "the old harbour: order the fish of the day, and ask for a seat facing the lighthouse."
+)
 COLLECTION = "FrenchDocs"
 BEFORE = "FileShareBeforeLanguages"  # testing/configsets: FileShare before issue 48
 
@@ -69,6 +73,8 @@ def french_docs(solr_url: str) -> Iterator[str]:
         {"id": "phare", "title": "Le phare de Brannoch", "content": LIGHTHOUSE_FR},
         {"id": "mairie", "title": "Cartes d'identité", "content": TOWN_HALL_FR},
         {"id": "gezeiten", "title": "Gezeiten", "content": TIDES_DE},
+        # English, holding French words a French question also holds ("de", "la", "dans")
+        {"id": "cafe", "title": "Where to eat in Brest", "content": CAFE_EN},
         # the writer's language is kept; the analysis still follows the text
         {
             "id": "labelled",
@@ -113,24 +119,48 @@ def test_each_document_gets_its_language_and_its_analysis(solr_url: str) -> None
 # -- the search: every language's fields, or the request's --------------------------------------
 
 
-def test_our_fields_are_searched_in_every_language_whatever_the_requests() -> None:
-    """A document is found in its own language: a French UI's `lang` must not hide the
-    English documents (it sets the answer's language, and which twin is read)."""
+def test_the_fields_searched_are_the_questions_languages() -> None:
+    """The BM25 search reads a question in its own language's twin and the neutral one (its
+    little words must not match English texts); a question of no known language, or of one
+    without twins, every language's. The caller's `lang` plays no part: a French UI asking
+    in English finds the English documents (test_rag_bm25's lang test)."""
     from service.config.field_map import SchemaFields
 
     schema = SchemaFields(
-        frozenset({"title", "content", "content_en", "content_fr", "content_general"}),
-        unsearchable=frozenset({"title", "content"}),
+        frozenset({"title", "content", "content_en", "content_fr", "content_general"})
     )
     ours = parse_fields("", "documents")
     every = ["content_en", "content_fr", "content_general"]
+    assert ours.searched("content", "fr", schema) == ["content_fr", "content_general"]
+    assert ours.searched("content", "en", schema) == ["content_en", "content_general"]
     assert ours.searched("content", None, schema) == every
-    assert ours.searched("content", "fr", schema) == every
     assert ours.searched("content", "de", schema) == every
     # an index made before (content analysed as English, no twins): searched as it was
     before = SchemaFields(frozenset({"title", "content"}))
     assert ours.searched("content", None, before) == ["content"]
     assert ours.translated_qf("title content", "fr", before) == "title content"
+
+
+def test_a_french_question_is_not_matched_by_its_little_words_in_english_texts(
+    solr_url: str, french_docs: str
+) -> None:
+    """ "de", "la", "dans" are not English stop words: searched in content_en, they would
+    rank an English text that holds them above the French one that answers."""
+    import asyncio
+
+    from service.retrieval import SolrClient
+    from service.retrieval.bm25 import Bm25Retriever
+
+    async def ids(query: str) -> list[str]:
+        async with httpx.AsyncClient() as http:
+            found = await Bm25Retriever(SolrClient(http, solr_url), french_docs,
+                                        fields="title content", operator="OR",
+                                        rows=5).run(query)  # fmt: skip
+            return [document.source_id for document in found]
+
+    # every language's fields ranked the café first (measured): the lighthouse, alone, now
+    assert asyncio.run(ids("Que faisait le gardien de la lampe dans le brouillard")) == ["phare"]
+    assert asyncio.run(ids("What do the harbour tide tables list"))[0] == "labelled"
 
 
 @pytest.fixture
