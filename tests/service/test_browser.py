@@ -392,3 +392,29 @@ def test_the_widget_embeds_in_a_search_page_of_another_origin(
     answer = ask(page, "Who lit the lighthouse lamp?")
     assert answer.locator(".sources a").count() == 1
     shot(page, "widget-embedded")
+
+
+def test_the_widget_speaks_the_pages_language(serve: Serve, page, llm: LLMScript) -> None:
+    """Issue 48: on a French page (<html lang="fr">) the widget's labels are French, and a
+    French question is answered in French (the service tells it from the question)."""
+    base, _ = serve()
+
+    def french(route) -> None:
+        response = route.fetch()
+        body = response.text().replace('<html lang="en">', '<html lang="fr">')
+        route.fulfill(response=response, body=body)
+
+    page.route(f"{base}/ui", french)
+    page.goto(f"{base}/ui")
+    assert page.get_by_role("button", name="Envoyer").count() == 1
+    assert page.get_by_role("button", name="Nouvelle conversation").count() == 1
+    llm.then(Step(content="Chaud et sec [1]"))
+    box = page.get_by_label("Votre question")
+    box.fill("Quel temps fait-il l'été à Marseille ?")
+    box.press("Enter")
+    page.locator(".message.assistant").first.wait_for()
+    page.wait_for_function(
+        "() => !document.querySelector('.solr-rag-chat').hasAttribute('aria-busy')"
+    )
+    assert "Answer in French." in llm.requests[-1].messages[0]["content"]
+    shot(page, "widget-french")

@@ -4,7 +4,9 @@
 //           data-endpoint="https://rag.example.org"   (default: where the script comes from)
 //           data-target="element-id"                  (default: a floating chat button)
 //           data-api-key="..."                        (when the service requires one)
-//           data-title="Ask the documents"></script>
+//           data-title="Ask the documents"
+//           data-lang="fr"></script>                   (default: the page's <html lang>, else
+//                                                        the browser's; en or fr labels)
 //
 // It streams answers from POST /ai/rag, keeps the conversation in the page (sent as `history`;
 // the service uses it when chat memory is on), shows sources as links, and errors as the
@@ -14,13 +16,53 @@
 
 (function () {
   const script = document.currentScript;
+  // The labels a person reads, in the widget's language: data-lang, else the page's, else the
+  // browser's (English when none of them is French). Answers come in the question's language
+  // whatever this is (the service tells it from the question); data-lang is also sent as
+  // `lang`, asking for answers in it.
+  const LABELS = {
+    en: {
+      title: "Ask the documents",
+      unreachable: "Sorry, the service cannot be reached. Please try again later.",
+      newConversation: "New conversation",
+      conversation: "Conversation",
+      question: "Your question",
+      send: "Send",
+      unsupported: "Not supported by the sources",
+      sources: "Sources",
+      untitled: "Untitled document",
+      you: "You: ",
+      answer: "Answer: ",
+      searching: "Searching the documents...",
+    },
+    fr: {
+      title: "Interroger les documents",
+      unreachable: "Désolé, le service est injoignable. Veuillez réessayer plus tard.",
+      newConversation: "Nouvelle conversation",
+      conversation: "Conversation",
+      question: "Votre question",
+      send: "Envoyer",
+      unsupported: "Non étayé par les sources",
+      sources: "Sources",
+      untitled: "Document sans titre",
+      you: "Vous : ",
+      answer: "Réponse : ",
+      searching: "Recherche dans les documents...",
+    },
+  };
+  const asked = (script.dataset.lang || "").trim();
+  const language = (asked || document.documentElement.lang || navigator.language || "en")
+    .slice(0, 2)
+    .toLowerCase();
+  const LABEL = LABELS[language] || LABELS.en;
   const options = {
     endpoint: (script.dataset.endpoint || new URL(script.src, location.href).origin).replace(/\/$/, ""),
     target: script.dataset.target || "",
     apiKey: script.dataset.apiKey || "",
-    title: script.dataset.title || "Ask the documents",
+    title: script.dataset.title || LABEL.title,
+    lang: /^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8})?$/.test(asked) ? asked : "",
   };
-  const UNREACHABLE = "Sorry, the service cannot be reached. Please try again later.";
+  const UNREACHABLE = LABEL.unreachable;
   // What the service accepts of a history (100 messages of 20,000 characters) is far more
   // than it uses (chat.memory.history.size, 6 by default): send the recent part only, so a
   // long conversation never becomes a request the service must refuse.
@@ -44,11 +86,11 @@
   const root = element("section", { class: "solr-rag-chat", "aria-label": options.title });
   const header = element("div", { class: "chat-header" });
   const heading = element("h2", { class: "chat-title" }, options.title);
-  const reset = element("button", { type: "button", class: "new-conversation" }, "New conversation");
+  const reset = element("button", { type: "button", class: "new-conversation" }, LABEL.newConversation);
   header.append(heading, reset);
-  const log = element("ol", { class: "chat-log", role: "log", "aria-live": "polite", "aria-label": "Conversation" });
+  const log = element("ol", { class: "chat-log", role: "log", "aria-live": "polite", "aria-label": LABEL.conversation });
   const form = element("form", { class: "chat-form" });
-  const label = element("label", { for: id + "-question" }, "Your question");
+  const label = element("label", { for: id + "-question" }, LABEL.question);
   const question = element("textarea", {
     id: id + "-question",
     rows: "2",
@@ -57,7 +99,7 @@
     "aria-describedby": id + "-keys",
   });
   const keys = element("p", { id: id + "-keys", class: "chat-keys" }, "Enter sends; Shift+Enter starts a new line.");
-  const send = element("button", { type: "submit", class: "send" }, "Send");
+  const send = element("button", { type: "submit", class: "send" }, LABEL.send);
   form.append(label, question, send, keys);
   root.append(header, log, form);
 
@@ -95,7 +137,7 @@
       const token = match[0];
       if (token.startsWith("\uE000")) {
         // a sentence its sources do not support (grounding)
-        const marked = element("span", { class: "unsupported", title: "Not supported by the sources" });
+        const marked = element("span", { class: "unsupported", title: LABEL.unsupported });
         inline(marked, token.slice(1, -1), sourceLinks);
         marked.append(element("span", { class: "visually-hidden" }, " (not supported by the sources)"));
         parent.append(marked);
@@ -169,14 +211,14 @@
     const links = new Map();
     if (!documents.length) return links;
     const box = element("div", { class: "sources" });
-    box.append(element("h3", {}, "Sources"));
+    box.append(element("h3", {}, LABEL.sources));
     const list = element("ol");
     documents.forEach((doc, index) => {
       const anchor = `${id}-src-${counter}-${index + 1}`;
       links.set(index + 1, anchor);
       const item = element("li", { id: anchor, class: doc.cited ? "cited" : "uncited" });
       const url = safeUrl(doc.url || "");
-      const title = doc.title || doc.id || "Untitled document";
+      const title = doc.title || doc.id || LABEL.untitled;
       if (url) {
         item.append(element("a", { href: url, target: "_blank", rel: "noopener noreferrer" }, title));
       } else {
@@ -197,7 +239,7 @@
 
   function addMessage(role, text) {
     const item = element("li", { class: "message " + role });
-    item.append(element("span", { class: "visually-hidden" }, role === "user" ? "You: " : "Answer: "));
+    item.append(element("span", { class: "visually-hidden" }, role === "user" ? LABEL.you : LABEL.answer));
     const body = element("div", { class: "body" });
     if (text !== undefined) body.textContent = text;
     item.append(body);
@@ -254,7 +296,7 @@
     counter += 1;
     addMessage("user", text);
     const answer = addMessage("assistant");
-    answer.body.append(element("p", { class: "thinking" }, "Searching the documents..."));
+    answer.body.append(element("p", { class: "thinking" }, LABEL.searching));
     const headers = { "Content-Type": "application/json", Accept: "text/event-stream" };
     if (options.apiKey) headers["X-API-Key"] = options.apiKey;
     let written = "";
@@ -262,7 +304,12 @@
       const response = await fetch(options.endpoint + "/ai/rag", {
         method: "POST",
         headers,
-        body: JSON.stringify({ query: text, history: recentHistory(), stream: true }),
+        body: JSON.stringify({
+          query: text,
+          history: recentHistory(),
+          stream: true,
+          ...(options.lang ? { lang: options.lang } : {}),
+        }),
       });
       const type = response.headers.get("content-type") || "";
       if (!response.ok || !type.startsWith("text/event-stream")) {
