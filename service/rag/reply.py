@@ -15,19 +15,18 @@ import asyncio
 import re
 import time
 from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
+from typing import ClassVar, Protocol
 
-from service.cache import AnswerCache, CachedAnswer, CachedDocument, CachedPayload, CacheKey
 from service.chains import ChainResult
-from service.chains.result import Prepared, Source, says_nothing_relevant
+from service.chains.result import Prepared, says_nothing_relevant
 from service.chains.short_answer import true_citation
 from service.deadline import Deadline
-from service.grounding import Grounding, GroundingPolicy
+from service.grounding import Grounding
 from service.llm import ChatClient, Usage
 from service.llm.answer_format import PLAIN, AnswerFormat
 from service.metrics import observe_answer
-from service.retrieval import RetrievedDocument
 
 CITATION = re.compile(r"\[(\d{1,3})\]")  # a source cited: [1]
 
@@ -79,6 +78,30 @@ class Timings(dict[str, float]):
 
 
 @dataclass
+class Finishing:
+    """An answer once its text is known, on its way out: the Answer being finished (its
+    message and sources may still change), the chain's result it was made of, and whether
+    it says the documents hold nothing."""
+
+    answer: Answer
+    result: ChainResult
+    found_nothing: bool
+
+
+class AnswerStage(Protocol):
+    """A stage that runs once the answer's text is known (grounding, the answer cache): the
+    Reply runs those it holds, in order, within the request's deadline; a `timed` one under
+    its name."""
+
+    name: ClassVar[str]
+    timed: ClassVar[bool]
+
+    def wanted(self, done: Finishing) -> bool: ...
+
+    async def run(self, done: Finishing) -> None: ...
+
+
+@dataclass
 class Reply:
     """A request whose retrieval and intermediate LLM calls are done, its last request to go.
 
@@ -99,12 +122,10 @@ class Reply:
     # a question's answer that says the documents hold nothing lists none of them as sources
     # (a summary keeps its document whatever it says)
     sources_only_if_found: bool = True
-    grounding: GroundingPolicy | None = None
+    # what runs once the text is known: grounding, the answer cache (service.rag.stages)
+    finishing: tuple[AnswerStage, ...] = ()
     # the stage whose last request this is: its time runs until the text is read
     stage: str = "chain"
-    # the answer cache: the entry this reply repeats, or where its answer is to be kept
-    cached: CachedAnswer | None = None
-    cache: tuple[AnswerCache, CacheKey] | None = None
     # where the text is: not asked yet, being read, read to its end
     _text: str = field(default="unread", init=False, repr=False)
 
@@ -137,9 +158,9 @@ class Reply:
         self._text = "read"
 
     async def answer(self) -> Answer:
-        """The Answer once its text is known (read now if it was never asked for), checked
-        against its sources (grounding on), which may change it (drop) or refuse it
-        (NoValidAnswer)."""
+        """The Answer once its text is known (read now if it was never asked for), finished
+        by the reply's answer stages (grounding may change it, or refuse it: NoValidAnswer;
+        the answer cache keeps it, or says it is a repeated one)."""
         if self._text == "unread":
             return await self.complete()
         if self._text == "reading":
@@ -149,29 +170,25 @@ class Reply:
         if self.form.grammar is not None:  # the short answer: its citation made true
             result.answer = true_citation(result.answer, result.sources)
         found_nothing = not cited_numbers(result.answer) and says_nothing_relevant(result.answer)
-        grounded = None
-        if self.grounding is not None and self.cached is None:
-            with self.timings.stage("grounding"):
-                grounded = await self.deadline.run(
-                    self.grounding.run(
-                        result.answer, _source_texts(result), found_nothing=found_nothing
-                    )
-                )
-        self.timings["llm"] = round(self.llm.busy.seconds * 1000, 1)
-        self.timings.since("total", self.started)
-        answer = _answer(result, grounded.message if grounded else result.answer, self.timings)
+        answer = answer_of(result, result.answer)
+        for usage in self.extra_usage:
+            answer.add_usage(usage)
         if found_nothing:
             read = len(result.sources)
             answer.abstained = (
                 f"the LLM read {read} source{'s' if read != 1 else ''} and said they do not "
                 "hold the answer"
             )
-        if self.sources_only_if_found and found_nothing:
-            answer.documents = []
-        for usage in (*self.extra_usage, *(grounded.usages if grounded else ())):
-            answer.add_usage(usage)
-        answer.grounding = grounded.grounding if grounded else None
-        await self._cached_or_kept(answer)
+            if self.sources_only_if_found:
+                answer.documents = []
+        done = Finishing(answer, result, found_nothing)
+        for stage in self.finishing:
+            if stage.wanted(done):
+                with self.timings.stage(stage.name) if stage.timed else nullcontext():
+                    await self.deadline.run(stage.run(done))
+        self.timings["llm"] = round(self.llm.busy.seconds * 1000, 1)
+        self.timings.since("total", self.started)
+        answer.timings = dict(self.timings)
         observe_answer(
             answer.timings,
             llm_calls=answer.llm_calls,
@@ -181,42 +198,20 @@ class Reply:
         )
         return answer
 
-    async def _cached_or_kept(self, answer: Answer) -> None:
-        """A repeated answer says so (with its grounding report as made); a new one that
-        answers (sources, not cut short) is kept in the answer cache."""
-        if self.cached is not None:
-            answer.cache_age = round(self.cached.age, 1)
-            answer.grounding = self.cached.grounding
-        elif self.cache is not None and answer.documents and answer.finish_reason == "stop":
-            cache, key = self.cache
-            await cache.store(key, _cache_payload(answer))
-
-
-def repeated(
-    hit: CachedAnswer, llm: ChatClient, timings: Timings, started: float, form: AnswerFormat
-) -> Reply:
-    """A Reply whose answer is a cached one: no LLM call, its text sent (or streamed) as is."""
-    sources = [
-        Source(d.number, RetrievedDocument(d.id, d.title, d.url, d.content), (d.content,))
-        for d in hit.payload.documents
-    ]
-    message = hit.payload.message
-    result = ChainResult(answer=message, sources=sources, finish_reason=hit.payload.finish_reason)
-    prepared = Prepared(result, answer=message)
-    return Reply(llm, prepared, timings, started, time.perf_counter(), form=form, cached=hit)
-
 
 def cited_numbers(answer: str) -> set[int]:
     """The source numbers an answer cites ([1], [2]...)."""
     return {int(number) for number in CITATION.findall(answer)}
 
 
-def _source_texts(result: ChainResult) -> list[tuple[int, str]]:
+def source_texts(result: ChainResult) -> list[tuple[int, str]]:
     """What each source sent to the LLM said, under its number: what grounding checks."""
     return [(source.number, text) for source in result.sources for text in source.snippets]
 
 
-def _answer(result: ChainResult, message: str, timings: Timings) -> Answer:
+def answer_of(result: ChainResult, message: str) -> Answer:
+    """The Answer of a chain's result saying `message`: its sources, each marked cited when
+    the message cites its number."""
     cited = cited_numbers(message)
     return Answer(
         message=message,
@@ -231,21 +226,7 @@ def _answer(result: ChainResult, message: str, timings: Timings) -> Answer:
             )
             for source in result.sources
         ],
-        timings=dict(timings),
         llm_calls=result.llm_calls,
         usage=result.usage,
         finish_reason=result.finish_reason,
-    )
-
-
-def _cache_payload(answer: Answer) -> CachedPayload:
-    """What the answer cache keeps of an answer."""
-    return CachedPayload(
-        message=answer.message,
-        documents=[
-            CachedDocument(id=d.id, title=d.title, url=d.url, content=d.content, number=d.number)
-            for d in answer.documents
-        ],
-        grounding=answer.grounding.to_json() if answer.grounding else None,
-        finish_reason=answer.finish_reason,
     )

@@ -2,7 +2,8 @@
 `service.rag.assemble`), what it reads and writes is the request's state (`state.py`).
 
     /ai/rag:       CacheLookup -> Rewrite -> Expand -> Retrieve -> Chunk -> Rerank -> Grade
-                   -> Chain (then grounding, once the answer's text is known: see Reply)
+                   -> Chain, then once the answer's text is known (the Reply runs them):
+                   Ground -> KeepAnswer (or, for a cached answer, Repeated)
     /ai/summarize: Fetch -> Chunk -> Summarize
 
 A stage says whether it is `wanted` for this request (rewriting is not, for one document by id)
@@ -17,6 +18,8 @@ from service.rag.stages.chunk import OFF_LOOP_CHARS, ChunkDocuments
 from service.rag.stages.expand import Expand
 from service.rag.stages.fetch import Fetch, fetch
 from service.rag.stages.grade import Grade
+from service.rag.stages.ground import Ground
+from service.rag.stages.keep_answer import KeepAnswer, Repeated, repeated
 from service.rag.stages.rerank import MAX_WINDOWS, Rerank
 from service.rag.stages.retrieve import Retrieve
 from service.rag.stages.rewrite import Rewrite
@@ -33,7 +36,10 @@ __all__ = [
     "Expand",
     "Fetch",
     "Grade",
+    "Ground",
+    "KeepAnswer",
     "RagState",
+    "Repeated",
     "Rerank",
     "Retrieve",
     "Rewrite",
@@ -42,4 +48,5 @@ __all__ = [
     "Summarize",
     "SummaryState",
     "fetch",
+    "repeated",
 ]

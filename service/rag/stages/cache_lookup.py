@@ -8,8 +8,8 @@ from typing import ClassVar
 
 from service.cache import AnswerCache
 from service.llm import ChatClient
-from service.rag.reply import repeated
 from service.rag.request import RagQuery
+from service.rag.stages.keep_answer import repeated
 from service.rag.stages.state import EveryRequest, RagState
 
 

@@ -22,8 +22,10 @@ from service.grounding import GroundingPolicy
 from service.llm import ChatClient, ChatMessage
 from service.llm.answer_format import AnswerFormat
 from service.llm.size import RequestSize
-from service.rag.reply import Reply
+from service.rag.reply import AnswerStage, Reply
 from service.rag.request import RagQuery
+from service.rag.stages.ground import Ground
+from service.rag.stages.keep_answer import KeepAnswer
 from service.rag.stages.state import EveryRequest, RagState
 
 
@@ -53,9 +55,11 @@ class Chain(EveryRequest):
             request = state.query
             conversation = [*state.question.history, ChatMessage("user", request.query)]
             prepared = Prepared(ChainResult(answer="", sources=[]), final=conversation)
-        kept = None
+        finishing: list[AnswerStage] = []  # once the answer's text is known, in this order
+        if self.grounding is not None:
+            finishing.append(Ground(self.grounding))
         if self.cache is not None and state.cache_key is not None:
-            kept = (self.cache, state.cache_key)  # where a new answer is kept
+            finishing.append(KeepAnswer(self.cache, state.cache_key))  # where it is kept
         state.reply = Reply(
             self.llm,
             prepared,
@@ -64,8 +68,7 @@ class Chain(EveryRequest):
             chain_started,
             tuple(state.usages),
             self._form(state.query, prepared, state.question.not_found),
-            grounding=self.grounding,
-            cache=kept,
+            finishing=tuple(finishing),
         )
 
     def _form(self, query: RagQuery, prepared: Prepared, not_found: str) -> AnswerFormat:

@@ -1,0 +1,37 @@
+"""Ground: each sentence of the answer checked against the sources it was written from, once
+its text is known (grounding.enabled): unsupported ones marked, dropped, or the answer refused."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import ClassVar
+
+from service.grounding import GroundingPolicy
+from service.rag.reply import Finishing, cited_numbers, source_texts
+
+
+@dataclass
+class Ground:
+    """The grounding check of a new answer (a repeated one keeps the report it was kept
+    with); it may change the message (grounding.action drop), whose citations then mark the
+    sources cited, or refuse the answer (NoValidAnswer)."""
+
+    policy: GroundingPolicy
+    name: ClassVar[str] = "grounding"
+    timed: ClassVar[bool] = True
+
+    def wanted(self, done: Finishing) -> bool:
+        return True
+
+    async def run(self, done: Finishing) -> None:
+        answer = done.answer
+        grounded = await self.policy.run(
+            answer.message, source_texts(done.result), found_nothing=done.found_nothing
+        )
+        if grounded.message != answer.message:
+            cited = cited_numbers(grounded.message)
+            answer.documents = [replace(d, cited=d.number in cited) for d in answer.documents]
+        answer.message = grounded.message
+        for usage in grounded.usages:
+            answer.add_usage(usage)
+        answer.grounding = grounded.grounding
