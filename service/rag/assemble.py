@@ -43,7 +43,7 @@ from service.rag.stages import (
 )
 from service.snapshot import Snapshot
 from service.text import normalize_question, sanitize_query
-from service.text.language import guess_language
+from service.text.language import answer_language, guess_language
 
 RagPipeline = Pipeline[RagQuery, RagState]
 SummarizePipeline = Pipeline[SummarizeQuery, SummaryState]
@@ -162,14 +162,18 @@ def grounding_policy(snapshot: Snapshot) -> GroundingPolicy | None:
 
 def variant(snapshot: Snapshot, request: RagQuery) -> str:
     """Everything but the question that shapes an answer, hashed: the settings in force, the
-    prompts, the model, the caller's groups, id, lang, format and the request's options and
-    answer form. Two requests share cached answers only when it is equal."""
+    prompts, the model, the caller's groups, id, lang (or the question's language), format and
+    the request's options and answer form. Two requests share cached answers only when it is
+    equal."""
     scope = request.scope
     if scope.groups is not None:
         scope = replace(scope, groups=tuple(sorted(scope.groups)))
     asked = replace(request, query="", history=(), scope=scope)
     model = snapshot.llm.options.model
-    parts = (snapshot.settings.version(), snapshot.prompts.fingerprint, model, repr(asked))
+    # the answer's language too: a French question meaning an English one is not its answer
+    language = answer_language(request.lang, request.query)
+    parts = (snapshot.settings.version(), snapshot.prompts.fingerprint, model, repr(asked),
+             language)  # fmt: skip
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
 
 
