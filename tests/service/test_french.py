@@ -101,6 +101,24 @@ def _select(solr_url: str, q: str, fl: str = "id") -> list[dict]:
     return response.json()["response"]["docs"]
 
 
+def test_a_writer_cannot_turn_the_language_chain_off(solr_url: str, french_docs: str) -> None:
+    """The chain's parameters are invariants: langid=false (or another field to write) on the
+    update request changes nothing."""
+    params = {"commit": "true", "langid": "false", "langid.langField": "title",
+              "langid.map": "false"}  # fmt: skip
+    document = {"id": "forced", "title": "Le phare", "content": LIGHTHOUSE_FR}
+    httpx.post(f"{solr_url}/{french_docs}/update", params=params, json=[document],
+               timeout=60).raise_for_status()  # fmt: skip
+    try:
+        found = _select(solr_url, "id:forced", "id,title,language,analysis_language")
+        assert found == [{"id": "forced", "title": "Le phare", "language": "fr",
+                          "analysis_language": "fr"}]  # fmt: skip
+        assert _select(solr_url, "content_fr:electrifie AND id:forced") == [{"id": "forced"}]
+    finally:
+        httpx.post(f"{solr_url}/{french_docs}/update", params={"commit": "true"},
+                   json={"delete": {"id": "forced"}}, timeout=60)  # fmt: skip
+
+
 @pytest.mark.usefixtures("french_docs")
 def test_each_document_gets_its_language_and_its_analysis(solr_url: str) -> None:
     found = {d["id"]: d for d in _select(solr_url, "*:*", "id,language,analysis_language")}
