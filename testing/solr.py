@@ -170,8 +170,9 @@ def _free(port: int) -> bool:
 
 
 def upload_configset(solr_url: str, name: str, folder: Path) -> None:
-    """A configset made of `folder`'s conf/ files (a schema someone else wrote), uploaded
-    through Solr's Configsets API, replacing any of that name."""
+    """A new configset made of `folder`'s conf/ files (a schema someone else wrote), uploaded
+    through Solr's Configsets API as one zip. Over a configset a collection uses, the zip
+    leaves its files as they were: replace_configset replaces them."""
     archive = io.BytesIO()
     with zipfile.ZipFile(archive, "w") as zipped:
         for path in sorted((folder / "conf").rglob("*")):
@@ -186,3 +187,21 @@ def upload_configset(solr_url: str, name: str, folder: Path) -> None:
     )
     if response.status_code != 200:
         raise SolrStartError(f"configset {name} not uploaded: {response.text[:2000]}")
+
+
+def replace_configset(solr_url: str, name: str, folder: Path) -> None:
+    """The files of configset `name` replaced by `folder`'s conf/ files, one by one, as the
+    local launcher's upload and compose's `solr zk upconfig` do (then RELOAD its collections)."""
+    for path in sorted((folder / "conf").rglob("*")):
+        if path.is_file():
+            where = path.relative_to(folder / "conf").as_posix()
+            params = {"action": "UPLOAD", "name": name, "filePath": where, "overwrite": "true"}
+            response = httpx.post(
+                f"{solr_url}/admin/configs",
+                params=params,
+                content=path.read_bytes(),
+                headers={"Content-Type": "application/octet-stream"},
+                timeout=60,
+            )
+            if response.status_code != 200:
+                raise SolrStartError(f"configset {name}: {where} not replaced: {response.text}")

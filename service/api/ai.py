@@ -398,7 +398,7 @@ async def _events(turn: Turn, request_id: str) -> AsyncIterator[str]:
         yield _line({"type": "done", **response.model_dump(mode="json")})
     except Exception as error:  # the stream has begun: the error becomes its last line
         failure = as_service_error(error, request_id)
-        language = answer_language(turn.body.lang, turn.body.query)
+        language = turn.request.state.language  # the route's (answer_language)
         yield _line({"type": "error", **body_of("/ai/stream", failure, FEATURES[action], language)})
 
 

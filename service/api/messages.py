@@ -70,5 +70,5 @@ def user_message(error: ServiceError, language: str | None) -> str:
         if kind in table:
             return table[kind]
         if "message" in vars(kind):  # an English sentence of its own, not translated
-            return error.message if kind is not ServiceError else table[ServiceError]
+            return error.message
     return error.message

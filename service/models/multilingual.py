@@ -71,12 +71,9 @@ def folder() -> Path:
 def fetch(target: Path | None = None, *, pip: Sequence[str] | None = None) -> Path:
     """The pinned files in `target` (default: models_dir()/FOLDER), and the engine compiled
     beside them; EncoderMissing, and nothing written, when a file is not the pinned one."""
-    target = target or folder()
-    built = all((target / name).is_file() for name in ENGINES)
-    if WHEEL.verified(target) and built:
-        return target
-    WHEEL.fetch(target, pip=pip, missing=EncoderMissing)
-    compile_engine(target)
+    target = WHEEL.fetch(target or folder(), pip=pip, missing=EncoderMissing)  # if not there
+    if not all((target / name).is_file() for name in ENGINES):  # a new fetch leaves none
+        compile_engine(target)
     return target
 
 
@@ -114,7 +111,7 @@ class E5Encoder:
 
     dimensions = DIMENSIONS
 
-    def __init__(self, where: Path | None = None, *, threads: int | None = None) -> None:
+    def __init__(self, where: Path | None = None) -> None:
         where = where or folder()
         if not WHEEL.verified(where):
             raise EncoderMissing(
@@ -127,8 +124,6 @@ class E5Encoder:
                 f"the {NAME} engine is not built ({engine}): run `python -m "
                 f"service.models.multilingual --fetch` (or `make setup`)"
             )
-        if threads:
-            os.environ.setdefault("OMP_NUM_THREADS", str(threads))
         lib = ctypes.CDLL(str(engine))
         lib.e5_load.restype = ctypes.c_void_p
         lib.e5_load.argtypes = [ctypes.c_char_p]

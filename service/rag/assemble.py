@@ -43,7 +43,7 @@ from service.rag.stages import (
 )
 from service.snapshot import Snapshot
 from service.text import normalize_question, sanitize_query
-from service.text.language import answer_language, guess_language
+from service.text.language import answer_language
 
 RagPipeline = Pipeline[RagQuery, RagState]
 SummarizePipeline = Pipeline[SummarizeQuery, SummaryState]
@@ -184,15 +184,17 @@ def _rag_state(snapshot: Snapshot, request: RagQuery) -> RagState:
     search_query = sanitize_query(request.query)
     if not search_query:
         raise BadRequest("the query is empty once sanitized")
-    # the answer's language: the caller's, else the question's when it is not English (the
-    # prompts' default, "the language of the question", is what a small model drifts from)
-    guessed = "" if request.lang else guess_language(request.query)
+    # the answer's language: the caller's, else the question's, named in the prompt unless it
+    # is English (the prompts' default, "the language of the question", is what a small
+    # model drifts from in another language)
+    language = answer_language(request.lang, request.query)
+    named = language if request.lang or language != "en" else ""
     question = Question(
         text=normalize_question(request.query),
         history=_history(snapshot, request),
-        language=language_name(request.lang or (guessed if guessed != "en" else "")),
+        language=language_name(named),
         format_instruction=FORMAT_INSTRUCTIONS[request.format],
-        not_found=not_found_sentence(request.lang or guessed),
+        not_found=not_found_sentence(language),
     )
     return RagState(query=request, question=question, search_query=search_query)
 

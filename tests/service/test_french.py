@@ -6,9 +6,9 @@ The French texts are written for these tests (the French evaluation set stays in
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
@@ -19,7 +19,12 @@ from service.config.field_map import parse_fields
 from service.text.language import guess_language
 from testing.llm_server import LLMScript, Step
 from testing.service import ROOT, ClientFactory
-from testing.solr import create_collection, delete_collection, upload_configset
+from testing.solr import (
+    create_collection,
+    delete_collection,
+    replace_configset,
+    upload_configset,
+)
 from tests.service.test_solr_local import analyzed
 
 LIGHTHOUSE_FR = (
@@ -255,6 +260,10 @@ def test_messages_a_person_reads_are_in_the_questions_language(
     seven = client.post("/ai", json={"query": "What are the pool's hours?", "lang": "fr"})
     assert seven.status_code == 428, seven.text
     assert seven.json()["content"]["error"]["message"].startswith("Désolé")
+    # and its stream's last line
+    streamed = client.post("/ai/stream", json={"query": "What are the pool's hours?", "lang": "fr"})
+    last = json.loads(streamed.text.strip().splitlines()[-1])
+    assert last["type"] == "error" and last["content"]["error"]["message"].startswith("Désolé")
     assert llm.requests == []
 
 
@@ -286,7 +295,7 @@ def test_an_index_written_before_the_language_chain_is_upgraded(
     new = {"id": "new", "title": "Cartes d'identité", "content": TOWN_HALL_FR}
     try:
         _post(solr_url, name, [old])
-        _replace_files(solr_url, configset, ROOT / "solr" / "configsets" / "FileShare")
+        replace_configset(solr_url, configset, ROOT / "solr" / "configsets" / "FileShare")
         reload = {"action": "RELOAD", "name": name}
         httpx.get(f"{solr_url}/admin/collections", params=reload, timeout=120).raise_for_status()
         _post(solr_url, name, [new])  # refused, had `content` stopped being indexed
@@ -311,19 +320,6 @@ def test_an_index_written_before_the_language_chain_is_upgraded(
         delete_collection(solr_url, name)
         drop = {"action": "DELETE", "name": configset}
         httpx.get(f"{solr_url}/admin/configs", params=drop, timeout=60)
-
-
-def _replace_files(solr_url: str, configset: str, folder: Path) -> None:
-    """The configset's files replaced by `folder`'s, one by one, as the launcher's upload and
-    compose's `solr zk upconfig` do (a zip UPLOAD over a configset in use leaves its files)."""
-    for path in sorted((folder / "conf").rglob("*")):
-        if path.is_file():
-            where = path.relative_to(folder / "conf").as_posix()
-            params = {"action": "UPLOAD", "name": configset, "filePath": where, "overwrite": "true"}
-            response = httpx.post(f"{solr_url}/admin/configs", params=params,
-                                  content=path.read_bytes(),
-                                  headers={"Content-Type": "application/octet-stream"})  # fmt: skip
-            assert response.status_code == 200, response.text
 
 
 def _post(solr_url: str, collection: str, documents: list[dict]) -> None:
