@@ -124,6 +124,21 @@ def test_a_writer_cannot_turn_the_language_chain_off(solr_url: str, french_docs:
                    json={"delete": {"id": "forced"}}, timeout=60)  # fmt: skip
 
 
+def test_a_huge_document_is_identified_from_its_beginning(solr_url: str, french_docs: str) -> None:
+    """A 5 MB text a crawler wrote: the language chain reads its first 20,000 characters
+    (bounded work), the document is indexed, its language and French twin set."""
+    huge = {"id": "huge", "title": "Rapport", "content": LIGHTHOUSE_FR * 17_000}
+    assert len(huge["content"]) > 4_000_000
+    httpx.post(f"{solr_url}/{french_docs}/update", params={"commit": "true"}, json=[huge],
+               timeout=300).raise_for_status()  # fmt: skip
+    try:
+        found = _select(solr_url, "id:huge", "id,language,analysis_language")
+        assert found == [{"id": "huge", "language": "fr", "analysis_language": "fr"}]
+    finally:
+        httpx.post(f"{solr_url}/{french_docs}/update", params={"commit": "true"},
+                   json={"delete": {"id": "huge"}}, timeout=60)  # fmt: skip
+
+
 @pytest.mark.usefixtures("french_docs")
 def test_each_document_gets_its_language_and_its_analysis(solr_url: str) -> None:
     found = {d["id"]: d for d in _select(solr_url, "*:*", "id,language,analysis_language")}

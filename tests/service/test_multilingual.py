@@ -137,3 +137,15 @@ def test_a_missing_engine_says_the_fix(tmp_path: Path) -> None:
         (target / name).unlink()
     with pytest.raises(EncoderMissing, match="not built"):
         E5Encoder(target)
+
+
+def test_an_absurd_prefix_is_a_config_error_naming_its_key(tmp_path: Path) -> None:
+    """A prefix is at most 100 characters: a longer one stops the start (or an admin edit)
+    with the key named, never a 101-character word sent before every text."""
+    from service.config import load_settings
+    from service.errors import ConfigError
+
+    path = tmp_path / "rag.properties"
+    path.write_text(f"ai.embeddings.query.prefix={'q' * 101}\n")
+    with pytest.raises(ConfigError, match=r"ai\.embeddings\.query\.prefix"):
+        load_settings(path, {})
