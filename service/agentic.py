@@ -31,11 +31,12 @@ from service.llm import ChatMessage, Usage
 from service.llm.types import ToolCall
 from service.models import packaged
 from service.rag import assemble
-from service.rag.reply import CITATION, Answer, AnswerDocument, cited_numbers
+from service.rag.reply import Answer, AnswerDocument
 from service.rag.request import RagQuery, SummarizeQuery
 from service.rag.stages.fetch import fetch
 from service.retrieval import RetrievedDocument, Scope
 from service.snapshot import Snapshot
+from service.text.citations import CITATION, cited_numbers
 
 Protocol = Literal["tools", "json"]
 MAX_CALLS_PER_STEP = 3

@@ -39,13 +39,13 @@ from typing import Any
 import httpx
 
 from service.chains.result import says_nothing_relevant
+from service.text.citations import cited_numbers, without_citations
 
 MAX_QUESTIONS = 10_000
 MAX_LINE_CHARS = 65_536
 _ARTICLES = {"en": re.compile(r"\b(a|an|the)\b"), "fr": re.compile(r"\b(le|la|les|un|une|des)\b")}
 _ELIDED = re.compile(r"\bl['’]")  # French l' before a vowel: gone before the apostrophe is
 LANGUAGES = tuple(_ARTICLES)
-_CITATION = re.compile(r"\[(\d{1,3})\]")
 _PUNCTUATION = frozenset(string.punctuation)
 
 
@@ -194,10 +194,10 @@ def score(expected: Expected, status: int, body: dict[str, Any], seconds: float)
     message = content.get("message", "") if isinstance(content, dict) else ""
     documents = content.get("documents", []) if isinstance(content, dict) else []
     ids = [d.get("id") for d in documents if isinstance(d, dict)]
-    cited = {int(n) for n in _CITATION.findall(message)}
+    cited = cited_numbers(message)
     cited_ids = {i for n, i in enumerate(ids, start=1) if n in cited}
     answered = bool(expected.answers)
-    said = _CITATION.sub(" ", message)  # "[1]" is where the answer comes from, not the answer
+    said = without_citations(message, " ")  # "[1]" is where the answer comes from, not the answer
     usage, timings = body.get("usage") or {}, body.get("timings") or {}
     lang = expected.lang
     return {

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
 
-_CITATION = re.compile(r"\[(\d{1,3})\]")
+from service.text.citations import CITATION, without_citations
+
 # a sentence ends at . ! ? (and the citations right after), before a space and the next one
 _END = re.compile(r"(?<=[.!?])((?:\s*\[\d{1,3}\])*)\s+(?=[\"'(\[]?[A-Z0-9])")
 _BEFORE_PUNCTUATION = re.compile(r"\s+([.,;:!?])")  # where a citation was cut out
@@ -97,8 +98,8 @@ def claims_of(answer: str) -> list[Claim]:
         start = line.start() + len(_MARKER.match(line.group()).group())  # type: ignore[union-attr]
         for piece_start, piece_end in _pieces(answer, start, line.end()):
             piece = answer[piece_start:piece_end]
-            cited = tuple(dict.fromkeys(int(n) for n in _CITATION.findall(piece)))
-            text = " ".join(_CITATION.sub("", piece).split())
+            cited = tuple(dict.fromkeys(int(n) for n in CITATION.findall(piece)))
+            text = " ".join(without_citations(piece).split())
             sentence = _BEFORE_PUNCTUATION.sub(r"\1", text).strip()
             if sentence:
                 claims.append(Claim(sentence, cited, piece_start, piece_end))

@@ -27,9 +27,10 @@ S = TypeVar("S", RagState, SummaryState)
 
 class Pipeline(Generic[Q, S]):
     """`begin` turns the request into its state (or raises: feature off, empty question); then
-    each stage the request wants runs, timed under its name. A stage that calls the LLM is
-    skipped when the request's budget has only the answer's call left. The stage that makes the
-    Reply (a chain, or a cached answer) ends the loop."""
+    each stage the request wants runs, timed under its name, and its typed result is written
+    into the state (`State.take`). A stage that calls the LLM is skipped when the request's
+    budget has only the answer's call left. The stage that makes the Reply (a chain, or a
+    cached answer) ends the loop."""
 
     def __init__(
         self,
@@ -68,8 +69,9 @@ class Pipeline(Generic[Q, S]):
             if progress is not None:
                 progress(stage.name)
             with state.timings.stage(stage.name):
-                await stage.run(state)
-            if state.reply is not None:
-                return state.reply
+                result = await stage.run(state)
+            if isinstance(result, Reply):
+                return result
+            state.take(result)
         names = ", ".join(stage.name for stage in self.stages)
         raise RuntimeError(f"no stage made the reply ({names}): the last must be a chain")

@@ -12,11 +12,10 @@ was never read reads it first, so it can never return an empty answer by mistake
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar, Protocol
 
 from service.chains import ChainResult
@@ -27,8 +26,7 @@ from service.grounding import Grounding
 from service.llm import ChatClient, Usage
 from service.llm.answer_format import PLAIN, AnswerFormat
 from service.metrics import observe_answer
-
-CITATION = re.compile(r"\[(\d{1,3})\]")  # a source cited: [1]
+from service.text.citations import cited_numbers
 
 
 @dataclass(frozen=True)
@@ -77,28 +75,54 @@ class Timings(dict[str, float]):
         self[name] = round((time.perf_counter() - started) * 1000, 1)
 
 
+@dataclass(frozen=True)
+class Amendment:
+    """What an answer stage changes of the answer: its message (whose citations then mark
+    the sources cited), its grounding report, the LLM calls the stage made, the age of a
+    cached answer. None: unchanged."""
+
+    message: str | None = None
+    grounding: Grounding | None = None
+    usages: tuple[Usage, ...] = ()
+    cache_age: float | None = None
+
+
 @dataclass
 class Finishing:
-    """An answer once its text is known, on its way out: the Answer being finished (its
-    message and sources may still change), the chain's result it was made of, and whether
-    it says the documents hold nothing."""
+    """An answer once its text is known, on its way out: the Answer being finished (the
+    answer stages' amendments change it, through `take` alone), the chain's result it was
+    made of, and whether it says the documents hold nothing."""
 
     answer: Answer
     result: ChainResult
     found_nothing: bool
 
+    def take(self, amendment: Amendment) -> None:
+        """An answer stage's amendment written into the answer."""
+        answer = self.answer
+        if amendment.message is not None and amendment.message != answer.message:
+            cited = cited_numbers(amendment.message)
+            answer.documents = [replace(d, cited=d.number in cited) for d in answer.documents]
+            answer.message = amendment.message
+        for usage in amendment.usages:
+            answer.add_usage(usage)
+        if amendment.grounding is not None:
+            answer.grounding = amendment.grounding
+        if amendment.cache_age is not None:
+            answer.cache_age = amendment.cache_age
+
 
 class AnswerStage(Protocol):
     """A stage that runs once the answer's text is known (grounding, the answer cache): the
-    Reply runs those it holds, in order, within the request's deadline; a `timed` one under
-    its name."""
+    Reply runs those it holds, in order, within the request's deadline (a `timed` one under
+    its name), and writes what each returns into the answer."""
 
     name: ClassVar[str]
     timed: ClassVar[bool]
 
     def wanted(self, done: Finishing) -> bool: ...
 
-    async def run(self, done: Finishing) -> None: ...
+    async def run(self, done: Finishing) -> Amendment | None: ...
 
 
 @dataclass
@@ -185,7 +209,9 @@ class Reply:
         for stage in self.finishing:
             if stage.wanted(done):
                 with self.timings.stage(stage.name) if stage.timed else nullcontext():
-                    await self.deadline.run(stage.run(done))
+                    amendment = await self.deadline.run(stage.run(done))
+                if amendment is not None:
+                    done.take(amendment)
         self.timings["llm"] = round(self.llm.busy.seconds * 1000, 1)
         self.timings.since("total", self.started)
         answer.timings = dict(self.timings)
@@ -197,11 +223,6 @@ class Reply:
             documents=len(answer.documents),
         )
         return answer
-
-
-def cited_numbers(answer: str) -> set[int]:
-    """The source numbers an answer cites ([1], [2]...)."""
-    return {int(number) for number in CITATION.findall(answer)}
 
 
 def source_texts(result: ChainResult) -> list[tuple[int, str]]:

@@ -35,6 +35,9 @@ from service.rag.stages import (
     Rerank,
     Retrieve,
     Rewrite,
+    SearchQuery,
+    Stage,
+    StageResult,
     SummaryState,
 )
 from service.retrieval import RetrievedDocument
@@ -81,6 +84,14 @@ def state(query: str = "Who built the lighthouse?", **changes: object) -> RagSta
     return RagState(query=request, question=Question(text=query), search_query=query)
 
 
+async def ran(stage: Stage, state: RagState) -> StageResult:
+    """The stage run on `state`, its result written into it as the loop does; the result."""
+    result = await stage.run(state)
+    if not isinstance(result, Reply):
+        state.take(result)
+    return result
+
+
 def chunked(*documents: RetrievedDocument) -> list:
     return number_chunks([Chunk(doc, doc.content) for doc in documents])
 
@@ -103,11 +114,12 @@ class Noted:
     def wanted(self, state: RagState) -> bool:
         return self.wants
 
-    async def run(self, state: RagState) -> None:
+    async def run(self, state: RagState) -> StageResult:
         await asyncio.sleep(self.sleeps)
         self.log.append(self.name)
         if self.answers:
-            state.reply = Reply(None, None, state.timings, state.started, 0.0)  # type: ignore[arg-type]
+            return Reply(None, None, state.timings, state.started, 0.0)  # type: ignore[arg-type]
+        return SearchQuery(f"{state.search_query} {self.name}")
 
 
 def loop(stages: list[Noted], llm: ChatClient, timeout: float = 30) -> Pipeline:
@@ -139,6 +151,28 @@ async def test_the_loop_skips_llm_stages_when_only_the_answers_call_is_left(http
     assert log == ["rewrite", "chain"]
 
 
+async def test_the_loop_writes_each_stages_result_into_the_state(http) -> None:
+    """A stage returns what it made; the loop, not the stage, writes it into the state (the
+    next stage reads it there)."""
+    seen: list[str] = []
+
+    @dataclass
+    class Reads(Noted):
+        async def run(self, state: RagState) -> StageResult:
+            seen.append(state.search_query)
+            return await super().run(state)
+
+    stages = [Noted("first", []), Noted("second", []), Reads("chain", [], answers=True)]
+    await loop(stages, chat(http)).run(RagQuery("q"))
+    assert seen == ["q first second"]
+
+
+def test_a_state_takes_only_the_results_of_its_own_stages() -> None:
+    summary = SummaryState(query=SummarizeQuery(text="Some text."))
+    with pytest.raises(TypeError, match="SummaryState takes no SearchQuery"):
+        summary.take(SearchQuery("words"))
+
+
 async def test_the_loop_says_when_no_stage_made_the_reply(http) -> None:
     with pytest.raises(RuntimeError, match="no stage made the reply"):
         await loop([Noted("retrieve", [])], chat(http)).run(RagQuery("q"))
@@ -156,7 +190,7 @@ async def test_the_loop_ends_at_the_deadline(http) -> None:
 async def test_rewrite_replaces_the_search_query_and_counts_its_call(http, script) -> None:
     script.then(Step(content="lighthouse builder Alexandria"))
     asked = state()
-    await Rewrite(chat(http), PROMPTS).run(asked)
+    await ran(Rewrite(chat(http), PROMPTS), asked)
     assert asked.search_query == "lighthouse builder Alexandria"
     assert len(asked.usages) == 1 and len(script.requests) == 1
     assert not Rewrite(chat(http), PROMPTS).wanted(state(document_id="doc-1"))
@@ -165,7 +199,7 @@ async def test_rewrite_replaces_the_search_query_and_counts_its_call(http, scrip
 async def test_expand_writes_the_queries_searched(http, script) -> None:
     script.then(Step(content='{"queries": ["lighthouse Pharos", "Sostratus architect"]}'))
     asked = state()
-    await Expand(chat(http), PROMPTS, 3).run(asked)
+    await ran(Expand(chat(http), PROMPTS, 3), asked)
     assert "Sostratus architect" in asked.queries and len(asked.queries) >= 2
 
 
@@ -188,12 +222,12 @@ async def test_retrieve_fuses_several_queries_and_says_when_nothing_is_found() -
     a, b, c = document("a", "A."), document("b", "B."), document("c", "C.")
     asked = state()
     asked.queries = ("one", "two")
-    await retrieve({"one": [a, b], "two": [c, a]}).run(asked)
+    await ran(retrieve({"one": [a, b], "two": [c, a]}), asked)
     assert asked.documents[0].id == "a" and {d.id for d in asked.documents} == {"a", "b", "c"}
     with pytest.raises(NoDocumentFound, match="found nothing"):
         await retrieve({}).run(state())
     allowed = state(answer_without_sources=True)
-    await retrieve({}).run(allowed)
+    await ran(retrieve({}), allowed)
     assert allowed.documents == []
 
 
@@ -201,16 +235,16 @@ async def test_chunking_numbers_chunks_by_document_and_refuses_documents_without
     settings = Settings.of({"chunking.chunk.size": 60})
     asked = state()
     asked.documents = [document("a", "First sentence here. " * 8), document("b", "Other text.")]
-    await ChunkDocuments(settings.prompt).run(asked)
+    await ran(ChunkDocuments(settings.prompt), asked)
     assert len(asked.chunks) > 2 and {c.number for c in asked.chunks} == {1, 2}
     empty = state()
     empty.documents = [document("a", "   ")]
     with pytest.raises(NoDocumentFound, match="no text"):
-        await ChunkDocuments(settings.prompt).run(empty)
+        await ran(ChunkDocuments(settings.prompt), empty)
     summary = SummaryState(query=SummarizeQuery(text=" "))
     summary.documents = [document("", " ")]
     with pytest.raises(EmptyDocument):
-        await ChunkDocuments(settings.prompt).run(summary)
+        await ran(ChunkDocuments(settings.prompt), summary)
 
 
 @pytest.fixture
@@ -238,7 +272,7 @@ async def test_rerank_keeps_the_best_chunks_best_first_and_renumbers_them(
         document("pharos", "Sostratus built the lighthouse of Alexandria."),
         document("walls", "The lighthouse walls were white."),
     )
-    await reranker(rerank_http).run(asked)
+    await ran(reranker(rerank_http), asked)
     assert [c.chunk.document.id for c in asked.chunks] == ["pharos", "walls"]
     assert [c.number for c in asked.chunks] == [1, 2]
     sent = reranks.requests[0]
@@ -262,10 +296,10 @@ async def test_rerank_blend_weighs_retrieval_and_the_reranker_alike(rerank_http)
 
     asked = state(question)
     asked.chunks = retrieved()
-    await reranker(rerank_http, top_n=3).run(asked)
+    await ran(reranker(rerank_http, top_n=3), asked)
     assert [c.chunk.document.id for c in asked.chunks] == ["words", "first", "tides"]
     asked.chunks = retrieved()
-    await replace(reranker(rerank_http, top_n=3), order="blend").run(asked)
+    await ran(replace(reranker(rerank_http, top_n=3), order="blend"), asked)
     assert [c.chunk.document.id for c in asked.chunks] == ["first", "words", "tides"]
 
 
@@ -278,7 +312,7 @@ async def test_rerank_cuts_each_chunk_kept_to_its_best_window_of_sentences(
         "lighthouse. It stood for centuries."
     )
     asked.chunks = chunked(document("pharos", long), document("short", "A white wall."))
-    await replace(reranker(rerank_http, top_n=2), window=2).run(asked)
+    await ran(replace(reranker(rerank_http, top_n=2), window=2), asked)
     assert [c.chunk.text for c in asked.chunks] == [
         "Ships came from Rhodes. Sostratus built the white lighthouse.",  # first of the best
         "A white wall.",  # no more sentences than a window: whole
@@ -289,7 +323,7 @@ async def test_rerank_cuts_each_chunk_kept_to_its_best_window_of_sentences(
     assert replace(reranker(rerank_http), window=2).wanted(asked)  # one chunk is cut too
     assert not reranker(rerank_http).wanted(asked)
     reranks.status = 503  # the API fails: the chunks stay whole
-    await replace(reranker(rerank_http), window=2).run(asked)
+    await ran(replace(reranker(rerank_http), window=2), asked)
     assert [c.chunk.text for c in asked.chunks] == [long]
 
 
@@ -299,11 +333,11 @@ async def test_rerank_leaves_out_chunks_below_the_minimum_and_abstains_when_none
     asked = state("white lighthouse walls")
     found = [("walls", "White lighthouse walls."), ("half", "The lighthouse."), ("no", "Tides.")]
     asked.chunks = chunked(*(document(i, text) for i, text in found))
-    await replace(reranker(rerank_http, top_n=3), min_score=0.3).run(asked)
+    await ran(replace(reranker(rerank_http, top_n=3), min_score=0.3), asked)
     assert [c.chunk.document.id for c in asked.chunks] == ["walls", "half"]  # 1.0, 0.33; not 0
     asked.chunks = chunked(document("no", "Tides."))  # one chunk: still scored
     with pytest.raises(NoDocumentFound, match=r"scored the best of 1 passages 0.00, below"):
-        await replace(reranker(rerank_http), min_score=0.3).run(asked)
+        await ran(replace(reranker(rerank_http), min_score=0.3), asked)
 
 
 async def test_rerank_reads_teis_answer_and_sends_at_most_max_chunks(rerank_http, reranks) -> None:
@@ -312,12 +346,12 @@ async def test_rerank_reads_teis_answer_and_sends_at_most_max_chunks(rerank_http
     asked.chunks = chunked(
         *(document(f"d{n}", f"text {n}") for n in range(5)), document("w", "white walls")
     )
-    await reranker(rerank_http, top_n=3, max_chunks=6).run(asked)
+    await ran(reranker(rerank_http, top_n=3, max_chunks=6), asked)
     assert asked.chunks[0].chunk.document.id == "w" and len(asked.chunks) == 3
     asked.chunks = chunked(
         *(document(f"d{n}", f"text {n}") for n in range(5)), document("w", "white walls")
     )
-    await reranker(rerank_http, top_n=3, max_chunks=4).run(asked)
+    await ran(reranker(rerank_http, top_n=3, max_chunks=4), asked)
     assert len(reranks.requests[-1]["documents"]) == 4
     assert "w" not in {c.chunk.document.id for c in asked.chunks}
 
@@ -326,7 +360,7 @@ async def test_a_failing_rerank_api_keeps_the_retrieval_order(rerank_http, reran
     reranks.status = 503
     asked = state("lighthouse")
     asked.chunks = chunked(document("a", "Tides."), document("b", "The lighthouse."))
-    await reranker(rerank_http).run(asked)
+    await ran(reranker(rerank_http), asked)
     assert [c.chunk.document.id for c in asked.chunks] == ["a", "b"]
     assert "reranking skipped" in caplog.text
 
@@ -350,7 +384,7 @@ async def test_a_rerank_answer_that_makes_no_sense_keeps_the_retrieval_order(
     reranks.body = body
     asked = state("lighthouse")
     asked.chunks = chunked(document("a", "Tides."), document("b", "The lighthouse."))
-    await reranker(rerank_http).run(asked)
+    await ran(reranker(rerank_http), asked)
     assert [c.chunk.document.id for c in asked.chunks] == ["a", "b"]
     assert "reranking skipped" in caplog.text
 
@@ -360,12 +394,18 @@ async def test_grading_leaves_out_low_chunks_and_refuses_when_none_is_left(http,
     asked.chunks = chunked(document("a", "Tides."), document("b", "Sostratus built it."))
     grades = '{"grades": [{"id": 1, "relevance": "LOW"}, {"id": 2, "relevance": "HIGH"}]}'
     script.then(Step(content=grades))
-    await Grade(chat(http), PROMPTS, SIZE, "HIGH", 2).run(asked)
+    await ran(Grade(chat(http), PROMPTS, SIZE, "HIGH", 2), asked)
     assert [c.chunk.document.id for c in asked.chunks] == ["b"] and asked.chunks[0].number == 1
     script.then(Step(content='{"grades": [{"id": 1, "relevance": "LOW"}]}'))
     with pytest.raises(NoDocumentFound, match="grading found no chunk"):
-        await Grade(chat(http), PROMPTS, SIZE, "HIGH", 2).run(asked)
-    assert len(asked.usages) == 2
+        await ran(Grade(chat(http), PROMPTS, SIZE, "HIGH", 2), asked)
+    assert len(script.requests) == 2  # the refused grading's call was made (its request ends)
+    assert len(asked.usages) == 1
+    allowed = state(answer_without_sources=True)  # nothing kept, the request goes on:
+    allowed.chunks = chunked(document("a", "Tides."))  # the grading's cost is counted
+    script.then(Step(content='{"grades": [{"id": 1, "relevance": "LOW"}]}'))
+    await ran(Grade(chat(http), PROMPTS, SIZE, "HIGH", 2), allowed)
+    assert allowed.chunks == [] and len(allowed.usages) == 1
 
 
 def chain(llm: ChatClient) -> Chain:
@@ -375,9 +415,9 @@ def chain(llm: ChatClient) -> Chain:
 async def test_the_chain_makes_a_reply_whose_answer_cites_its_sources(http, script) -> None:
     asked = state()
     asked.chunks = chunked(document("pharos", "Sostratus built the lighthouse."))
-    await chain(chat(http)).run(asked)
-    assert asked.reply is not None and script.requests == []  # the answer's call is still to go
-    answer = await asked.reply.complete()
+    reply = await chain(chat(http)).run(asked)
+    assert isinstance(reply, Reply) and script.requests == []  # the answer's call is still to go
+    answer = await reply.complete()
     assert answer.message.endswith("[1]") and answer.documents[0].cited
     assert answer.llm_calls == 1 and "Sostratus" in script.requests[0].prompt
 
@@ -386,11 +426,11 @@ async def test_a_replys_answer_reads_its_text_first(http, script) -> None:
     """The trap: answer() before the text was read once returned an empty message."""
     asked = state()
     asked.chunks = chunked(document("pharos", "Sostratus built the lighthouse."))
-    await chain(chat(http)).run(asked)
-    answer = await asked.reply.answer()
+    reply = await chain(chat(http)).run(asked)
+    answer = await reply.answer()
     assert answer.message.startswith("Test answer to:") and answer.documents
     with pytest.raises(RuntimeError, match="read once"):
-        await asked.reply.complete()
+        await reply.complete()
 
 
 @pytest.mark.parametrize(
@@ -416,8 +456,8 @@ async def test_the_short_answer_holds_the_last_request_to_its_grammar(
     stage = Chain(chat(http), PROMPTS, SIZE, strategy, 2, 200, grounding=None, cache=None,
                   short=short)  # fmt: skip
     script.then(Step(content="until 1952 [1]"))
-    await stage.run(query)
-    answer = await query.reply.complete()
+    reply = await stage.run(query)
+    answer = await reply.complete()
     sent = script.requests[-1].body.get("grammar")
     assert (sent is not None) == grammar
     if grammar:
@@ -427,8 +467,8 @@ async def test_the_short_answer_holds_the_last_request_to_its_grammar(
 
 async def test_without_chunks_the_chain_answers_the_conversation(http, script) -> None:
     asked = state("Hello there", answer_without_sources=True)
-    await chain(chat(http)).run(asked)
-    answer = await asked.reply.complete()
+    reply = await chain(chat(http)).run(asked)
+    answer = await reply.complete()
     assert answer.documents == [] and script.requests[0].prompt == "Hello there"
 
 

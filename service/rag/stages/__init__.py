@@ -1,5 +1,7 @@
 """The stages of a request, one module each: what a stage needs is given when it is built (by
-`service.rag.assemble`), what it reads and writes is the request's state (`state.py`).
+`service.rag.assemble`), what it reads is the request's state, what it returns one of the
+typed results of `state.py` (search queries, documents, chunks, a cache miss, the Reply),
+which the loop writes into the state.
 
     /ai/rag:       CacheLookup -> Rewrite -> Expand -> Retrieve -> Chunk -> Rerank -> Grade
                    -> Chain, then once the answer's text is known (the Reply runs them):
@@ -8,8 +10,8 @@
 
 A stage says whether it is `wanted` for this request (rewriting is not, for one document by id)
 and whether it `calls_llm` (skipped when the request's LLM call budget has only the answer's
-call left); `run` does its work on the state. The last stage leaves the Reply in `state.reply`;
-a stage that answers early (a cached answer) does the same, and the loop stops there.
+call left); `run` does its work and returns its result. The last stage returns the Reply; a
+stage that answers early (a cached answer) does the same, and the loop stops there.
 """
 
 from service.rag.stages.cache_lookup import CacheLookup
@@ -23,27 +25,45 @@ from service.rag.stages.keep_answer import KeepAnswer, Repeated, repeated
 from service.rag.stages.rerank import MAX_WINDOWS, Rerank
 from service.rag.stages.retrieve import Retrieve
 from service.rag.stages.rewrite import Rewrite
-from service.rag.stages.state import EveryRequest, RagState, Stage, State, SummaryState
+from service.rag.stages.state import (
+    CacheMiss,
+    Chunks,
+    Documents,
+    EveryRequest,
+    Queries,
+    RagState,
+    SearchQuery,
+    Stage,
+    StageResult,
+    State,
+    SummaryState,
+)
 from service.rag.stages.summarize import Summarize
 
 __all__ = [
     "MAX_WINDOWS",
     "OFF_LOOP_CHARS",
     "CacheLookup",
+    "CacheMiss",
     "Chain",
     "ChunkDocuments",
+    "Chunks",
+    "Documents",
     "EveryRequest",
     "Expand",
     "Fetch",
     "Grade",
     "Ground",
     "KeepAnswer",
+    "Queries",
     "RagState",
     "Repeated",
     "Rerank",
     "Retrieve",
     "Rewrite",
+    "SearchQuery",
     "Stage",
+    "StageResult",
     "State",
     "Summarize",
     "SummaryState",

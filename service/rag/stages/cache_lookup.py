@@ -8,9 +8,10 @@ from typing import ClassVar
 
 from service.cache import AnswerCache
 from service.llm import ChatClient
+from service.rag.reply import Reply
 from service.rag.request import RagQuery
 from service.rag.stages.keep_answer import repeated
-from service.rag.stages.state import EveryRequest, RagState
+from service.rag.stages.state import CacheMiss, EveryRequest, RagState
 
 
 @dataclass
@@ -26,11 +27,10 @@ class CacheLookup(EveryRequest):
     def wanted(self, state: RagState) -> bool:
         return not state.question.history
 
-    async def run(self, state: RagState) -> None:
+    async def run(self, state: RagState) -> Reply | CacheMiss:
         found = await self.cache.lookup(state.question.text, self.variant(state.query))
         if found.hit is not None:
-            state.reply = repeated(
+            return repeated(
                 found.hit, self.llm, state.timings, state.started, state.query.options.form
             )
-        else:
-            state.cache_key = found.key
+        return CacheMiss(found.key)

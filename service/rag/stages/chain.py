@@ -46,7 +46,7 @@ class Chain(EveryRequest):
     short: bool = False
     name: ClassVar[str] = "chain"
 
-    async def run(self, state: RagState) -> None:
+    async def run(self, state: RagState) -> Reply:
         chain_started = time.perf_counter()
         if state.chunks:
             builder = PromptBuilder(self.prompts, state.question)
@@ -60,7 +60,7 @@ class Chain(EveryRequest):
             finishing.append(Ground(self.grounding))
         if self.cache is not None and state.cache_key is not None:
             finishing.append(KeepAnswer(self.cache, state.cache_key))  # where it is kept
-        state.reply = Reply(
+        return Reply(
             self.llm,
             prepared,
             state.timings,

@@ -13,7 +13,7 @@ from service.chains import (
 from service.config.settings import (
     PromptSettings,
 )
-from service.rag.stages.state import EveryRequest, State
+from service.rag.stages.state import Chunks, EveryRequest, State
 from service.text import Chunker
 
 OFF_LOOP_CHARS = 50_000  # texts longer than this are cut into chunks in a worker thread
@@ -27,7 +27,7 @@ class ChunkDocuments(EveryRequest):
     prompt: PromptSettings
     name: ClassVar[str] = "chunk"
 
-    async def run(self, state: State) -> None:
+    async def run(self, state: State) -> Chunks:
         documents = state.documents
         if not self.prompt.chunking_enable:
             chunks = [Chunk(doc, doc.content) for doc in documents if doc.content.strip()]
@@ -39,6 +39,7 @@ class ChunkDocuments(EveryRequest):
 
             large = sum(len(doc.content) for doc in documents) > OFF_LOOP_CHARS
             chunks = await asyncio.to_thread(cut) if large else cut()  # the loop keeps serving
-        state.chunks = number_chunks(chunks)
-        if (error := state.without_text()) is not None:
+        numbered = number_chunks(chunks)
+        if (error := state.without_text(numbered)) is not None:
             raise error
+        return Chunks(numbered)

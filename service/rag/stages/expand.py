@@ -10,7 +10,7 @@ from service.chains import (
 )
 from service.chains.expand import QueryExpander
 from service.llm import ChatClient
-from service.rag.stages.state import RagState, WritesQueries
+from service.rag.stages.state import Queries, RagState, WritesQueries
 from service.text import sanitize_query
 
 
@@ -23,11 +23,10 @@ class Expand(WritesQueries):
     count: int
     name: ClassVar[str] = "expand"
 
-    async def run(self, state: RagState) -> None:
+    async def run(self, state: RagState) -> Queries:
         question = state.question
         expansion = await QueryExpander(self.llm, self.prompts).run(
             state.search_query, question.text, question.history, count=self.count
         )
-        if expansion.usage:
-            state.usages.append(expansion.usage)
-        state.queries = tuple(q for q in map(sanitize_query, expansion.queries) if q)
+        queries = tuple(q for q in map(sanitize_query, expansion.queries) if q)
+        return Queries(queries, expansion.usage)

@@ -11,7 +11,7 @@ from service.config.settings import (
 from service.errors import (
     SummarySourceNotFound,
 )
-from service.rag.stages.state import EveryRequest, SummaryState
+from service.rag.stages.state import Documents, EveryRequest, SummaryState
 from service.retrieval import (
     DocumentById,
     RetrievedDocument,
@@ -28,7 +28,7 @@ class Fetch(EveryRequest):
     layout: SolrSettings
     name: ClassVar[str] = "fetch"
 
-    async def run(self, state: SummaryState) -> None:
+    async def run(self, state: SummaryState) -> Documents:
         request = state.query
         if request.document_id is None:
             document = RetrievedDocument(id="", title="", url="", content=request.text or "")
@@ -40,7 +40,7 @@ class Fetch(EveryRequest):
                     f"no document with id {request.document_id!r} in FileShare"
                 )
             document = found
-        state.documents = [document]
+        return Documents([document])
 
 
 async def fetch(

@@ -15,7 +15,7 @@ from service.errors import (
 )
 from service.llm import ChatClient
 from service.llm.size import RequestSize
-from service.rag.stages.state import RagState
+from service.rag.stages.state import Chunks, RagState
 
 
 @dataclass
@@ -33,7 +33,7 @@ class Grade:
     def wanted(self, state: RagState) -> bool:
         return bool(state.chunks)
 
-    async def run(self, state: RagState) -> None:
+    async def run(self, state: RagState) -> Chunks:
         count = len(state.chunks)
         graded = await RelevanceGrader(
             self.llm,
@@ -43,9 +43,9 @@ class Grade:
             concurrency=self.concurrency,
             max_requests=self.llm.calls.left - 1,
         ).run(state.question.text, state.chunks)
-        state.usages.extend(graded.usages)  # counted even when grading keeps nothing
-        state.chunks = number_chunks([item.chunk for item in graded.kept])
-        if not state.chunks and not state.query.options.answer_without_sources:
+        kept = number_chunks([item.chunk for item in graded.kept])
+        if not kept and not state.query.options.answer_without_sources:
             raise NoDocumentFound(
                 f"relevance grading found no chunk at {self.minimum} or above among {count}"
             )
+        return Chunks(kept, tuple(graded.usages))  # counted even when grading keeps nothing

@@ -3,11 +3,11 @@ its text is known (grounding.enabled): unsupported ones marked, dropped, or the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import ClassVar
 
 from service.grounding import GroundingPolicy
-from service.rag.reply import Finishing, cited_numbers, source_texts
+from service.rag.reply import Amendment, Finishing, source_texts
 
 
 @dataclass
@@ -23,15 +23,8 @@ class Ground:
     def wanted(self, done: Finishing) -> bool:
         return True
 
-    async def run(self, done: Finishing) -> None:
-        answer = done.answer
+    async def run(self, done: Finishing) -> Amendment:
         grounded = await self.policy.run(
-            answer.message, source_texts(done.result), found_nothing=done.found_nothing
+            done.answer.message, source_texts(done.result), found_nothing=done.found_nothing
         )
-        if grounded.message != answer.message:
-            cited = cited_numbers(grounded.message)
-            answer.documents = [replace(d, cited=d.number in cited) for d in answer.documents]
-        answer.message = grounded.message
-        for usage in grounded.usages:
-            answer.add_usage(usage)
-        answer.grounding = grounded.grounding
+        return Amendment(grounded.message, grounded.grounding, tuple(grounded.usages))

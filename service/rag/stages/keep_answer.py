@@ -13,7 +13,7 @@ from service.chains import ChainResult
 from service.chains.result import Prepared, Source
 from service.llm import ChatClient
 from service.llm.answer_format import AnswerFormat
-from service.rag.reply import Answer, Finishing, Reply, Timings
+from service.rag.reply import Amendment, Answer, Finishing, Reply, Timings
 from service.retrieval import RetrievedDocument
 
 
@@ -44,9 +44,8 @@ class Repeated:
     def wanted(self, done: Finishing) -> bool:
         return True
 
-    async def run(self, done: Finishing) -> None:
-        done.answer.cache_age = round(self.hit.age, 1)
-        done.answer.grounding = self.hit.grounding
+    async def run(self, done: Finishing) -> Amendment:
+        return Amendment(grounding=self.hit.grounding, cache_age=round(self.hit.age, 1))
 
 
 def repeated(

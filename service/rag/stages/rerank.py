@@ -19,7 +19,7 @@ from service.errors import (
 )
 from service.grounding.claims import windows_of
 from service.llm.rerank import RerankClient
-from service.rag.stages.state import EveryRequest, RagState, log
+from service.rag.stages.state import Chunks, EveryRequest, RagState, log
 from service.retrieval.fusion import blended
 
 MAX_WINDOWS = 100  # sentence windows scored a request (the local reranker's limit)
@@ -47,7 +47,7 @@ class Rerank(EveryRequest):
         one_is_enough = self.min_score is not None or self.window > 0
         return len(state.chunks) > 1 or (one_is_enough and bool(state.chunks))
 
-    async def run(self, state: RagState) -> None:
+    async def run(self, state: RagState) -> Chunks:
         sent = state.chunks[: self.max_chunks]
         try:  # every chunk's score: a blend, and the minimum, need them all
             ranked = await self.client.rank(
@@ -55,7 +55,7 @@ class Rerank(EveryRequest):
             )
         except ServiceError as error:
             log.warning("reranking skipped, the retrieval order kept: %s", error.reason)
-            return
+            return Chunks(state.chunks)
         order = [item.index for item in ranked]
         if self.order == "blend" and ranked:
             retrieval = [sent[i].chunk.document.score for i in order]
@@ -70,7 +70,7 @@ class Rerank(EveryRequest):
         chosen = [sent[i].chunk for i in kept[: self.top_n]]
         if self.window:
             chosen = await self._windows(state.question.text, chosen)
-        state.chunks = number_chunks(chosen)
+        return Chunks(number_chunks(chosen))
 
     async def _windows(self, question: str, chunks: list[Chunk]) -> list[Chunk]:
         """Each chunk cut to its window of `window` sentences the API scores best: what the

@@ -16,7 +16,7 @@ from service.errors import (
     NoDocumentFound,
 )
 from service.rag.stages.fetch import fetch
-from service.rag.stages.state import EveryRequest, RagState
+from service.rag.stages.state import Documents, EveryRequest, RagState
 from service.retrieval import (
     RetrievedDocument,
     Retriever,
@@ -39,15 +39,14 @@ class Retrieve(EveryRequest):
     retriever: Callable[[Scope], Retriever]  # the configured retrieval within a scope
     name: ClassVar[str] = "retrieve"
 
-    async def run(self, state: RagState) -> None:
+    async def run(self, state: RagState) -> Documents:
         request = state.query
         scope = replace(request.scope, lang=request.lang)
         queries = state.queries or (state.search_query,)
         if request.document_id is not None:
-            state.documents = await self._one(request.document_id, queries[0], scope)
-        else:
-            without_sources = request.options.answer_without_sources
-            state.documents = await self._found(queries, scope, without_sources)
+            return Documents(await self._one(request.document_id, queries[0], scope))
+        without_sources = request.options.answer_without_sources
+        return Documents(await self._found(queries, scope, without_sources))
 
     async def _one(self, document_id: str, query: str, scope: Scope) -> list[RetrievedDocument]:
         document = await fetch(self.solr, self.layout, document_id, scope)

@@ -10,7 +10,7 @@ from service.chains import (
     QueryRewriter,
 )
 from service.llm import ChatClient
-from service.rag.stages.state import RagState, WritesQueries
+from service.rag.stages.state import RagState, SearchQuery, WritesQueries
 from service.text import sanitize_query
 
 
@@ -22,10 +22,8 @@ class Rewrite(WritesQueries):
     prompts: PromptLibrary
     name: ClassVar[str] = "rewrite"
 
-    async def run(self, state: RagState) -> None:
+    async def run(self, state: RagState) -> SearchQuery:
         rewrite = await QueryRewriter(self.llm, self.prompts).run(
             state.question.text, state.question.history
         )
-        if rewrite.usage:
-            state.usages.append(rewrite.usage)
-        state.search_query = sanitize_query(rewrite.query) or state.search_query
+        return SearchQuery(sanitize_query(rewrite.query) or state.search_query, rewrite.usage)

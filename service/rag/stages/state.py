@@ -1,4 +1,9 @@
-"""What a request's stages share: the state they read and write, and what a stage is."""
+"""What a request's stages share: the state they read, the typed result each returns, and what
+a stage is.
+
+A stage reads the state and returns what it made: search queries (`SearchQuery`, `Queries`),
+documents (`Documents`), chunks (`Chunks`), where a new answer will be kept (`CacheMiss`), or
+the `Reply`. The loop hands each result to `State.take`, the one place the state is written."""
 
 from __future__ import annotations
 
@@ -27,19 +32,71 @@ from service.retrieval import (
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class SearchQuery:
+    """The search query a stage wrote (Rewrite): it replaces the sanitized question."""
+
+    text: str
+    usage: Usage | None = None
+
+
+@dataclass(frozen=True)
+class Queries:
+    """Several search queries for one question (Expand), searched at once and fused."""
+
+    queries: tuple[str, ...]
+    usage: Usage | None = None
+
+
+@dataclass(frozen=True)
+class Documents:
+    """The documents (or passages) that may answer (Retrieve), or the one to summarize (Fetch)."""
+
+    documents: list[RetrievedDocument]
+
+
+@dataclass(frozen=True)
+class Chunks:
+    """The chunks the answer will be written from (ChunkDocuments, then Rerank and Grade
+    keep and order them), and what the LLM calls that chose them cost."""
+
+    chunks: list[NumberedChunk]
+    usages: tuple[Usage, ...] = ()
+
+
+@dataclass(frozen=True)
+class CacheMiss:
+    """No cached answer means the same (CacheLookup): where the new answer will be kept."""
+
+    key: CacheKey
+
+
+StageResult = SearchQuery | Queries | Documents | Chunks | CacheMiss | Reply
+
+
 @dataclass(kw_only=True)
 class State:
     """What every request's stages share: timings, what intermediate LLM calls cost, the
-    documents and their chunks, and the Reply once a stage has made it."""
+    documents and their chunks. Written by `take` alone, from the stages' results."""
 
     timings: Timings = field(default_factory=Timings)
     started: float = field(default_factory=time.perf_counter)
     usages: list[Usage] = field(default_factory=list)
     documents: list[RetrievedDocument] = field(default_factory=list)
     chunks: list[NumberedChunk] = field(default_factory=list)
-    reply: Reply | None = None
 
-    def without_text(self) -> ServiceError | None:
+    def take(self, result: StageResult) -> None:
+        """A stage's result written into the state (a Reply ends the loop before this)."""
+        match result:
+            case Documents(documents):
+                self.documents = documents
+            case Chunks(chunks, usages):
+                self.chunks = chunks
+                self.usages.extend(usages)
+            case _:
+                raise TypeError(f"{type(self).__name__} takes no {type(result).__name__}")
+
+    def without_text(self, chunks: list[NumberedChunk]) -> ServiceError | None:
         """The error when chunking found no text in the documents, or None to go on."""
         return None
 
@@ -54,8 +111,21 @@ class RagState(State):
     queries: tuple[str, ...] = ()  # several (multi-query), else the search query alone
     cache_key: CacheKey | None = None  # where a new answer is kept (answer cache on)
 
-    def without_text(self) -> ServiceError | None:
-        if self.documents and not self.chunks and not self.query.options.answer_without_sources:
+    def take(self, result: StageResult) -> None:
+        match result:
+            case SearchQuery(text, usage):
+                self.search_query = text
+                self.usages.extend([usage] if usage else [])
+            case Queries(queries, usage):
+                self.queries = queries
+                self.usages.extend([usage] if usage else [])
+            case CacheMiss(key):
+                self.cache_key = key
+            case _:
+                super().take(result)
+
+    def without_text(self, chunks: list[NumberedChunk]) -> ServiceError | None:
+        if self.documents and not chunks and not self.query.options.answer_without_sources:
             return NoDocumentFound("the retrieved documents hold no text")
         return None
 
@@ -66,8 +136,8 @@ class SummaryState(State):
 
     query: SummarizeQuery
 
-    def without_text(self) -> ServiceError | None:
-        if not self.chunks:
+    def without_text(self, chunks: list[NumberedChunk]) -> ServiceError | None:
+        if not chunks:
             name = self.documents[0].id if self.documents else ""
             return EmptyDocument(f"document {name!r} has no text to summarize")
         return None
@@ -77,7 +147,8 @@ S = TypeVar("S", bound=State, contravariant=True)
 
 
 class Stage(Protocol[S]):
-    """One step of a request: timed under `name` by the pipeline's loop."""
+    """One step of a request: timed under `name` by the pipeline's loop; `run` reads the
+    state and returns what it made (the loop writes it into the state)."""
 
     name: str
     calls_llm: bool
@@ -87,7 +158,7 @@ class Stage(Protocol[S]):
         the pipeline instead)."""
         ...
 
-    async def run(self, state: S) -> None: ...
+    async def run(self, state: S) -> StageResult: ...
 
 
 class EveryRequest:

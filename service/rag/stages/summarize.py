@@ -30,7 +30,7 @@ class Summarize(EveryRequest):
     answer_reserve: int
     name: ClassVar[str] = "summarize"
 
-    async def run(self, state: SummaryState) -> None:
+    async def run(self, state: SummaryState) -> Reply:
         builder = PromptBuilder(
             self.prompts,
             Question(text="", language=language_name(state.query.lang)),
@@ -45,7 +45,7 @@ class Summarize(EveryRequest):
             answer_reserve=self.answer_reserve,
         )
         prepared = await summarizer.prepare(state.chunks)
-        state.reply = Reply(
+        return Reply(
             self.llm,
             prepared,
             state.timings,
