@@ -20,7 +20,7 @@ from pydantic import BaseModel
 from service.chains.packing import MIN_ROOM, pack_greedy, too_little_room
 from service.chains.prompts import MAX_PROMPT_TITLE, PromptLibrary
 from service.chains.result import NumberedChunk
-from service.chains.structured import parse_json_answer
+from service.chains.structured import one_each, parse_json_answer
 from service.errors import ServiceError
 from service.llm.client import ChatClient
 from service.llm.size import RequestSize, as_size
@@ -49,10 +49,7 @@ class Grades(BaseModel):
 def parse_grades(answer: str, expected: Sequence[int]) -> dict[int, str]:
     """passage id -> level; raises ValueError unless every expected id is graded once."""
     grades = parse_json_answer(answer, Grades).grades
-    ids = [grade.id for grade in grades]
-    if sorted(ids) != sorted(expected):
-        raise ValueError(f"graded passages {sorted(ids)}, expected {sorted(expected)}")
-    return {grade.id: grade.relevance for grade in grades}
+    return one_each([(grade.id, grade.relevance) for grade in grades], expected, "graded passages")
 
 
 @dataclass

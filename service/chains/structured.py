@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 M = TypeVar("M", bound=BaseModel)
+V = TypeVar("V")
 
 _JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 
@@ -26,3 +28,12 @@ def parse_json_answer(answer: str, model: type[M]) -> M:
         return model.model_validate(json.loads(found.group(0)))
     except (json.JSONDecodeError, ValidationError) as error:
         raise ValueError(str(error).splitlines()[0]) from None
+
+
+def one_each(labels: Sequence[tuple[int, V]], expected: Sequence[int], what: str) -> dict[int, V]:
+    """id -> label of an answer that labels items by id (grades, verdicts); raises ValueError
+    unless every expected id is labelled once (`what`: "graded passages")."""
+    ids = sorted(number for number, _ in labels)
+    if ids != sorted(expected):
+        raise ValueError(f"{what} {ids}, expected {sorted(expected)}")
+    return dict(labels)

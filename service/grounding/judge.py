@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from service.chains.packing import pack_greedy
 from service.chains.prompts import PromptLibrary
-from service.chains.structured import parse_json_answer
+from service.chains.structured import one_each, parse_json_answer
 from service.errors import ServiceError
 from service.grounding.check import (
     Evidence,
@@ -53,10 +53,8 @@ class Verdicts(BaseModel):
 def parse_verdicts(answer: str, expected: Sequence[int]) -> dict[int, bool]:
     """statement id -> supported; raises ValueError unless every expected id is judged once."""
     verdicts = parse_json_answer(answer, Verdicts).verdicts
-    ids = sorted(verdict.id for verdict in verdicts)
-    if ids != sorted(expected):
-        raise ValueError(f"judged statements {ids}, expected {sorted(expected)}")
-    return {verdict.id: verdict.supported for verdict in verdicts}
+    labels = [(verdict.id, verdict.supported) for verdict in verdicts]
+    return one_each(labels, expected, "judged statements")
 
 
 @dataclass(frozen=True)
