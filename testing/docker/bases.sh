@@ -40,7 +40,7 @@ debian() {
   fi
   # what the machine's own tools are told: the system bundle, which holds its certificates
   local bundle=/etc/ssl/certs/ca-certificates.crt
-  rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
+  rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/cache/apt/*.bin "$rootfs"/var/lib/apt/lists/*
   tar -C "$rootfs" -c . | docker import \
     --change "ENV PIP_CERT=$bundle REQUESTS_CA_BUNDLE=$bundle SSL_CERT_FILE=$bundle" \
     --change "LABEL solr-rag.recipe=$want" \

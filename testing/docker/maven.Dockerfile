@@ -4,5 +4,5 @@ FROM solr-rag-ci/debian:bookworm
 RUN apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       maven openjdk-17-jdk-headless \
- && rm -rf /var/lib/apt/lists/*
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
 CMD ["mvn", "--version"]

@@ -13,7 +13,7 @@ FROM solr-rag-ci/debian:bookworm
 RUN apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       openjdk-17-jre-headless curl socat \
- && rm -rf /var/lib/apt/lists/*
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
 COPY --from=jars /opt/solr /opt/solr
 COPY testing/docker/solr/solr-foreground testing/docker/solr/solr /opt/solr/bin/
 COPY testing/docker/solr/log4j2.xml /opt/solr/server/resources/log4j2.xml

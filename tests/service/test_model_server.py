@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import httpx
 import numpy as np
@@ -11,6 +12,8 @@ from fastapi.testclient import TestClient
 
 from service.models import extractive
 from service.models.encoder import SentenceEncoder
+from service.processes import start_server, stop_group
+from testing.servers import free_port
 from testing.service import ClientFactory
 
 PROMPT = """Documents:
@@ -167,3 +170,17 @@ def test_chat_completion_streams_the_same_answer(model_server: str) -> None:
     assert text == whole["choices"][0]["message"]["content"]
     assert len(chunks) > 4
     assert chunks[-1]["usage"]["completion_tokens"] == whole["usage"]["completion_tokens"]
+
+
+def test_the_llm_server_serves_the_local_model_server_for_a_model_that_is_not_packaged() -> None:
+    """docker compose's `llm` service with LLM_MODEL=extractive (or a real LLM's name): the
+    local model server answers on the LLM's port, nothing is downloaded."""
+    port = free_port()
+    command = [sys.executable, "-m", "service.cli", "llm-server", "--model", "extractive",
+               "--port", str(port)]  # fmt: skip
+    server = start_server(command, f"http://127.0.0.1:{port}/health", what="llm-server")
+    try:
+        models = httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=10).json()
+        assert "extractive" in [model["id"] for model in models["data"]]
+    finally:
+        stop_group(server)
