@@ -112,13 +112,13 @@ class RagState(State):
     cache_key: CacheKey | None = None  # where a new answer is kept (answer cache on)
 
     def take(self, result: StageResult) -> None:
+        if isinstance(result, SearchQuery | Queries) and result.usage is not None:
+            self.usages.append(result.usage)  # what the LLM call that wrote them cost
         match result:
-            case SearchQuery(text, usage):
+            case SearchQuery(text):
                 self.search_query = text
-                self.usages.extend([usage] if usage else [])
-            case Queries(queries, usage):
+            case Queries(queries):
                 self.queries = queries
-                self.usages.extend([usage] if usage else [])
             case CacheMiss(key):
                 self.cache_key = key
             case _:
