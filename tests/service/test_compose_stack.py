@@ -160,14 +160,18 @@ def test_compose_answers_the_readme_question_with_the_embedded_model(stack: Stac
     print(f"service image: {int(image[0]) / 1e6:.0f} MB, user {image[1]}")
     assert image[1] not in ("", "root", "0")  # the image runs as a user of its own
 
+    started = time.monotonic()
     ingested = stack.compose(
         "run", "--rm", "rag", "solr-rag", "ingest", "--samples",
         "--config", "/config/rag.properties", timeout=1800,
     )  # fmt: skip
     assert "79" in ingested.stdout + ingested.stderr  # the sample corpus' documents
+    print(f"samples ingested in {time.monotonic() - started:.0f} s")
 
     before = stack.llm_tokens()
+    started = time.monotonic()
     cited_answer(stack.ask(QUESTION))
+    print(f"the README's question answered in {time.monotonic() - started:.1f} s")
     assert stack.llm_tokens() > before  # written by llama.cpp, not the quoting answerer
 
     # the index lives in Solr's volume: Solr restarted, then the service, the answer stands
