@@ -14,7 +14,8 @@
         │                     IndexNotFound, JobNotFound, ModelNotServed, ConversationNotFound,
         │                     AgentNotFound (NoDocumentFound, 428, is "nothing relevant")
         └── TechnicalError    Solr, the LLM or our own code: UpstreamUnavailable (503),
-                              UpstreamTimeout (504), UpstreamBadResponse (502)
+                              UpstreamTimeout (504), UpstreamBadResponse (502; its
+                              UpstreamRefused: Solr's 401/403 to our credentials)
 
 Stages raise these; the web layer turns a ServiceError into Datafari's envelope (or OpenAI's
 error shape under /v1/) once, at the edge (`service.api.errors`). A ServiceError's `kind` is
@@ -333,3 +334,11 @@ class UpstreamBadResponse(TechnicalError):
 
     status = 502
     metric = "bad_response"
+
+
+class UpstreamRefused(UpstreamBadResponse):
+    """Solr refused the service's credentials (401) or its role's permissions (403), or TLS
+    failed (Solr's certificate not trusted here, or ours refused): the configuration's to
+    mend, so it is never tried again on another node or later, and no node is marked down."""
+
+    metric = "refused"

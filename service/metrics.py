@@ -117,5 +117,6 @@ def observe_answer(
 
 
 def upstream_error(upstream: str, kind: str) -> None:
-    """`upstream`: solr | llm | embeddings; `kind`: unavailable | timeout | bad_response."""
+    """`upstream`: solr | llm | embeddings; `kind`: unavailable | timeout | bad_response |
+    refused (Solr's 401/403, or TLS)."""
     UPSTREAM_ERRORS.labels(upstream, kind).inc()

@@ -7,6 +7,7 @@ clients bound to them.
 
 from __future__ import annotations
 
+import ssl
 from pathlib import Path
 
 import httpx
@@ -20,6 +21,7 @@ from service.llm import ChatClient, CircuitBreaker, EmbeddingsClient, LLMOptions
 from service.llm.budget import CallBudget
 from service.llm.embeddings import embeddings_client
 from service.retrieval import SolrClient
+from service.retrieval.access import SolrAccess
 from service.retrieval.embedding_mode import EmbeddingMode
 from service.retrieval.in_memory import PassageVectors
 from service.retrieval.layout import verify_layout
@@ -74,7 +76,7 @@ class Runtime:
         self._breakers: dict[tuple[str, str, int, float], CircuitBreaker] = {}
         # what is known of each Solr node (up, resting after a failure), shared by every
         # request; a new one when solr.url, solr.nodes.discover or solr.zk.hosts change
-        self._solr_nodes: tuple[tuple[str, bool, str], SolrNodes, SchemaCache] | None = None
+        self._solr_nodes: tuple[tuple[str, bool, str, str], SolrNodes, SchemaCache] | None = None
         # who embeds the passages and questions (solr.embeddings.mode; auto asks Solr once),
         # a new one when what it depends on changes
         self._embedding_mode: tuple[tuple[str, ...], EmbeddingMode] | None = None
@@ -114,12 +116,15 @@ class Runtime:
 
     def solr(self, settings: Settings) -> SolrClient:
         nodes, schemas = self._known_solr(settings)
+        access = SolrAccess.of(settings.solr)
         return SolrClient(
-            self.pool("solr"),
+            self.pool(access.tls.pool_name(), verify=access.verify),
             nodes,
             connect_timeout=settings.solr.timeout_connect,
             read_timeout=settings.solr.timeout_read,
             schemas=schemas,
+            access=access,
+            write_retries=settings.solr.write_retries,
         )
 
     def solr_nodes(self, settings: Settings) -> SolrNodes:
@@ -129,7 +134,8 @@ class Runtime:
         """What is known of the settings' Solr: its nodes and its collections' fields; known
         anew when solr.url, solr.nodes.discover or solr.zk.hosts change."""
         layout = settings.solr
-        key = (layout.url, layout.discover_nodes, layout.zk_hosts)
+        digest = f"{layout.zk_user}:{layout.zk_password.get_secret_value()}"
+        key = (layout.url, layout.discover_nodes, layout.zk_hosts, digest)
         if self._solr_nodes is None or self._solr_nodes[0] != key:
             self._solr_nodes = key, SolrNodes.configured(layout), SchemaCache()
         return self._solr_nodes[1], self._solr_nodes[2]
@@ -225,9 +231,10 @@ class Runtime:
             return beside
         return next((path for path in SHIPPED_PROMPTS if path.is_dir()), beside)
 
-    def pool(self, upstream: str) -> httpx.AsyncClient:
+    def pool(self, upstream: str, *, verify: ssl.SSLContext | bool = True) -> httpx.AsyncClient:
         """The connection pool of one upstream (solr, llm, embeddings, rerank...), opened on
-        first use."""
+        first use; `verify`: its TLS (a Solr's own CA and client certificate: a pool's name
+        says which, see SolrAccess)."""
         if not self._started:
             raise RuntimeError("Runtime.start() must run before requests are served")
         if upstream not in self._pools:
@@ -235,5 +242,6 @@ class Runtime:
                 limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
                 follow_redirects=False,
                 transport=self._transport,
+                verify=verify,
             )
         return self._pools[upstream]

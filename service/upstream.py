@@ -7,23 +7,36 @@ and the embeddings API alike.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import NamedTuple
 
 import httpx
 
-from service.errors import Overloaded, UpstreamTimeout, UpstreamUnavailable
+from service.errors import Overloaded, UpstreamRefused, UpstreamTimeout, UpstreamUnavailable
 
 # how long a request waits for a free connection of a shared pool: a full pool means the
 # service is busy, not that the upstream failed, and says so quickly (Overloaded)
 POOL_WAIT_SECONDS = 5.0
 
 
+class UntrustedCertificate(NamedTuple):
+    """What to say when TLS fails: the upstream's certificate is not trusted here, or the
+    upstream refused the handshake (it wants a client certificate, or not ours)."""
+
+    certificate: str
+    handshake: str
+
+
 @contextmanager
-def upstream_call(where: str, *, timed_out: str, unreachable: str) -> Iterator[None]:
+def upstream_call(
+    where: str, *, timed_out: str, unreachable: str, untrusted: UntrustedCertificate | None = None
+) -> Iterator[None]:
     """httpx's failures inside the block, as UpstreamTimeout (`where timed_out`) or
     UpstreamUnavailable (`where unreachable (the failure's kind)`): no address, no token; a
-    wait for a pooled connection past POOL_WAIT_SECONDS is Overloaded, no upstream failure."""
+    wait for a pooled connection past POOL_WAIT_SECONDS is Overloaded, no upstream failure;
+    with `untrusted`, a TLS failure is UpstreamRefused saying which key mends it."""
     try:
         yield
     except httpx.PoolTimeout:
@@ -34,4 +47,26 @@ def upstream_call(where: str, *, timed_out: str, unreachable: str) -> Iterator[N
     except httpx.TimeoutException:
         raise UpstreamTimeout(f"{where} {timed_out}") from None
     except httpx.TransportError as error:
+        tls = _tls_failure(error)
+        if untrusted is not None and tls is not None:
+            said = untrusted.certificate if tls == "certificate" else untrusted.handshake
+            raise UpstreamRefused(f"{where} {said}") from None
         raise UpstreamUnavailable(f"{where} {unreachable} ({type(error).__name__})") from None
+
+
+def _tls_failure(error: BaseException) -> str | None:
+    """ "certificate" when the peer's certificate failed our check, "handshake" when TLS failed
+    otherwise (the peer refused ours, or wanted one), None when TLS played no part."""
+    seen: BaseException | None = error
+    for _ in range(8):  # httpx -> httpcore -> ssl: a short chain
+        if seen is None:
+            break
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return "certificate"
+        if isinstance(seen, ssl.SSLError):
+            return "handshake"
+        seen = seen.__cause__ or seen.__context__
+    text = str(error)
+    if "CERTIFICATE_VERIFY_FAILED" in text:
+        return "certificate"
+    return "handshake" if "SSL" in text or "TLS" in text else None

@@ -35,6 +35,9 @@ class LocalSolr:
     folder: Path
     nodes: int = 1
     text_to_vector: str = ""  # the embeddings API VectorMain's plugin calls; "": plugin off
+    security: Path | None = None  # Solr's security.json (solr.sh --security)
+    tls: Path | None = None  # https: solr.sh --tls's folder (testing.secured_solr)
+    java_opts: str = ""  # SOLR_JAVA_OPTS (ZooKeeper ACLs' system properties); "": solr.sh's
 
     @property
     def url(self) -> str:
@@ -52,11 +55,18 @@ class LocalSolr:
         return [line.split()[2] for line in lines if line.startswith("ZK READY ")][-1]
 
     def node_url(self, k: int) -> str:
-        return f"http://127.0.0.1:{self.port + k - 1}/solr"
+        scheme = "https" if self.tls else "http"
+        return f"{scheme}://127.0.0.1:{self.port + k - 1}/solr"
 
     def start(self, *, shards: int = 1, replicas: int = 1) -> str:
         """Starts every node (data in the folder is kept); returns solr.sh's output."""
-        embeds = ("--text-to-vector", self.text_to_vector) if self.text_to_vector else ()
+        embeds: tuple[str, ...] = ()
+        if self.text_to_vector:
+            embeds += ("--text-to-vector", self.text_to_vector)
+        if self.security:
+            embeds += ("--security", str(self.security))
+        if self.tls:
+            embeds += ("--tls", str(self.tls))
         return self._run(
             "start",
             "--nodes",
@@ -88,6 +98,7 @@ class LocalSolr:
             capture_output=True,
             text=True,
             timeout=600,
+            env={**os.environ, "SOLR_JAVA_OPTS": self.java_opts} if self.java_opts else None,
         )
         if check and done.returncode != 0:
             raise SolrStartError(
@@ -104,10 +115,14 @@ def local_solr(
     shards: int = 1,
     replicas: int = 1,
     text_to_vector: str = "",
+    security: Path | None = None,
+    tls: Path | None = None,
+    java_opts: str = "",
 ) -> Iterator[LocalSolr]:
     """Solr started in `folder` on free ports, stopped (all its nodes) on exit;
-    `text_to_vector`: VectorMain embeds through that embeddings API (solr.sh --text-to-vector)."""
-    solr = LocalSolr(free_ports(nodes), folder, nodes, text_to_vector)
+    `text_to_vector`: VectorMain embeds through that embeddings API (solr.sh --text-to-vector);
+    `security`, `tls`, `java_opts`: a secured Solr (testing.secured_solr makes them)."""
+    solr = LocalSolr(free_ports(nodes), folder, nodes, text_to_vector, security, tls, java_opts)
     try:
         solr.start(shards=shards, replicas=replicas)
         yield solr

@@ -3,7 +3,8 @@
 Every request is forwarded unchanged to Solr and its answer returned unchanged; the proxy only
 notes when each search started and ended (and its `q`), and can hold searches for `delay`
 seconds, so tests can see whether searches overlap in time, or answer them with an error
-status of Solr's own shape (`fail_with`), as a node in trouble does.
+status of Solr's own shape (`fail_with`), as a node in trouble does, or hold updates
+(`stall_updates`) as a Solr that stalls under load.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ class Search:
 class ProxyLog:
     delay: float = 0.0
     fail_with: int = 0  # an HTTP status every search gets instead of Solr's answer
+    stall_updates: int = 0  # the next this many updates are held `stall_seconds`, then sent
+    stall_seconds: float = 0.0
+    updates: int = 0  # updates received
     searches: list[Search] = field(default_factory=list)
 
 
@@ -63,7 +67,16 @@ def create_solr_proxy(solr_url: str, log: ProxyLog) -> FastAPI:
             if log.fail_with:
                 error = {"error": {"msg": "injected by the test proxy", "code": log.fail_with}}
                 return JSONResponse(error, status_code=log.fail_with)
-        headers = {k: v for k, v in request.headers.items() if k.lower() in ("content-type",)}
+        if path.endswith("/update"):
+            log.updates += 1
+            if log.stall_updates > 0:  # a Solr that stalls: the client gives up meanwhile
+                log.stall_updates -= 1
+                await asyncio.sleep(log.stall_seconds)
+        headers = {
+            k: v
+            for k, v in request.headers.items()
+            if k.lower() in ("content-type", "authorization")
+        }
         async with httpx.AsyncClient() as http:
             upstream = await http.request(
                 request.method,

@@ -8,7 +8,7 @@ import sys
 
 from service import __version__
 from service.cli import evaluate, ingest, local, mcp_stdio, serve, sync
-from service.errors import SetupError
+from service.errors import ServiceError, SetupError
 from service.observability import configure_logging
 
 COMMANDS = (serve, ingest, sync, mcp_stdio, evaluate, local)
@@ -26,6 +26,13 @@ def main(argv: list[str] | None = None) -> int:
     except FileNotFoundError as error:  # a path given on the command line: one line too
         print(f"solr-rag: {error}", file=sys.stderr)
         return 2
+    except ServiceError as error:  # Solr or a model API refused or failed: what and why
+        print(f"solr-rag: {error.reason}", file=sys.stderr)
+        return 1
+    except OSError as error:  # a full disk, a folder that cannot be written
+        where = f": {error.filename}" if error.filename else ""
+        print(f"solr-rag: {error.strerror or error}{where}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
 

@@ -15,8 +15,8 @@ import httpx
 
 from service.cli.common import CONFIG_HELP, DEFAULT_CONFIG, REPO_ROOT, Commands
 from service.config import Settings
-from service.errors import ExtractionFailed
-from service.retrieval.solr import SolrClient
+from service.errors import ExtractionFailed, TechnicalError
+from service.retrieval.solr import SolrClient, solr_pool
 
 if TYPE_CHECKING:
     from service.ingest.extract import SourceDocument
@@ -77,18 +77,26 @@ def _ingest(args: argparse.Namespace) -> int:
         print("solr-rag ingest: name files or folders, or use --samples", file=sys.stderr)
         return 2
     settings = load_settings(args.config, os.environ)
-    return asyncio.run(
-        ingest_into_solr(
-            settings,
-            paths,
-            args.language,
-            args.samples,
-            args.if_empty,
-            force=args.force,
-            source=args.source,
-            sync=args.sync,
+    try:
+        return asyncio.run(
+            ingest_into_solr(
+                settings,
+                paths,
+                args.language,
+                args.samples,
+                args.if_empty,
+                force=args.force,
+                source=args.source,
+                sync=args.sync,
+            )
         )
-    )
+    except TechnicalError as error:  # Solr or the embeddings API, after their retries
+        print(
+            f"solr-rag ingest: {error.reason}. Nothing written is lost: run the same command "
+            "again once it answers (what Solr already holds unchanged is skipped)",
+            file=sys.stderr,
+        )
+        return 1
 
 
 async def ingest_into_solr(
@@ -116,8 +124,8 @@ async def ingest_into_solr(
     if samples:
         export_samples(SAMPLES_FOLDER)
         paths = [*paths, SAMPLES_FOLDER]
-    async with httpx.AsyncClient() as http:
-        solr = SolrClient.configured(http, settings.solr)
+    async with httpx.AsyncClient() as http, solr_pool(settings.solr) as solr_http:
+        solr = SolrClient.configured(solr_http, settings.solr)
         collection = settings.solr.documents_collection
         mode = EmbeddingMode.of(settings)
         embeddings = embeddings_client(http, settings)
@@ -148,8 +156,10 @@ async def ingest_into_solr(
             )
             sync = False
         line = ProgressLine()
-        summary = await indexer.run(documents, line)
-        line.done()
+        try:
+            summary = await indexer.run(documents, line)
+        finally:
+            line.done()
         print(f"Ingested {summary} into {collection} and {settings.solr.passages_collection}")
         if sync:
             await _delete_gone(indexer, documents, paths, source)

@@ -32,7 +32,7 @@ from service.metrics import MULTIPROCESS_DIR
 from service.models import packaged
 from service.processes import start_server, stop_group
 from service.retrieval.layout import verify_layout
-from service.retrieval.solr import SolrClient
+from service.retrieval.solr import SolrClient, solr_pool
 
 MAX_WORKERS = 64
 # what the server's start logs again: said once, by the server
@@ -202,8 +202,8 @@ async def _check_solr_layout(settings: Settings) -> None:
     from service.llm.embeddings import embeddings_client
     from service.retrieval.embedding_mode import EmbeddingMode
 
-    async with httpx.AsyncClient() as http:
-        solr = SolrClient.configured(http, settings.solr)
+    async with httpx.AsyncClient() as http, solr_pool(settings.solr) as solr_http:
+        solr = SolrClient.configured(solr_http, settings.solr)
         embeddings = embeddings_client(http, settings, retries=0)
         await verify_layout(
             solr,

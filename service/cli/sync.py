@@ -14,7 +14,8 @@ import httpx
 
 from service.cli.common import CONFIG_HELP, DEFAULT_CONFIG, Commands
 from service.config import Settings
-from service.retrieval.solr import SolrClient
+from service.errors import TechnicalError
+from service.retrieval.solr import SolrClient, solr_pool
 
 
 def add(commands: Commands) -> None:
@@ -48,7 +49,17 @@ def _sync(args: argparse.Namespace) -> int:
 
     settings = load_settings(args.config, os.environ)
     while True:
-        asyncio.run(_sync_once(settings, args.checkpoint, restart=args.restart))
+        try:
+            asyncio.run(_sync_once(settings, args.checkpoint, restart=args.restart))
+        except TechnicalError as error:  # Solr or the embeddings API, after their retries
+            print(
+                f"solr-rag sync: {error.reason}. Run it again once it answers: it goes on "
+                "from its checkpoint",
+                file=sys.stderr,
+                flush=True,
+            )
+            if args.every is None:
+                return 1
         if args.every is None:
             return 0
         print(f"next sync in {args.every:g}s (Ctrl-C stops)", file=sys.stderr, flush=True)
@@ -62,8 +73,8 @@ async def _sync_once(settings: Settings, checkpoint: Path | None, *, restart: bo
     from service.ingest.sync import PassageSync, default_checkpoint
     from service.llm.embeddings import embeddings_client
 
-    async with httpx.AsyncClient() as http:
-        solr = SolrClient.configured(http, settings.solr)
+    async with httpx.AsyncClient() as http, solr_pool(settings.solr) as solr_http:
+        solr = SolrClient.configured(solr_http, settings.solr)
         sync = PassageSync(
             solr,
             settings,

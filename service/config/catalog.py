@@ -19,8 +19,11 @@ from service.config.settings import Settings, key_field, known_keys
 Kind = Literal["boolean", "integer", "number", "string", "choice", "secret"]
 
 # Not editable through the admin API: the vector field must match the collection's schema
-# (Datafari shows it read-only), and the admin token guards the API itself.
-READ_ONLY = frozenset({"solr.vector.field", "admin.token"})
+# (Datafari shows it read-only), the admin token guards the API itself, and the TLS files are
+# paths on the server's disk (an admin session must not make the service read another file).
+READ_ONLY = frozenset(
+    {"solr.vector.field", "admin.token", "solr.tls.ca", "solr.tls.cert", "solr.tls.key"}
+)
 
 
 @dataclass(frozen=True)

@@ -102,6 +102,8 @@ def _http_urls(value: str) -> str:
 
 
 HttpUrls = Annotated[str, AfterValidator(_http_urls)]
+# what no header may carry: a line break would smuggle a header of its own
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # Solr's rule for collection names: letters, digits, . _ - (not first); they go in URL paths
 COLLECTION_NAME = r"^[A-Za-z0-9._][A-Za-z0-9._-]{0,99}$"
 
@@ -492,10 +494,132 @@ class SolrSettings(Part):
         le=3600,
     )
 
+    write_retries: int = _key(
+        "solr.write.retries",
+        3,
+        "Times a write to Solr (documents by id, deletes, commits: each idempotent) is sent "
+        "again after Solr timed out, was unreachable or answered 5xx, waiting 1, 2, 4... s "
+        "(at most 8 s) between tries; a slow or restarting Solr then costs a pause, not an "
+        "ingestion run.",
+        ge=0,
+        le=10,
+    )
+    auth_user: str = _key(
+        "solr.auth.user",
+        "",
+        "User of Solr's BasicAuthPlugin (security.json), sent with every request to solr.url's "
+        "nodes with solr.auth.password; empty: none. Answering needs Solr's read permissions; "
+        "ingestion, the answer cache and conversations need update too (docs/security.md).",
+        max_length=256,
+    )
+    auth_password: SecretStr = _secret(
+        "solr.auth.password",
+        "Password of solr.auth.user (environment: SOLR_RAG_SOLR_AUTH_PASSWORD); never shown.",
+        sent_to="solr.url",
+    )
+    auth_token: SecretStr = _secret(
+        "solr.auth.token",
+        "Bearer token for a Solr secured by JWTAuthPlugin (environment: "
+        "SOLR_RAG_SOLR_AUTH_TOKEN), instead of a user and password; never shown.",
+        sent_to="solr.url",
+    )
+    tls_ca: str = _key(
+        "solr.tls.ca",
+        "",
+        "PEM file of the certificate authorities that sign Solr's certificate, for an https "
+        "solr.url signed by an organisation's own CA (empty: the system's usual CAs). Checked "
+        "at load: a file that holds no certificate is refused.",
+        max_length=4096,
+    )
+    tls_cert: str = _key(
+        "solr.tls.cert",
+        "",
+        "PEM file of the client certificate for a Solr that asks for one (mutual TLS), with "
+        "solr.tls.key (or the key in the same file); empty: none.",
+        max_length=4096,
+    )
+    tls_key: str = _key(
+        "solr.tls.key",
+        "",
+        "PEM file of solr.tls.cert's private key (empty: the key is in solr.tls.cert's file).",
+        max_length=4096,
+    )
+    tls_key_password: SecretStr = _secret(
+        "solr.tls.key.password",
+        "Password of an encrypted solr.tls.key (environment: SOLR_RAG_SOLR_TLS_KEY_PASSWORD); "
+        "never shown.",
+        sent_to=NOWHERE,
+    )
+    zk_user: str = _key(
+        "solr.zk.digest.user",
+        "",
+        "ZooKeeper digest user for a SolrCloud whose ZooKeeper data is under ACLs (Solr's "
+        "zkDigestReadonlyUsername is enough: the live nodes are only read); empty: none.",
+        max_length=256,
+    )
+    zk_password: SecretStr = _secret(
+        "solr.zk.digest.password",
+        "Password of solr.zk.digest.user (environment: SOLR_RAG_SOLR_ZK_DIGEST_PASSWORD); "
+        "never shown.",
+        sent_to="solr.zk.hosts",
+    )
+
     @field_validator("vector_field", "embeddings_model")
     @classmethod
     def _strip(cls, value: str) -> str:
         return value.strip()
+
+    @field_validator("auth_user", "zk_user")
+    @classmethod
+    def _user_name(cls, value: str) -> str:
+        value = value.strip()
+        if ":" in value or _CONTROL.search(value):
+            raise ValueError("a user name has no ':' and no control characters")
+        return value
+
+    @field_validator("auth_password", "auth_token", "zk_password", "tls_key_password")
+    @classmethod
+    def _header_safe(cls, value: SecretStr) -> SecretStr:
+        if _CONTROL.search(value.get_secret_value()):
+            raise ValueError("holds a control character or a line break (never sent)")
+        return value
+
+    @field_validator("url")
+    @classmethod
+    def _no_credentials_in_url(cls, value: str) -> str:
+        for url in value.split(","):
+            if "@" in url.split("://", 1)[-1].split("/", 1)[0]:
+                raise ValueError(
+                    "holds credentials (user:password@): put the user in solr.auth.user and "
+                    "the password in SOLR_RAG_SOLR_AUTH_PASSWORD, so it is never shown or logged"
+                )
+        return value
+
+    @model_validator(mode="after")
+    def _credentials_fit_together(self) -> SolrSettings:
+        from service.config.tls import TlsFiles, tls_context
+
+        password = bool(self.auth_password.get_secret_value())
+        if self.auth_token.get_secret_value() and (self.auth_user or password):
+            raise ValueError(
+                "solr.auth.token and solr.auth.user/solr.auth.password are two ways to log in "
+                "to Solr: set one of them"
+            )
+        if bool(self.auth_user) != password:
+            raise ValueError(
+                "solr.auth.user and solr.auth.password go together (the password in "
+                "SOLR_RAG_SOLR_AUTH_PASSWORD): set both, or neither"
+            )
+        if bool(self.zk_user) != bool(self.zk_password.get_secret_value()):
+            raise ValueError(
+                "solr.zk.digest.user and solr.zk.digest.password go together: set both, or neither"
+            )
+        if self.zk_user and not self.zk_hosts:
+            raise ValueError("solr.zk.digest.user is for solr.zk.hosts, which is empty")
+        if self.tls_key and not self.tls_cert:
+            raise ValueError("solr.tls.key needs its certificate in solr.tls.cert")
+        tls_context(TlsFiles.of(self))  # raises ValueError naming the key and the fault
+        return self
 
     @field_validator("documents_fields", "passages_fields")
     @classmethod

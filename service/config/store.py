@@ -16,6 +16,7 @@ import fcntl
 import hashlib
 import logging
 import os
+import re
 import threading
 import uuid
 from collections.abc import Iterator, Mapping
@@ -88,9 +89,14 @@ def settings_from_mapping(
             if key not in keys:  # a rule over several keys: its message names them
                 problems.append(str(item["msg"]).removeprefix("Value error, "))
                 continue
-            shown = "***" if key in secret_keys() else repr(cleaned.get(key, ""))
+            shown = "***" if key in secret_keys() else repr(_no_userinfo(cleaned.get(key, "")))
             problems.append(f"{key} = {shown}: {item['msg']}")
         raise ConfigError(f"{source}: invalid value(s): " + "; ".join(problems)) from None
+
+
+def _no_userinfo(value: str) -> str:
+    """A value as an error may show it: a URL's `user:password@` masked (never echoed)."""
+    return re.sub(r"(://)[^/@\s]*@", r"\1***@", value)
 
 
 def _embeddings_model_from_solr(raw: dict[str, str]) -> None:

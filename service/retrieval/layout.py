@@ -16,6 +16,7 @@ from service.errors import (
     ServiceError,
     SolrLayoutError,
     UpstreamBadResponse,
+    UpstreamRefused,
     UpstreamTimeout,
     UpstreamUnavailable,
 )
@@ -219,6 +220,8 @@ async def _fields_when_reachable(
     while True:
         try:
             return await solr.schema_fields(collection)
+        except UpstreamRefused as error:  # a secured Solr: the credentials or TLS to mend
+            raise SolrLayoutError(f"Solr at {solr.nodes.address}: {error.reason}") from None
         except UpstreamBadResponse as error:
             raise SolrLayoutError(
                 f"Solr at {solr.nodes.address} has no usable collection {collection!r} "

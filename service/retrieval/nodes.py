@@ -57,6 +57,7 @@ class SolrNodes:
         *,
         discover: bool = True,
         zk_hosts: str = "",
+        zk_digest: str = "",
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not urls:
@@ -66,6 +67,7 @@ class SolrNodes:
         self._turn = 0
         self.discover = discover or bool(zk_hosts)
         self.zk_hosts = zk_hosts  # where the live nodes are read, if named
+        self.zk_digest = zk_digest  # user:password of ZooKeeper's digest ACLs, if any
         self._refresh_at = 0.0  # learn the cluster's nodes at the first request
         self._refreshing = False
         # the nodes' own addresses are reachable: solr.url names nodes of the cluster (learned
@@ -75,13 +77,23 @@ class SolrNodes:
     @classmethod
     def configured(cls, layout: SolrSettings) -> SolrNodes:
         """The nodes solr.url, solr.nodes.discover and solr.zk.hosts describe."""
-        return cls.parse(layout.url, discover=layout.discover_nodes, zk_hosts=layout.zk_hosts)
+        digest = ""
+        if layout.zk_user:
+            digest = f"{layout.zk_user}:{layout.zk_password.get_secret_value()}"
+        return cls.parse(
+            layout.url,
+            discover=layout.discover_nodes,
+            zk_hosts=layout.zk_hosts,
+            zk_digest=digest,
+        )
 
     @classmethod
-    def parse(cls, text: str, *, discover: bool = True, zk_hosts: str = "") -> SolrNodes:
+    def parse(
+        cls, text: str, *, discover: bool = True, zk_hosts: str = "", zk_digest: str = ""
+    ) -> SolrNodes:
         """From solr.url's text: one base URL, or several separated by commas."""
         urls = [url for url in (part.strip() for part in text.split(",")) if url]
-        return cls(urls, discover=discover, zk_hosts=zk_hosts)
+        return cls(urls, discover=discover, zk_hosts=zk_hosts, zk_digest=zk_digest)
 
     @property
     def address(self) -> str:

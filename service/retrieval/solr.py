@@ -10,7 +10,14 @@ service's upstream errors, with a reason that names Solr and what to check.
 Several nodes (SolrCloud): each request goes to the next node in turn (service.retrieval.nodes)
 and, when that node cannot be reached or answers 5xx, to another, up to MAX_ATTEMPTS nodes.
 Writes are retried too: every update the service sends is idempotent (documents carry their
-ids, deletes name ids or queries, a commit commits), so sending one twice changes nothing.
+ids, deletes name ids or queries, a commit commits), so sending one twice changes nothing; a
+write that every node failed (timed out, unreachable, 5xx) is sent again solr.write.retries
+times, after 1, 2, 4... s (WRITE_BACKOFF_MAX at most), so a Solr that stalls once costs an
+ingestion a pause, not the run.
+
+A secured Solr (service.retrieval.access): the login rides on every request's headers, the
+TLS in the connection pool the client is given (`solr_pool`); a 401 or 403 is an
+UpstreamRefused naming the key to set, never tried again.
 """
 
 from __future__ import annotations
@@ -19,7 +26,8 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -27,17 +35,20 @@ import httpx
 import orjson
 
 from service.config.field_map import SchemaFields
+from service.config.tls import tls_context
 from service.errors import (
     TechnicalError,
     UpstreamBadResponse,
+    UpstreamRefused,
     UpstreamTimeout,
     UpstreamUnavailable,
 )
 from service.metrics import SOLR_FAILOVERS, upstream_error
 from service.observability import request_headers, request_id_var
+from service.retrieval.access import SolrAccess
 from service.retrieval.nodes import SolrNodes
 from service.retrieval.zookeeper import ZooKeeperUnavailable, live_nodes
-from service.upstream import POOL_WAIT_SECONDS, upstream_call
+from service.upstream import POOL_WAIT_SECONDS, UntrustedCertificate, upstream_call
 
 if TYPE_CHECKING:
     from service.config.settings import SolrSettings
@@ -53,6 +64,7 @@ ZOOKEEPER_TIMEOUT = 2.0  # seconds to connect to ZooKeeper and read the live nod
 SCHEMA_SECONDS = 60.0  # how long a collection's fields are taken as known
 MAX_SCHEMAS = 64  # collections whose fields are remembered
 PING_TIMEOUT = httpx.Timeout(2.0)  # two nodes' tries fit in a health probe's 5 s
+WRITE_BACKOFF_MAX = 8.0  # seconds between two tries of a write, at most
 
 
 class _ServerError(UpstreamBadResponse):
@@ -63,6 +75,18 @@ class _ServerError(UpstreamBadResponse):
 
 # what makes a call try another node: the node not reached or unavailable (503), or a 5xx
 RETRY_ON: tuple[type[TechnicalError], ...] = (UpstreamUnavailable, _ServerError)
+# what makes a write be sent again later, once every node was tried: a timeout too (the write
+# may have been applied; sending it again changes nothing)
+WRITE_RETRY_ON: tuple[type[TechnicalError], ...] = (*RETRY_ON, UpstreamTimeout)
+
+
+@asynccontextmanager
+async def solr_pool(layout: SolrSettings) -> AsyncIterator[httpx.AsyncClient]:
+    """A connection pool for the Solr `layout` names, with its TLS (solr.tls.*): what a
+    command or a one-off job opens (requests use the runtime's)."""
+    verify = tls_context(SolrAccess.of(layout).tls) or True
+    async with httpx.AsyncClient(verify=verify, follow_redirects=False) as http:
+        yield http
 
 
 class SchemaCache(dict[str, tuple[float, "SchemaFields"]]):
@@ -78,14 +102,17 @@ class SolrClient:
 
     @classmethod
     def configured(cls, http: httpx.AsyncClient, layout: SolrSettings) -> SolrClient:
-        """A client of the Solr `layout` names (solr.url and its nodes, its timeouts), over
-        `http`: the one way a command or a one-off job makes one (requests use the runtime's,
-        which shares what it learnt of the nodes)."""
+        """A client of the Solr `layout` names (solr.url and its nodes, its timeouts, its
+        login, its write retries), over `http` (a `solr_pool` of the layout, for its TLS): the
+        one way a command or a one-off job makes one (requests use the runtime's, which shares
+        what it learnt of the nodes)."""
         return cls(
             http,
             SolrNodes.configured(layout),
             connect_timeout=layout.timeout_connect,
             read_timeout=layout.timeout_read,
+            access=SolrAccess.of(layout),
+            write_retries=layout.write_retries,
         )
 
     def __init__(
@@ -96,8 +123,12 @@ class SolrClient:
         connect_timeout: float = 5.0,
         read_timeout: float = 30.0,
         schemas: SchemaCache | None = None,
+        access: SolrAccess | None = None,
+        write_retries: int = 0,
     ) -> None:
         self._http = http
+        self._access = access or SolrAccess()
+        self._write_retries = write_retries
         self.nodes = SolrNodes.parse(nodes) if isinstance(nodes, str) else nodes
         self._timeout = httpx.Timeout(read_timeout, connect=connect_timeout, pool=POOL_WAIT_SECONDS)
         self._schemas = SchemaCache() if schemas is None else schemas
@@ -117,6 +148,7 @@ class SolrClient:
         await self._request(
             "POST",
             f"/{collection}/update",
+            write=True,
             params={"commit": str(commit).lower()},
             content=orjson.dumps(list(documents)),
             headers={"Content-Type": "application/json"},
@@ -134,6 +166,7 @@ class SolrClient:
         await self._request(
             "POST",
             f"/{collection}/update",
+            write=True,
             params={"commit": str(commit).lower()},
             content=b"{" + body + b"}",
             headers={"Content-Type": "application/json"},
@@ -143,6 +176,7 @@ class SolrClient:
         await self._request(
             "POST",
             f"/{collection}/update",
+            write=True,
             params={"commit": str(commit).lower()},
             json={"delete": {"query": query}},
         )
@@ -159,7 +193,9 @@ class SolrClient:
         return found if isinstance(found, dict) else None
 
     async def commit(self, collection: str) -> None:
-        await self._request("POST", f"/{collection}/update", params={"commit": "true"}, json={})
+        await self._request(
+            "POST", f"/{collection}/update", write=True, params={"commit": "true"}, json={}
+        )
 
     async def ping(self, collection: str) -> None:
         """A probe asks whether some node answers: with several, a slow node is passed over
@@ -217,6 +253,35 @@ class SolrClient:
         path: str,
         *,
         retry_on: tuple[type[TechnicalError], ...] = RETRY_ON,
+        write: bool = False,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        """One call, on the nodes in turn; a `write` every node failed is sent again,
+        solr.write.retries times, after a pause that doubles."""
+        if not write or not self._write_retries:
+            return await self._on_some_node(method, path, retry_on, **kwargs)
+        for attempt in range(self._write_retries + 1):
+            try:
+                return await self._on_some_node(method, path, WRITE_RETRY_ON, **kwargs)
+            except WRITE_RETRY_ON as error:
+                if attempt == self._write_retries:
+                    raise
+                pause = min(2.0**attempt, WRITE_BACKOFF_MAX)
+                log.warning(
+                    "%s; the write is sent again in %gs (try %d of %d)",
+                    error.reason,
+                    pause,
+                    attempt + 2,
+                    self._write_retries + 1,
+                )
+                await asyncio.sleep(pause)
+        raise AssertionError("the last try returns or raises")  # pragma: no cover
+
+    async def _on_some_node(
+        self,
+        method: str,
+        path: str,
+        retry_on: tuple[type[TechnicalError], ...],
         **kwargs: Any,
     ) -> dict[str, Any]:
         await self._learn_nodes()
@@ -225,6 +290,10 @@ class SolrClient:
         for attempt, node in enumerate(tries, start=1):
             try:
                 body = await self._request_once(node, method, path, **kwargs)
+            except UpstreamRefused as error:  # the configuration's fault: every node refuses
+                upstream_error("solr", error.metric)
+                log.warning("%s (Solr node %s)", error.reason, node)
+                raise
             except retry_on as error:  # another node may serve
                 if isinstance(error, UpstreamUnavailable):  # not reached, or 503: the node's
                     self.nodes.failed(node, error.reason)  # fault (a 500 may be the request's)
@@ -257,7 +326,7 @@ class SolrClient:
             if self.nodes.zk_hosts:
                 try:
                     live, scheme = await asyncio.to_thread(
-                        live_nodes, self.nodes.zk_hosts, ZOOKEEPER_TIMEOUT
+                        live_nodes, self.nodes.zk_hosts, ZOOKEEPER_TIMEOUT, self.nodes.zk_digest
                     )
                     return
                 except ZooKeeperUnavailable as error:
@@ -284,7 +353,11 @@ class SolrClient:
         self, node: str, method: str, path: str, **kwargs: Any
     ) -> dict[str, Any]:
         where = "Solr"
-        kwargs["headers"] = {**request_headers(), **kwargs.get("headers", {})}
+        kwargs["headers"] = {
+            **request_headers(),
+            **dict(self._access.headers),
+            **kwargs.get("headers", {}),
+        }
         # no value we send is ever a template: Solr would expand ${...} in any parameter (an
         # id, a query, a filter) from the request's other parameters
         kwargs["params"] = {**kwargs.get("params", {}), **NO_MACROS}
@@ -294,8 +367,16 @@ class SolrClient:
             timed_out=f"did not answer {path} in time; check Solr's load or raise "
             "solr.timeout.read",
             unreachable="is unreachable; check that Solr runs and solr.url is right",
+            untrusted=UntrustedCertificate(
+                "presents a certificate this service does not trust: set solr.tls.ca to the "
+                "PEM file of the CA that signs it",
+                "refused the TLS handshake: it may ask for a client certificate "
+                "(solr.tls.cert, solr.tls.key)",
+            ),
         ):
             response = await self._http.request(method, node + path, **kwargs)
+        if response.status_code in (401, 403):
+            raise UpstreamRefused(self._access.refusal(response.status_code, method, path))
         if response.status_code == 503:  # no leader yet, a core loading: another node may do
             raise UpstreamUnavailable(f"{where} answered 503 to {path}: {_solr_message(response)}")
         if response.status_code >= 400:

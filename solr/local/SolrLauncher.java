@@ -12,7 +12,23 @@
  * It prints "ZK READY <address>" once ZooKeeper runs (for joining nodes), "SOLR READY <base url>"
  * once both collections answer, and stops cleanly on SIGTERM.
  * Data in --dir survives a restart on the same port.
+ *
+ * A secured Solr, as organisations run it:
+ *   --security FILE  Solr's security.json (BasicAuth, rule-based authorization...), put in
+ *                    ZooKeeper once the collections exist; "SOLR READY" waits until an anonymous
+ *                    request is refused. A restart keeps it (the collections are then left as
+ *                    they are: the launcher has no credentials).
+ *   --tls DIR        Jetty serves https: DIR/solr.p12 (the node's key and certificate),
+ *                    DIR/trust.p12 (the CA), DIR/password (both stores'), and DIR/client-auth
+ *                    if clients must show a certificate the CA signed; the cluster's urlScheme
+ *                    is https, and the nodes talk to each other with the same stores.
+ *   ZooKeeper ACLs: Solr's own system properties in SOLR_JAVA_OPTS (zkACLProvider,
+ *                    zkCredentialsProvider, zkDigestUsername...), read by every ZooKeeper client
+ *                    of the process, the launcher's included.
  */
+import java.net.HttpURLConnection;
+import java.net.URI;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -22,13 +38,17 @@ import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 import org.apache.solr.client.solrj.SolrRequest;
+import org.apache.solr.client.solrj.embedded.SSLConfig;
 import org.apache.solr.client.solrj.impl.CloudSolrClient;
 import org.apache.solr.client.solrj.request.CollectionAdminRequest;
 import org.apache.solr.client.solrj.request.GenericSolrRequest;
 import org.apache.solr.cloud.MiniSolrCloudCluster;
+import org.apache.solr.common.cloud.ClusterProperties;
+import org.apache.solr.common.cloud.SolrZkClient;
 import org.apache.solr.common.params.ModifiableSolrParams;
 import org.apache.solr.embedded.JettyConfig;
 import org.apache.solr.embedded.JettySolrRunner;
+import org.apache.zookeeper.CreateMode;
 
 public class SolrLauncher {
 
@@ -59,12 +79,13 @@ public class SolrLauncher {
    */
   record Options(
       int port, Path dir, Path configsets, int nodes, int shards, int replicas, String join,
-      int node) {
+      int node, Path security, Path tls) {
     static Options parse(String[] args) {
       int port = 8983, nodes = 1, shards = 1, replicas = 1, node = 1;
       Path dir = Path.of(".solr-data");
       Path configsets = Path.of("solr/configsets");
       String join = null;
+      Path security = null, tls = null;
       for (int i = 0; i < args.length; i++) {
         String value = i + 1 < args.length ? args[i + 1] : null;
         switch (args[i]) {
@@ -76,9 +97,12 @@ public class SolrLauncher {
           case "--replicas" -> { replicas = Integer.parseInt(value); i++; }
           case "--join" -> { join = value; i++; }
           case "--node" -> { node = Integer.parseInt(value); i++; }
+          case "--security" -> { security = Path.of(value).toAbsolutePath(); i++; }
+          case "--tls" -> { tls = Path.of(value).toAbsolutePath(); i++; }
           default -> throw new IllegalArgumentException("unknown option " + args[i]
               + " (use --port N --dir PATH --configsets PATH --nodes N --shards S --replicas R,"
-              + " or --join ZK_ADDRESS --node K --port N --dir PATH)");
+              + " or --join ZK_ADDRESS --node K --port N --dir PATH; --security FILE,"
+              + " --tls DIR)");
         }
       }
       if (nodes < 1 || shards < 1 || replicas < 1 || node < 1) {
@@ -89,7 +113,7 @@ public class SolrLauncher {
             + " nodes (--nodes " + nodes + "): two copies of a shard on one node protect nothing");
       }
       return new Options(port, dir.toAbsolutePath(), configsets.toAbsolutePath(), nodes, shards,
-          replicas, join, node);
+          replicas, join, node, security, tls);
     }
   }
 
@@ -122,12 +146,19 @@ public class SolrLauncher {
     long started = System.nanoTime();
     List<Path> configsets = listConfigsets(options.configsets());
 
-    JettyConfig jetty = jettyConfig(options.port());
+    JettyConfig jetty = jettyConfig(options);
     // The cluster starts ZooKeeper only; the node is started here so that an existing node
     // folder (a restart) is reused instead of refused.
     MiniSolrCloudCluster cluster = new MiniSolrCloudCluster(0, options.dir(), SOLR_XML, jetty);
     Runtime.getRuntime().addShutdownHook(new Thread(() -> stop(cluster), "solr-launcher-stop"));
     String zkAddress = cluster.getZkServer().getZkAddress();
+    // a ZooKeeper client of its own: the cluster's needs a running node first
+    SolrZkClient zk =
+        new SolrZkClient.Builder().withUrl(zkAddress).withTimeout(30, TimeUnit.SECONDS).build();
+    if (options.tls() != null) {
+      new ClusterProperties(zk).setClusterProperty("urlScheme", "https");
+    }
+    boolean secured = isSecured(zk);
     System.out.println("ZK READY " + zkAddress);
     System.out.flush();
     cluster.startJettySolrRunner(nodeRunner(options, zkAddress));
@@ -135,8 +166,9 @@ public class SolrLauncher {
         (before, live) -> live.size() >= options.nodes());
 
     CloudSolrClient client = cluster.getSolrClient();
-    Set<String> existing = Set.copyOf(CollectionAdminRequest.listCollections(client));
-    for (Path configset : configsets) {
+    Set<String> existing =
+        secured ? Set.of() : Set.copyOf(CollectionAdminRequest.listCollections(client));
+    for (Path configset : secured ? List.<Path>of() : configsets) {
       String name = configset.getFileName().toString();
       cluster.uploadConfigSet(configset.resolve("conf"), name);
       if (existing.contains(name)) {
@@ -148,6 +180,10 @@ public class SolrLauncher {
     }
 
     String url = cluster.getJettySolrRunner(0).getBaseUrl().toString();
+    if (options.security() != null && !secured) {
+      secure(zk, options.security(), url);
+    }
+    zk.close();
     long millis = (System.nanoTime() - started) / 1_000_000;
     System.out.println("SOLR READY " + url + " (" + millis + " ms, " + options.nodes()
         + " node(s), collections "
@@ -156,8 +192,63 @@ public class SolrLauncher {
     Thread.currentThread().join();
   }
 
-  private static JettyConfig jettyConfig(int port) {
-    return JettyConfig.builder().setPort(port).setContext("/solr").build();
+  private static JettyConfig jettyConfig(Options options) throws Exception {
+    JettyConfig.Builder builder = JettyConfig.builder().setPort(options.port()).setContext("/solr");
+    if (options.tls() != null) {
+      // HTTP/1.1 over TLS, for Solr's own clients too (solr.http1): its test-mode TLS
+      // connector offers HTTP/2 alone, which clients such as curl or httpx do not speak
+      System.setProperty("solr.http1", "true");
+      builder.withSSLConfig(sslConfig(options.tls())).useOnlyHttp1(true);
+    }
+    return builder.build();
+  }
+
+  /** Jetty's TLS from DIR (see the top), and the same stores for the node's own clients. */
+  private static SSLConfig sslConfig(Path tls) throws Exception {
+    String password = Files.readString(tls.resolve("password")).strip();
+    String keyStore = tls.resolve("solr.p12").toString();
+    String trustStore = tls.resolve("trust.p12").toString();
+    System.setProperty("javax.net.ssl.keyStore", keyStore);
+    System.setProperty("javax.net.ssl.keyStorePassword", password);
+    System.setProperty("javax.net.ssl.keyStoreType", "PKCS12");
+    System.setProperty("javax.net.ssl.trustStore", trustStore);
+    System.setProperty("javax.net.ssl.trustStorePassword", password);
+    System.setProperty("javax.net.ssl.trustStoreType", "PKCS12");
+    // JettySolrRunner builds its TLS connector only in its "test mode" (otherwise: plain http)
+    System.setProperty("jetty.testMode", "true");
+    boolean clientAuth = Files.exists(tls.resolve("client-auth"));
+    return new SSLConfig(true, clientAuth, keyStore, password, trustStore, password);
+  }
+
+  /** Whether ZooKeeper already holds a security.json with rules (a secured restart). */
+  private static boolean isSecured(SolrZkClient zk) throws Exception {
+    if (!zk.exists("/security.json", true)) {
+      return false;
+    }
+    byte[] data = zk.getData("/security.json", null, null, true);
+    return data != null && new String(data, StandardCharsets.UTF_8).contains("authentication");
+  }
+
+  /** security.json into ZooKeeper, then until the node refuses an anonymous request. */
+  private static void secure(SolrZkClient zk, Path security, String url) throws Exception {
+    byte[] json = Files.readAllBytes(security);
+    if (zk.exists("/security.json", true)) {
+      zk.setData("/security.json", json, -1, true);
+    } else {
+      zk.create("/security.json", json, CreateMode.PERSISTENT, true);
+    }
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+    while (System.nanoTime() < deadline) {
+      HttpURLConnection probe =
+          (HttpURLConnection) URI.create(url + "/admin/info/system").toURL().openConnection();
+      int status = probe.getResponseCode();
+      probe.disconnect();
+      if (status == 401) {
+        return;
+      }
+      Thread.sleep(200);
+    }
+    throw new IllegalStateException("Solr did not take security.json within 60 s");
   }
 
   /** Node K's Solr in DIR/node<K> (its solr.xml written there), for ZooKeeper at zkAddress. */
@@ -166,7 +257,7 @@ public class SolrLauncher {
     Files.writeString(nodeDir.resolve("solr.xml"), SOLR_XML);
     Properties nodeProperties = new Properties();
     nodeProperties.setProperty("zkHost", zkAddress);
-    return new JettySolrRunner(nodeDir.toString(), nodeProperties, jettyConfig(options.port()));
+    return new JettySolrRunner(nodeDir.toString(), nodeProperties, jettyConfig(options));
   }
 
   /**

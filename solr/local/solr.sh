@@ -2,11 +2,14 @@
 # Local Solr 9.8 from Maven Central jars: fetch | start | stop | status | start-node K | stop-node K.
 #   solr/local/solr.sh start [--port 8983] [--dir .solr-data] [--nodes 1 --shards 1 --replicas 1]
 #                            [--text-to-vector http://127.0.0.1:8090/v1/]
+#                            [--security security.json] [--tls DIR]
 #   solr/local/solr.sh stop  [--dir .solr-data]
 # Node K (K >= 2) runs in a process of its own on port + K - 1: stop-node/start-node K take it down
 # and back, to see the cluster (and the service) live through a node failure.
 # --text-to-vector URL: VectorMain embeds passages and queries itself (our plugin) through the
 # OpenAI-compatible embeddings API at URL (rag.properties solr.embeddings.mode).
+# --security FILE: Solr's security.json (BasicAuth...); --tls DIR: https (SolrLauncher.java says
+# what DIR holds). ZooKeeper ACLs: Solr's zk* system properties in SOLR_JAVA_OPTS.
 # Environment: SOLR_PORT, SOLR_DATA_DIR, SOLR_NODES, SOLR_SHARDS, SOLR_REPLICAS, SOLR_JAVA_OPTS
 # (default -Xms256m -Xmx1g, per node).
 set -euo pipefail
@@ -20,9 +23,11 @@ nodes=${SOLR_NODES:-1}
 shards=${SOLR_SHARDS:-1}
 replicas=${SOLR_REPLICAS:-1}
 text_to_vector=
+security=
+tls=
 wait_seconds=120
 
-usage() { sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
 
 command=${1:-}; [ -n "$command" ] || usage; shift
 node=
@@ -40,6 +45,10 @@ while [ $# -gt 0 ]; do
     --replicas) replicas=$2; shift 2 ;;
     --text-to-vector) text_to_vector=$2; shift 2
       [[ "$text_to_vector" =~ ^https?://[^[:space:]]+$ ]] || { echo "solr.sh: --text-to-vector takes the embeddings API's http(s) URL, not '$text_to_vector'" >&2; exit 2; } ;;
+    --security) security=$(cd "$(dirname "$2")" && pwd)/$(basename "$2"); shift 2
+      [ -f "$security" ] || { echo "solr.sh: --security takes a security.json file" >&2; exit 2; } ;;
+    --tls) tls=$(cd "$2" && pwd); shift 2
+      [ -f "$tls/solr.p12" ] || { echo "solr.sh: --tls takes a folder with solr.p12, trust.p12 and password" >&2; exit 2; } ;;
     *) echo "solr.sh: unknown option $1" >&2; usage ;;
   esac
 done
@@ -104,6 +113,8 @@ launch() {
   if [ -s "$dir/text-to-vector" ]; then
     embeds=(-Dtext.to.vector.enabled=true "-Dtext.to.vector.endpoint=$(cat "$dir/text-to-vector")")
   fi
+  # https, when start was given --tls (the folder kept in $dir for the nodes started later)
+  if [ -s "$dir/tls" ]; then set -- "$@" --tls "$(cat "$dir/tls")"; fi
   # Solr reads SOLR_* variables as its own settings (SOLR_DATA_DIR would be every core's data
   # folder): the launcher's are not passed on
   # shellcheck disable=SC2086
@@ -153,8 +164,9 @@ start() {
     echo "Solr already running (pid $pid) at http://127.0.0.1:$port/solr"; return 0
   fi
   if [ -n "$text_to_vector" ]; then echo "$text_to_vector" > "$dir/text-to-vector"; else rm -f "$dir/text-to-vector"; fi
+  if [ -n "$tls" ]; then echo "$tls" > "$dir/tls"; else rm -f "$dir/tls"; fi
   launch 1 --port "$port" --configsets "$root/solr/configsets" \
-    --nodes "$nodes" --shards "$shards" --replicas "$replicas"
+    --nodes "$nodes" --shards "$shards" --replicas "$replicas" ${security:+--security "$security"}
   echo "$port" > "$dir/solr.port"  # what a later start on another port is told
   await 1 "ZK READY" >/dev/null
   for k in $(seq 2 "$nodes"); do start_node "$k"; done
