@@ -46,7 +46,7 @@ def upstream_call(
         ) from None
     except httpx.TimeoutException:
         raise UpstreamTimeout(f"{where} {timed_out}") from None
-    except httpx.TransportError as error:
+    except (httpx.TransportError, ssl.SSLError) as error:  # ssl's own: a refusal mid-read
         tls = _tls_failure(error)
         if untrusted is not None and tls is not None:
             said = untrusted.certificate if tls == "certificate" else untrusted.handshake

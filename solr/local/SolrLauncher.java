@@ -63,6 +63,9 @@ public class SolrLauncher {
           <str name="hostContext">${hostContext:solr}</str>
           <int name="zkClientTimeout">30000</int>
           <bool name="genericCoreNodeNames">true</bool>
+          <str name="zkCredentialsProvider">${zkCredentialsProvider:org.apache.solr.common.cloud.DefaultZkCredentialsProvider}</str>
+          <str name="zkACLProvider">${zkACLProvider:org.apache.solr.common.cloud.DefaultZkACLProvider}</str>
+          <str name="zkCredentialsInjector">${zkCredentialsInjector:org.apache.solr.common.cloud.DefaultZkCredentialsInjector}</str>
           <int name="leaderVoteWait">1000</int>
         </solrcloud>
         <shardHandlerFactory name="shardHandlerFactory" class="HttpShardHandlerFactory">
