@@ -7,9 +7,7 @@ it with these (local_solr(security=, tls=, java_opts=)).
 
 from __future__ import annotations
 
-import base64
 import datetime
-import hashlib
 import ipaddress
 import json
 import os
@@ -24,10 +22,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-STORE_PASSWORD = "test-store-password"
+from service.cli.credentials import security_document
 
-# the roles a deployment gives the service (docs/security.md): reading answers, writing ingests
-READ_PERMISSIONS = ("read", "schema-read", "config-read", "collection-admin-read")
+STORE_PASSWORD = "test-store-password"
 
 
 @dataclass(frozen=True)
@@ -153,43 +150,14 @@ def make_certificates(folder: Path, *, client_auth: bool) -> Certificates:
     )
 
 
-def password_hash(password: str, salt: bytes) -> str:
-    """Solr's BasicAuthPlugin credential: base64(sha256(sha256(salt + password))), a space,
-    base64(salt)."""
-    once = hashlib.sha256(salt + password.encode()).digest()
-    twice = hashlib.sha256(once).digest()
-    return f"{base64.b64encode(twice).decode()} {base64.b64encode(salt).decode()}"
-
-
 def security_json(
     folder: Path, users: Mapping[str, tuple[str, Sequence[str]]], *, writers: Sequence[str]
 ) -> Path:
-    """Solr's security.json: BasicAuth for `users` (name -> password, roles), anonymous
-    requests refused; roles `reader` (what answering needs) and those in `writers` (update
-    too); everything else needs the `admin` role."""
+    """Solr's security.json as the service's own command writes it (cli.credentials): BasicAuth
+    for `users` (name -> password, roles), anonymous requests refused; every role of `users`
+    may read, those in `writers` may also update."""
     readers = sorted({role for _, roles in users.values() for role in roles})
-    permissions: list[dict[str, object]] = [
-        {"name": name, "role": readers} for name in READ_PERMISSIONS
-    ]
-    permissions.append({"name": "ping", "collection": "*", "path": "/admin/ping", "role": readers})
-    permissions.append({"name": "update", "role": list(writers)})
-    permissions.append({"name": "all", "role": ["admin"]})
-    document = {
-        "authentication": {
-            "class": "solr.BasicAuthPlugin",
-            "blockUnknown": True,
-            "forwardCredentials": False,
-            "credentials": {
-                name: password_hash(password, os.urandom(16))
-                for name, (password, _) in users.items()
-            },
-        },
-        "authorization": {
-            "class": "solr.RuleBasedAuthorizationPlugin",
-            "permissions": permissions,
-            "user-role": {name: list(roles) for name, (_, roles) in users.items()},
-        },
-    }
+    document = security_document(users, readers=readers, writers=writers)
     path = folder / "security.json"
     path.write_text(json.dumps(document, indent=2))
     return path

@@ -1,5 +1,6 @@
 """The `solr-rag` command: serve | mcp | ingest | sync | eval | samples | model-server | solr
-(start, stop, status, fetch). One module a command: each adds its sub-command (`add`)."""
+(start, stop, status, fetch) | solr-credentials. One module a command: each adds its
+sub-command (`add`)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,11 @@ import argparse
 import sys
 
 from service import __version__
-from service.cli import evaluate, ingest, local, mcp_stdio, serve, sync
+from service.cli import credentials, evaluate, ingest, local, mcp_stdio, serve, sync
 from service.errors import ServiceError, SetupError
 from service.observability import configure_logging
 
-COMMANDS = (serve, ingest, sync, mcp_stdio, evaluate, local)
+COMMANDS = (serve, ingest, sync, mcp_stdio, evaluate, local, credentials)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,8 +2,9 @@
 
 Environment variables override keys: `SOLR_RAG_` + the key upper-cased with dots as
 underscores (`chunking.chunk.size` -> `SOLR_RAG_CHUNKING_CHUNK_SIZE`, `llm.maxTokens` ->
-`SOLR_RAG_LLM_MAXTOKENS`); `ADMIN_TOKEN` (or a file named by `ADMIN_TOKEN_FILE`, for Docker
-secrets) sets `admin.token`.
+`SOLR_RAG_LLM_MAXTOKENS`); a secret key may instead be read from the file its variable + `_FILE`
+names (`SOLR_RAG_SOLR_AUTH_PASSWORD_FILE`, for Docker secrets); `ADMIN_TOKEN` (or a file named
+by `ADMIN_TOKEN_FILE`) sets `admin.token`.
 
 Edits (`ConfigStore.update`) are validated as a whole file before anything is written, then
 written atomically (temp file + rename), one at a time across threads and processes (a lock
@@ -71,6 +72,8 @@ def settings_from_mapping(
     for key in keys:
         if env and env_name(key) in env:
             raw[key] = env[env_name(key)]
+        elif env and env.get(env_name(key) + "_FILE") and key in secret_keys():
+            raw[key] = _secret_file(env_name(key) + "_FILE", env[env_name(key) + "_FILE"])
     admin_token = admin_token_from(env or {})
     if admin_token:
         raw["admin.token"] = admin_token
@@ -113,6 +116,15 @@ def _former_names(
 ) -> dict[str, str | None]:
     """The legacy lines an edit replaces: removed, so the file says each value once."""
     return {old: None for old, new in LEGACY_KEYS.items() if new in changes and old in before}
+
+
+def _secret_file(variable: str, path: str) -> str:
+    """A secret read from the file a `<VARIABLE>_FILE` names (Docker secrets, a volume of
+    generated credentials): its text, without the line's end."""
+    try:
+        return Path(path).read_text(encoding="utf-8").strip()
+    except OSError as error:
+        raise ConfigError(f"cannot read {variable} ({path}): {error.strerror}") from None
 
 
 def admin_token_from(env: Mapping[str, str]) -> str:

@@ -349,6 +349,15 @@ class SolrClient:
         finally:
             self.nodes.refreshed(live, scheme)
 
+    def _unreachable(self, node: str) -> str:
+        """What a connection that failed says; over https without a client certificate, that
+        Solr may want one (TLS 1.3 lets a server refuse it after the handshake: the client
+        then sees only a closed connection)."""
+        said = "is unreachable; check that Solr runs and solr.url is right"
+        if node.startswith("https://") and not self._access.tls.cert:
+            said += ", and whether it asks for a client certificate (solr.tls.cert, solr.tls.key)"
+        return said
+
     async def _request_once(
         self, node: str, method: str, path: str, **kwargs: Any
     ) -> dict[str, Any]:
@@ -366,7 +375,7 @@ class SolrClient:
             where,
             timed_out=f"did not answer {path} in time; check Solr's load or raise "
             "solr.timeout.read",
-            unreachable="is unreachable; check that Solr runs and solr.url is right",
+            unreachable=self._unreachable(node),
             untrusted=UntrustedCertificate(
                 "presents a certificate this service does not trust: set solr.tls.ca to the "
                 "PEM file of the CA that signs it",

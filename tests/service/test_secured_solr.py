@@ -349,7 +349,7 @@ def test_over_tls_with_the_ca_and_a_client_certificate_the_service_ingests_and_a
     [
         ({}, "solr.tls.ca"),  # the system's CAs do not know the test's CA
         ({"solr.tls.ca": "stranger"}, "solr.tls.ca"),  # another CA
-        ({"solr.tls.ca": "ca"}, "client certificate"),  # Solr asks for a certificate
+        ({"solr.tls.ca": "ca"}, "solr.tls.cert"),  # Solr asks for a client certificate
     ],
 )
 def test_over_tls_a_missing_ca_or_certificate_is_one_line_naming_the_key(
