@@ -4,10 +4,15 @@ with an `admin` role that may do all and a `rag` role with what the service need
 schema-read, config-read, collection-admin-read, ping and update permissions) and the two
 users' passwords, each in a file of its own (FOLDER/solr-admin.password,
 FOLDER/solr-rag.password) for the service (SOLR_RAG_SOLR_AUTH_PASSWORD_FILE) and Solr's
-init to read. What the compose stack runs on first start (docs/operations.md).
+init to read. For a SolrCloud whose ZooKeeper data is under digest ACLs, the same for
+ZooKeeper: FOLDER/zookeeper.properties, the file Solr's VMParamsZkCredentialsInjector reads
+(-DzkDigestCredentialsFile: zk-admin may do all, zk-reader may read), and
+FOLDER/zk-reader.password for the service (SOLR_RAG_SOLR_ZK_DIGEST_PASSWORD_FILE). What the
+compose stack runs on first start (docs/operations.md).
 
-Passwords come from SOLR_ADMIN_PASSWORD and SOLR_SERVICE_PASSWORD when set, else are generated
-(32 random URL-safe characters); files already there are kept, so a restart changes nothing.
+Passwords come from SOLR_ADMIN_PASSWORD, SOLR_SERVICE_PASSWORD, ZK_ADMIN_PASSWORD and
+ZK_READER_PASSWORD when set, else are generated (32 random URL-safe characters); files
+already there are kept, so a restart changes nothing.
 """
 
 from __future__ import annotations
@@ -102,6 +107,18 @@ def _write(args: argparse.Namespace) -> int:
     target = folder / "security.json"
     admin = _password(folder, ADMIN_USER, "SOLR_ADMIN_PASSWORD")
     service = _password(folder, SERVICE_USER, "SOLR_SERVICE_PASSWORD")
+    zookeeper = folder / "zookeeper.properties"
+    if not zookeeper.is_file():
+        admin_zk = _password(folder, "zk-admin", "ZK_ADMIN_PASSWORD")
+        reader_zk = _password(folder, "zk-reader", "ZK_READER_PASSWORD")
+        lines = {
+            "zkDigestUsername": "zk-admin",
+            "zkDigestPassword": admin_zk,
+            "zkDigestReadonlyUsername": "zk-reader",
+            "zkDigestReadonlyPassword": reader_zk,
+        }
+        text = "".join(f"{key}={_escaped(value)}\n" for key, value in lines.items())
+        zookeeper.write_text(text, encoding="utf-8")
     if target.is_file():
         print(f"{target} is there: kept", file=sys.stderr)
         return 0
@@ -115,3 +132,10 @@ def _write(args: argparse.Namespace) -> int:
     written.replace(target)
     print(f"wrote {target} (users {ADMIN_USER}, {SERVICE_USER})", file=sys.stderr)
     return 0
+
+
+def _escaped(value: str) -> str:
+    """A value as a Java properties file reads it back."""
+    for special in ("\\", "=", ":", "#", "!"):
+        value = value.replace(special, "\\" + special)
+    return value

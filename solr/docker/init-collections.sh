@@ -3,6 +3,9 @@
 # ZooKeeper and creates a collection per configset: FileShare, VectorMain, AnswerCache (the same
 # configsets the local launcher uses).
 # Idempotent: a collection that exists is reloaded with the uploaded configset.
+# SOLR_SECURITY_JSON: Solr's security.json (solr-rag solr-credentials wrote it, with the admin's
+# password beside it in solr-admin.password), put in ZooKeeper before anything else; the
+# Collections API is then asked as that admin.
 # SOLR_SHARDS and SOLR_REPLICAS give a new collection its shape (default 1 x 1), as the local
 # launcher's --shards/--replicas do; a configset's collection.properties adds its own CREATE
 # parameters (VectorMain: router.field=parent_id).
@@ -13,9 +16,25 @@ CONFIGSETS=${CONFIGSETS:-/configsets}
 SOLR_SHARDS=${SOLR_SHARDS:-1}
 SOLR_REPLICAS=${SOLR_REPLICAS:-1}
 
+SOLR_SECURITY_JSON=${SOLR_SECURITY_JSON:-}  # Solr's security.json, put in ZooKeeper first
+SOLR_ADMIN_USER=${SOLR_ADMIN_USER:-solr-admin}
+admin_password=
+if [ -n "$SOLR_SECURITY_JSON" ]; then
+  admin_password=$(cat "$(dirname "$SOLR_SECURITY_JSON")/$SOLR_ADMIN_USER.password")
+fi
+
+# the Collections API, as the admin when Solr is secured (curl, or wget where there is none)
 http_get() {
-  if command -v curl >/dev/null; then curl -fsS "$1"; else wget -qO- "$1"; fi
+  if [ -n "$admin_password" ]; then
+    if command -v curl >/dev/null; then curl -fsS -u "$SOLR_ADMIN_USER:$admin_password" "$1"
+    else wget -qO- --user "$SOLR_ADMIN_USER" --password "$admin_password" "$1"; fi
+  elif command -v curl >/dev/null; then curl -fsS "$1"; else wget -qO- "$1"; fi
 }
+
+if [ -n "$SOLR_SECURITY_JSON" ]; then
+  echo "securing Solr: $SOLR_SECURITY_JSON into ZooKeeper (anonymous requests refused)"
+  solr zk cp "file:$SOLR_SECURITY_JSON" zk:/security.json -z "$ZK_HOST"
+fi
 
 for dir in "$CONFIGSETS"/*/; do
   name=$(basename "$dir")

@@ -163,6 +163,19 @@ def test_compose_answers_the_readme_question_with_the_embedded_model(stack: Stac
     assert "79" in ingested.stdout + ingested.stderr  # the sample corpus' documents
     print(f"samples ingested in {time.monotonic() - started:.0f} s")
 
+    # Solr secured by default: published on the host's loopback only, refusing anonymous
+    # requests; its admin's generated password lets the admin in
+    published = stack.compose("port", "solr", "8983").stdout.strip()
+    assert published == f"127.0.0.1:{stack.solr_port}", published
+    select = f"http://127.0.0.1:{stack.solr_port}/solr/FileShare/select"
+    anonymous = httpx.get(select, params={"q": "*:*", "rows": 0}, timeout=60)
+    assert anonymous.status_code == 401, anonymous.text[:500]
+    password = stack.compose(
+        "exec", "-T", "solr", "cat", "/run/solr-secrets/solr-admin.password"
+    ).stdout.strip()
+    admin = httpx.get(select, params={"q": "*:*", "rows": 0}, auth=("solr-admin", password))
+    assert admin.status_code == 200 and admin.json()["response"]["numFound"] >= 79
+
     before = stack.llm_tokens()
     started = time.monotonic()
     cited_answer(stack.ask(QUESTION))

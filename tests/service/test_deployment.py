@@ -155,7 +155,7 @@ def test_the_cloud_profile_stands_apart_from_the_default_stack() -> None:
         "cloud-init",
         "rag-cloud",
     }
-    for name in ("solr-plugins", "solr", "solr-init", "models", "llm", "rag"):
+    for name in ("solr-credentials", "solr-plugins", "solr", "solr-init", "models", "llm", "rag"):
         assert "profiles" not in SERVICES[name]  # `docker compose up` is unchanged
     # everything rag-cloud needs, and nothing of the one-node stack
     needed, queue = set(), ["rag-cloud"]
@@ -164,7 +164,12 @@ def test_the_cloud_profile_stands_apart_from_the_default_stack() -> None:
             if dependency not in needed:
                 needed.add(dependency)
                 queue.append(dependency)
-    assert needed == set(CLOUD) - {"rag-cloud"} | {"models", "llm", "solr-plugins"}
+    assert needed == set(CLOUD) - {"rag-cloud"} | {
+        "models",
+        "llm",
+        "solr-plugins",
+        "solr-credentials",
+    }
 
 
 def test_zookeeper_is_a_three_node_ensemble_every_solr_node_joins() -> None:
@@ -182,7 +187,7 @@ def test_zookeeper_is_a_three_node_ensemble_every_solr_node_joins() -> None:
         assert node["image"] == "${SOLR_IMAGE:-solr:9.8}"
         assert node["environment"]["ZK_HOST"] == zk_host
         assert node["environment"]["SOLR_HOST"] == name  # its node name resolves in compose
-        assert set(node["depends_on"]) == {*ensemble, "solr-plugins"}
+        assert set(node["depends_on"]) == {*ensemble, "solr-plugins", "solr-credentials"}
     assert CLOUD["cloud-init"]["environment"]["ZK_HOST"] == zk_host
 
 
@@ -231,5 +236,45 @@ def test_long_running_services_come_back_after_a_failure_or_a_reboot() -> None:
     """A service that started before Solr answered (exit 2), or a host that rebooted: the
     stack comes back by itself; one-shot services run once."""
     for name, service in SERVICES.items():
-        once = "init" in name or name == "solr-plugins"
+        once = "init" in name or name in ("solr-plugins", "solr-credentials")
         assert service.get("restart") == ("no" if once else "unless-stopped"), name
+
+
+def test_solr_is_secured_by_default_and_published_on_loopback_only() -> None:
+    """Solr refuses anonymous requests (security.json made by solr-credentials, put in
+    ZooKeeper by the init), the services log in with the generated passwords, Solr's port is
+    the host's loopback's unless SOLR_BIND says otherwise, ZooKeeper's data is under ACLs in
+    the cloud profile."""
+    secrets = "solr-secrets:/run/solr-secrets"
+    maker = SERVICES["solr-credentials"]
+    assert maker["command"][:2] == ["solr-rag", "solr-credentials"]
+    assert f"{secrets}" in maker["volumes"]
+    assert "solr-secrets" in COMPOSE["volumes"]
+    for name in ("solr", "solr1", "solr2", "solr3"):
+        node = SERVICES[name]
+        assert f"{secrets}:ro" in node["volumes"]
+        assert node["depends_on"]["solr-credentials"]["condition"] == (
+            "service_completed_successfully"
+        )
+        assert "-u solr-admin:" in node["healthcheck"]["test"][1]
+        for port in node.get("ports", []):
+            assert port.startswith("${SOLR_BIND:-127.0.0.1}:"), port
+    for name in ("solr-init", "cloud-init"):
+        init = SERVICES[name]
+        assert f"{secrets}:ro" in init["volumes"]
+        assert init["environment"]["SOLR_SECURITY_JSON"] == "/run/solr-secrets/security.json"
+    script = (ROOT / "solr" / "docker" / "init-collections.sh").read_text()
+    assert 'solr zk cp "file:$SOLR_SECURITY_JSON" zk:/security.json' in script
+    for name in ("rag", "rag-cloud"):
+        service = SERVICES[name]
+        assert service["environment"]["SOLR_RAG_SOLR_AUTH_USER"] == "solr-rag"
+        assert service["environment"]["SOLR_RAG_SOLR_AUTH_PASSWORD_FILE"] == (
+            "/run/solr-secrets/solr-rag.password"
+        )
+        assert f"{secrets}:ro" in service["volumes"]
+    acls = "-DzkACLProvider=org.apache.solr.common.cloud.DigestZkACLProvider"
+    for name in ("solr1", "solr2", "solr3", "cloud-init"):
+        assert acls in SERVICES[name]["environment"]["SOLR_ZK_CREDS_AND_ACLS"]
+    cloud = SERVICES["rag-cloud"]["environment"]
+    assert cloud["SOLR_RAG_SOLR_ZK_DIGEST_USER"] == "zk-reader"
+    assert cloud["SOLR_RAG_SOLR_ZK_DIGEST_PASSWORD_FILE"] == "/run/solr-secrets/zk-reader.password"
