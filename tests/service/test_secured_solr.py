@@ -199,6 +199,7 @@ def test_a_writer_ingests_and_syncs_and_a_reader_answers(
         assert shown["solr.auth.password"] == "***"
         health = client.get("/health")
         assert health.status_code == 200
+        metrics = client.get("/metrics")
         moved = client.patch(
             "/admin/config",
             headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
@@ -206,7 +207,7 @@ def test_a_writer_ingests_and_syncs_and_a_reader_answers(
         )
         assert moved.status_code == 422  # the stored password never follows a new address
         assert "solr.auth.password" in moved.text
-        no_secret_in(admin.text, health.text, moved.text)
+        no_secret_in(admin.text, health.text, moved.text, metrics.text)
     captured = capsys.readouterr()
     no_secret_in(captured.out, captured.err, caplog.text)
 

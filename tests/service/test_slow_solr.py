@@ -81,3 +81,14 @@ def test_a_solr_that_is_down_ends_a_command_with_one_line(
     err += capsys.readouterr().err
     assert err.strip().splitlines()[-1].startswith("solr-rag sync: Solr is unreachable")
     assert "Traceback" not in err
+
+
+def test_a_folder_that_cannot_be_written_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    assert cli(["samples", str(blocker / "samples")]) == 1
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == [err.strip()]  # one line
+    assert err.startswith("solr-rag: ") and "a-file" in err
