@@ -19,8 +19,9 @@ from __future__ import annotations
 import json
 import re
 import time
+import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from service.chains.prompts import language_name
@@ -119,6 +120,18 @@ class Sources:
         ]
 
 
+@dataclass(frozen=True)
+class ToolEvent:
+    """One tool call as a stream shows it (Datafari 7's tool.call, tool.result, tool.error):
+    `what` call when it starts, then result or error with its duration."""
+
+    what: Literal["call", "result", "error"]
+    id: str
+    tool: str
+    duration_ms: int = 0
+    error: str = ""
+
+
 class Agent:
     """The tool loop of one request (the module's docstring)."""
 
@@ -132,8 +145,10 @@ class Agent:
         lang: str | None = None,
         protocol: Protocol = "tools",
         progress: Callable[[str], None] | None = None,
+        on_tool: Callable[[ToolEvent], None] | None = None,
     ) -> None:
         self.protocol = protocol
+        self.on_tool = on_tool or (lambda _: None)
         self.snapshot = snapshot
         self.scope = scope
         self.tools = tools
@@ -173,7 +188,7 @@ class Agent:
             answered = []
             for call in calls:
                 self.progress(call.name)
-                result = await self._call(call)
+                result = await self._reported(call)
                 results.append(f"{call.name}({call.arguments[:200]}):\n{result}")
                 answered.append(result)
             self._record(messages, written, calls, answered)
@@ -247,6 +262,20 @@ class Agent:
             return
         messages.append({"role": "assistant", "content": written})
         messages.append({"role": "user", "content": NEXT_STEP.format(result=results[0])})
+
+    async def _reported(self, call: ToolCall) -> str:
+        """The tool's result, its start and end told to `on_tool` (a failure as an error)."""
+        ran = ToolEvent("call", uuid.uuid4().hex, call.name)
+        self.on_tool(ran)
+        started = time.perf_counter()
+        result = await self._call(call)
+        took = round((time.perf_counter() - started) * 1000)
+        if result.startswith("error: "):
+            failed = result.removeprefix("error: ")[:300]
+            self.on_tool(replace(ran, what="error", duration_ms=took, error=failed))
+        else:
+            self.on_tool(replace(ran, what="result", duration_ms=took))
+        return result
 
     async def _call(self, call: ToolCall) -> str:
         """The tool's result as text (a failure too, so the LLM can go on), cut to size."""

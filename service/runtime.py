@@ -20,6 +20,7 @@ from service.ingest.sandbox import Extractor
 from service.llm import ChatClient, CircuitBreaker, EmbeddingsClient, LLMOptions
 from service.llm.budget import CallBudget
 from service.llm.embeddings import embeddings_client
+from service.memories import Memories
 from service.retrieval import SolrClient
 from service.retrieval.access import SolrAccess
 from service.retrieval.embedding_mode import EmbeddingMode
@@ -84,6 +85,8 @@ class Runtime:
         self.extractor = Extractor()
         # InMemory vector search's passage vectors, by model and text (bounded LRU)
         self.passage_vectors = PassageVectors()
+        # Datafari 7's memoryId: each caller's last turns, in this process (bounded)
+        self.memories = Memories()
 
     async def start(self) -> None:
         """Opens the connection pools; checks Solr's layout (solr.startup.check), raising

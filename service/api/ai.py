@@ -1,33 +1,43 @@
-"""POST /ai and /ai/stream: Datafari 7's AI API, the one its chat bot calls.
+"""POST /ai and /ai/stream: Datafari 7's AI API, the one its chat bot calls, as its code
+speaks it (francelabs/datafari: AiPowered, ChatStream, NdjsonChatStream, StreamToolExecutor).
 
-One body for every action (`{query, action, id, agent, lang, history, filters,
+One body for every action (`{query, action, id, agent, lang, history, filters, memoryId,
 conversationId}`, as Datafari's AiRequest): `rag` answers `query` from the documents (from the
 `id` document only when given), `summarize` summarizes the `id` document, `agentic` lets the
-LLM call our tools step by step (service.agentic) with the `agent`'s tools (agentic.agents).
-`/ai` answers Datafari's envelope whole; `/ai/stream` writes NDJSON, one JSON object a line,
-each with a `type`:
+LLM call our tools step by step (service.agentic) with the `agent`'s tools (agentic.agents; an
+agent not named there, `generic` and `rag` included, is the first), `search` lists the
+documents that match `query` (no LLM). `/ai` answers Datafari's envelope whole; `/ai/stream`
+writes NDJSON, one event a line, `{"type": T, "data": {...}, "ts": <epoch ms>}`
+(service.api.ai_events lists them and their order):
 
-    {"type": "start", "action": "rag", "conversationId": "..."}
-    {"type": "step", "step": "retrieve"}                  one a stage, as it begins
-    {"type": "token", "text": "The lamp "}                the answer as the LLM writes it
-    {"type": "sources", "documents": [...]}
-    {"type": "done", "status": "OK", "content": {...}, "timings": {...}, "usage": {...}}
-    {"type": "error", "status": "ERROR", "content": {...}}  instead of done, if it fails
+    stream.started, memory, phase (service.started, Rag:retrieval, ...), message.delta*,
+    tool.call / tool.result / tool.error (agentic), sources.add*, sources.final,
+    message.final, conversation, phase service:done, stream.completed {status: OK}
+
+or, on a failure, `error {code, label, message, reason}`, `sources.final`, `phase
+service:done`, `stream.completed {status: ERROR}`; a body that fails validation is a 200
+stream too (stream.started, error 400, stream.completed). What we add to theirs (timings,
+usage, abstained, cited flags) rides in extra fields of their events.
+
+`/ai`'s statuses are Datafari's: a service error (a feature off, nothing found, no valid
+answer, Solr or the LLM failing) is HTTP 200 with `status: ERROR` and `content.error {code,
+label, message, reason}` (code "422", "428" or "500"); a body that fails validation is a 400
+`aiBadRequest`; no key (401) and over the caller's cap (429) stay HTTP errors.
 
 `filters.id` and `filters.fq` narrow what the request reads to the documents that pass them
 (service.retrieval.facet_filter: only a facet's filters, on searchable fields), within what
 the caller may see: filters never widen it. `conversationId` continues a conversation the
-service keeps for its caller (service.conversations); a reply names it.
-
-Errors answer Datafari 7's envelope: `content.error {code, label, message, reason}` (and the
-6.2 fields beside it), labelled by the action (`ragNoFileFound`, `summarizationNoFileFound`).
+service keeps for its caller (service.conversations); an unknown or another caller's is
+ignored (the question is answered, in a new conversation when they are kept). `memoryId` names
+a short memory kept in the process (service.memories), made when absent.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import AsyncIterator
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
 from functools import cached_property
 from typing import Literal
 
@@ -35,15 +45,17 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
-from service.agentic import Agent, protocol_for
+from service.agentic import Agent, ToolEvent, protocol_for
+from service.api.ai_events import NDJSON_HEADERS, NDJSON_TYPE, EventStream
 from service.api.auth import require_api_key
 from service.api.dependencies import CurrentSnapshot
 from service.api.errors import (
+    ai_error_body,
     as_service_error,
-    body_of,
     documented_errors,
     error_response,
     log_failure,
+    stays_http_error,
 )
 from service.api.fields import DocumentId, OptionalLanguage
 from service.api.identity import caller_scope
@@ -51,28 +63,36 @@ from service.api.llm_work import caller_of
 from service.api.payload import json_route
 from service.api.rag import MAX_HISTORY_MESSAGES, MAX_MESSAGE_CHARS, MAX_QUERY_CHARS, UsageOut
 from service.api.sources import SourceOut, sources_of, summary_sources
-from service.api.sse import SSE_HEADERS
 from service.config.settings import agents_of
 from service.conversations import Conversation, ConversationStore
-from service.errors import AgentNotFound, FeatureDisabled, ServiceError
+from service.errors import ConversationNotFound, FeatureDisabled, ServiceError
 from service.llm import ChatMessage
+from service.memories import Memories, Memory
 from service.rag import assemble
 from service.rag.options import RequestOptions
-from service.rag.reply import Answer, Reply
+from service.rag.reply import Answer, AnswerDocument, Reply
 from service.rag.request import RagQuery, SummarizeQuery
 from service.retrieval import Scope
 from service.retrieval.facet_filter import documents_matching
 from service.snapshot import Snapshot
 from service.text.language import answer_language
 
+log = logging.getLogger(__name__)
+
 router = APIRouter(tags=["ai"], dependencies=[Depends(require_api_key)], route_class=json_route())
 
-Action = Literal["rag", "summarize", "agentic"]
+Action = Literal["rag", "summarize", "agentic", "search"]
 # Datafari's label prefix of each action's errors
-FEATURES: dict[str, str] = {"rag": "rag", "summarize": "summarization", "agentic": "agentic"}
+FEATURES: dict[str, str] = {
+    "rag": "rag",
+    "summarize": "summarization",
+    "agentic": "agentic",
+    "search": "rag",
+}
+SEARCH_RESULTS = 5  # Datafari's search action lists this many documents
+SOURCE_CHARS = 200  # of a source's text in Datafari 7's `sources`
 MAX_FILTER_IDS = 1_000
 MAX_FILTER_QUERIES = 20
-NDJSON = "application/x-ndjson"
 
 
 class AiMessage(BaseModel):
@@ -113,11 +133,16 @@ class AiRequest(BaseModel):
         validation_alias=AliasChoices("query", "q"),
         description="The question (rag, agentic).",
     )
-    action: Action = Field("rag", description="rag, summarize or agentic.")
+    action: Action = Field("rag", description="rag, summarize, agentic or search.")
     id: DocumentId | None = Field(
         None, description="rag: answer from this document only; summarize: the document."
     )
-    agent: str | None = Field(None, max_length=512, description="The agent (action=agentic).")
+    agent: str | None = Field(
+        None,
+        max_length=512,
+        description="The agent (action=agentic): one of agentic.agents; any other name, "
+        "generic and rag included, is the first of them, as Datafari falls back to generic.",
+    )
     lang: OptionalLanguage = Field(None, description="ISO code of the answer's language.")
     history: list[AiMessage] | None = Field(
         None,
@@ -129,7 +154,14 @@ class AiRequest(BaseModel):
     conversationId: str | None = Field(  # Datafari's name
         None,
         max_length=128,
-        description="A conversation a reply named: the service adds its earlier messages.",
+        description="A conversation a reply named: the service adds its earlier messages "
+        "(an unknown one, or another caller's, is ignored).",
+    )
+    memoryId: str | None = Field(  # Datafari's name
+        None,
+        max_length=128,
+        description="A memory a reply named (its last turns are read when no history is "
+        "sent); made when absent.",
     )
 
     @model_validator(mode="before")
@@ -139,7 +171,11 @@ class AiRequest(BaseModel):
         none (its chat bot sends "" for none)."""
         if not isinstance(value, dict):
             return value
-        blanks = {key: None for key in ("id", "agent", "conversationId") if value.get(key) == ""}
+        blanks = {
+            key: None
+            for key in ("id", "agent", "conversationId", "memoryId")
+            if value.get(key) == ""
+        }
         action = {"action": "rag"} if value.get("action") is None else {}
         return {**value, **blanks, **action}
 
@@ -152,18 +188,38 @@ class AiRequest(BaseModel):
         return self
 
 
+class AiSource(BaseModel):
+    """A source as Datafari 7 lists it (`content`: its first 200 characters), with whether
+    the answer cites it (ours)."""
+
+    id: str
+    title: str
+    url: str
+    content: str
+    cited: bool = False
+
+    @classmethod
+    def of(cls, source: SourceOut) -> AiSource:
+        text = source.content
+        cut = text if len(text) <= SOURCE_CHARS else text[:SOURCE_CHARS] + "…"
+        return cls(id=source.id, title=source.title, url=source.url, content=cut,
+                   cited=source.cited)  # fmt: skip
+
+
 class AiContent(BaseModel):
-    """The answer, its sources (as `documents`, and as Datafari 7's `sources`), and the
-    conversation it belongs to."""
+    """The answer, its sources (Datafari 7's `sources`; ours whole, as `documents`), the
+    conversation and memory it belongs to."""
 
     message: str
+    sources: list[AiSource]
     documents: list[SourceOut]
-    sources: list[SourceOut]
     conversationId: str | None = None
+    memoryId: str | None = None
 
 
 class AiResponse(BaseModel):
-    """The answer of POST /ai, in Datafari's envelope (with our timings, usage, abstained)."""
+    """The answer of POST /ai, in Datafari's envelope (with our timings, usage, abstained);
+    nulls are left out, as Datafari's are."""
 
     status: Literal["OK"] = "OK"
     content: AiContent
@@ -172,96 +228,146 @@ class AiResponse(BaseModel):
     abstained: str | None = None
 
     @classmethod
-    def of(cls, answer: Answer, conversation_id: str | None, *, summary: bool) -> AiResponse:
+    def of(cls, answer: Answer, turn: Turn) -> AiResponse:
+        summary = turn.body.action == "summarize"
         documents = summary_sources(answer) if summary else sources_of(answer)
         return cls(
             content=AiContent(
                 message=answer.message,
+                sources=[AiSource.of(source) for source in documents],
                 documents=documents,
-                sources=documents,
-                conversationId=conversation_id,
+                conversationId=turn.conversation_id,
+                memoryId=turn.memory.id if turn.memory else None,
             ),
             timings=answer.timings,
             usage=UsageOut.of(answer),
             abstained=answer.abstained,
         )
 
+    def shown(self) -> dict[str, object]:
+        return self.model_dump(mode="json", exclude_none=True)
+
 
 class Turn:
     """One /ai request: its scope (the caller's rights, narrowed by the filters), its
-    conversation, and the pipeline its action runs."""
+    conversation and memory, and the pipeline its action runs."""
 
     def __init__(self, body: AiRequest, request: Request, snapshot: Snapshot) -> None:
         self.body = body
         self.snapshot = snapshot
         self.request = request
         self.conversation: Conversation | None = None
+        self.memory: Memory | None = None
 
     @cached_property
     def caller(self) -> Scope:
         """What the caller may see (made once: it may verify a JWT)."""
         return caller_scope(self.request, self.snapshot.settings.security)
 
+    @cached_property
+    def owner(self) -> str:
+        return owner_of(self.request, self.snapshot, self.caller)
+
     @property
     def conversation_id(self) -> str | None:
         return self.conversation.id if self.conversation else None
 
-    async def begin(self) -> None:
-        """The conversation (a new one when conversations are kept and none is named)."""
-        settings = self.snapshot.settings
-        if self.body.conversationId is None and not settings.conversations.enabled:
-            return
-        self.conversation = await store_of(self.snapshot).open(
-            owner_of(self.request, self.snapshot, self.caller), self.body.conversationId
-        )
+    @property
+    def title(self) -> str:
+        """The conversation's title, as Datafari makes it: the question's first 50 characters."""
+        return (self.body.query or f"Summary of {self.body.id}")[:50]
 
-    async def run(self, progress: assemble.Progress | None = None) -> Reply | Answer:
-        """Everything up to the last LLM request of the action (an agent's whole answer)."""
+    async def begin(self) -> None:
+        """The memory, and the conversation: the one named, else a new one when conversations
+        are kept; one that is not the caller's (unknown, expired, another's) is ignored."""
+        self.memory = memories_of(self.request).open(self.owner, self.body.memoryId)
+        settings = self.snapshot.settings
+        named = self.body.conversationId
+        if not settings.conversations.enabled:
+            return  # a conversationId is answered without one, as Datafari does
+        store = store_of(self.snapshot)
+        try:
+            self.conversation = await store.open(self.owner, named)
+        except ConversationNotFound:
+            log.info("conversationId %r is not the caller's: a new conversation", named[:32])
+            self.conversation = await store.open(self.owner, None)
+
+    @property
+    def history(self) -> tuple[ChatMessage, ...]:
+        """What was said before: the posted history, else the conversation, else the memory."""
+        if self.body.history is not None:
+            return tuple(ChatMessage(m.role, m.content) for m in self.body.history)
+        if self.conversation and self.conversation.messages:
+            return self.conversation.messages
+        return tuple(self.memory.messages) if self.memory else ()
+
+    async def run(
+        self,
+        progress: assemble.Progress | None = None,
+        on_tool: Callable[[ToolEvent], None] | None = None,
+    ) -> Reply | Answer:
+        """Everything up to the last LLM request of the action (an agent's whole answer, a
+        search's documents)."""
         body, snapshot = self.body, self.snapshot
         scope = await self._scope()
         if body.action == "summarize":
             query = SummarizeQuery(document_id=body.id, lang=body.lang, scope=scope)
             return await assemble.summarize(snapshot, query, progress)
-        kept = self.conversation.messages if self.conversation else ()
-        history = (
-            kept
-            if body.history is None
-            else tuple(ChatMessage(m.role, m.content) for m in body.history)
-        )
+        if body.action == "search":
+            return await self._search(scope, progress)
+        history = self.history
         if body.action == "agentic":
-            return await self._agent(scope, progress).run(body.query or "", history)
+            return await self._agent(scope, progress, on_tool).run(body.query or "", history)
         query = RagQuery(
             query=body.query or "",
             document_id=body.id,
             lang=body.lang,
             history=history,
             scope=scope,
-            # a conversation the service keeps is always read; a posted history only with
-            # chat.memory.enabled, as on /ai/rag
-            options=RequestOptions(always_use_history=body.history is None and bool(kept)),
+            # what the service keeps (a conversation, a memory) is always read; a posted
+            # history only with chat.memory.enabled, as on /ai/rag
+            options=RequestOptions(always_use_history=body.history is None and bool(history)),
         )
         return await assemble.ask(snapshot, query, progress)
 
-    def _agent(self, scope: Scope, progress: assemble.Progress | None) -> Agent:
-        """The agent the request names (agentic.agents; none named: the first)."""
+    async def _search(self, scope: Scope, progress: assemble.Progress | None) -> Answer:
+        """Datafari's search action: the documents that match, no answer written."""
+        if progress:
+            progress("search")
+        started = time.perf_counter()
+        retriever = self.snapshot.index_retriever(scope, SEARCH_RESULTS)
+        found = (await retriever.run(self.body.query or ""))[:SEARCH_RESULTS]
+        documents = [
+            AnswerDocument(d.source_id, d.title, d.url, d.content, number, cited=False)
+            for number, d in enumerate(found, start=1)
+        ]
+        took = round((time.perf_counter() - started) * 1000, 1)
+        return Answer(message="", documents=documents, timings={"search": took})
+
+    def _agent(
+        self,
+        scope: Scope,
+        progress: assemble.Progress | None,
+        on_tool: Callable[[ToolEvent], None] | None,
+    ) -> Agent:
+        """The agent the request names (agentic.agents); any other name, none, Datafari's
+        `generic` or `rag`: the first, as Datafari falls back to its generic agent."""
         settings = self.snapshot.settings.agentic
         if not settings.enabled:
             raise FeatureDisabled("agentic.enabled is false in rag.properties")
         agents = agents_of(settings.agents)
-        name = self.body.agent or next(iter(agents))
-        if name not in agents:
-            raise AgentNotFound(
-                f"agent {name[:100]!r} is not one of agentic.agents ({', '.join(agents)})"
-            )
+        name = self.body.agent if self.body.agent in agents else next(iter(agents))
         return Agent(self.snapshot, scope, tools=agents[name], max_steps=settings.max_steps,
                      lang=self.body.lang, protocol=protocol_for(self.snapshot.settings),
-                     progress=progress)  # fmt: skip
+                     progress=progress, on_tool=on_tool)  # fmt: skip
 
     async def remember(self, answer: Answer) -> None:
-        """The question and its answer, kept in the conversation."""
+        """The question and its answer, kept in the memory and the conversation."""
+        question = self.body.query or f"Summarize the document {self.body.id}"
+        if self.memory is not None and answer.message:
+            memories_of(self.request).remember(self.memory, question, answer.message)
         if self.conversation is None:
             return
-        question = self.body.query or f"Summarize the document {self.body.id}"
         await store_of(self.snapshot).append(self.conversation, question, answer.message)
 
     async def _scope(self) -> Scope:
@@ -289,12 +395,13 @@ class Turn:
 @router.post(
     "/ai",
     response_model=AiResponse,
-    responses=documented_errors(403, 404, 428),
+    responses=documented_errors(),
 )
 async def ai(body: AiRequest, request: Request, snapshot: CurrentSnapshot) -> JSONResponse:
     """Datafari 7's AI API, answered whole: `action` rag (the answer from the documents),
-    summarize (the `id` document's summary) or agentic (the agent's answer, its tools called
-    step by step)."""
+    summarize (the `id` document's summary), agentic (the agent's answer, its tools called
+    step by step) or search (the matching documents). A service error is HTTP 200 with
+    `status: ERROR` and `content.error`, as Datafari answers it."""
     request.state.language = answer_language(body.lang, body.query)  # for its errors
     turn = Turn(body, request, snapshot)
     try:
@@ -304,19 +411,23 @@ async def ai(body: AiRequest, request: Request, snapshot: CurrentSnapshot) -> JS
         await turn.remember(answer)
     except ServiceError as error:
         log_failure(error)
-        return error_response(request, error, FEATURES[body.action])
-    response = AiResponse.of(answer, turn.conversation_id, summary=body.action == "summarize")
-    return JSONResponse(response.model_dump(mode="json"))
+        if stays_http_error(error):
+            return error_response(request, error, FEATURES[body.action])
+        language = request.state.language
+        return JSONResponse(ai_error_body(FEATURES[body.action], error, language))
+    return JSONResponse(AiResponse.of(answer, turn).shown())
 
 
 @router.post(
     "/ai/stream",
     responses={
         200: {
-            "description": "NDJSON: one JSON object a line, each with a `type`: start, step "
-            "(one a stage), token ({text}), sources ({documents}), then done (the envelope "
-            "of POST /ai, with timings and usage) or error (the error envelope).",
-            "content": {NDJSON: {"schema": {"type": "string"}}},
+            "description": "NDJSON, Datafari 7's events: one `{type, data, ts}` a line "
+            "(stream.started, memory, phase, message.delta, tool.call/result/error, "
+            "sources.add, sources.final, message.final, conversation, error, "
+            "stream.completed); a failure, a body that fails validation included, is an "
+            "`error` event and stream.completed {status: ERROR}, in a 200.",
+            "content": {"application/x-ndjson": {"schema": {"type": "string"}}},
         },
         **documented_errors(),
     },
@@ -324,12 +435,10 @@ async def ai(body: AiRequest, request: Request, snapshot: CurrentSnapshot) -> JS
 async def ai_stream(
     body: AiRequest, request: Request, snapshot: CurrentSnapshot
 ) -> StreamingResponse:
-    """Datafari 7's AI API, streamed as NDJSON events (the module's docstring lists them)."""
+    """Datafari 7's AI API, streamed as its NDJSON events (the module's docstring)."""
     request.state.language = answer_language(body.lang, body.query)  # for its errors
     turn = Turn(body, request, snapshot)
-    return StreamingResponse(
-        _events(turn, request.state.request_id), media_type=NDJSON, headers=SSE_HEADERS
-    )
+    return StreamingResponse(_events(turn), media_type=NDJSON_TYPE, headers=NDJSON_HEADERS)
 
 
 @router.get("/ai/conversations/{conversation_id}", responses=documented_errors(403, 404))
@@ -353,6 +462,10 @@ async def delete_conversation(
     return JSONResponse({"status": "OK", "content": {"conversationId": conversation_id}})
 
 
+def memories_of(request: Request) -> Memories:
+    return request.app.state.runtime.memories
+
+
 def store_of(snapshot: Snapshot) -> ConversationStore:
     return ConversationStore(snapshot.solr, snapshot.settings.conversations)
 
@@ -366,41 +479,51 @@ def owner_of(request: Request, snapshot: Snapshot, scope: Scope | None = None) -
     return f"{caller_of(request, settings)}|{shown}"
 
 
-async def _events(turn: Turn, request_id: str) -> AsyncIterator[str]:
+async def _events(turn: Turn) -> AsyncIterator[str]:
+    """Datafari 7's events for one turn (service.api.ai_events), its failure included."""
     action = turn.body.action
+    stream = EventStream()
+    yield stream.started()
     try:
         await turn.begin()
-        yield _line({"type": "start", "action": action, "conversationId": turn.conversation_id})
-        steps: asyncio.Queue[str] = asyncio.Queue()
-        running = asyncio.ensure_future(turn.run(steps.put_nowait))
+        yield stream.memory(turn.memory.id if turn.memory else "")
+        yield stream.phase("service.started")
+        if turn.history and action in ("rag", "agentic"):
+            yield stream.phase("Rag:retrieving chat history")
+        steps: asyncio.Queue[str | ToolEvent] = asyncio.Queue()
+        running = asyncio.ensure_future(turn.run(steps.put_nowait, steps.put_nowait))
         try:
             while not running.done() or not steps.empty():
                 waiting = asyncio.ensure_future(steps.get())
                 await asyncio.wait({running, waiting}, return_when=asyncio.FIRST_COMPLETED)
                 if waiting.done():
-                    yield _line({"type": "step", "step": waiting.result()})
+                    for line in stream.progress(waiting.result(), action):
+                        yield line
                 else:
                     waiting.cancel()
             reply = running.result()
         finally:
             running.cancel()
-        if isinstance(reply, Answer):  # an agent's: written whole
+        if isinstance(reply, Answer):  # an agent's or a search's: written whole
             answer = reply
-            yield _line({"type": "token", "text": answer.message})
         else:
             async for text in reply:
-                yield _line({"type": "token", "text": text})
+                yield stream.delta(text)
             answer = await reply.answer()
         await turn.remember(answer)
-        response = AiResponse.of(answer, turn.conversation_id, summary=action == "summarize")
-        documents = [source.model_dump() for source in response.content.documents]
-        yield _line({"type": "sources", "documents": documents})
-        yield _line({"type": "done", **response.model_dump(mode="json")})
-    except Exception as error:  # the stream has begun: the error becomes its last line
-        failure = as_service_error(error, request_id)
+        response = AiResponse.of(answer, turn)
+        for line in stream.sources(response.content.sources):
+            yield line
+        if answer.message:
+            extras = response.shown()
+            yield stream.final(answer.message, timings=extras["timings"], usage=extras["usage"],
+                               abstained=answer.abstained)  # fmt: skip
+        if turn.conversation_id:
+            yield stream.conversation(turn.conversation_id, turn.title)
+        yield stream.phase("service:done")
+        yield stream.completed("OK")
+    except Exception as error:  # the stream has begun: the error, then its end
+        failure = as_service_error(error, turn.request.state.request_id)
         language = turn.request.state.language  # the route's (answer_language)
-        yield _line({"type": "error", **body_of("/ai/stream", failure, FEATURES[action], language)})
-
-
-def _line(event: dict[str, object]) -> str:
-    return json.dumps(event, ensure_ascii=False) + "\n"
+        for line in stream.failed(failure, FEATURES[action], language):
+            yield line

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -21,6 +21,7 @@ from service.errors import (
     BadRequest,
     CallerOverLimit,
     ContextLengthExceeded,
+    FeatureDisabled,
     IndexNotFound,
     InvalidChatRequest,
     MethodNotAllowed,
@@ -152,13 +153,39 @@ def error_body(feature: str, error: ServiceError, language: str | None = None) -
     }
 
 
+def datafari_code(feature: str, error: ServiceError) -> tuple[str, str]:
+    """Datafari 7's code and label of a failure (its AiService and ApiError): "400"
+    aiBadRequest for a request it refuses, "422" for a feature off (and a summary's missing or
+    empty file), "428" for nothing found or no valid answer, "500" for a technical failure."""
+    label = feature + error.kind
+    if isinstance(error, BadRequest):
+        return "400", "aiBadRequest"
+    if isinstance(error, FeatureDisabled) or (
+        feature == "summarization" and error.kind in ("NoFileFound", "FileNotFound", "EmptyFile")
+    ):
+        return "422", label
+    if error.status in (404, 428):
+        return "428", label
+    if error.status >= 500:
+        return "500", feature + "TechnicalError"
+    return str(error.status), label
+
+
+def stays_http_error(error: ServiceError) -> bool:
+    """Whether Datafari 7's AI API answers this failure with its own HTTP status rather than
+    a 200 whose status is ERROR: a refused body, no key, too large, too slow to send, over the
+    caller's cap, or a full local model (it says when to retry)."""
+    return error.status in (400, 401, 408, 413, 429) or error.retry_after is not None
+
+
 def ai_error_body(
     feature: str, error: ServiceError, language: str | None = None
 ) -> dict[str, object]:
-    """Datafari 7's error envelope (its AI API: `content.error`), the 6.2 fields beside it."""
+    """Datafari 7's error envelope (its AI API: `content.error`, Datafari's codes), the 6.2
+    fields beside it."""
     message = user_message(error, language)
-    detail = {"code": str(error.status), "label": feature + error.kind,
-              "message": message, "reason": error.reason}  # fmt: skip
+    code, label = datafari_code(feature, error)
+    detail = {"code": code, "label": label, "message": message, "reason": error.reason}
     return {
         "status": "ERROR",
         "content": {"message": message, "documents": [], "sources": [], **detail,
@@ -236,15 +263,33 @@ _HTTP_ERRORS: dict[int, type[ServiceError]] = {
 }
 
 
+AI_STREAM = "/ai/stream"
+
+
+def refused_stream(request: Request, error: ServiceError) -> Response:
+    """Datafari 7's answer to a stream request it refuses: a 200 stream saying so
+    (stream.started, error, stream.completed {status: ERROR})."""
+    from service.api.ai_events import NDJSON_HEADERS, NDJSON_TYPE, EventStream
+
+    language = getattr(request.state, "language", None)
+    lines = "".join(EventStream().refused(error, language))
+    return Response(lines, media_type=NDJSON_TYPE, headers=NDJSON_HEADERS)
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ServiceError)
-    async def _service_error(request: Request, error: ServiceError) -> JSONResponse:
+    async def _service_error(request: Request, error: ServiceError) -> Response:
         log_failure(error)
+        if request.url.path == AI_STREAM and isinstance(error, BadRequest):
+            return refused_stream(request, error)  # a body the JSON guard refused
         return error_response(request, error)
 
     @app.exception_handler(RequestValidationError)
-    async def _invalid_request(request: Request, error: RequestValidationError) -> JSONResponse:
-        return error_response(request, BadRequest(describe_validation_errors(error)))
+    async def _invalid_request(request: Request, error: RequestValidationError) -> Response:
+        refused = BadRequest(describe_validation_errors(error))
+        if request.url.path == AI_STREAM:
+            return refused_stream(request, refused)
+        return error_response(request, refused)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:

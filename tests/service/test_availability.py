@@ -63,7 +63,8 @@ def test_a_caller_without_the_api_key_is_refused_before_its_body_is_read(
     # with the key, the same body is read and refused for what it is
     keyed = {**ANONYMOUS, "X-API-Key": "the-key"}
     response = client.post(path, content=DEEP, headers=keyed)
-    assert response.status_code == 400, response.text
+    # Datafari 7's stream says it in a 200 stream (stream.started, error, stream.completed)
+    assert response.status_code == (200 if path == "/ai/stream" else 400), response.text
     assert "nested too deep" in response.text
 
 

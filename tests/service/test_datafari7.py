@@ -1,6 +1,7 @@
-"""Datafari 7's AI API (issue 47): POST /ai and /ai/stream with the bodies its chat bot sends,
-the stream read line by line as its client reads it, filters that narrow and never widen,
-hostile filter queries refused, and conversations kept per caller."""
+"""Datafari 7's AI API (issues 47, 58): POST /ai and /ai/stream with the bodies its chat bot
+sends, answered with its statuses and its stream's events (test_datafari7_conformance.py checks
+every line against their catalogue), filters that narrow and never widen, hostile filter
+queries refused, conversations kept per caller, agents by Datafari's names."""
 
 from __future__ import annotations
 
@@ -44,13 +45,14 @@ def ok(response: httpx.Response) -> dict:
     return body["content"]
 
 
-def error_of(response: httpx.Response, status: int, label: str) -> dict:
-    """Datafari 7's error envelope: content.error, and the 6.2 fields beside it."""
+def error_of(response: httpx.Response, code: str, label: str, status: int = 200) -> dict:
+    """Datafari 7's error envelope: content.error with Datafari's code, and the 6.2 fields
+    beside it; a service error is an HTTP 200, as Datafari answers it."""
     assert response.status_code == status, response.text
     body = response.json()
     assert body["status"] == "ERROR"
     error = body["content"]["error"]
-    assert (error["code"], error["label"]) == (str(status), label)
+    assert (error["code"], error["label"]) == (code, label)
     assert error["message"] and body["content"]["message"] == error["message"]
     assert body["content"]["label"] == label and body["content"]["documents"] == []
     assert "Traceback" not in response.text
@@ -58,9 +60,15 @@ def error_of(response: httpx.Response, status: int, label: str) -> dict:
 
 
 def events(lines: list[str]) -> list[dict]:
-    """The stream as Datafari's client reads it: each line one JSON object."""
+    """The stream as Datafari's client reads it: each line one {type, data, ts} object."""
     assert lines and all(line.strip() for line in lines)
-    return [json.loads(line) for line in lines]
+    sent = [json.loads(line) for line in lines]
+    assert all(set(event) == {"type", "data", "ts"} for event in sent)
+    return sent
+
+
+def of_type(sent: list[dict], kind: str) -> list[dict]:
+    return [event["data"] for event in sent if event["type"] == kind]
 
 
 @pytest.fixture
@@ -75,8 +83,10 @@ def test_each_action_answers_datafari_7s_body_on_both_paths(
         answer = ok(summarizing.post(path, json=RAG_BODY))
         assert answer["message"].startswith("Test answer to:")
         assert answer["documents"][0]["id"] == "lighthouse"
-        assert answer["sources"] == answer["documents"]
-        assert answer["conversationId"] is None  # conversations are off here
+        assert [s["id"] for s in answer["sources"]] == [d["id"] for d in answer["documents"]]
+        assert all(len(s["content"]) <= 201 for s in answer["sources"])  # Datafari's 200 + …
+        assert "conversationId" not in answer  # conversations are off here: null, left out
+        assert answer["memoryId"]
         summary = ok(summarizing.post(path, json=SUMMARIZE_BODY))
         assert summary["message"] and summary["documents"][0]["id"] == "lighthouse"
     assert len(llm.requests) == 4
@@ -101,18 +111,19 @@ def test_the_6_2_paths_keep_working_beside_them(summarizing: TestClient, llm: LL
 @pytest.mark.parametrize(
     ("body", "label", "why"),
     [
-        ({"action": "rag"}, "ragBadRequest", "query is required for rag"),
-        ({"action": "summarize", "query": "x"}, "ragBadRequest", "id is required for summarize"),
-        ({"action": "search", "query": "x"}, "ragBadRequest", "action"),
-        ({"query": "x", "filters": {"fq": ["{!join from=id to=id}x:y"]}}, "ragBadRequest",
+        ({"action": "rag"}, "aiBadRequest", "query is required for rag"),
+        ({"action": "summarize", "query": "x"}, "aiBadRequest", "id is required for summarize"),
+        ({"action": "synthesize", "query": "x"}, "aiBadRequest", "action"),
+        ({"query": "x", "filters": {"fq": ["{!join from=id to=id}x:y"]}}, "aiBadRequest",
          "local parameters"),
-        ({"query": "x", "conversationId": "a" * 129}, "ragBadRequest", "conversationId"),
-        ({"query": "x", "filters": {"fq": ["language:en"] * 21}}, "ragBadRequest", "fq"),
-        ({"query": "x", "filters": {"id": ["a"] * 1001}}, "ragBadRequest", "filters.id"),
-        ({"query": "x", "filters": {"id": ["a\u0000b"]}}, "ragBadRequest", "filters.id"),
-        ({"query": "x", "id": "a\nb"}, "ragBadRequest", "id"),
-        ({"query": "x", "agent": "a" * 513}, "ragBadRequest", "agent"),
-        ({"query": "x" * 20_001}, "ragBadRequest", "query"),
+        ({"query": "x", "conversationId": "a" * 129}, "aiBadRequest", "conversationId"),
+        ({"query": "x", "memoryId": "a" * 129}, "aiBadRequest", "memoryId"),
+        ({"query": "x", "filters": {"fq": ["language:en"] * 21}}, "aiBadRequest", "fq"),
+        ({"query": "x", "filters": {"id": ["a"] * 1001}}, "aiBadRequest", "filters.id"),
+        ({"query": "x", "filters": {"id": ["a\u0000b"]}}, "aiBadRequest", "filters.id"),
+        ({"query": "x", "id": "a\nb"}, "aiBadRequest", "id"),
+        ({"query": "x", "agent": "a" * 513}, "aiBadRequest", "agent"),
+        ({"query": "x" * 20_001}, "aiBadRequest", "query"),
     ],
 )  # fmt: skip
 def test_what_an_action_lacks_is_a_400_that_says_it(
@@ -125,36 +136,78 @@ def test_what_an_action_lacks_is_a_400_that_says_it(
     assert llm.requests == []
 
 
-def test_errors_are_labelled_by_the_action(client: TestClient, llm: LLMScript) -> None:
-    error_of(client.post("/ai", json=SUMMARIZE_BODY), 403, "summarizationErrorNotEnabled")
-    found = error_of(client.post("/ai", json={**RAG_BODY, "id": "no-such-doc"}), 404,
+def test_errors_are_labelled_by_the_action_with_datafari_s_codes_in_a_200(
+    client: TestClient, llm: LLMScript
+) -> None:
+    """Datafari's own Java client (RestClient.retrieve()) throws on a 4xx or 5xx before it
+    reads content.error: a service error is a 200 whose status is ERROR."""
+    error_of(client.post("/ai", json=SUMMARIZE_BODY), "422", "summarizationErrorNotEnabled")
+    found = error_of(client.post("/ai", json={**RAG_BODY, "id": "no-such-doc"}), "428",
                      "ragFileNotFound")  # fmt: skip
     assert "no-such-doc" in found["reason"]
 
 
-def test_the_stream_is_ndjson_read_line_by_line(summarizing: TestClient, llm: LLMScript) -> None:
+def test_the_stream_is_datafari_7s_ndjson_read_line_by_line(
+    summarizing: TestClient, llm: LLMScript
+) -> None:
     with summarizing.stream("POST", "/ai/stream", json=RAG_BODY) as response:
         assert response.status_code == 200
-        assert response.headers["content-type"].startswith("application/x-ndjson")
+        assert response.headers["content-type"] == "application/x-ndjson; charset=utf-8"
+        assert response.headers["cache-control"] == "no-cache, no-transform"
+        assert response.headers["x-accel-buffering"] == "no"
         lines = list(response.iter_lines())
     sent = events(lines)
     kinds = [event["type"] for event in sent]
-    assert kinds[0] == "start" and kinds[-2:] == ["sources", "done"]
-    steps = [event["step"] for event in sent if event["type"] == "step"]
-    assert steps[:2] == ["retrieve", "chunk"] and steps[-1] == "chain"
-    text = "".join(event["text"] for event in sent if event["type"] == "token")
-    done = sent[-1]
-    assert done["status"] == "OK" and done["content"]["message"] == text
-    assert text.startswith("Test answer to:")
-    assert done["content"]["documents"][0]["id"] == "lighthouse" and done["timings"]["chain"] >= 0
+    assert kinds[:3] == ["stream.started", "memory", "phase"]
+    assert kinds[-4:] == ["sources.final", "message.final", "phase", "stream.completed"]
+    phases = [data["name"] for data in of_type(sent, "phase")]
+    assert phases == ["service.started", "Rag:retrieving chat history", "Rag:retrieval",
+                      "Rag:response generation", "service:done"]  # fmt: skip
+    text = "".join(data["text"] for data in of_type(sent, "message.delta"))
+    final = of_type(sent, "message.final")[0]
+    assert final["text"] == text and text.startswith("Test answer to:")
+    assert final["timings"]["chain"] >= 0  # ours, beside theirs
+    added = [data["source"]["id"] for data in of_type(sent, "sources.add")]
+    assert added[0] == "lighthouse"
+    assert [item["id"] for item in of_type(sent, "sources.final")[0]["items"]] == added
+    assert of_type(sent, "stream.completed") == [{"status": "OK"}]
     summary = events(list(summarizing.post("/ai/stream", json=SUMMARIZE_BODY).iter_lines()))
-    assert summary[-1]["type"] == "done" and summary[-1]["content"]["message"]
+    assert of_type(summary, "message.final")[0]["text"]
+    assert of_type(summary, "stream.completed") == [{"status": "OK"}]
 
 
-def test_a_failure_in_the_stream_is_its_last_line(client: TestClient, llm: LLMScript) -> None:
+def test_a_failure_in_the_stream_is_an_error_then_its_end(
+    client: TestClient, llm: LLMScript
+) -> None:
     sent = events(list(client.post("/ai/stream", json={**RAG_BODY, "id": "nope"}).iter_lines()))
-    assert [event["type"] for event in sent] == ["start", "step", "error"]
-    assert sent[-1]["content"]["error"]["label"] == "ragFileNotFound"
+    kinds = [event["type"] for event in sent]
+    assert kinds[0] == "stream.started"
+    assert kinds[-4:] == ["error", "sources.final", "phase", "stream.completed"]
+    error = of_type(sent, "error")[0]
+    assert (error["code"], error["label"]) == ("428", "ragFileNotFound")
+    assert of_type(sent, "stream.completed") == [{"status": "ERROR"}]
+
+
+def test_a_body_that_fails_validation_is_a_200_stream_saying_so(
+    client: TestClient, llm: LLMScript
+) -> None:
+    for body in ({"action": "rag"}, {"query": "x", "agent": "a" * 513}):
+        response = client.post("/ai/stream", json=body)
+        assert response.status_code == 200
+        sent = events(list(response.iter_lines()))
+        assert [event["type"] for event in sent] == ["stream.started", "error",
+                                                     "stream.completed"]  # fmt: skip
+        assert of_type(sent, "error")[0]["label"] == "aiBadRequest"
+        assert of_type(sent, "stream.completed") == [{"status": "ERROR"}]
+    # a filter refused once the turn began: its error, then the stream's end
+    hostile = {"query": "x", "filters": {"fq": ["{!join from=id to=id}x:y"]}}
+    sent = events(list(client.post("/ai/stream", json=hostile).iter_lines()))
+    assert of_type(sent, "error")[0]["label"] == "aiBadRequest"
+    assert sent[-1]["type"] == "stream.completed" and sent[-1]["data"]["status"] == "ERROR"
+    refused = client.post("/ai/stream", content=b'{"query": NaN}',
+                          headers={"Content-Type": "application/json"})  # fmt: skip
+    assert refused.status_code == 200 and "stream.completed" in refused.text
+    assert llm.requests == []
 
 
 def test_a_client_that_leaves_mid_stream_frees_the_service(
@@ -163,7 +216,7 @@ def test_a_client_that_leaves_mid_stream_frees_the_service(
     base = service()
     with httpx.stream("POST", f"{base}/ai/stream", json=RAG_BODY, timeout=30) as response:
         for line in response.iter_lines():
-            if json.loads(line)["type"] == "step":
+            if json.loads(line)["type"] == "phase":
                 break  # the chat bot's tab is closed
     answer = httpx.post(f"{base}/ai", json=RAG_BODY, timeout=30)
     assert ok(answer)["documents"][0]["id"] == "lighthouse"
@@ -174,7 +227,7 @@ def test_filters_id_narrow_what_the_answer_reads(client: TestClient, llm: LLMScr
     answer = ok(client.post("/ai", json=narrowed))
     assert {d["id"] for d in answer["documents"]} == {"orchard"}
     nothing = {**RAG_BODY, "filters": {"id": ["no-such-document"]}}
-    error_of(client.post("/ai", json=nothing), 428, "ragNoFileFound")
+    error_of(client.post("/ai", json=nothing), "428", "ragNoFileFound")
 
 
 @pytest.mark.parametrize("method", ["bm25", "vector", "hybrid"])
@@ -217,7 +270,7 @@ def test_hostile_filter_queries_are_each_refused(
 ) -> None:
     response = client.post("/ai", json={**RAG_BODY, "filters": {"fq": [fq]}})
     assert response.status_code == 400, response.text
-    assert response.json()["content"]["label"] == "ragBadRequest"
+    assert response.json()["content"]["label"] == "aiBadRequest"
     assert llm.requests == []
 
 
@@ -257,20 +310,21 @@ def test_a_conversation_is_kept_for_its_caller_only(
     assert second["conversationId"] == conversation
     sent = str(llm.requests[-1].body)
     assert QUESTION in sent and first["message"][:30] in sent  # the earlier turn, as history
-    # the other caller: no such conversation, and nothing of it is read or answered
-    calls = len(llm.requests)
-    stolen = client.post("/ai", json=follow_up, headers=two)
-    error_of(stolen, 404, "ragConversationNotFound")
-    assert QUESTION not in stolen.text and len(llm.requests) == calls
-    error_of(client.get(f"/ai/conversations/{conversation}", headers=two), 404,
-             "ragConversationNotFound")  # fmt: skip
-    error_of(client.delete(f"/ai/conversations/{conversation}", headers=two), 404,
-             "ragConversationNotFound")  # fmt: skip
+    # the other caller: its question is answered, in a conversation of its own; nothing of
+    # the first caller's is read (as Datafari ignores a conversationId that is not yours)
+    stolen = ok(client.post("/ai", json=follow_up, headers=two))
+    assert stolen["conversationId"] not in (None, conversation)
+    assert QUESTION not in str(llm.requests[-1].body) and QUESTION not in str(stolen)
+    error_of(client.get(f"/ai/conversations/{conversation}", headers=two), "428",
+             "ragConversationNotFound", status=404)  # fmt: skip
+    error_of(client.delete(f"/ai/conversations/{conversation}", headers=two), "428",
+             "ragConversationNotFound", status=404)  # fmt: skip
     kept = ok(client.get(f"/ai/conversations/{conversation}", headers=one))
     assert [m["role"] for m in kept["messages"]] == ["user", "assistant"] * 2
-    # its owner deletes it: gone
+    # its owner deletes it: gone, and a follow-up starts anew
     ok(client.delete(f"/ai/conversations/{conversation}", headers=one))
-    error_of(client.post("/ai", json=follow_up, headers=one), 404, "ragConversationNotFound")
+    anew = ok(client.post("/ai", json=follow_up, headers=one))
+    assert anew["conversationId"] != conversation
 
 
 def test_a_conversation_is_bounded(make_client: ClientFactory, llm: LLMScript) -> None:
@@ -288,16 +342,16 @@ def test_a_conversation_is_bounded(make_client: ClientFactory, llm: LLMScript) -
     assert kept[0]["content"] == ("lighthouse " * 50)[:100]  # a message is cut
 
 
-def test_a_conversation_id_never_made_here_is_not_found(
+def test_a_conversation_id_never_made_here_is_ignored_and_the_question_answered(
     make_client: ClientFactory, llm: LLMScript
 ) -> None:
     client = make_client({"conversations.enabled": True})
     for made_up in ("0" * 32, "../../etc/passwd", "*:*", "a" * 128):
-        response = client.post("/ai", json={"query": QUESTION, "conversationId": made_up})
-        error_of(response, 404, "ragConversationNotFound")
-    assert llm.requests == []
-    off = make_client().post("/ai", json={"query": QUESTION, "conversationId": "0" * 32})
-    assert "conversations.enabled" in error_of(off, 403, "ragErrorNotEnabled")["reason"]
+        answer = ok(client.post("/ai", json={"query": QUESTION, "conversationId": made_up}))
+        assert answer["conversationId"] != made_up and len(answer["conversationId"]) == 32
+    assert len(llm.requests) == 4
+    off = ok(make_client().post("/ai", json={"query": QUESTION, "conversationId": "0" * 32}))
+    assert "conversationId" not in off  # conversations off: answered, none kept
 
 
 def tool_call(name: str, **arguments: object) -> Step:
@@ -321,11 +375,16 @@ def test_the_agent_calls_our_tools_and_answers_citing_what_they_found(
     llm.then(tool_call("search", query="lighthouse lamp"))
     llm.answer = lambda request: "The keeper kept it lit [1]."
     sent = events(list(client.post("/ai/stream", json=AGENT_BODY).iter_lines()))
-    assert [e["step"] for e in sent if e["type"] == "step"] == ["agent", "search", "agent"]
-    done = sent[-1]
-    assert done["type"] == "done" and done["content"]["message"] == "The keeper kept it lit [1]."
-    first = done["content"]["documents"][0]
+    (call,) = of_type(sent, "tool.call")
+    (result,) = of_type(sent, "tool.result")
+    assert call["toolName"] == "search" and call["label"] and result["id"] == call["id"]
+    assert result["durationMs"] >= 0
+    kinds = [event["type"] for event in sent]
+    assert kinds.index("tool.call") < kinds.index("tool.result") < kinds.index("message.final")
+    assert of_type(sent, "message.final")[0]["text"] == "The keeper kept it lit [1]."
+    first = of_type(sent, "sources.final")[0]["items"][0]
     assert (first["id"], first["cited"]) == ("lighthouse", True)
+    assert of_type(sent, "stream.completed") == [{"status": "OK"}]
     # the tool's result went back to the LLM as a tool message, after its call
     messages = llm.requests[1].body["messages"]
     assert messages[-2]["tool_calls"][0]["function"]["name"] == "search"
@@ -363,13 +422,19 @@ def test_a_model_that_cannot_call_tools_is_said_so(
     client = make_client(AGENTIC)
     refusal = {"error": {"message": "tools param requires --jinja flag", "type": "x"}}
     llm.then(Step(status=400, body=json.dumps(refusal)))
-    error = error_of(client.post("/ai", json=AGENT_BODY), 400, "agenticBadRequest")
+    error = error_of(client.post("/ai", json=AGENT_BODY), "400", "aiBadRequest", status=400)
     assert "cannot call tools" in error["reason"] and "action=rag" in error["reason"]
 
 
 def test_agents_are_named_in_rag_properties(make_client: ClientFactory, llm: LLMScript) -> None:
     client = make_client({**AGENTIC, "agentic.agents": "default=search;doc-42=get_document"})
-    error_of(client.post("/ai", json={**AGENT_BODY, "agent": "nope"}), 404, "agenticAgentNotFound")
+    # a name not there (Datafari's generic and rag, or any): the first agent, as Datafari
+    # falls back to its generic one
+    for name in ("generic", "rag", "nope", None):
+        llm.answer = lambda request: "The lamp [1]."
+        ok(client.post("/ai", json={**AGENT_BODY, "agent": name}))
+        assert [t["function"]["name"] for t in llm.requests[-1].body["tools"]] == ["search"]
+    llm.reset()
     llm.then(tool_call("search", query="lighthouse"))
     llm.answer = lambda request: "I could not find it in the documents."
     ok(client.post("/ai", json={**AGENT_BODY, "agent": "doc-42"}))
@@ -377,7 +442,7 @@ def test_agents_are_named_in_rag_properties(make_client: ClientFactory, llm: LLM
     refused = llm.requests[1].body["messages"][-1]["content"]
     assert refused.startswith("error: no tool 'search'")  # not this agent's
     off = make_client().post("/ai", json=AGENT_BODY)
-    error_of(off, 403, "agenticErrorNotEnabled")
+    error_of(off, "422", "agenticErrorNotEnabled")
 
 
 def test_the_agent_reads_only_what_its_caller_may(
@@ -425,7 +490,7 @@ def test_a_conversation_expires_after_its_time(make_client: ClientFactory, llm: 
     conversation = ok(client.post("/ai", json={"query": QUESTION}))["conversationId"]
     assert ok(client.get(f"/ai/conversations/{conversation}"))["messages"]
     time.sleep(0.0005 * 3600 + 1)
-    error_of(client.get(f"/ai/conversations/{conversation}"), 404, "ragConversationNotFound")
+    error_of(client.get(f"/ai/conversations/{conversation}"), "428", "ragConversationNotFound", 404)
 
 
 def test_filters_that_leave_too_many_documents_are_a_400_not_a_huge_filter(
@@ -459,7 +524,7 @@ def test_a_caller_keeps_at_most_its_share_of_conversations(
     so one caller cannot fill Solr."""
     client = make_client({"conversations.enabled": True, "conversations.max.per.caller": 2})
     made = [ok(client.post("/ai", json={"query": QUESTION}))["conversationId"] for _ in range(3)]
-    error_of(client.get(f"/ai/conversations/{made[0]}"), 404, "ragConversationNotFound")
+    error_of(client.get(f"/ai/conversations/{made[0]}"), "428", "ragConversationNotFound", 404)
     for kept in made[1:]:
         assert ok(client.get(f"/ai/conversations/{kept}"))["messages"]
 

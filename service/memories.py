@@ -1,0 +1,82 @@
+"""Datafari 7's `memoryId`: a short chat memory the service keeps in its process for a caller,
+so that a client which sends no history and keeps no conversation still gets its last turns
+read (Datafari keeps an agent's last 20 messages the same way).
+
+A request without a memoryId gets a new one (streamed as the `memory` event, returned as
+`content.memoryId`); a memoryId is the caller's own: the same id sent by another caller is
+another memory. Bounded everywhere: MAX_MESSAGES a memory, MAX_PER_OWNER memories a caller
+(its least recently used forgotten first), MAX_MEMORIES in all, each forgotten TTL_SECONDS
+after its last use. Not kept across restarts, nor shared by workers: conversationId is the
+durable way.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from service.llm import ChatMessage
+
+MAX_MESSAGES = 20
+MAX_PER_OWNER = 32
+MAX_MEMORIES = 10_000
+TTL_SECONDS = 3600.0
+MEMORY_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+
+
+@dataclass
+class Memory:
+    id: str
+    messages: list[ChatMessage] = field(default_factory=list)
+    used: float = 0.0
+
+
+class Memories:
+    """Every caller's memories, least recently used first (thread-safe: workers' threads)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._held: OrderedDict[tuple[str, str], Memory] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def open(self, owner: str, memory_id: str | None) -> Memory:
+        """The owner's memory of that id (a new, empty one when there is none, or it expired,
+        or the id is not one we could have made), used now."""
+        now = self._clock()
+        with self._lock:
+            self._forget_expired(now)
+            if memory_id is None or not MEMORY_ID.match(memory_id):
+                memory_id = secrets.token_hex(16)
+            key = (owner, memory_id)
+            memory = self._held.pop(key, None) or Memory(memory_id)
+            memory.used = now
+            self._held[key] = memory
+            self._bound(owner)
+            return memory
+
+    def remember(self, memory: Memory, question: str, answer: str) -> None:
+        with self._lock:
+            memory.messages += [ChatMessage("user", question), ChatMessage("assistant", answer)]
+            del memory.messages[:-MAX_MESSAGES]
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def _forget_expired(self, now: float) -> None:
+        while self._held:
+            key, oldest = next(iter(self._held.items()))
+            if now - oldest.used < TTL_SECONDS:
+                break
+            del self._held[key]
+
+    def _bound(self, owner: str) -> None:
+        mine = [key for key in self._held if key[0] == owner]
+        for key in mine[: max(len(mine) - MAX_PER_OWNER, 0)]:
+            del self._held[key]
+        while len(self._held) > MAX_MEMORIES:
+            self._held.popitem(last=False)
