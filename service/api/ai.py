@@ -438,7 +438,7 @@ async def ai_stream(
     """Datafari 7's AI API, streamed as its NDJSON events (the module's docstring)."""
     request.state.language = answer_language(body.lang, body.query)  # for its errors
     turn = Turn(body, request, snapshot)
-    return StreamingResponse(_events(turn), media_type=NDJSON_TYPE, headers=NDJSON_HEADERS)
+    return StreamingResponse(turn_events(turn), media_type=NDJSON_TYPE, headers=NDJSON_HEADERS)
 
 
 @router.get("/ai/conversations/{conversation_id}", responses=documented_errors(403, 404))
@@ -479,8 +479,9 @@ def owner_of(request: Request, snapshot: Snapshot, scope: Scope | None = None) -
     return f"{caller_of(request, settings)}|{shown}"
 
 
-async def _events(turn: Turn) -> AsyncIterator[str]:
-    """Datafari 7's events for one turn (service.api.ai_events), its failure included."""
+async def turn_events(turn: Turn) -> AsyncIterator[str]:
+    """Datafari 7's events for one turn (service.api.ai_events), its failure included: the
+    lines of /ai/stream, the messages of /ai/ws."""
     action = turn.body.action
     stream = EventStream()
     yield stream.started()

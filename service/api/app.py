@@ -17,6 +17,7 @@ from service import __version__
 from service.api import (
     admin,
     ai,
+    ai_ws,
     documents,
     health,
     kaito,
@@ -33,7 +34,7 @@ from service.api.docs import install_docs
 from service.api.errors import install_error_handlers
 from service.api.jobs import JobRequest, body_limit
 from service.api.limits import BodySizeLimit
-from service.api.llm_work import CallerLimit, CancelOnDisconnect, LlmAdmission
+from service.api.llm_work import CallerLimit, Callers, CancelOnDisconnect, LlmAdmission
 from service.api.mcp import PATH as MCP_PATH
 from service.api.mcp import McpEndpoint, create_mcp, http_scope
 from service.api.openai_schema import add_schemas
@@ -98,7 +99,8 @@ def create_app(config_path: Path) -> FastAPI:
     app.add_middleware(CancelOnDisconnect)
     # the LLM's admission, inside the per-caller cap: a caller over its cap is refused first
     app.add_middleware(LlmAdmission, settings=runtime.settings)
-    app.add_middleware(CallerLimit, settings=runtime.settings)
+    app.state.callers = Callers()  # shared with Datafari 7's WebSocket (service.api.ai_ws)
+    app.add_middleware(CallerLimit, settings=runtime.settings, active=app.state.callers)
     origins = [o.strip() for o in runtime.settings().server.cors_origins.split(",") if o.strip()]
     if origins:
         app.add_middleware(
@@ -110,6 +112,7 @@ def create_app(config_path: Path) -> FastAPI:
         )
     app.include_router(rag.router)
     app.include_router(ai.router)
+    app.include_router(ai_ws.router)
     app.include_router(summarize.router)
     app.include_router(search.router)
     app.include_router(documents.router)

@@ -23,7 +23,7 @@ class DatafariPaths:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
+        if scope["type"] in ("http", "websocket"):  # Datafari 7's /rest/v2.0/ai/ws too
             rest = scope["path"].removeprefix(DATAFARI_PREFIX)
             if rest != scope["path"] and (rest.startswith(_SERVED) or rest in _SERVED_EXACTLY):
                 scope["path"] = rest

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import anyio
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.api.auth import bearer_token, matching_api_key
@@ -61,7 +61,7 @@ def calls_the_llm(scope: Scope) -> bool:
     return scope["type"] == "http" and scope["path"] in LLM_PATHS
 
 
-def caller_of(request: Request, settings: Settings) -> str:
+def caller_of(request: HTTPConnection, settings: Settings) -> str:
     """Who is asking, for the per-caller cap (see the module's docstring)."""
     security = settings.security
     key = matching_api_key(request, security)
@@ -79,13 +79,38 @@ def caller_of(request: Request, settings: Settings) -> str:
     return "address:" + (client.host if client else "unknown")
 
 
+class Callers(Counter[str]):
+    """Each caller's questions in progress in this worker: the HTTP requests the middleware
+    counts and the WebSocket turns (service.api.ai_ws), one count."""
+
+    @contextmanager
+    def asking(self, caller: str, cap: int) -> Iterator[None]:
+        """One more question of `caller` while the block runs; CallerOverLimit at once when
+        it has `cap` already (0: no cap)."""
+        if cap and self[caller] >= cap:
+            raise CallerOverLimit(
+                f"{self[caller]} of this caller's questions are being answered, the "
+                f"most llm.max.concurrent.per.caller allows ({cap}); retry after one ends",
+                retry_after=RETRY_AFTER_SECONDS,
+            )
+        self[caller] += 1
+        try:
+            yield
+        finally:
+            self[caller] -= 1
+            if not self[caller]:
+                del self[caller]
+
+
 class CallerLimit:
     """ASGI middleware: the per-caller cap on concurrent LLM requests (module docstring)."""
 
-    def __init__(self, app: ASGIApp, settings: Callable[[], Settings]) -> None:
+    def __init__(
+        self, app: ASGIApp, settings: Callable[[], Settings], active: Callers | None = None
+    ) -> None:
         self.app = app
         self.settings = settings
-        self.active: Counter[str] = Counter()
+        self.active = Callers() if active is None else active
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not calls_the_llm(scope):
@@ -97,22 +122,11 @@ class CallerLimit:
             await self.app(scope, receive, send)
             return
         request = Request(scope)
-        caller = caller_of(request, settings)
-        if self.active[caller] >= cap:
-            refused = CallerOverLimit(
-                f"{self.active[caller]} of this caller's questions are being answered, the "
-                f"most llm.max.concurrent.per.caller allows ({cap}); retry after one ends",
-                retry_after=RETRY_AFTER_SECONDS,
-            )
-            await error_response(request, refused)(scope, receive, send)
-            return
-        self.active[caller] += 1
         try:
-            await self.app(scope, receive, send)
-        finally:
-            self.active[caller] -= 1
-            if not self.active[caller]:
-                del self.active[caller]
+            with self.active.asking(caller_of(request, settings), cap):
+                await self.app(scope, receive, send)
+        except CallerOverLimit as refused:
+            await error_response(request, refused)(scope, receive, send)
 
 
 class CancelOnDisconnect:

@@ -1,0 +1,99 @@
+"""Datafari 7's AI API over a WebSocket (/ai/ws, its /rest/v2.0/ai/ws): `ai.request` answered
+with the stream's events, checked against Datafari's catalogue; garbage, floods, huge messages
+and callers without the key closed with a reason."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fastapi.testclient import TestClient
+from starlette.websockets import WebSocketDisconnect
+
+from service.api.ai_ws import MAX_MESSAGE_BYTES, MAX_REFUSED, READ_AHEAD
+from testing.llm_server import LLMScript, Step
+from testing.service import ClientFactory
+from tests.service.test_datafari7_conformance import ANSWERED, FAILED, RAG, conforming, shape
+
+
+def turn(websocket: object) -> list[dict]:
+    """The events of one answer, up to stream.completed, checked against the catalogue."""
+    lines = []
+    while True:
+        line = websocket.receive_text()  # type: ignore[attr-defined]
+        lines.append(line)
+        if json.loads(line)["type"] == "stream.completed":
+            return conforming("\n".join(lines))
+
+
+@pytest.mark.parametrize("path", ["/ai/ws", "/Datafari/rest/v2.0/ai/ws"])
+def test_an_ai_request_is_answered_with_the_stream_s_events(
+    client: TestClient, llm: LLMScript, path: str
+) -> None:
+    with client.websocket_connect(path) as websocket:
+        websocket.send_text(json.dumps({"type": "ai.request", "data": RAG}))
+        first = turn(websocket)
+        assert ANSWERED.match(shape(first)), shape(first)
+        final = next(e["data"] for e in first if e["type"] == "message.final")
+        assert final["text"].startswith("Test answer to:")
+        # the same connection takes the next question
+        websocket.send_text(json.dumps({"type": "ai.request", "data": {**RAG, "id": "nope"}}))
+        second = turn(websocket)
+        assert FAILED.match(shape(second)), shape(second)
+    assert len(llm.requests) == 1
+
+
+def test_what_is_not_a_request_is_said_so_and_a_connection_of_garbage_is_closed(
+    client: TestClient, llm: LLMScript
+) -> None:
+    with client.websocket_connect("/ai/ws") as websocket:
+        websocket.send_text(json.dumps({"type": "human.input.response", "interactionId": "x"}))
+        (answer,) = [json.loads(websocket.receive_text())]
+        assert (answer["type"], answer["data"]["label"]) == ("error", "humanInputNotFound")
+        websocket.send_text(json.dumps({"type": "ai.request", "data": {"action": "rag"}}))
+        refused = turn(websocket)
+        assert shape(refused) == "stream.started error stream.completed:ERROR "
+        assert refused[1]["data"]["label"] == "aiBadRequest"
+        for garbage in ["not json", "[1, 2]", json.dumps({"type": "other"}), "{" * 100_000]:
+            websocket.send_text(garbage)
+            assert shape(turn(websocket)) == "stream.started error stream.completed:ERROR "
+        for _ in range(MAX_REFUSED - 4):
+            websocket.send_text("still not json")
+            turn(websocket)
+        websocket.send_text("one too many")
+        with pytest.raises(WebSocketDisconnect) as closed:
+            websocket.receive_text()
+        assert closed.value.code == 1003
+    assert llm.requests == []
+
+
+def test_a_huge_message_or_a_flood_closes_the_connection(
+    client: TestClient, llm: LLMScript
+) -> None:
+    with client.websocket_connect("/ai/ws") as websocket:
+        websocket.send_text("x" * (MAX_MESSAGE_BYTES + 1))
+        with pytest.raises(WebSocketDisconnect) as closed:
+            websocket.receive_text()
+        assert closed.value.code == 1009
+    llm.then(Step(content="Slow [1].", delay=3))
+    with client.websocket_connect("/ai/ws") as websocket:
+        request = json.dumps({"type": "ai.request", "data": RAG})
+        for _ in range(READ_AHEAD + 2):  # one answered, READ_AHEAD waiting, one too many
+            websocket.send_text(request)
+        with pytest.raises(WebSocketDisconnect) as closed:
+            while True:
+                websocket.receive_text()
+        assert closed.value.code == 1008
+    assert len(llm.requests) <= 1
+
+
+def test_a_caller_without_the_key_is_refused_at_the_handshake(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    client = make_client({"api.keys": "the-key"})
+    with pytest.raises(WebSocketDisconnect) as closed, client.websocket_connect("/ai/ws") as ws:
+        ws.receive_text()
+    assert closed.value.code == 1008
+    with client.websocket_connect("/ai/ws", headers={"X-API-Key": "the-key"}) as websocket:
+        websocket.send_text(json.dumps({"type": "ai.request", "data": RAG}))
+        assert ANSWERED.match(shape(turn(websocket)))
