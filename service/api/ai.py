@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Callable
 from functools import cached_property
@@ -93,6 +94,9 @@ SEARCH_RESULTS = 5  # Datafari's search action lists this many documents
 SOURCE_CHARS = 200  # of a source's text in Datafari 7's `sources`
 MAX_FILTER_IDS = 1_000
 MAX_FILTER_QUERIES = 20
+MAX_FILTER_FIELDS = 20  # filters' keys besides id and fq
+MAX_FILTER_VALUES = 100
+FILTER_FIELD = re.compile(r"[A-Za-z][\w.-]{0,99}")
 
 
 class AiMessage(BaseModel):
@@ -107,9 +111,12 @@ class AiMessage(BaseModel):
 
 
 class AiFilters(BaseModel):
-    """What the request may read: these documents, and those passing these filter queries."""
+    """What the request may read: these documents, those passing these filter queries, and
+    those whose fields have these values (Datafari passes any other key to Solr as a raw
+    parameter; we read `field: [values]` as a facet's filter, `field:("v1" OR "v2")`, on a
+    field the documents collection searches, and refuse any other)."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="allow")
 
     id: list[DocumentId] | None = Field(
         None, max_length=MAX_FILTER_IDS, description="Read only these FileShare documents."
@@ -120,6 +127,38 @@ class AiFilters(BaseModel):
         description="Solr filter queries as a facet UI writes them (field:value, "
         'field:"phrase", field:[a TO b], field:(a OR b), joined by OR); anything else: 400.',
     )
+
+    @model_validator(mode="after")
+    def _other_keys_are_fields_with_values(self) -> AiFilters:
+        others = self.model_extra or {}
+        if len(others) > MAX_FILTER_FIELDS:
+            raise ValueError(f"filters: at most {MAX_FILTER_FIELDS} fields besides id and fq")
+        for key, values in others.items():
+            if not FILTER_FIELD.fullmatch(key):
+                raise ValueError(f"filters: {key[:64]!r} is not a field name")
+            listed = [values] if isinstance(values, str) else values
+            if (
+                not isinstance(listed, list)
+                or not 0 < len(listed) <= MAX_FILTER_VALUES
+                or not all(isinstance(v, str) and 0 < len(v) <= 256 for v in listed)
+            ):
+                raise ValueError(
+                    f"filters.{key}: one to {MAX_FILTER_VALUES} values, each a string of "
+                    "1 to 256 characters"
+                )
+        return self
+
+    def field_filters(self) -> list[str]:
+        """The other keys as facet filters, `field:("v1" OR "v2")`, each value quoted: read
+        again by the facet filter's grammar, which checks the field."""
+        written = []
+        for key, values in (self.model_extra or {}).items():
+            listed = [values] if isinstance(values, str) else values
+            quoted = (
+                '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"' for value in listed
+            )
+            written.append(f"{key}:({' OR '.join(quoted)})")
+        return written
 
 
 class AiRequest(BaseModel):
@@ -376,9 +415,10 @@ class Turn:
         scope = self.caller
         filters = self.body.filters
         ids = (filters.id or None) if filters else None  # Datafari sends [] for no filter
-        if filters is None or (ids is None and not filters.fq):
+        queries = [*(filters.fq or ()), *filters.field_filters()] if filters else []
+        if filters is None or (ids is None and not queries):
             return scope
-        if not filters.fq:
+        if not queries:
             return scope.within(ids or ())
         layout = settings.solr
         documents = await documents_matching(
@@ -386,7 +426,7 @@ class Turn:
             layout.documents_collection,
             layout.documents_map,
             scope,
-            filters.fq,
+            queries,
             ids,
         )
         return scope.within(documents)

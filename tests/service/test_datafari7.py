@@ -244,6 +244,35 @@ def test_filters_fq_narrow_by_a_facet_on_every_retrieval(
     assert {d["id"] for d in answer["documents"]} == {"marseille"}
     tagged = {**french, "filters": {"fq": ['{!tag=lang}language:("fr" OR de)']}}
     assert {d["id"] for d in ok(client.post("/ai", json=tagged))["documents"]} == {"marseille"}
+    # Datafari passes any other key to Solr raw: ours reads it as a facet's filter on a field
+    keyed = {**french, "filters": {"id": [], "fq": [], "language": ["fr", 'de"'], "x": "y"}}
+    keyed["filters"].pop("x")
+    assert {d["id"] for d in ok(client.post("/ai", json=keyed))["documents"]} == {"marseille"}
+
+
+@pytest.mark.parametrize(
+    ("filters", "why"),
+    [
+        ({"rows": ["100000"]}, "rows"),  # a Solr parameter, not a field
+        ({"allowed_groups": ["team-b"]}, "security field"),
+        ({"defType": ["func"]}, "defType"),
+        ({"q": ["*:*"], "fl": ["*"]}, "q"),
+        ({"x y": ["1"]}, "not a field name"),
+        ({"language": []}, "one to 100 values"),
+        ({f"field{n}": ["v"] for n in range(21)}, "at most 20 fields"),
+    ],
+)
+def test_other_filter_keys_never_reach_solr_as_parameters(
+    client: TestClient, llm: LLMScript, filters: dict, why: str
+) -> None:
+    body = {**RAG_BODY, "filters": filters}
+    whole = client.post("/ai", json=body)
+    assert whole.status_code == 400, whole.text
+    assert why in whole.json()["content"]["reason"]
+    sent = events(list(client.post("/ai/stream", json=body).iter_lines()))
+    assert why in of_type(sent, "error")[0]["reason"]
+    assert of_type(sent, "stream.completed") == [{"status": "ERROR"}]
+    assert llm.requests == []
 
 
 @pytest.mark.parametrize(
