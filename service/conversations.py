@@ -12,6 +12,11 @@ on write).
     >>> store = ConversationStore(solr, settings.conversations)
     >>> conversation = await store.open(owner, None)        # a new one
     >>> await store.append(conversation, question, answer)
+
+A conversation has a title (its first question's first TITLE_CHARS characters, or what its
+owner renamed it to) and is listed by its owner (Datafari 7's /users/conversations,
+service.api.users). The record's messages_json holds `{"id", "title", "messages"}`; a record
+written before titles (a bare list of messages) is read as untitled and is not listed.
 """
 
 from __future__ import annotations
@@ -33,13 +38,19 @@ CONVERSATION_ID = 32  # hex characters of a conversation's id
 PURGE_SECONDS = 60.0  # expired conversations are deleted at most this often
 
 
+TITLE_CHARS = 50  # Datafari titles a conversation with its first message's first 50
+NEW_TITLE = "New conversation"  # Datafari's title of a conversation made empty
+
+
 @dataclass(frozen=True)
 class Conversation:
-    """One caller's conversation: its id and its messages, oldest first."""
+    """One caller's conversation: its id, its title and its messages, oldest first."""
 
     id: str
     owner: str
     messages: tuple[ChatMessage, ...] = ()
+    title: str = ""
+    updated: str = ""  # when its last message was kept (ISO 8601), "" for a new one
 
 
 class ConversationStore:
@@ -71,28 +82,63 @@ class ConversationStore:
 
     async def append(self, conversation: Conversation, question: str, answer: str) -> None:
         """Keeps the question and its answer, the oldest messages dropped past the bound."""
+        await self.add(
+            conversation, ChatMessage("user", question), ChatMessage("assistant", answer)
+        )
+
+    async def add(self, conversation: Conversation, *said: ChatMessage) -> Conversation:
+        """Keeps these messages (none: the conversation as it is, e.g. a new empty one),
+        the oldest dropped past the bound; the conversation as kept."""
         settings = self._settings
         cut = settings.max_message_chars
         messages = [
             *conversation.messages,
-            ChatMessage("user", question[:cut]),
-            ChatMessage("assistant", answer[:cut]),
+            *(ChatMessage(m.role, m.content[:cut]) for m in said),
         ][-settings.max_messages :]
-        now = datetime.now(UTC)
-        new = not conversation.messages
-        if new:
+        title = conversation.title or (said[0].content[:TITLE_CHARS] if said else NEW_TITLE)
+        kept = Conversation(conversation.id, conversation.owner, tuple(messages), title, "kept")
+        if not conversation.updated:  # not yet kept
             await self._make_room(conversation.owner)
+        await self._write(kept)
+        await self._purge()
+        return kept
+
+    async def rename(self, owner: str, conversation_id: str, title: str) -> Conversation:
+        """The owner's conversation, titled anew; ConversationNotFound otherwise."""
+        found = await self.get(owner, conversation_id)
+        renamed = Conversation(found.id, owner, found.messages, title[:200], found.updated)
+        await self._write(renamed)
+        return renamed
+
+    async def listed(self, owner: str) -> list[Conversation]:
+        """The owner's conversations (their messages left out), the latest first."""
+        listed = []
+        for kept, updated in await self._records.owned(
+            _owner_key(owner), self._settings.max_per_caller
+        ):
+            record = json.loads(kept)
+            if isinstance(record, dict) and isinstance(record.get("id"), str):
+                listed.append(Conversation(record["id"], owner, (), str(record.get("title", "")),
+                                           updated))  # fmt: skip
+        return listed
+
+    async def _write(self, conversation: Conversation) -> None:
+        now = datetime.now(UTC)
+        record = {
+            "id": conversation.id,
+            "title": conversation.title,
+            "messages": [[m.role, m.content] for m in conversation.messages],
+        }
         await self._records.write(
             {
                 "id": _solr_id(conversation.owner, conversation.id),
                 "owner_s": _owner_key(conversation.owner),
                 "updated_dt": _solr_date(now),
-                "expires_dt": _solr_date(now + timedelta(hours=settings.ttl_hours)),
-                "turns_i": len(messages),
-                "messages_json": json.dumps([[m.role, m.content] for m in messages]),
+                "expires_dt": _solr_date(now + timedelta(hours=self._settings.ttl_hours)),
+                "turns_i": len(conversation.messages),
+                "messages_json": json.dumps(record),
             }
         )
-        await self._purge()
 
     async def delete(self, owner: str, conversation_id: str) -> None:
         """Deletes the owner's conversation; ConversationNotFound when there is none."""
@@ -102,11 +148,15 @@ class ConversationStore:
     async def _read(self, owner: str, conversation_id: str) -> Conversation | None:
         if len(conversation_id) != CONVERSATION_ID or not _is_hex(conversation_id):
             return None
-        kept = await self._records.messages_of(_solr_id(owner, conversation_id))
-        if kept is None:
+        found = await self._records.messages_of(_solr_id(owner, conversation_id))
+        if found is None:
             return None
-        messages = tuple(ChatMessage(str(role), str(text)) for role, text in json.loads(kept))
-        return Conversation(conversation_id, owner, messages)
+        kept, updated = found
+        record = json.loads(kept)
+        pairs = record.get("messages", []) if isinstance(record, dict) else record  # or older
+        title = str(record.get("title", "")) if isinstance(record, dict) else ""
+        messages = tuple(ChatMessage(str(role), str(text)) for role, text in pairs)
+        return Conversation(conversation_id, owner, messages, title, updated or "kept")
 
     async def _make_room(self, owner: str) -> None:
         """Deletes the owner's oldest conversations past conversations.max.per.caller - 1."""

@@ -27,6 +27,7 @@ from service.api import (
     rag,
     search,
     summarize,
+    users,
 )
 from service.api import jobs as jobs_api
 from service.api.datafari import DatafariPaths, add_datafari_paths
@@ -113,6 +114,7 @@ def create_app(config_path: Path) -> FastAPI:
     app.include_router(rag.router)
     app.include_router(ai.router)
     app.include_router(ai_ws.router)
+    app.include_router(users.router)
     app.include_router(summarize.router)
     app.include_router(search.router)
     app.include_router(documents.router)

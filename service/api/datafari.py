@@ -10,7 +10,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 DATAFARI_PREFIX = "/Datafari/rest/v2.0"
 # what Datafari's RagAPI serves under its prefix: the AI-powered API and the search API
-_SERVED = ("/ai/", "/search/")
+_SERVED = ("/ai/", "/search/", "/users/")
 _SERVED_EXACTLY = ("/ai",)  # Datafari 7's AI API
 
 

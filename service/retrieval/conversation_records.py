@@ -20,9 +20,10 @@ class ConversationRecords:
         self._solr = solr
         self._collection = collection
 
-    async def messages_of(self, record_id: str) -> str | None:
-        """The messages (JSON) of the record of that id, unless it expired; None otherwise.
-        The id travels in its own parameter, never parsed as syntax."""
+    async def messages_of(self, record_id: str) -> tuple[str, str] | None:
+        """The messages (JSON) of the record of that id and when it was written, unless it
+        expired; None otherwise. The id travels in its own parameter, never parsed as
+        syntax."""
         found = await self._call(
             self._solr.select(
                 self._collection,
@@ -30,13 +31,34 @@ class ConversationRecords:
                     "q": "{!term f=id v=$record}",
                     "record": record_id,
                     "fq": "expires_dt:[NOW TO *]",
-                    "fl": "messages_json",
+                    "fl": "messages_json,updated_dt",
                     "rows": 1,
                 },
             )
         )
         docs = found.get("response", {}).get("docs", [])
-        return str(docs[0].get("messages_json") or "[]") if docs else None
+        if not docs:
+            return None
+        return str(docs[0].get("messages_json") or "[]"), str(docs[0].get("updated_dt", ""))
+
+    async def owned(self, owner: str, rows: int) -> list[tuple[str, str]]:
+        """The owner's records that have not expired, the latest first: (messages JSON,
+        when it was written)."""
+        found = await self._call(
+            self._solr.select(
+                self._collection,
+                {
+                    "q": "{!term f=owner_s v=$owner}",
+                    "owner": owner,
+                    "fq": "expires_dt:[NOW TO *]",
+                    "sort": "updated_dt desc",
+                    "fl": "messages_json,updated_dt",
+                    "rows": rows,
+                },
+            )
+        )
+        docs = found.get("response", {}).get("docs", [])
+        return [(str(d.get("messages_json") or "[]"), str(d.get("updated_dt", ""))) for d in docs]
 
     async def older_than_newest(self, owner: str, keep: int, rows: int = 100) -> list[str]:
         """The ids of the owner's records past its `keep` most recently updated."""
