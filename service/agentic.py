@@ -1,11 +1,13 @@
 """Datafari 7's action=agentic: the LLM calls our tools (OpenAI's tools API), step by step,
 then answers from what they returned.
 
-The tools are MCP's (search, ask, summarize, get_document), run with the caller's scope, so
-an agent reads nothing its caller may not. Bounded: at most agentic.max.steps tool-calling
-turns of at most MAX_CALLS_PER_STEP calls, each result cut to MAX_RESULT_CHARS, every LLM call
-(the tools' own included) spent from the request's budget, within its deadline. Out of steps
-(or of calls), the LLM answers with what it has, without tools.
+The tools are MCP's (search, ask, summarize, get_document) and Datafari 7's generic agent's
+(bm25Search, hybridSearch, ragByDocument, searchChunksFromADocument, readNextChunks, with
+summarize), run with the caller's scope, so an agent reads nothing its caller may not.
+Bounded: at most agentic.max.steps tool-calling turns of at most MAX_CALLS_PER_STEP calls,
+each result cut to MAX_RESULT_CHARS, every LLM call (the tools' own included) spent from the
+request's budget, within its deadline. Out of steps (or of calls), the LLM answers with what
+it has, without tools.
 
 Every document a tool returns is numbered once, in the order met; the tools show the numbers
 and the answer cites them, so the answer's sources are numbered as /ai/rag's are.
@@ -82,6 +84,55 @@ TOOLS: dict[str, dict[str, Any]] = {
         },
     },
 }
+
+
+def _tool(description: str, **arguments: str) -> dict[str, Any]:
+    """A tool's OpenAI definition: its description and its string arguments, all required."""
+    return {
+        "description": description,
+        "parameters": {
+            "type": "object",
+            "properties": {
+                name: {"type": "string", "description": what} for name, what in arguments.items()
+            },
+            "required": list(arguments),
+        },
+    }
+
+
+# Datafari 7's generic agent's tools (its GenericTools), by its names, doing what they do with
+# what we have: the agent `generic` (agentic.agents) offers them
+TOOLS.update(
+    {
+        "bm25Search": _tool(
+            "Keyword (BM25) search of the documents. Returns the best matches, each with its "
+            "number, title and text.",
+            query="The keywords to look for.",
+        ),
+        "hybridSearch": _tool(
+            "Search of the documents by keywords and meaning together. Returns the best "
+            "passages, each with its number, title and text.",
+            query="What to look for.",
+        ),
+        "ragByDocument": _tool(
+            "Ask a question of one document only; it is answered from that document.",
+            documentId="The document's number or id.",
+            question="The question.",
+        ),
+        "searchChunksFromADocument": _tool(
+            "Search the passages of one document. Returns the best passages of it.",
+            documentId="The document's number or id.",
+            query="What to look for in it.",
+        ),
+        "readNextChunks": _tool(
+            "Read one document's text, part by part: part 0 is its start; each result says "
+            "which part comes next.",
+            documentId="The document's number or id.",
+            part="The part to read (0, 1, 2...).",
+        ),
+    }
+)
+READ_PART_CHARS = 2_500  # readNextChunks: a part of a document's text
 
 
 def tool_specs(names: tuple[str, ...]) -> list[dict[str, Any]]:
@@ -285,12 +336,12 @@ class Agent:
             return "error: the arguments are not JSON"
         if call.name not in self.tools or not isinstance(arguments, dict):
             return f"error: no tool {call.name[:64]!r}; the tools are {', '.join(self.tools)}"
-        value = next((v for v in arguments.values() if isinstance(v, str | int)), "")
-        value = str(value).strip()[:2_000]
-        if not value:
-            return "error: the tool needs its argument"
+        values = _arguments(call.name, arguments)
+        if values is None:
+            named = ", ".join(TOOLS[call.name]["parameters"]["required"])
+            return f"error: the tool needs its arguments ({named})"
         try:
-            result = await getattr(self, f"_{call.name}")(value)
+            result = await getattr(self, f"_{call.name}")(*values)
         except ServiceError as error:
             result = f"error: {error.message} ({error.reason[:200]})"
         return result[:MAX_RESULT_CHARS]
@@ -331,10 +382,75 @@ class Agent:
             raise DocumentNotFound(f"no document {named[:100]!r} you may read")
         return self._shown(document, MAX_RESULT_CHARS - 200)
 
+    async def _bm25Search(self, query: str) -> str:
+        return await self._search_by(query, "bm25")
+
+    async def _hybridSearch(self, query: str) -> str:
+        return await self._search_by(query, "hybrid")
+
+    async def _search_by(self, query: str, method: str) -> str:
+        retriever = self.snapshot.index_retriever(self.scope, SEARCH_RESULTS, method=method)
+        found = (await retriever.run(query))[:SEARCH_RESULTS]
+        if not found:
+            return "nothing found"
+        return "\n\n".join(self._shown(document) for document in found)
+
+    async def _ragByDocument(self, named: str, question: str) -> str:
+        document_id = self.sources.id_of(named)
+        query = RagQuery(query=question, document_id=document_id, lang=self.lang,
+                         scope=self.scope)  # fmt: skip
+        answer = await (await assemble.ask(self.snapshot, query)).complete()
+        self.usage += answer.usage
+        numbers = {
+            d.number: self.sources.number(d.id, d.title, d.url, d.content) for d in answer.documents
+        }
+        return CITATION.sub(
+            lambda m: f"[{numbers.get(int(m.group(1)), m.group(1))}]", answer.message
+        )
+
+    async def _searchChunksFromADocument(self, named: str, query: str) -> str:
+        within = self.scope.within((self.sources.id_of(named),))
+        found = (await self.snapshot.index_retriever(within, SEARCH_RESULTS).run(query))[
+            :SEARCH_RESULTS
+        ]
+        if not found:
+            return f"nothing found in {named[:100]!r}"
+        return "\n\n".join(self._shown(document) for document in found)
+
+    async def _readNextChunks(self, named: str, part: str) -> str:
+        settings = self.snapshot.settings.solr
+        document = await fetch(self.snapshot.solr, settings, self.sources.id_of(named), self.scope)
+        if document is None:
+            raise DocumentNotFound(f"no document {named[:100]!r} you may read")
+        index = int(part) if part.isdigit() else 0
+        start = index * READ_PART_CHARS
+        text = document.content[start : start + READ_PART_CHARS]
+        if not text:
+            return f"{named[:100]!r} has no part {index}: it ends before"
+        shown = self._shown(replace(document, content=text), READ_PART_CHARS)
+        more = start + READ_PART_CHARS < len(document.content)
+        return shown + (f"\n(next: part {index + 1})" if more else "\n(the end)")
+
     def _shown(self, document: RetrievedDocument, chars: int = SNIPPET_CHARS) -> str:
         number = self.sources.number(document.source_id, document.title, document.url,
                                      document.content)  # fmt: skip
         return f"[{number}] {document.title} (id {document.source_id}):\n{document.content[:chars]}"
+
+
+def _arguments(tool: str, given: dict[str, Any]) -> tuple[str, ...] | None:
+    """The tool's arguments, in its order, each text of at most 2,000 characters; None when
+    one is missing. A JSON step gives one `input`: for a tool of two arguments, written
+    `first | second`; a tool of one takes the first value it is given."""
+    required: list[str] = TOOLS[tool]["parameters"]["required"]
+    if len(required) == 1:
+        first = next((v for v in given.values() if isinstance(v, str | int)), "")
+        value = str(first).strip()[:2_000]
+        return (value,) if value else None
+    if set(given) == {"input"} and isinstance(given["input"], str):
+        parts = [part.strip() for part in given["input"].split("|", len(required) - 1)]
+        given = dict(zip(required, parts, strict=False))
+    values = tuple(str(given.get(name, "")).strip()[:2_000] for name in required)
+    return values if all(values) else None
 
 
 NEXT_STEP = (
@@ -364,10 +480,16 @@ def step_format(tools: tuple[str, ...]) -> dict[str, Any]:
     return {"type": "json_schema", "json_schema": {"name": "step", "schema": schema}}
 
 
+def _input_form(tool: str) -> str:
+    required = TOOLS[tool]["parameters"]["required"]
+    return "..." if len(required) == 1 else " | ".join(f"<{name}>" for name in required)
+
+
 def step_instructions(tools: tuple[str, ...]) -> str:
     """How a JSON step is written (added to the agent's instructions in the json protocol)."""
     lines = [
-        f'- {{"tool": "{name}", "input": "..."}}: {TOOLS[name]["description"]}' for name in tools
+        f'- {{"tool": "{name}", "input": "{_input_form(name)}"}}: {TOOLS[name]["description"]}'
+        for name in tools
     ]
     return (
         "Each turn, reply with one JSON object, a tool and its input:\n"

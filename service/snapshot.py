@@ -117,11 +117,16 @@ class Snapshot:
             in_memory=self.in_memory,
         )
 
-    def index_retriever(self, scope: Scope, count: int) -> Retriever:
-        """The configured retrieval, finding up to `count` documents or passages in `scope`."""
-        sized = self.settings.overridden(
-            {"solr.topK": count, "chunking.maxFiles": min(count, MAX_FILES)}
-        )
+    def index_retriever(self, scope: Scope, count: int, method: str = "") -> Retriever:
+        """The configured retrieval (or `method`'s: bm25, vector, hybrid), finding up to
+        `count` documents or passages in `scope`."""
+        changes: dict[str, object] = {
+            "solr.topK": count,
+            "chunking.maxFiles": min(count, MAX_FILES),
+        }
+        if method:
+            changes["retrieval.method"] = method
+        sized = self.settings.overridden(changes)
         return build_retriever(
             sized.retrieval,
             sized.solr,

@@ -4,8 +4,9 @@ speaks it (francelabs/datafari: AiPowered, ChatStream, NdjsonChatStream, StreamT
 One body for every action (`{query, action, id, agent, lang, history, filters, memoryId,
 conversationId}`, as Datafari's AiRequest): `rag` answers `query` from the documents (from the
 `id` document only when given), `summarize` summarizes the `id` document, `agentic` lets the
-LLM call our tools step by step (service.agentic) with the `agent`'s tools (agentic.agents; an
-agent not named there, `generic` and `rag` included, is the first), `search` lists the
+LLM call our tools step by step (service.agentic) with the `agent`'s tools (agentic.agents:
+`generic` is Datafari's generic agent, its tools by its names; a name not there is generic,
+as Datafari falls back to it), `search` lists the
 documents that match `query` (no LLM). `/ai` answers Datafari's envelope whole; `/ai/stream`
 writes NDJSON, one event a line, `{"type": T, "data": {...}, "ts": <epoch ms>}`
 (service.api.ai_events lists them and their order):
@@ -179,8 +180,8 @@ class AiRequest(BaseModel):
     agent: str | None = Field(
         None,
         max_length=512,
-        description="The agent (action=agentic): one of agentic.agents; any other name, "
-        "generic and rag included, is the first of them, as Datafari falls back to generic.",
+        description="The agent (action=agentic): one of agentic.agents (generic: Datafari's "
+        "generic agent's tools); any other name is generic, as Datafari falls back to it.",
     )
     lang: OptionalLanguage = Field(None, description="ISO code of the answer's language.")
     history: list[AiMessage] | None = Field(
@@ -389,14 +390,19 @@ class Turn:
         progress: assemble.Progress | None,
         on_tool: Callable[[ToolEvent], None] | None,
     ) -> Agent:
-        """The agent the request names (agentic.agents); any other name, none, Datafari's
-        `generic` or `rag`: the first, as Datafari falls back to its generic agent."""
+        """The agent the request names (agentic.agents); none: the first; any other name
+        (Datafari's `rag` among them): `generic`, Datafari's fallback, when there is one, else
+        the first."""
         settings = self.snapshot.settings.agentic
         if not settings.enabled:
             raise FeatureDisabled("agentic.enabled is false in rag.properties")
         agents = agents_of(settings.agents)
-        name = self.body.agent if self.body.agent in agents else next(iter(agents))
-        return Agent(self.snapshot, scope, tools=agents[name], max_steps=settings.max_steps,
+        named = self.body.agent
+        if named is None or named not in agents:
+            # none named: the first; any other name (Datafari's rag...): its fallback, generic
+            fallback = "generic" if named is not None and "generic" in agents else None
+            named = fallback or next(iter(agents))
+        return Agent(self.snapshot, scope, tools=agents[named], max_steps=settings.max_steps,
                      lang=self.body.lang, protocol=protocol_for(self.snapshot.settings),
                      progress=progress, on_tool=on_tool)  # fmt: skip
 

@@ -1071,7 +1071,23 @@ class ConversationSettings(Part):
     )
 
 
-AGENT_TOOLS = ("search", "ask", "summarize", "get_document")
+AGENT_TOOLS = (
+    "search",
+    "ask",
+    "summarize",
+    "get_document",
+    # Datafari 7's generic agent's (service.agentic)
+    "bm25Search",
+    "hybridSearch",
+    "ragByDocument",
+    "searchChunksFromADocument",
+    "readNextChunks",
+)
+# Datafari 7's generic agent: its tools, by its names
+GENERIC_AGENT = (
+    "generic=bm25Search,hybridSearch,ragByDocument,searchChunksFromADocument,readNextChunks,"
+    "summarize"
+)
 _AGENT = re.compile(r"[\w.-]{1,64}")
 
 
@@ -1102,10 +1118,12 @@ class AgenticSettings(Part):
     )
     agents: str = _key(
         "agentic.agents",
-        "default=search,ask,summarize,get_document",
+        "default=search,ask,summarize,get_document;" + GENERIC_AGENT,
         "The agents a request's `agent` may name, `name=tool,tool` separated by `;` (tools: "
-        "search, ask, summarize, get_document); the first is used when none is named. Datafari "
-        "names an agent by a document id: name ours the same.",
+        "search, ask, summarize, get_document; Datafari 7's bm25Search, hybridSearch, "
+        "ragByDocument, searchChunksFromADocument, readNextChunks). A name not listed is "
+        "generic when there is one (Datafari's fallback; rag too), else the first; none named: "
+        "the first.",
         min_length=1,
         max_length=4_000,
     )

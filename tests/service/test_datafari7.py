@@ -438,6 +438,49 @@ def test_an_agent_that_keeps_calling_tools_is_stopped_and_answers(
     assert "What your tools returned" in llm.requests[3].prompt
 
 
+def test_datafari_s_generic_agent_calls_its_tools_by_their_names(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    """Datafari's MCP client sends agent "generic" (and its UI may send "rag"): the agent
+    offers Datafari's generic tools, each doing what Datafari's does, within the caller's
+    rights."""
+    client = make_client({**AGENTIC, "agentic.max.steps": 8, "llm.max.calls.per.request": 16})
+    llm.then(
+        tool_call("bm25Search", query="lighthouse lamp"),
+        tool_call("hybridSearch", query="apple trees pruning"),
+        tool_call("searchChunksFromADocument", documentId="lighthouse", query="fog horn"),
+        tool_call("readNextChunks", documentId="1", part="0"),
+        tool_call("ragByDocument", documentId="lighthouse", question="What did the lamp burn?"),
+        Step(content="Paraffin, until 1952 [1]."),  # ragByDocument's own answer
+        tool_call("readNextChunks", documentId="lighthouse"),  # a missing argument
+    )
+    llm.answer = lambda request: "It burned paraffin [1]."
+    sent = events(list(client.post("/ai/stream", json={**AGENT_BODY, "agent": "generic"})
+                       .iter_lines()))  # fmt: skip
+    offered = {t["function"]["name"] for t in llm.requests[0].body["tools"]}
+    assert offered == {"bm25Search", "hybridSearch", "ragByDocument",
+                       "searchChunksFromADocument", "readNextChunks", "summarize"}  # fmt: skip
+    called = [data["toolName"] for data in of_type(sent, "tool.call")]
+    assert called == ["bm25Search", "hybridSearch", "searchChunksFromADocument",
+                      "readNextChunks", "ragByDocument", "readNextChunks"]  # fmt: skip
+    (failed,) = of_type(sent, "tool.error")
+    assert "documentId, part" in failed["error"]
+    results = [m["content"] for m in llm.requests[-1].body["messages"] if m["role"] == "tool"]
+    assert "lighthouse" in results[0].lower()  # bm25Search
+    assert "apple" in results[1].lower()  # hybridSearch
+    assert "horn" in results[2].lower()  # the lighthouse's passage about the horn
+    assert "(the end)" in results[3]  # the document's text, part 0: all of it
+    assert "Paraffin" in results[4]  # ragByDocument: answered from that document only
+    rag = next(r for r in llm.requests if "What did the lamp burn?" in r.prompt)
+    assert "Brannoch" in rag.prompt and "Apple trees" not in rag.prompt
+    assert of_type(sent, "message.final")[0]["text"] == "It burned paraffin [1]."
+    # "rag" is not an agent here: Datafari's fallback, generic
+    llm.reset()
+    llm.answer = lambda request: "The lamp [1]."
+    ok(client.post("/ai", json={**AGENT_BODY, "agent": "rag"}))
+    assert "bm25Search" in {t["function"]["name"] for t in llm.requests[0].body["tools"]}
+
+
 def test_the_call_budget_bounds_the_agent_too(make_client: ClientFactory, llm: LLMScript) -> None:
     client = make_client({**AGENTIC, "agentic.max.steps": 20, "llm.max.calls.per.request": 4})
     llm.then(*(tool_call("search", query="lighthouse") for _ in range(30)))

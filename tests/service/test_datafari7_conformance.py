@@ -107,7 +107,7 @@ def test_every_action_streams_datafari_7s_events_in_their_order(
         "Rag:retrieval", "Rag:response generation"]  # fmt: skip
     summary = stream(everything, {"action": "summarize", "id": "lighthouse"})
     assert ANSWERED.match(shape(summary)), shape(summary)
-    llm.then(tool_call("search", query="lighthouse lamp"))
+    llm.then(tool_call("bm25Search", query="lighthouse lamp"))
     llm.answer = lambda request: "The keeper kept it lit [1]."
     agentic = stream(everything, {**RAG, "action": "agentic", "agent": "generic"})
     assert ANSWERED.match(shape(agentic)), shape(agentic)
