@@ -207,8 +207,8 @@ class AiRequest(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _datafari_defaults(cls, value: object) -> object:
-        """A null action is Datafari's default, rag; an empty id, agent or conversationId is
-        none (its chat bot sends "" for none)."""
+        """A null action is Datafari's default, rag (a compatibility route's: its own); an
+        empty id, agent or conversationId is none (its chat bot sends "" for none)."""
         if not isinstance(value, dict):
             return value
         blanks = {
@@ -216,7 +216,8 @@ class AiRequest(BaseModel):
             for key in ("id", "agent", "conversationId", "memoryId")
             if value.get(key) == ""
         }
-        action = {"action": "rag"} if value.get("action") is None else {}
+        default = cls.model_fields["action"].default
+        action = {"action": default} if value.get("action") is None else {}
         return {**value, **blanks, **action}
 
     @model_validator(mode="after")
@@ -226,6 +227,24 @@ class AiRequest(BaseModel):
         if self.action != "summarize" and not (self.query or "").strip():
             raise ValueError(f"query is required for {self.action}")
         return self
+
+
+class AgenticRequest(AiRequest):
+    """The body of Datafari 7's /ai/agentic: /ai's, its action agentic."""
+
+    action: Literal["agentic"] = Field("agentic", description="agentic (this route's).")
+
+
+class RagRequest7(AiRequest):
+    """The body of Datafari 7's /ai/rag (datafari.api.version=7): /ai's, its action rag."""
+
+    action: Literal["rag"] = Field("rag", description="rag (this route's).")
+
+
+class SummarizeRequest7(AiRequest):
+    """The body of Datafari 7's /ai/summarize (datafari.api.version=7): /ai's, summarize."""
+
+    action: Literal["summarize"] = Field("summarize", description="summarize (this route's).")
 
 
 class AiSource(BaseModel):
@@ -286,6 +305,31 @@ class AiResponse(BaseModel):
 
     def shown(self) -> dict[str, object]:
         return self.model_dump(mode="json", exclude_none=True)
+
+
+class AiErrorDetail(BaseModel):
+    """What went wrong, as Datafari 7 says it."""
+
+    code: str = Field(description='Datafari\'s code: "422", "428" or "500".')
+    label: str = Field(description="Feature + kind, e.g. ragNoFileFound.")
+    message: str = Field(description="A sentence for the user.")
+    reason: str = Field(description="Technical detail for the operator; never holds secrets.")
+
+
+class AiErrorContent(BaseModel):
+    """The error, and the 6.2 fields beside it; no sources."""
+
+    error: AiErrorDetail
+    message: str
+    sources: list[AiSource]
+    documents: list[SourceOut]
+
+
+class AiError(BaseModel):
+    """A service error of POST /ai, answered with HTTP 200 as Datafari answers it."""
+
+    status: Literal["ERROR"]
+    content: AiErrorContent
 
 
 class Turn:
@@ -440,7 +484,7 @@ class Turn:
 
 @router.post(
     "/ai",
-    response_model=AiResponse,
+    response_model=AiResponse | AiError,
     responses=documented_errors(),
 )
 async def ai(body: AiRequest, request: Request, snapshot: CurrentSnapshot) -> JSONResponse:
@@ -448,6 +492,33 @@ async def ai(body: AiRequest, request: Request, snapshot: CurrentSnapshot) -> JS
     summarize (the `id` document's summary), agentic (the agent's answer, its tools called
     step by step) or search (the matching documents). A service error is HTTP 200 with
     `status: ERROR` and `content.error`, as Datafari answers it."""
+    return await answered(body, request, snapshot)
+
+
+@router.post("/ai/agentic", response_model=AiResponse | AiError, responses=documented_errors())
+async def agentic(
+    body: AgenticRequest, request: Request, snapshot: CurrentSnapshot
+) -> JSONResponse:
+    """Datafari 7's compatibility route for its agents: POST /ai with action agentic."""
+    return await answered(body, request, snapshot)
+
+
+@router.post("/ai/7/rag", include_in_schema=False)
+async def rag7(body: RagRequest7, request: Request, snapshot: CurrentSnapshot) -> JSONResponse:
+    """/Datafari/rest/v2.0/ai/rag with datafari.api.version=7: POST /ai with action rag."""
+    return await answered(body, request, snapshot)
+
+
+@router.post("/ai/7/summarize", include_in_schema=False)
+async def summarize7(
+    body: SummarizeRequest7, request: Request, snapshot: CurrentSnapshot
+) -> JSONResponse:
+    """/Datafari/rest/v2.0/ai/summarize with datafari.api.version=7: /ai with summarize."""
+    return await answered(body, request, snapshot)
+
+
+async def answered(body: AiRequest, request: Request, snapshot: Snapshot) -> JSONResponse:
+    """One /ai request answered whole, in Datafari 7's envelope and statuses."""
     request.state.language = answer_language(body.lang, body.query)  # for its errors
     turn = Turn(body, request, snapshot)
     try:

@@ -130,7 +130,9 @@ def create_app(config_path: Path) -> FastAPI:
         MCP_PATH, McpEndpoint(runtime, agents), ["GET", "POST", "DELETE"], include_in_schema=False
     )
     install_docs(app)
-    app.add_middleware(DatafariPaths)  # before routing, and before the checks that name a route
+    app.add_middleware(
+        DatafariPaths, settings=runtime.settings
+    )  # before routing, and before the checks that name a route
     app.add_middleware(RequestContext)  # outermost: every response gets its id and log line
     _document_by_hand(app)
 

@@ -1,12 +1,17 @@
 """Datafari's own paths: its front-ends call `/Datafari/rest/v2.0/ai/rag` (and summarize, and
-`search/...`), which are our routes under Datafari's Tomcat prefix."""
+`search/...`), which are our routes under Datafari's Tomcat prefix. With
+datafari.api.version=7, its `/ai/rag` and `/ai/summarize` are Datafari 7's compatibility
+routes (/ai's body and envelope) instead of 6.2's RagAPI."""
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from service.config import Settings
 
 DATAFARI_PREFIX = "/Datafari/rest/v2.0"
 # what Datafari's RagAPI serves under its prefix: the AI-powered API and the search API
@@ -14,18 +19,28 @@ _SERVED = ("/ai/", "/search/", "/users/")
 _SERVED_EXACTLY = ("/ai",)  # Datafari 7's AI API
 
 
+# datafari.api.version=7: Datafari's /ai/rag and /ai/summarize are 7's compatibility routes
+SEVEN_ROUTES = {"/ai/rag": "/ai/7/rag", "/ai/summarize": "/ai/7/summarize"}
+
+
 class DatafariPaths:
     """Serves `/Datafari/rest/v2.0/<route>` as `/<route>` for the RagAPI's routes: the same
     handler, the same envelope, the same logs and metrics (the path is rewritten in place,
     before routing)."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, settings: Callable[[], Settings] | None = None) -> None:
         self.app = app
+        self.settings = settings
+
+    def _version(self) -> str:
+        return self.settings().server.datafari_api_version if self.settings else "6.2"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] in ("http", "websocket"):  # Datafari 7's /rest/v2.0/ai/ws too
             rest = scope["path"].removeprefix(DATAFARI_PREFIX)
             if rest != scope["path"] and (rest.startswith(_SERVED) or rest in _SERVED_EXACTLY):
+                if rest in SEVEN_ROUTES and self._version() == "7":
+                    rest = SEVEN_ROUTES[rest]  # Datafari 7's compatibility routes
                 scope["path"] = rest
                 raw = scope.get("raw_path")
                 if raw is not None:

@@ -194,8 +194,11 @@ def ai_error_body(
 
 
 def is_ai_api(path: str) -> bool:
-    """Datafari 7's AI API: /ai, /ai/stream, /ai/conversations/..."""
-    return path in ("/ai", "/ai/stream") or path.startswith("/ai/conversations")
+    """Datafari 7's AI API: /ai, /ai/stream, /ai/agentic, /ai/conversations/..., and its
+    compatibility routes (/ai/7/...: datafari.api.version=7)."""
+    return path in ("/ai", "/ai/stream", "/ai/agentic") or path.startswith(
+        ("/ai/conversations", "/ai/7/")
+    )
 
 
 def body_of(

@@ -120,6 +120,14 @@ class ServerSettings(Part):
     """Which endpoints are on, and what one request may cost."""
 
     enable_rag: bool = _key("ai.enable.rag", False, "Enable the /ai/rag endpoint.")
+    datafari_api_version: Literal["6.2", "7"] = _key(
+        "datafari.api.version",
+        "6.2",
+        "What /Datafari/rest/v2.0/ai/rag and .../ai/summarize answer: 6.2 (the RagAPI, "
+        "Datafari 6.2's front-ends) or 7 (Datafari 7's compatibility routes: /ai's body and "
+        "envelope, as its AiPowered answers them). /ai, /ai/stream and /ai/agentic are 7's "
+        "whatever this says.",
+    )
     enable_summarization: bool = _key(
         "ai.enable.summarization", False, "Enable the /ai/summarize endpoint."
     )

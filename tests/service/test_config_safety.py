@@ -161,24 +161,41 @@ def test_every_secret_says_where_it_is_sent() -> None:
     assert all(endpoint in known for endpoint, _ in SENT_SECRETS)
 
 
+# what a secret needs beside it to be valid (a Solr login: its user; ZooKeeper's: its hosts),
+# and an address of its endpoint's kind; Solr's layout is not checked at the attacker's address
+COMPANIONS: dict[str, dict[str, object]] = {
+    "solr.auth.password": {"solr.auth.user": "rag", "solr.startup.check": False},
+    "solr.auth.token": {"solr.startup.check": False},
+    "solr.zk.digest.password": {
+        "solr.zk.digest.user": "reader",
+        "solr.zk.hosts": "127.0.0.1:2181",
+        "solr.startup.check": False,
+    },
+}
+ADDRESSES = {"solr.zk.hosts": ("attacker.example:2181", "other.example:2181")}
+USERS = {"solr.auth.password": "solr.auth.user", "solr.zk.digest.password": "solr.zk.digest.user"}
+
+
 @pytest.mark.parametrize(("endpoint", "token"), SENT_SECRETS)
 def test_a_stored_token_never_follows_a_changed_endpoint(
     make_client: ClientFactory, endpoint: str, token: str
 ) -> None:
-    client = make_client({token: "sk-stored-secret"})
-    moved = {endpoint: "https://attacker.example/v1/"}
+    client = make_client({token: "sk-stored-secret", **COMPANIONS.get(token, {})})
+    attacker, other = ADDRESSES.get(endpoint, ("https://attacker.example/v1/",
+                                               "https://other.example/v1/"))  # fmt: skip
+    moved = {endpoint: attacker}
     refused = client.patch("/admin/config", json={**moved, token: "***"}, headers=ADMIN)
     assert refused.status_code == 422, refused.text
     assert token in refused.json()["content"]["reason"]
     assert client.patch("/admin/config", json=moved, headers=ADMIN).status_code == 422
     assert values(client)[token] == "***"
-    cleared = client.patch("/admin/config", json={**moved, token: None}, headers=ADMIN)
+    user = {USERS[token]: None} if token in USERS else {}  # a login's user goes with it
+    cleared = client.patch("/admin/config", json={**moved, token: None, **user}, headers=ADMIN)
     assert cleared.status_code == 200, cleared.text
     assert values(client)[token] == ""
+    user = {USERS[token]: "rag"} if token in USERS else {}
     given = client.patch(
-        "/admin/config",
-        json={endpoint: "https://other.example/v1/", token: "sk-new"},
-        headers=ADMIN,
+        "/admin/config", json={endpoint: other, token: "sk-new", **user}, headers=ADMIN
     )
     assert given.status_code == 200, given.text
     assert values(client)[token] == "***"

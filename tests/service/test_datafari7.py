@@ -108,6 +108,28 @@ def test_the_6_2_paths_keep_working_beside_them(summarizing: TestClient, llm: LL
     assert ok(summarizing.post(f"{PREFIX}/ai/summarize", json={"id": "lighthouse"}))["message"]
 
 
+def test_datafari_7s_compatibility_routes_by_datafari_api_version(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    seven = make_client({"ai.enable.summarization": True, "datafari.api.version": "7",
+                         **AGENTIC})  # fmt: skip
+    answer = ok(seven.post(f"{PREFIX}/ai/rag", json={"query": QUESTION, "history": []}))
+    assert answer["memoryId"] and answer["sources"][0]["id"] == "lighthouse"  # 7's envelope
+    summary = ok(seven.post(f"{PREFIX}/ai/summarize", json={"id": "lighthouse"}))
+    assert summary["message"] and summary["sources"][0]["id"] == "lighthouse"
+    error_of(seven.post(f"{PREFIX}/ai/rag", json={"query": QUESTION, "id": "nope"}), "428",
+             "ragFileNotFound")  # fmt: skip
+    refused = seven.post(f"{PREFIX}/ai/rag", json={"history": []})
+    assert refused.status_code == 400 and "aiBadRequest" in refused.text
+    llm.answer = lambda request: "The keeper [1]."
+    agent = ok(seven.post(f"{PREFIX}/ai/agentic", json={"query": QUESTION}))
+    assert agent["message"] == "The keeper [1]."
+    # our own /ai/rag keeps 6.2's RagAPI, and so does Datafari's path by default
+    assert "memoryId" not in ok(seven.post("/ai/rag", json={"query": QUESTION}))
+    six = make_client()
+    assert "memoryId" not in ok(six.post(f"{PREFIX}/ai/rag", json={"query": QUESTION}))
+
+
 @pytest.mark.parametrize(
     ("body", "label", "why"),
     [
