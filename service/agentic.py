@@ -347,14 +347,13 @@ class Agent:
         return result[:MAX_RESULT_CHARS]
 
     async def _search(self, query: str) -> str:
-        retriever = self.snapshot.index_retriever(self.scope, SEARCH_RESULTS)
-        found = (await retriever.run(query))[:SEARCH_RESULTS]
-        if not found:
-            return "nothing found"
-        return "\n\n".join(self._shown(document) for document in found)
+        return await self._search_by(query, "")  # the configured retrieval
 
     async def _ask(self, question: str) -> str:
-        query = RagQuery(query=question, lang=self.lang, scope=self.scope)
+        return await self._answered(RagQuery(query=question, lang=self.lang, scope=self.scope))
+
+    async def _answered(self, query: RagQuery) -> str:
+        """The question's answer, its citations renumbered as the agent numbers sources."""
         answer = await (await assemble.ask(self.snapshot, query)).complete()
         self.usage += answer.usage
         numbers = {
@@ -389,6 +388,7 @@ class Agent:
         return await self._search_by(query, "hybrid")
 
     async def _search_by(self, query: str, method: str) -> str:
+        """What `method` (bm25, hybrid; "": the configured one) finds, shown numbered."""
         retriever = self.snapshot.index_retriever(self.scope, SEARCH_RESULTS, method=method)
         found = (await retriever.run(query))[:SEARCH_RESULTS]
         if not found:
@@ -397,15 +397,8 @@ class Agent:
 
     async def _ragByDocument(self, named: str, question: str) -> str:
         document_id = self.sources.id_of(named)
-        query = RagQuery(query=question, document_id=document_id, lang=self.lang,
-                         scope=self.scope)  # fmt: skip
-        answer = await (await assemble.ask(self.snapshot, query)).complete()
-        self.usage += answer.usage
-        numbers = {
-            d.number: self.sources.number(d.id, d.title, d.url, d.content) for d in answer.documents
-        }
-        return CITATION.sub(
-            lambda m: f"[{numbers.get(int(m.group(1)), m.group(1))}]", answer.message
+        return await self._answered(
+            RagQuery(query=question, document_id=document_id, lang=self.lang, scope=self.scope)
         )
 
     async def _searchChunksFromADocument(self, named: str, query: str) -> str:

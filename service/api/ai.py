@@ -52,6 +52,7 @@ from service.api.ai_events import NDJSON_HEADERS, NDJSON_TYPE, EventStream
 from service.api.auth import require_api_key
 from service.api.dependencies import CurrentSnapshot
 from service.api.errors import (
+    ErrorContent,
     ai_error_body,
     as_service_error,
     documented_errors,
@@ -307,19 +308,10 @@ class AiResponse(BaseModel):
         return self.model_dump(mode="json", exclude_none=True)
 
 
-class AiErrorDetail(BaseModel):
-    """What went wrong, as Datafari 7 says it."""
-
-    code: str = Field(description='Datafari\'s code: "422", "428" or "500".')
-    label: str = Field(description="Feature + kind, e.g. ragNoFileFound.")
-    message: str = Field(description="A sentence for the user.")
-    reason: str = Field(description="Technical detail for the operator; never holds secrets.")
-
-
 class AiErrorContent(BaseModel):
     """The error, and the 6.2 fields beside it; no sources."""
 
-    error: AiErrorDetail
+    error: ErrorContent  # Datafari's code: "422", "428" or "500"
     message: str
     sources: list[AiSource]
     documents: list[SourceOut]
