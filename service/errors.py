@@ -261,6 +261,17 @@ class EmptyDocument(ServiceError):
     message = "Sorry, the requested file is empty: there is nothing to summarize."
 
 
+class NoFileContent(ServiceError):
+    """None of the documents to synthesize could be read (gone, empty, or not the caller's)."""
+
+    kind = "NoFileContent"
+    status = 428
+    message = (
+        "Sorry, I am unable to generate a synthesis of those documents, since the files are "
+        "missing or have no content."
+    )
+
+
 class NoValidAnswer(ServiceError):
     """The LLM answered nothing usable."""
 

@@ -40,6 +40,7 @@ import logging
 import re
 import time
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from functools import cached_property
 from typing import Literal
 
@@ -66,10 +67,19 @@ from service.api.llm_work import caller_of
 from service.api.payload import json_route
 from service.api.rag import MAX_HISTORY_MESSAGES, MAX_MESSAGE_CHARS, MAX_QUERY_CHARS, UsageOut
 from service.api.sources import SourceOut, sources_of, summary_sources
+from service.chains.prompts import language_name
 from service.config.settings import agents_of
 from service.conversations import Conversation, ConversationStore
-from service.errors import ConversationNotFound, FeatureDisabled, ServiceError
-from service.llm import ChatMessage
+from service.errors import (
+    ConversationNotFound,
+    DocumentNotFound,
+    EmptyDocument,
+    FeatureDisabled,
+    NoFileContent,
+    ServiceError,
+    SummarySourceNotFound,
+)
+from service.llm import ChatMessage, Usage
 from service.memories import Memories, Memory
 from service.rag import assemble
 from service.rag.options import RequestOptions
@@ -78,20 +88,23 @@ from service.rag.request import RagQuery, SummarizeQuery
 from service.retrieval import Scope
 from service.retrieval.facet_filter import documents_matching
 from service.snapshot import Snapshot
+from service.text.citations import cited_numbers
 from service.text.language import answer_language
 
 log = logging.getLogger(__name__)
 
 router = APIRouter(tags=["ai"], dependencies=[Depends(require_api_key)], route_class=json_route())
 
-Action = Literal["rag", "summarize", "agentic", "search"]
+Action = Literal["rag", "summarize", "agentic", "search", "synthesize"]
 # Datafari's label prefix of each action's errors
 FEATURES: dict[str, str] = {
     "rag": "rag",
     "summarize": "summarization",
     "agentic": "agentic",
     "search": "rag",
+    "synthesize": "synthesis",
 }
+SYNTHESIS_MAX_FILES = 5  # Datafari's synthesis.maxFiles: the documents a synthesis reads
 SEARCH_RESULTS = 5  # Datafari's search action lists this many documents
 SOURCE_CHARS = 200  # of a source's text in Datafari 7's `sources`
 MAX_FILTER_IDS = 1_000
@@ -174,7 +187,9 @@ class AiRequest(BaseModel):
         validation_alias=AliasChoices("query", "q"),
         description="The question (rag, agentic).",
     )
-    action: Action = Field("rag", description="rag, summarize, agentic or search.")
+    action: Action = Field(
+        "rag", description="rag, summarize, agentic, search or synthesize (filters.id)."
+    )
     id: DocumentId | None = Field(
         None, description="rag: answer from this document only; summarize: the document."
     )
@@ -225,6 +240,10 @@ class AiRequest(BaseModel):
     def _what_the_action_needs(self) -> AiRequest:
         if self.action == "summarize" and self.id is None:
             raise ValueError("id is required for summarize")
+        if self.action == "synthesize":
+            if not (self.filters and self.filters.id):
+                raise ValueError("filters.id (the documents) is required for synthesize")
+            return self
         if self.action != "summarize" and not (self.query or "").strip():
             raise ValueError(f"query is required for {self.action}")
         return self
@@ -349,9 +368,18 @@ class Turn:
         return self.conversation.id if self.conversation else None
 
     @property
+    def asked(self) -> str:
+        """What the turn asked, as a conversation keeps it."""
+        if self.body.query:
+            return self.body.query
+        if self.body.action == "synthesize":
+            return "Write a synthesis of these documents"  # Datafari's words
+        return f"Summarize the document {self.body.id}"
+
+    @property
     def title(self) -> str:
         """The conversation's title, as Datafari makes it: the question's first 50 characters."""
-        return (self.body.query or f"Summary of {self.body.id}")[:50]
+        return self.asked[:50]
 
     async def begin(self) -> None:
         """The memory, and the conversation: the one named, else a new one when conversations
@@ -391,6 +419,8 @@ class Turn:
             return await assemble.summarize(snapshot, query, progress)
         if body.action == "search":
             return await self._search(scope, progress)
+        if body.action == "synthesize":
+            return await self._synthesize(progress)
         history = self.history
         if body.action == "agentic":
             return await self._agent(scope, progress, on_tool).run(body.query or "", history)
@@ -420,6 +450,44 @@ class Turn:
         took = round((time.perf_counter() - started) * 1000, 1)
         return Answer(message="", documents=documents, timings={"search": took})
 
+    async def _synthesize(self, progress: assemble.Progress | None) -> Answer:
+        """Datafari's synthesis: each of the filters' documents (at most SYNTHESIS_MAX_FILES)
+        summarized, then one answer written from the summaries, citing them."""
+        ids = list(dict.fromkeys(self.body.filters.id or ()))[:SYNTHESIS_MAX_FILES]  # type: ignore[union-attr]
+        started = time.perf_counter()
+        tell = progress or (lambda _: None)
+        tell("synthesis:start")
+        summaries: list[AnswerDocument] = []
+        usage = Usage()
+        for index, document_id in enumerate(ids, start=1):
+            tell(f"synthesis:summary generation ({index}/{len(ids)})")
+            query = SummarizeQuery(document_id=document_id, lang=self.body.lang,
+                                   scope=self.caller)  # fmt: skip
+            try:
+                summary = await (await assemble.summarize(self.snapshot, query)).complete()
+            except (DocumentNotFound, SummarySourceNotFound, EmptyDocument) as skipped:
+                log.info("synthesis: %s left out (%s)", document_id[:64], skipped.reason)
+                continue
+            usage += summary.usage
+            source = summary.documents[0] if summary.documents else None
+            title, url = (source.title, source.url) if source else (document_id, "")
+            number = len(summaries) + 1
+            summaries.append(AnswerDocument(document_id, title, url, summary.message, number,
+                                            cited=False))  # fmt: skip
+        if not summaries:
+            raise NoFileContent(f"none of the {len(ids)} document(s) could be read")
+        tell("synthesis:generation")
+        completion = await self.snapshot.llm.complete(synthesis_messages(
+            summaries, self.body.query or "", language_name(self.body.lang)))  # fmt: skip
+        usage += completion.usage
+        text = completion.text.strip()
+        cited = cited_numbers(text)
+        documents = [replace(d, cited=d.number in cited) for d in summaries]
+        took = round((time.perf_counter() - started) * 1000, 1)
+        answer = Answer(message=text, documents=documents, timings={"synthesis": took})
+        answer.usage = usage
+        return answer
+
     def _agent(
         self,
         scope: Scope,
@@ -444,7 +512,7 @@ class Turn:
 
     async def remember(self, answer: Answer) -> None:
         """The question and its answer, kept in the memory and the conversation."""
-        question = self.body.query or f"Summarize the document {self.body.id}"
+        question = self.asked
         if self.memory is not None and answer.message:
             memories_of(self.request).remember(self.memory, question, answer.message)
         if self.conversation is None:
@@ -569,6 +637,24 @@ async def delete_conversation(
     """Deletes one of the caller's conversations, at once (another caller's: 404)."""
     await store_of(snapshot).delete(owner_of(request, snapshot), conversation_id[:128])
     return JSONResponse({"status": "OK", "content": {"conversationId": conversation_id}})
+
+
+def synthesis_messages(
+    summaries: list[AnswerDocument], asked: str, language: str
+) -> list[ChatMessage]:
+    """The one request of a synthesis: the documents' summaries, numbered, and what to write."""
+    numbered = "\n\n".join(f"[{d.number}] {d.title}\n{d.content}" for d in summaries)
+    what = asked.strip() or "Write a synthesis of these documents."
+    answer_in = f" Answer in {language}." if language else ""
+    return [
+        ChatMessage(
+            "system",
+            "You write a synthesis of documents from their summaries: what they say together, "
+            "where they agree and differ, citing each document's number in brackets, and "
+            "nothing the summaries do not say." + answer_in,
+        ),
+        ChatMessage("user", f"Summaries:\n\n{numbered}\n\n{what}"),
+    ]
 
 
 def memories_of(request: Request) -> Memories:

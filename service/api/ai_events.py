@@ -95,7 +95,7 @@ class EventStream:
             yield self.tool(step)
             return
         names = {**PHASES, **SUMMARY_PHASES} if action == "summarize" else PHASES
-        name = names.get(step)
+        name = step if step.startswith("synthesis:") else names.get(step)  # Datafari's own
         if name is not None and name != self._phase:
             yield self.phase(name, step)
 

@@ -161,7 +161,8 @@ def datafari_code(feature: str, error: ServiceError) -> tuple[str, str]:
     if isinstance(error, BadRequest):
         return "400", "aiBadRequest"
     if isinstance(error, FeatureDisabled) or (
-        feature == "summarization" and error.kind in ("NoFileFound", "FileNotFound", "EmptyFile")
+        feature in ("summarization", "synthesis")
+        and error.kind in ("NoFileFound", "FileNotFound", "EmptyFile", "NoFileContent")
     ):
         return "422", label
     if error.status in (404, 428):

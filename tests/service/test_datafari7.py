@@ -135,7 +135,8 @@ def test_datafari_7s_compatibility_routes_by_datafari_api_version(
     [
         ({"action": "rag"}, "aiBadRequest", "query is required for rag"),
         ({"action": "summarize", "query": "x"}, "aiBadRequest", "id is required for summarize"),
-        ({"action": "synthesize", "query": "x"}, "aiBadRequest", "action"),
+        ({"action": "synthesize", "query": "x"}, "aiBadRequest", "filters.id"),
+        ({"action": "translate", "query": "x"}, "aiBadRequest", "action"),
         ({"query": "x", "filters": {"fq": ["{!join from=id to=id}x:y"]}}, "aiBadRequest",
          "local parameters"),
         ({"query": "x", "conversationId": "a" * 129}, "aiBadRequest", "conversationId"),

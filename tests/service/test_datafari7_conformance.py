@@ -112,6 +112,18 @@ def test_every_action_streams_datafari_7s_events_in_their_order(
     agentic = stream(everything, {**RAG, "action": "agentic", "agent": "generic"})
     assert ANSWERED.match(shape(agentic)), shape(agentic)
     assert "tool.call tool.result" in shape(agentic)
+    llm.answer = lambda request: "Both speak of upkeep: the lamp [1], the trees [2]."
+    three = {"id": ["lighthouse", "orchard", "gone"]}  # one of them not there: left out
+    synthesis = stream(everything, {"action": "synthesize", "filters": three})
+    assert ANSWERED.match(shape(synthesis)), shape(synthesis)
+    phases = [e["data"]["name"] for e in synthesis if e["type"] == "phase"]
+    assert phases[1] == "synthesis:start" and "synthesis:summary generation (3/3)" in phases
+    written = next(e["data"] for e in synthesis if e["type"] == "message.final")
+    assert written["text"].startswith("Both speak of upkeep")
+    cited = [e["data"]["source"] for e in synthesis if e["type"] == "sources.add"]
+    assert [(s["id"], s["cited"]) for s in cited] == [("lighthouse", True), ("orchard", True)]
+    asked = llm.requests[-1].prompt
+    assert "[1] The lighthouse keeper" in asked and "[2] Pruning an apple orchard" in asked
     search = stream(everything, {"query": "lighthouse keeper", "action": "search"})
     assert ANSWERED.match(shape(search)), shape(search)
     assert "message.final" not in shape(search)  # Datafari's search writes no message
@@ -137,6 +149,10 @@ def test_every_action_streams_datafari_7s_events_in_their_order(
         ({}, {**RAG, "filters": {"id": ["no-such-document"]}}, None, "428", "ragNoFileFound"),
         ({}, {**RAG, "id": "no-such-document"}, None, "428", "ragFileNotFound"),
         ({}, RAG, Step(status=500), "500", "ragTechnicalError"),
+        ({"ai.enable.summarization": True}, {"action": "synthesize", "filters": {"id": ["gone"]}},
+         None, "422", "synthesisNoFileContent"),
+        ({}, {"action": "synthesize", "filters": {"id": ["lighthouse"]}}, None, "422",
+         "synthesisErrorNotEnabled"),
     ],
 )  # fmt: skip
 def test_each_error_kind_has_datafari_s_code_on_both_and_a_200(
@@ -167,7 +183,8 @@ def test_each_error_kind_has_datafari_s_code_on_both_and_a_200(
 
 
 def test_a_body_refused_is_a_400_whole_and_a_200_stream(client: TestClient, llm: LLMScript) -> None:
-    for body in ({"action": "rag"}, {"action": "summarize"}, {"query": "x", "action": "nope"}):
+    for body in ({"action": "rag"}, {"action": "summarize"}, {"query": "x", "action": "nope"},
+                 {"action": "synthesize", "filters": {"id": []}}):  # fmt: skip
         whole = client.post("/ai", json=body)
         assert whole.status_code == 400
         assert whole.json()["content"]["error"]["label"] == "aiBadRequest"
