@@ -22,13 +22,14 @@ import json
 import re
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from service.chains.prompts import language_name
 from service.chains.result import says_nothing_relevant
 from service.config import Settings
+from service.custom_tools import CustomTool
 from service.errors import DocumentNotFound, ServiceError
 from service.llm import ChatMessage, Usage
 from service.llm.types import ToolCall
@@ -38,6 +39,7 @@ from service.rag.reply import Answer, AnswerDocument
 from service.rag.request import RagQuery, SummarizeQuery
 from service.rag.stages.fetch import fetch
 from service.retrieval import RetrievedDocument, Scope
+from service.retrieval.facet_filter import documents_matching
 from service.snapshot import Snapshot
 from service.text.citations import CITATION, cited_numbers
 
@@ -135,9 +137,11 @@ TOOLS.update(
 READ_PART_CHARS = 2_500  # readNextChunks: a part of a document's text
 
 
-def tool_specs(names: tuple[str, ...]) -> list[dict[str, Any]]:
-    """The OpenAI `tools` of these tools."""
-    return [{"type": "function", "function": {"name": name, **TOOLS[name]}} for name in names]
+def tool_specs(
+    names: tuple[str, ...], catalog: Mapping[str, dict[str, Any]] = TOOLS
+) -> list[dict[str, Any]]:
+    """The OpenAI `tools` of these tools (as `catalog` describes them)."""
+    return [{"type": "function", "function": {"name": name, **catalog[name]}} for name in names]
 
 
 @dataclass
@@ -197,9 +201,16 @@ class Agent:
         protocol: Protocol = "tools",
         progress: Callable[[str], None] | None = None,
         on_tool: Callable[[ToolEvent], None] | None = None,
+        custom: Mapping[str, CustomTool] | None = None,
     ) -> None:
         self.protocol = protocol
         self.on_tool = on_tool or (lambda _: None)
+        # Datafari's custom agent's tools (service.custom_tools), beside ours
+        self.custom = dict(custom or {})
+        self.catalog: dict[str, dict[str, Any]] = {
+            **{name: TOOLS[name] for name in tools if name in TOOLS},
+            **{name: tool.spec for name, tool in self.custom.items()},
+        }
         self.snapshot = snapshot
         self.scope = scope
         self.tools = tools
@@ -219,7 +230,11 @@ class Agent:
             history=history,
             format_instruction="",
         )
-        steps = system + "\n" + step_instructions(self.tools) if self.protocol == "json" else system
+        steps = (
+            system + "\n" + step_instructions(self.tools, self.catalog)
+            if self.protocol == "json"
+            else system
+        )
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": steps},
             *(message.as_dict() for message in history),
@@ -279,7 +294,7 @@ class Agent:
         """One turn of the LLM: its text, and the tools it calls (none: the text answers)."""
         llm = self.snapshot.llm
         if self.protocol == "tools":
-            turn = await llm.with_tools(messages, tool_specs(self.tools))
+            turn = await llm.with_tools(messages, tool_specs(self.tools, self.catalog))
             self.usage += turn.usage
             if turn.calls:
                 return turn.text, turn.calls
@@ -336,12 +351,18 @@ class Agent:
             return "error: the arguments are not JSON"
         if call.name not in self.tools or not isinstance(arguments, dict):
             return f"error: no tool {call.name[:64]!r}; the tools are {', '.join(self.tools)}"
-        values = _arguments(call.name, arguments)
+        values = _arguments(call.name, arguments, self.catalog)
         if values is None:
-            named = ", ".join(TOOLS[call.name]["parameters"]["required"])
+            named = ", ".join(self.catalog[call.name]["parameters"]["required"])
             return f"error: the tool needs its arguments ({named})"
         try:
-            result = await getattr(self, f"_{call.name}")(*values)
+            if call.name in self.custom:
+                given = {str(k): str(v).strip()[:2_000] for k, v in arguments.items()}
+                named_values = dict(zip(self.catalog[call.name]["parameters"]["required"],
+                                        values, strict=True))  # fmt: skip
+                result = await self._custom(self.custom[call.name], {**given, **named_values})
+            else:
+                result = await getattr(self, f"_{call.name}")(*values)
         except ServiceError as error:
             result = f"error: {error.message} ({error.reason[:200]})"
         return result[:MAX_RESULT_CHARS]
@@ -424,17 +445,42 @@ class Agent:
         more = start + READ_PART_CHARS < len(document.content)
         return shown + (f"\n(next: part {index + 1})" if more else "\n(the end)")
 
+    async def _custom(self, tool: CustomTool, arguments: dict[str, str]) -> str:
+        """A tool of agentic-custom-tools.json: a search narrowed by its filters (each read
+        by the facet grammar: an argument is a value, never syntax), or its template asked
+        of one document."""
+        if tool.kind == "rag-by-document":
+            question = tool.rendered(tool.template, arguments)
+            document_id = self.sources.id_of(arguments["id"])
+            return await self._answered(
+                RagQuery(query=question, document_id=document_id, lang=self.lang, scope=self.scope)
+            )
+        scope = self.scope
+        filters = [tool.rendered(text, arguments) for text in tool.filters]
+        if filters:
+            layout = self.snapshot.settings.solr
+            matching = await documents_matching(self.snapshot.solr, layout.documents_collection,
+                                                layout.documents_map, scope, filters)  # fmt: skip
+            scope = scope.within(matching)
+        retriever = self.snapshot.index_retriever(scope, SEARCH_RESULTS, method=tool.method)
+        found = (await retriever.run(arguments["q"]))[:SEARCH_RESULTS]
+        if not found:
+            return "nothing found"
+        return "\n\n".join(self._shown(document) for document in found)
+
     def _shown(self, document: RetrievedDocument, chars: int = SNIPPET_CHARS) -> str:
         number = self.sources.number(document.source_id, document.title, document.url,
                                      document.content)  # fmt: skip
         return f"[{number}] {document.title} (id {document.source_id}):\n{document.content[:chars]}"
 
 
-def _arguments(tool: str, given: dict[str, Any]) -> tuple[str, ...] | None:
+def _arguments(
+    tool: str, given: dict[str, Any], catalog: Mapping[str, dict[str, Any]] = TOOLS
+) -> tuple[str, ...] | None:
     """The tool's arguments, in its order, each text of at most 2,000 characters; None when
     one is missing. A JSON step gives one `input`: for a tool of two arguments, written
     `first | second`; a tool of one takes the first value it is given."""
-    required: list[str] = TOOLS[tool]["parameters"]["required"]
+    required: list[str] = catalog[tool]["parameters"]["required"]
     if len(required) == 1:
         first = next((v for v in given.values() if isinstance(v, str | int)), "")
         value = str(first).strip()[:2_000]
@@ -473,15 +519,16 @@ def step_format(tools: tuple[str, ...]) -> dict[str, Any]:
     return {"type": "json_schema", "json_schema": {"name": "step", "schema": schema}}
 
 
-def _input_form(tool: str) -> str:
-    required = TOOLS[tool]["parameters"]["required"]
+def _input_form(tool: str, catalog: Mapping[str, dict[str, Any]]) -> str:
+    required = catalog[tool]["parameters"]["required"]
     return "..." if len(required) == 1 else " | ".join(f"<{name}>" for name in required)
 
 
-def step_instructions(tools: tuple[str, ...]) -> str:
+def step_instructions(tools: tuple[str, ...], catalog: Mapping[str, dict[str, Any]] = TOOLS) -> str:
     """How a JSON step is written (added to the agent's instructions in the json protocol)."""
     lines = [
-        f'- {{"tool": "{name}", "input": "{_input_form(name)}"}}: {TOOLS[name]["description"]}'
+        f'- {{"tool": "{name}", "input": "{_input_form(name, catalog)}"}}: '
+        f"{catalog[name]['description']}"
         for name in tools
     ]
     return (

@@ -70,6 +70,7 @@ from service.api.sources import SourceOut, sources_of, summary_sources
 from service.chains.prompts import language_name
 from service.config.settings import agents_of
 from service.conversations import Conversation, ConversationStore
+from service.custom_tools import custom_tools
 from service.errors import (
     ConversationNotFound,
     DocumentNotFound,
@@ -494,14 +495,23 @@ class Turn:
         progress: assemble.Progress | None,
         on_tool: Callable[[ToolEvent], None] | None,
     ) -> Agent:
-        """The agent the request names (agentic.agents); none: the first; any other name
-        (Datafari's `rag` among them): `generic`, Datafari's fallback, when there is one, else
-        the first."""
+        """The agent the request names (agentic.agents; `custom`: the tools of
+        agentic-custom-tools.json beside rag.properties, as Datafari's custom agent); none: the
+        first; any other name (Datafari's `rag` among them): `generic`, Datafari's fallback,
+        when there is one, else the first."""
         settings = self.snapshot.settings.agentic
         if not settings.enabled:
             raise FeatureDisabled("agentic.enabled is false in rag.properties")
         agents = agents_of(settings.agents)
         named = self.body.agent
+        if named == "custom" and "custom" not in agents:
+            folder = self.request.app.state.runtime.config.path.parent
+            custom = custom_tools(folder)  # Datafari's agentic-custom-tools.json, if any
+            if custom:
+                return Agent(self.snapshot, scope, tools=tuple(custom), custom=custom,
+                             max_steps=settings.max_steps, lang=self.body.lang,
+                             protocol=protocol_for(self.snapshot.settings), progress=progress,
+                             on_tool=on_tool)  # fmt: skip
         if named is None or named not in agents:
             # none named: the first; any other name (Datafari's rag...): its fallback, generic
             fallback = "generic" if named is not None and "generic" in agents else None

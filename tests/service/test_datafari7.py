@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -502,6 +503,57 @@ def test_datafari_s_generic_agent_calls_its_tools_by_their_names(
     llm.answer = lambda request: "The lamp [1]."
     ok(client.post("/ai", json={**AGENT_BODY, "agent": "rag"}))
     assert "bm25Search" in {t["function"]["name"] for t in llm.requests[0].body["tools"]}
+
+
+CUSTOM_TOOLS = [
+    {
+        "type": "solr-search",
+        "name": "searchByLanguage",
+        "label": "Searching one language's pages",
+        "description": "Search the documents written in one language.",
+        "parameters": {"lang": {"type": "string", "description": "ISO code", "required": True}},
+        "properties": {"handler": "/select", "fq": ["language:{{lang}}"]},
+    },
+    {
+        "type": "rag-by-document-template",
+        "name": "datesOf",
+        "description": "The dates one document gives.",
+        "parameters": {"what": {"type": "string", "required": True}},
+        "properties": {"template": "Which {{what}} does this document give?"},
+    },
+]
+
+
+def test_the_custom_agent_reads_its_tools_from_agentic_custom_tools_json(
+    make_client: ClientFactory, llm: LLMScript, tmp_path: Path
+) -> None:
+    (tmp_path / "agentic-custom-tools.json").write_text(json.dumps(CUSTOM_TOOLS))
+    client = make_client({**AGENTIC, "agentic.max.steps": 5})
+    llm.then(
+        tool_call("searchByLanguage", q="Marseille lighthouse summer", lang="fr"),
+        # an argument is a value, never syntax: a widened filter is refused
+        tool_call("searchByLanguage", q="lighthouse", lang="fr OR allowed_groups:*"),
+        tool_call("datesOf", id="lighthouse", what="dates"),
+        Step(content="1952 [1]."),  # datesOf's own answer
+    )
+    llm.answer = lambda request: "The lamp changed in 1952 [2]."
+    sent = events(list(client.post("/ai/stream", json={**AGENT_BODY, "agent": "custom"})
+                       .iter_lines()))  # fmt: skip
+    offered = {t["function"]["name"] for t in llm.requests[0].body["tools"]}
+    assert offered == {"searchByLanguage", "datesOf"}
+    assert [d["toolName"] for d in of_type(sent, "tool.call")] == [
+        "searchByLanguage", "searchByLanguage", "datesOf"]  # fmt: skip
+    (refused,) = of_type(sent, "tool.error")
+    assert "security field" in refused["error"] or "goes on past" in refused["error"]
+    results = [m["content"] for m in llm.requests[-1].body["messages"] if m["role"] == "tool"]
+    assert "marseille" in results[0].lower() and "brannoch" not in results[0].lower()
+    asked = next(r for r in llm.requests if "Which dates does this document give?" in r.prompt)
+    assert "Brannoch" in asked.prompt and "Marseille" not in asked.prompt
+    # a broken file: the agent says which tool and field, as a technical error
+    (tmp_path / "agentic-custom-tools.json").write_text(json.dumps([{"name": "x", "type": "y"}]))
+    broken = client.post("/ai", json={**AGENT_BODY, "agent": "custom"})
+    error = error_of(broken, "500", "agenticTechnicalError")
+    assert "tool x" in error["reason"]
 
 
 def test_the_call_budget_bounds_the_agent_too(make_client: ClientFactory, llm: LLMScript) -> None:
