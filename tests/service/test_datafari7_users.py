@@ -4,6 +4,8 @@ its own, and never reads, lists, renames or deletes another's."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from fastapi.testclient import TestClient
 
@@ -11,13 +13,15 @@ from testing.llm_server import LLMScript
 from testing.service import ClientFactory
 
 PREFIX = "/Datafari/rest/v2.0"
-ONE, TWO = {"X-API-Key": "key-one"}, {"X-API-Key": "key-two"}
+# keys of their own: the conversations stay in the suite's Solr, other tests' callers too
+KEY_ONE, KEY_TWO = f"panel-one-{uuid.uuid4().hex}", f"panel-two-{uuid.uuid4().hex}"
+ONE, TWO = {"X-API-Key": KEY_ONE}, {"X-API-Key": KEY_TWO}
 QUESTION = "When was the lighthouse lamp electrified?"
 
 
 @pytest.fixture
 def kept(make_client: ClientFactory) -> TestClient:
-    return make_client({"conversations.enabled": True, "api.keys": "key-one,key-two"})
+    return make_client({"conversations.enabled": True, "api.keys": f"{KEY_ONE},{KEY_TWO}"})
 
 
 def content(response: object) -> dict:
@@ -86,7 +90,7 @@ def test_another_caller_never_reads_lists_renames_or_deletes_them(
 def test_the_panel_is_an_authenticated_caller_s(make_client: ClientFactory) -> None:
     anonymous = make_client({"conversations.enabled": True})
     assert anonymous.get("/users/conversations").status_code == 401
-    keyed = make_client({"conversations.enabled": True, "api.keys": "key-one"})
+    keyed = make_client({"conversations.enabled": True, "api.keys": KEY_ONE})
     assert keyed.get("/users/conversations").status_code == 401  # no key
     for body in ({"conversationId": "x"}, {"conversationId": "x", "title": "t" * 201}):
         assert keyed.put("/users/conversations", headers=ONE, json=body).status_code == 400
