@@ -2,8 +2,9 @@
 then answers from what they returned.
 
 The tools are MCP's (search, ask, summarize, get_document) and Datafari 7's generic agent's
-(bm25Search, hybridSearch, ragByDocument, searchChunksFromADocument, readNextChunks, with
-summarize), run with the caller's scope, so an agent reads nothing its caller may not.
+(bm25Search, hybridSearch, ragByDocument, searchChunksFromADocument, readNextChunks,
+entityExtraction, with summarize), run with the caller's scope, so an agent reads nothing its
+caller may not.
 Bounded: at most agentic.max.steps tool-calling turns of at most MAX_CALLS_PER_STEP calls,
 each result cut to MAX_RESULT_CHARS, every LLM call (the tools' own included) spent from the
 request's budget, within its deadline. Out of steps (or of calls), the LLM answers with what
@@ -125,6 +126,11 @@ TOOLS.update(
             "Search the passages of one document. Returns the best passages of it.",
             documentId="The document's number or id.",
             query="What to look for in it.",
+        ),
+        "entityExtraction": _tool(
+            "List the entities of some kinds (people, places, dates...) that one document names.",
+            documentId="The document's number or id.",
+            entities="The kinds of entities to list, e.g. people, places, dates.",
         ),
         "readNextChunks": _tool(
             "Read one document's text, part by part: part 0 is its start; each result says "
@@ -418,6 +424,16 @@ class Agent:
 
     async def _ragByDocument(self, named: str, question: str) -> str:
         document_id = self.sources.id_of(named)
+        return await self._answered(
+            RagQuery(query=question, document_id=document_id, lang=self.lang, scope=self.scope)
+        )
+
+    async def _entityExtraction(self, named: str, entities: str) -> str:
+        document_id = self.sources.id_of(named)
+        question = (
+            f"List the {entities} this document names, one per line, as it writes them; none: "
+            "say so."
+        )
         return await self._answered(
             RagQuery(query=question, document_id=document_id, lang=self.lang, scope=self.scope)
         )

@@ -1090,11 +1090,12 @@ AGENT_TOOLS = (
     "ragByDocument",
     "searchChunksFromADocument",
     "readNextChunks",
+    "entityExtraction",
 )
 # Datafari 7's generic agent: its tools, by its names
 GENERIC_AGENT = (
     "generic=bm25Search,hybridSearch,ragByDocument,searchChunksFromADocument,readNextChunks,"
-    "summarize"
+    "entityExtraction,summarize"
 )
 _AGENT = re.compile(r"[\w.-]{1,64}")
 
@@ -1129,9 +1130,9 @@ class AgenticSettings(Part):
         "default=search,ask,summarize,get_document;" + GENERIC_AGENT,
         "The agents a request's `agent` may name, `name=tool,tool` separated by `;` (tools: "
         "search, ask, summarize, get_document; Datafari 7's bm25Search, hybridSearch, "
-        "ragByDocument, searchChunksFromADocument, readNextChunks). A name not listed is "
-        "generic when there is one (Datafari's fallback; rag too), else the first; none named: "
-        "the first.",
+        "ragByDocument, searchChunksFromADocument, readNextChunks, entityExtraction). A name "
+        "not listed is generic when there is one (Datafari's fallback; rag too), else the "
+        "first; none named: the first.",
         min_length=1,
         max_length=4_000,
     )

@@ -468,7 +468,7 @@ def test_datafari_s_generic_agent_calls_its_tools_by_their_names(
     """Datafari's MCP client sends agent "generic" (and its UI may send "rag"): the agent
     offers Datafari's generic tools, each doing what Datafari's does, within the caller's
     rights."""
-    client = make_client({**AGENTIC, "agentic.max.steps": 8, "llm.max.calls.per.request": 16})
+    client = make_client({**AGENTIC, "agentic.max.steps": 9, "llm.max.calls.per.request": 16})
     llm.then(
         tool_call("bm25Search", query="lighthouse lamp"),
         tool_call("hybridSearch", query="apple trees pruning"),
@@ -477,16 +477,19 @@ def test_datafari_s_generic_agent_calls_its_tools_by_their_names(
         tool_call("ragByDocument", documentId="lighthouse", question="What did the lamp burn?"),
         Step(content="Paraffin, until 1952 [1]."),  # ragByDocument's own answer
         tool_call("readNextChunks", documentId="lighthouse"),  # a missing argument
+        tool_call("entityExtraction", documentId="lighthouse", entities="dates"),
+        Step(content="1952 [1]"),  # entityExtraction's own answer
     )
     llm.answer = lambda request: "It burned paraffin [1]."
     sent = events(list(client.post("/ai/stream", json={**AGENT_BODY, "agent": "generic"})
                        .iter_lines()))  # fmt: skip
     offered = {t["function"]["name"] for t in llm.requests[0].body["tools"]}
-    assert offered == {"bm25Search", "hybridSearch", "ragByDocument",
+    assert offered == {"bm25Search", "hybridSearch", "ragByDocument", "entityExtraction",
                        "searchChunksFromADocument", "readNextChunks", "summarize"}  # fmt: skip
     called = [data["toolName"] for data in of_type(sent, "tool.call")]
     assert called == ["bm25Search", "hybridSearch", "searchChunksFromADocument",
-                      "readNextChunks", "ragByDocument", "readNextChunks"]  # fmt: skip
+                      "readNextChunks", "ragByDocument", "readNextChunks",
+                      "entityExtraction"]  # fmt: skip
     (failed,) = of_type(sent, "tool.error")
     assert "documentId, part" in failed["error"]
     results = [m["content"] for m in llm.requests[-1].body["messages"] if m["role"] == "tool"]
@@ -497,6 +500,9 @@ def test_datafari_s_generic_agent_calls_its_tools_by_their_names(
     assert "Paraffin" in results[4]  # ragByDocument: answered from that document only
     rag = next(r for r in llm.requests if "What did the lamp burn?" in r.prompt)
     assert "Brannoch" in rag.prompt and "Apple trees" not in rag.prompt
+    assert "1952" in results[6]  # entityExtraction: asked of that document
+    listed = next(r for r in llm.requests if "List the dates this document names" in r.prompt)
+    assert "Brannoch" in listed.prompt and "Apple trees" not in listed.prompt
     assert of_type(sent, "message.final")[0]["text"] == "It burned paraffin [1]."
     # "rag" is not an agent here: Datafari's fallback, generic
     llm.reset()
