@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 import uuid
@@ -31,8 +30,9 @@ from service.api.ai import AiRequest, Turn, turn_events
 from service.api.ai_events import EventStream
 from service.api.auth import api_keys, matching_api_key
 from service.api.dependencies import request_snapshot
+from service.api.errors import describe_validation_errors
 from service.api.llm_work import Callers, caller_of
-from service.api.payload import QUESTION_BYTES
+from service.api.payload import NOT_JSON, QUESTION_BYTES, read_json
 from service.errors import BadRequest, ServiceError
 from service.text.language import answer_language
 
@@ -127,10 +127,7 @@ async def _read(websocket: WebSocket, waiting: asyncio.Queue[str]) -> None:
 async def _answer(websocket: WebSocket, text: str, refused: Refusals) -> None:
     """One message: a question answered with the stream's events, or why it is refused."""
     stream = EventStream()
-    try:
-        message = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
-        message = None
+    message, problem = read_json(text.encode("utf-8", errors="replace"))
     kind = message.get("type") if isinstance(message, dict) else None
     if kind == "human.input.response":
         await _send(websocket, stream.event("error", code="404", label="humanInputNotFound",
@@ -141,17 +138,19 @@ async def _answer(websocket: WebSocket, text: str, refused: Refusals) -> None:
         refused.count += 1
         if refused.count > MAX_REFUSED:
             raise Closing(1003, "too many messages that are not ai.request")
-        reason = "not JSON" if message is None else f"type {str(kind)[:64]!r}, or no data"
+        if problem is not None:
+            reason = problem
+        elif message is NOT_JSON:
+            reason = "not JSON"
+        else:
+            reason = f"type {str(kind)[:64]!r}, or no data"
         for line in stream.refused(BadRequest(f"Unsupported WebSocket message: {reason}"), None):
             await _send(websocket, line)
         return
     try:
         body = AiRequest.model_validate(message["data"])  # type: ignore[index]
     except ValidationError as error:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in item['loc']) or 'data'}: {item['msg']}"
-            for item in error.errors()
-        )
+        problems = describe_validation_errors(error)
         for line in stream.refused(BadRequest(problems[:2000]), None):
             await _send(websocket, line)
         return

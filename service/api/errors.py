@@ -13,7 +13,7 @@ from typing import Any, Literal
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from service.api.messages import user_message
@@ -246,7 +246,8 @@ def as_service_error(error: Exception, request_id: str) -> ServiceError:
     )
 
 
-def describe_validation_errors(error: RequestValidationError) -> str:
+def describe_validation_errors(error: RequestValidationError | ValidationError) -> str:
+    """What a body (FastAPI's) or a message (pydantic's, /ai/ws) fails, for the caller."""
     problems = []
     for item in error.errors():
         location = ".".join(str(part) for part in item.get("loc", ()) if part != "body")
