@@ -6,8 +6,10 @@ from __future__ import annotations
 import argparse
 import os
 import subprocess
+import sys
 from pathlib import Path
 
+from service.errors import TechnicalError, UpstreamRefused
 from service.models import packaged
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -17,6 +19,15 @@ DEFAULT_CONFIG = Path(os.environ.get("SOLR_RAG_CONFIG", "rag.properties"))
 CONFIG_HELP = "the rag.properties to use (default: %(default)s)"
 
 Commands = argparse._SubParsersAction  # what add_subparsers returns: commands add themselves
+
+
+def upstream_failed(command: str, error: TechnicalError, resume: str) -> int:
+    """A command's one line for Solr or a model API failing after its retries, with how to
+    resume; a refusal (credentials, permissions, TLS) is the configuration's to mend, and
+    says only that. The command's exit status."""
+    said = error.reason if isinstance(error, UpstreamRefused) else f"{error.reason}. {resume}"
+    print(f"solr-rag {command}: {said}", file=sys.stderr, flush=True)
+    return 1
 
 
 def assembled(model: packaged.PackagedModel) -> Path:

@@ -13,9 +13,15 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from service.cli.common import CONFIG_HELP, DEFAULT_CONFIG, REPO_ROOT, Commands
+from service.cli.common import (
+    CONFIG_HELP,
+    DEFAULT_CONFIG,
+    REPO_ROOT,
+    Commands,
+    upstream_failed,
+)
 from service.config import Settings
-from service.errors import ExtractionFailed, TechnicalError, UpstreamRefused
+from service.errors import ExtractionFailed, TechnicalError
 from service.retrieval.solr import SolrClient, solr_pool
 
 if TYPE_CHECKING:
@@ -90,16 +96,13 @@ def _ingest(args: argparse.Namespace) -> int:
                 sync=args.sync,
             )
         )
-    except UpstreamRefused as error:  # credentials, permissions, TLS: the config to mend
-        print(f"solr-rag ingest: {error.reason}", file=sys.stderr)
-        return 1
     except TechnicalError as error:  # Solr or the embeddings API, after their retries
-        print(
-            f"solr-rag ingest: {error.reason}. Nothing written is lost: run the same command "
-            "again once it answers (what Solr already holds unchanged is skipped)",
-            file=sys.stderr,
+        return upstream_failed(
+            "ingest",
+            error,
+            "Nothing written is lost: run the same command again once it answers (what Solr "
+            "already holds unchanged is skipped)",
         )
-        return 1
 
 
 async def ingest_into_solr(

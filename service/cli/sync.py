@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from service.cli.common import CONFIG_HELP, DEFAULT_CONFIG, Commands
+from service.cli.common import CONFIG_HELP, DEFAULT_CONFIG, Commands, upstream_failed
 from service.config import Settings
 from service.errors import TechnicalError
 from service.retrieval.solr import SolrClient, solr_pool
@@ -52,14 +52,11 @@ def _sync(args: argparse.Namespace) -> int:
         try:
             asyncio.run(_sync_once(settings, args.checkpoint, restart=args.restart))
         except TechnicalError as error:  # Solr or the embeddings API, after their retries
-            print(
-                f"solr-rag sync: {error.reason}. Run it again once it answers: it goes on "
-                "from its checkpoint",
-                file=sys.stderr,
-                flush=True,
+            failed = upstream_failed(
+                "sync", error, "Run it again once it answers: it goes on from its checkpoint"
             )
             if args.every is None:
-                return 1
+                return failed
         if args.every is None:
             return 0
         print(f"next sync in {args.every:g}s (Ctrl-C stops)", file=sys.stderr, flush=True)
