@@ -414,12 +414,16 @@ class Agent:
     async def _hybridSearch(self, query: str) -> str:
         return await self._search_by(query, "hybrid")
 
-    async def _search_by(self, query: str, method: str) -> str:
-        """What `method` (bm25, hybrid; "": the configured one) finds, shown numbered."""
-        retriever = self.snapshot.index_retriever(self.scope, SEARCH_RESULTS, method=method)
+    async def _search_by(
+        self, query: str, method: str, scope: Scope | None = None, *, nothing: str = ""
+    ) -> str:
+        """What `method` (bm25, vector, hybrid; "": the configured one) finds in `scope` (the
+        caller's, unless narrowed), shown numbered; `nothing` when it finds nothing."""
+        within = self.scope if scope is None else scope
+        retriever = self.snapshot.index_retriever(within, SEARCH_RESULTS, method=method)
         found = (await retriever.run(query))[:SEARCH_RESULTS]
         if not found:
-            return "nothing found"
+            return nothing or "nothing found"
         return "\n\n".join(self._shown(document) for document in found)
 
     async def _ragByDocument(self, named: str, question: str) -> str:
@@ -440,12 +444,7 @@ class Agent:
 
     async def _searchChunksFromADocument(self, named: str, query: str) -> str:
         within = self.scope.within((self.sources.id_of(named),))
-        found = (await self.snapshot.index_retriever(within, SEARCH_RESULTS).run(query))[
-            :SEARCH_RESULTS
-        ]
-        if not found:
-            return f"nothing found in {named[:100]!r}"
-        return "\n\n".join(self._shown(document) for document in found)
+        return await self._search_by(query, "", within, nothing=f"nothing found in {named[:100]!r}")
 
     async def _readNextChunks(self, named: str, part: str) -> str:
         settings = self.snapshot.settings.solr
@@ -478,11 +477,7 @@ class Agent:
             matching = await documents_matching(self.snapshot.solr, layout.documents_collection,
                                                 layout.documents_map, scope, filters)  # fmt: skip
             scope = scope.within(matching)
-        retriever = self.snapshot.index_retriever(scope, SEARCH_RESULTS, method=tool.method)
-        found = (await retriever.run(arguments["q"]))[:SEARCH_RESULTS]
-        if not found:
-            return "nothing found"
-        return "\n\n".join(self._shown(document) for document in found)
+        return await self._search_by(arguments["q"], tool.method, scope)
 
     def _shown(self, document: RetrievedDocument, chars: int = SNIPPET_CHARS) -> str:
         number = self.sources.number(document.source_id, document.title, document.url,

@@ -25,7 +25,7 @@ import hashlib
 import json
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from service.config.settings import ConversationSettings
@@ -50,7 +50,7 @@ class Conversation:
     owner: str
     messages: tuple[ChatMessage, ...] = ()
     title: str = ""
-    updated: str = ""  # when its last message was kept (ISO 8601), "" for a new one
+    updated: str = ""  # when it was last kept (ISO 8601); "" for a new one, not yet kept
 
 
 class ConversationStore:
@@ -96,19 +96,18 @@ class ConversationStore:
             *(ChatMessage(m.role, m.content[:cut]) for m in said),
         ][-settings.max_messages :]
         title = conversation.title or (said[0].content[:TITLE_CHARS] if said else NEW_TITLE)
-        kept = Conversation(conversation.id, conversation.owner, tuple(messages), title, "kept")
         if not conversation.updated:  # not yet kept
             await self._make_room(conversation.owner)
-        await self._write(kept)
+        kept = await self._write(
+            Conversation(conversation.id, conversation.owner, tuple(messages), title)
+        )
         await self._purge()
         return kept
 
     async def rename(self, owner: str, conversation_id: str, title: str) -> Conversation:
         """The owner's conversation, titled anew; ConversationNotFound otherwise."""
         found = await self.get(owner, conversation_id)
-        renamed = Conversation(found.id, owner, found.messages, title[:200], found.updated)
-        await self._write(renamed)
-        return renamed
+        return await self._write(Conversation(found.id, owner, found.messages, title[:200]))
 
     async def listed(self, owner: str) -> list[Conversation]:
         """The owner's conversations (their messages left out), the latest first."""
@@ -122,8 +121,10 @@ class ConversationStore:
                                            updated))  # fmt: skip
         return listed
 
-    async def _write(self, conversation: Conversation) -> None:
+    async def _write(self, conversation: Conversation) -> Conversation:
+        """The conversation written in its record; as kept (`updated`: when)."""
         now = datetime.now(UTC)
+        written = _solr_date(now)
         record = {
             "id": conversation.id,
             "title": conversation.title,
@@ -133,12 +134,13 @@ class ConversationStore:
             {
                 "id": _solr_id(conversation.owner, conversation.id),
                 "owner_s": _owner_key(conversation.owner),
-                "updated_dt": _solr_date(now),
+                "updated_dt": written,
                 "expires_dt": _solr_date(now + timedelta(hours=self._settings.ttl_hours)),
                 "turns_i": len(conversation.messages),
                 "messages_json": json.dumps(record),
             }
         )
+        return replace(conversation, updated=written)
 
     async def delete(self, owner: str, conversation_id: str) -> None:
         """Deletes the owner's conversation; ConversationNotFound when there is none."""
@@ -156,7 +158,7 @@ class ConversationStore:
         pairs = record.get("messages", []) if isinstance(record, dict) else record  # or older
         title = str(record.get("title", "")) if isinstance(record, dict) else ""
         messages = tuple(ChatMessage(str(role), str(text)) for role, text in pairs)
-        return Conversation(conversation_id, owner, messages, title, updated or "kept")
+        return Conversation(conversation_id, owner, messages, title, updated)
 
     async def _make_room(self, owner: str) -> None:
         """Deletes the owner's oldest conversations past conversations.max.per.caller - 1."""

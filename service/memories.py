@@ -16,7 +16,7 @@ import re
 import secrets
 import threading
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -42,6 +42,7 @@ class Memories:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._held: OrderedDict[tuple[str, str], Memory] = OrderedDict()
+        self._per_owner: Counter[str] = Counter()  # memories held of each owner
         self._lock = threading.Lock()
 
     def open(self, owner: str, memory_id: str | None) -> Memory:
@@ -53,7 +54,10 @@ class Memories:
             if memory_id is None or not MEMORY_ID.match(memory_id):
                 memory_id = secrets.token_hex(16)
             key = (owner, memory_id)
-            memory = self._held.pop(key, None) or Memory(memory_id)
+            memory = self._held.pop(key, None)
+            if memory is None:
+                memory = Memory(memory_id)
+                self._per_owner[owner] += 1
             memory.used = now
             self._held[key] = memory
             self._bound(owner)
@@ -72,11 +76,19 @@ class Memories:
             key, oldest = next(iter(self._held.items()))
             if now - oldest.used < TTL_SECONDS:
                 break
-            del self._held[key]
+            self._forget(key)
 
     def _bound(self, owner: str) -> None:
-        mine = [key for key in self._held if key[0] == owner]
-        for key in mine[: max(len(mine) - MAX_PER_OWNER, 0)]:
-            del self._held[key]
+        """At most MAX_PER_OWNER of the owner's (its least recently used go first: the held
+        are looked through only then) and MAX_MEMORIES in all."""
+        if self._per_owner[owner] > MAX_PER_OWNER:
+            oldest = next(key for key in self._held if key[0] == owner)
+            self._forget(oldest)
         while len(self._held) > MAX_MEMORIES:
-            self._held.popitem(last=False)
+            self._forget(next(iter(self._held)))
+
+    def _forget(self, key: tuple[str, str]) -> None:
+        del self._held[key]
+        self._per_owner[key[0]] -= 1
+        if not self._per_owner[key[0]]:
+            del self._per_owner[key[0]]

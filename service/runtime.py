@@ -137,8 +137,7 @@ class Runtime:
         """What is known of the settings' Solr: its nodes and its collections' fields; known
         anew when solr.url, solr.nodes.discover or solr.zk.hosts change."""
         layout = settings.solr
-        digest = f"{layout.zk_user}:{layout.zk_password.get_secret_value()}"
-        key = (layout.url, layout.discover_nodes, layout.zk_hosts, digest)
+        key = (layout.url, layout.discover_nodes, layout.zk_hosts, layout.zk_digest)
         if self._solr_nodes is None or self._solr_nodes[0] != key:
             self._solr_nodes = key, SolrNodes.configured(layout), SchemaCache()
         return self._solr_nodes[1], self._solr_nodes[2]

@@ -603,6 +603,11 @@ class SolrSettings(Part):
                 )
         return value
 
+    @property
+    def zk_digest(self) -> str:
+        """`user:password` of ZooKeeper's digest ACLs (solr.zk.digest.*), "" without them."""
+        return f"{self.zk_user}:{self.zk_password.get_secret_value()}" if self.zk_user else ""
+
     @model_validator(mode="after")
     def _credentials_fit_together(self) -> SolrSettings:
         from service.config.tls import TlsFiles, tls_context

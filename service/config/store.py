@@ -131,10 +131,7 @@ def admin_token_from(env: Mapping[str, str]) -> str:
     if env.get("ADMIN_TOKEN"):
         return env["ADMIN_TOKEN"]
     if env.get("ADMIN_TOKEN_FILE"):
-        try:
-            return Path(env["ADMIN_TOKEN_FILE"]).read_text(encoding="utf-8").strip()
-        except OSError as error:
-            raise ConfigError(f"cannot read ADMIN_TOKEN_FILE: {error.strerror}") from None
+        return _secret_file("ADMIN_TOKEN_FILE", env["ADMIN_TOKEN_FILE"])
     return ""
 
 

@@ -77,14 +77,11 @@ class SolrNodes:
     @classmethod
     def configured(cls, layout: SolrSettings) -> SolrNodes:
         """The nodes solr.url, solr.nodes.discover and solr.zk.hosts describe."""
-        digest = ""
-        if layout.zk_user:
-            digest = f"{layout.zk_user}:{layout.zk_password.get_secret_value()}"
         return cls.parse(
             layout.url,
             discover=layout.discover_nodes,
             zk_hosts=layout.zk_hosts,
-            zk_digest=digest,
+            zk_digest=layout.zk_digest,
         )
 
     @classmethod

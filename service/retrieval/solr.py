@@ -35,7 +35,6 @@ import httpx
 import orjson
 
 from service.config.field_map import SchemaFields
-from service.config.tls import tls_context
 from service.errors import (
     TechnicalError,
     UpstreamBadResponse,
@@ -84,7 +83,7 @@ WRITE_RETRY_ON: tuple[type[TechnicalError], ...] = (*RETRY_ON, UpstreamTimeout)
 async def solr_pool(layout: SolrSettings) -> AsyncIterator[httpx.AsyncClient]:
     """A connection pool for the Solr `layout` names, with its TLS (solr.tls.*): what a
     command or a one-off job opens (requests use the runtime's)."""
-    verify = tls_context(SolrAccess.of(layout).tls) or True
+    verify = SolrAccess.of(layout).verify
     async with httpx.AsyncClient(verify=verify, follow_redirects=False) as http:
         yield http
 
