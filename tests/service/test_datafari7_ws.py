@@ -57,7 +57,11 @@ def test_what_is_not_a_request_is_said_so_and_a_connection_of_garbage_is_closed(
         for garbage in ["not json", "[1, 2]", json.dumps({"type": "other"}), "{" * 100_000]:
             websocket.send_text(garbage)
             assert shape(turn(websocket)) == "stream.started error stream.completed:ERROR "
-        for _ in range(MAX_REFUSED - 4):
+        # what the HTTP body's JSON guard refuses, refused here with its reason
+        websocket.send_text('{"type": "ai.request", "data": {"query": NaN}}')
+        nan = turn(websocket)
+        assert "NaN is not a JSON number" in nan[1]["data"]["reason"]
+        for _ in range(MAX_REFUSED - 5):
             websocket.send_text("still not json")
             turn(websocket)
         websocket.send_text("one too many")
