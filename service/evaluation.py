@@ -181,7 +181,12 @@ def ask(http: httpx.Client, expected: Expected, **more: object) -> Answered:
                 body["content"]["documents"] = data.get("documents", [])
             elif event == "done":
                 body["content"]["message"] = data.get("message", "")
-                body.update(usage=data.get("usage"), timings=data.get("timings"))
+                body.update(
+                    usage=data.get("usage"),
+                    timings=data.get("timings"),
+                    confidence=data.get("confidence"),
+                    abstained=data.get("abstained"),
+                )
             elif event == "error":  # the stream had begun: the envelope is the event's
                 status = int(data.get("content", {}).get("code", 500))
                 return Answered(status, data, time.perf_counter() - started, first)
@@ -221,6 +226,8 @@ def score(expected: Expected, status: int, body: dict[str, Any], seconds: float)
         "completion_tokens": usage.get("completion_tokens", 0),
         "llm_seconds": timings.get("llm", 0.0) / 1000,
         "message": message[:300],
+        "confidence": body.get("confidence") if status == 200 else None,
+        "why": body.get("abstained") if status == 200 else None,
         "reason": body.get("content", {}).get("reason", "") if status != 200 else "",
     }
 

@@ -1,7 +1,8 @@
 """A controllable OpenAI-compatible LLM for tests: real HTTP, deterministic, recording.
 
 Tests tell it how to behave (`script`) and read what it received (`requests`). It never
-guesses: by default it answers with a fixed sentence that names the question and cites [1].
+guesses: by default it answers with a fixed sentence that names the question, repeats the
+first words of document [1] and cites it.
 """
 
 from __future__ import annotations
@@ -71,11 +72,32 @@ class Step:
     headers: dict[str, str] = field(default_factory=dict)
     pause_after_first_chunk: float = 0.0  # streaming: a slow model after its first word
     finish_reason: str = "stop"  # "length": as if max_tokens cut the answer
+    # the first step's likeliest tokens (token -> probability), reported when the request
+    # asks for logprobs; None: the server reports no probabilities, as some do
+    first_top: dict[str, float] | None = None
+
+
+def _logprobs(step: Step, word: str, first: bool) -> dict[str, Any] | None:
+    """OpenAI's `logprobs` of one streamed word (one token here): its own probability, and
+    at the first step the scripted alternatives."""
+    if step.first_top is None:
+        return None
+    top = step.first_top if first else {word: 0.9}
+    chosen = math.log(top.get(word, 0.5))
+    alternatives = [{"token": t, "logprob": math.log(p)} for t, p in top.items()]
+    return {"content": [{"token": word, "logprob": chosen, "top_logprobs": alternatives}]}
 
 
 def default_answer(request: RecordedRequest) -> str:
+    """ "Test answer to: <the question> [1]", saying a few words of document [1] when the
+    prompt holds one (an answer that only said the question back would be an echo, which
+    the service refuses)."""
     question = request.prompt.rsplit("Question:", 1)[-1].strip().split("\n", 1)[0]
-    return f"Test answer to: {question} [1]"
+    source = re.search(r"^\[1\][^\n]*\n([^\n]+)", request.prompt, re.M)
+    if source is None:
+        return f"Test answer to: {question} [1]"
+    said = " ".join(source.group(1).split()[:8])
+    return f"Test answer to: {question} It says: {said} [1]"
 
 
 class LLMScript:
@@ -132,7 +154,10 @@ async def _stream(recorded: RecordedRequest, step: Step) -> AsyncIterator[str]:
         for number, word in enumerate(words):
             if number == 0:  # noted before it leaves: the client may read it at once
                 recorded.first_chunk_sent = time.monotonic()
-            yield chunk(choices=[{"index": 0, "delta": {"content": word}}])
+            choice: dict[str, Any] = {"index": 0, "delta": {"content": word}}
+            if recorded.body.get("logprobs"):
+                choice["logprobs"] = _logprobs(step, word, number == 0)
+            yield chunk(choices=[choice])
             await asyncio.sleep(0)  # lets a disconnect be noticed, as a real server does
             if number == 0 and step.pause_after_first_chunk:
                 await asyncio.sleep(step.pause_after_first_chunk)
@@ -211,6 +236,9 @@ def create_llm_app(script: LLMScript) -> FastAPI:
                         "index": 0,
                         "message": {"role": "assistant", "content": step.content},
                         "finish_reason": step.finish_reason,
+                        "logprobs": _logprobs(step, ((step.content or "").split() or [""])[0], True)
+                        if recorded.body.get("logprobs")
+                        else None,
                     }
                 ],
                 "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},

@@ -112,6 +112,17 @@ class UsageOut(BaseModel):
         )
 
 
+class ConfidenceOut(BaseModel):
+    """The LLM's own confidence in its answer (grounding.abstain.not.found decides on it)."""
+
+    signal: str = Field(description="The signal abstention is decided on, or why there is none.")
+    not_found: float | None = Field(
+        None, description="Probability the first step gave the not-found sentence's first token."
+    )
+    mean_logprob: float | None = Field(None, description="Mean log-probability of its tokens.")
+    min_logprob: float | None = Field(None, description="Lowest log-probability of its tokens.")
+
+
 class RagResponse(BaseModel):
     """The answer of POST /ai/rag, in Datafari's envelope."""
 
@@ -139,6 +150,11 @@ class RagResponse(BaseModel):
         "sources it read); null when it answers. When the search or the reranker finds nothing "
         "to answer from, the reply is a 428 (ragNoFileFound) whose content.reason says why.",
     )
+    confidence: ConfidenceOut | None = Field(
+        None,
+        description="What the LLM's token probabilities say of its answer; null when no "
+        "answer was written from sources.",
+    )
 
     @classmethod
     def of(cls, answer: Answer) -> RagResponse:
@@ -153,6 +169,7 @@ class RagResponse(BaseModel):
             cached=answer.cache_age is not None,
             cache_age=answer.cache_age,
             abstained=answer.abstained,
+            confidence=answer.confidence,
         )
 
 
@@ -232,6 +249,7 @@ async def _events(reply: Reply, request_id: str, language: str) -> AsyncIterator
                 "cached": response.cached,
                 "cache_age": response.cache_age,
                 "abstained": response.abstained,
+                "confidence": response.confidence and response.confidence.model_dump(),
             },
             "done",
         )

@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 
 import anyio.to_thread
 
+from service.chains.scaffolding import Unscaffolded, without_scaffolding
 from service.errors import NoValidAnswer
 from service.llm.answer_format import PLAIN, AnswerFormat, StopCut
 from service.llm.client import ChatClient
-from service.llm.types import ChatMessage, Usage
+from service.llm.types import ChatMessage, TokenChoice, Usage
 from service.retrieval.base import RetrievedDocument
 
 # -- chunks, numbered as sources, and the result ---------------------------------------------------
@@ -77,6 +78,9 @@ class ChainResult:
     usage: Usage = field(default_factory=Usage)
     # why the last request ended: "stop", or "length" when max_tokens cut the answer
     finish_reason: str = "stop"
+    # the last request's tokens and their probabilities (when asked for and reported), filled
+    # as they arrive when streamed
+    tokens: list[TokenChoice] = field(default_factory=list)
 
     def add_usage(self, usage: Usage) -> None:
         self.llm_calls += 1
@@ -101,59 +105,15 @@ _NOTHING_FOUND = re.compile(
 )
 _SHORT = 200
 
-# What a small model copies from the prompt around its answer: a label before it ("Refined
-# answer:", "Answer so far:"), and lines of the templates themselves (fences, "Question: ...",
-# the headings of refine's and reduce's earlier answers). Only the answer is kept.
-_LABEL = re.compile(
-    r"^[ \t*#>]*(?:(?:refined|final|combined|updated|improved|new)\s+)?answer(?:\s+so\s+far)?"
-    r"[ \t*]*:[ \t*]*",
-    re.I | re.M,
-)
-_TEMPLATE_LINE = re.compile(
-    r"^[ \t]*(?:#{6,}[ \t]*$|question:|documents(?: \(.*\))?:|more documents found|"
-    r"an answer written earlier|the answer so far|answers to the same question|"
-    r"partial answers to the question|"
-    # the shipped instructions, when a model repeats them before its answer
-    r"answer the question from the documents|a name, a number or a short phrase|"
-    r"then give the number of the document|write only the answer itself)[^\n]*\n?",
-    re.I | re.M,
-)
-
-
-# the instruction's own words before a citation ("... AssertionError. The number of the
-# document that says this is [1]"): the citation is kept, the words go
-_CITATION_WORDS = re.compile(
-    r"[ \t]*(?:the[ \t]+)?(?:number[ \t]+of[ \t]+the[ \t]+)?document[ \t]+that[ \t]+says[ \t]+"
-    r"(?:it|this|that|so)[ \t]+is[ \t]*:?[ \t]*(?=\[\d{1,3}\])",
-    re.I,
-)
-
-
-# a sentence that repeats the shipped instruction's list of forms inside the answer ("A
-# lambda expression is a name, a number or a short phrase when that answers it, ..."): the
-# 1.5B does so on "What is X?" questions; the sentence says nothing of X and goes
-_INSTRUCTION_SENTENCE = re.compile(
-    r"[^.!?\n]*(?:a name, a number or a short phrase|a sentence or two otherwise)"
-    r"[^.!?\n]*[.!?]?[ \t]*",
-    re.I,
-)
-
-
-def without_scaffolding(text: str) -> str:
-    """The answer without what the prompt around it said: after the last answer label,
-    without the template's own lines, the sentences that repeat its instruction, and the
-    instruction's words before a citation."""
-    labels = list(_LABEL.finditer(text))
-    if labels and text[labels[-1].end() :].strip():
-        text = text[labels[-1].end() :]
-    text = _CITATION_WORDS.sub(" ", _INSTRUCTION_SENTENCE.sub("", text))
-    return re.sub(r"\n{3,}", "\n\n", _TEMPLATE_LINE.sub("", text)).strip()
-
 
 def clean_answer(text: str) -> str:
     """Datafari's clean-up (literal `\\n` back to newlines, trimmed), and the prompt's
-    scaffolding a model copied taken out (without_scaffolding). Empty is no answer."""
+    scaffolding a model copied taken out (service.chains.scaffolding). Empty is no answer."""
     answer = without_scaffolding(text.replace("\\n", "\n"))
+    if not answer and text.strip():
+        raise NoValidAnswer(
+            "the LLM wrote only the prompt's own words (its instructions or template), no answer"
+        )
     if not answer:
         raise NoValidAnswer("the LLM returned an empty answer")
     return answer
@@ -195,34 +155,43 @@ class Prepared:
         return self.result
 
     async def finish(
-        self, llm: ChatClient, *, stream: bool, form: AnswerFormat = PLAIN
+        self,
+        llm: ChatClient,
+        *,
+        stream: bool,
+        form: AnswerFormat = PLAIN,
+        probabilities: bool = False,
     ) -> AsyncIterator[str]:
         """The answer's text (Datafari's literal `\\n` already turned into newlines, cut at
         the first of `form`'s stop sequences): as the LLM writes it when `stream`, else in one
         piece; then `result.answer` holds it, cleaned and, for a JSON form, checked."""
         result = self.result
         cut = StopCut(form.stop)
+        payload = form.payload() | (_PROBABILITIES if probabilities else {})
         if self.final is None:
             text = cut.feed(self.answer or "") + cut.flush()
         elif not stream:
-            completion = await llm.complete(self.final, form.payload())
+            completion = await llm.complete(self.final, payload)
             result.add_usage(completion.usage)
             result.finish_reason = completion.finish_reason
+            result.tokens = list(completion.tokens)
             text = cut.feed(completion.text.replace("\\n", "\n")) + cut.flush()
         else:
             text = ""
-            upstream = llm.stream(self.final, form.payload())
+            shown = Unscaffolded()  # only what the cleaning keeps is streamed
+            upstream = llm.stream(self.final, payload)
+            result.tokens = upstream.tokens  # read as they come (service.rag.stages.confidence)
             async with aclosing(_newlines(upstream)) as pieces:
                 async for piece in pieces:
                     kept = cut.feed(piece)
                     text += kept
-                    if kept:
-                        yield kept
+                    if kept and (fresh := shown.feed(kept)):
+                        yield fresh
                     if cut.stopped:
                         break
             text += (rest := cut.flush())
-            if rest:
-                yield rest
+            if fresh := shown.feed(rest) + shown.flush():
+                yield fresh
             result.add_usage(upstream.usage)
             result.finish_reason = upstream.finish_reason
         if cut.stopped:
@@ -232,6 +201,10 @@ class Prepared:
             await anyio.to_thread.run_sync(form.check, result.answer)
         if not stream or self.final is None:
             yield result.answer
+
+
+# the token probabilities of the answer, and the 5 likeliest tokens at each step
+_PROBABILITIES = {"logprobs": True, "top_logprobs": 5}
 
 
 async def _newlines(pieces: AsyncIterator[str]) -> AsyncIterator[str]:

@@ -243,6 +243,13 @@ class LLMSettings(Part):
     max_tokens: int = _key(
         "llm.maxTokens", 200, "Maximum number of tokens in an LLM answer.", ge=1, le=1_000_000
     )
+    logprobs: bool = _key(
+        "llm.logprobs",
+        True,
+        "Ask the LLM for its answer's token probabilities (OpenAI's logprobs, top 5): the "
+        "answer's `confidence`, and grounding.abstain.not.found. false: for an LLM that "
+        "refuses the field.",
+    )
     context_window: int = _key(
         "llm.context.window",
         16385,
@@ -1216,6 +1223,17 @@ class GroundingSettings(Part):
         0.5,
         "Share of an answer's sentences that must be supported (grounding.action=refuse).",
         ge=0,
+        le=1,
+    )
+    abstain_not_found: float | None = _key(
+        "grounding.abstain.not.found",
+        None,
+        "An answer becomes the not-found sentence (abstained) when the LLM's first step gave "
+        "that sentence's first token at least this probability, whatever it then wrote: the "
+        "model's own doubt, known before any word is shown (llm.logprobs; bench/RESULTS.md has "
+        "the curve). Blank: reported in `confidence` only.",
+        allow_inf_nan=False,
+        gt=0,
         le=1,
     )
 

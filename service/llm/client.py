@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import random
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
@@ -29,7 +30,7 @@ from service.errors import (
 )
 from service.llm.breaker import CircuitBreaker
 from service.llm.budget import CallBudget
-from service.llm.types import ChatMessage, Completion, ToolCall, ToolTurn, Usage
+from service.llm.types import ChatMessage, Completion, TokenChoice, ToolCall, ToolTurn, Usage
 from service.metrics import LLM_CALL_SECONDS, upstream_error
 from service.observability import request_headers
 from service.upstream import POOL_WAIT_SECONDS, upstream_call
@@ -43,6 +44,8 @@ UNAVAILABLE_STATUSES = RETRYABLE_STATUSES
 MAX_RETRY_AFTER_SECONDS = 10.0
 MAX_TOOL_CALLS = 8  # tool calls read of one model turn
 MAX_ARGUMENT_CHARS = 4_000  # of one tool call's arguments
+_MAX_TOKENS = 4_096  # token probabilities kept of one answer
+_MAX_TOP = 10  # alternatives kept of one token
 
 
 @dataclass(frozen=True)
@@ -343,6 +346,7 @@ class CompletionStream:
         self.text = ""
         self.usage = Usage()
         self.finish_reason = "stop"
+        self.tokens: list[TokenChoice] = []  # as they come, when logprobs were asked for
 
     async def __aiter__(self) -> AsyncIterator[str]:
         client = self._client
@@ -393,6 +397,8 @@ class CompletionStream:
                 continue
             if isinstance(choice.get("finish_reason"), str):
                 self.finish_reason = choice["finish_reason"]
+            if len(self.tokens) < _MAX_TOKENS:
+                self.tokens.extend(token_choices(choice.get("logprobs")))
             content = (choice.get("delta") or {}).get("content")
             if isinstance(content, str) and content:
                 deltas.append(content)
@@ -424,7 +430,33 @@ def _completion_from(body: Any, where: str) -> Completion:
         usage=_usage_from(body.get("usage") or {}),
         model=str(body.get("model", "")),
         finish_reason=reason if isinstance(reason, str) and reason else "stop",
+        tokens=tuple(token_choices(choice.get("logprobs"))),
     )
+
+
+def token_choices(logprobs: Any) -> list[TokenChoice]:
+    """OpenAI's `choices[].logprobs.content` read leniently: what is malformed is left out
+    (a server's probabilities are a signal, never a reason to fail the answer)."""
+    content = logprobs.get("content") if isinstance(logprobs, dict) else None
+    if not isinstance(content, list):
+        return []
+    read = []
+    for item in content[:_MAX_TOKENS]:
+        if not isinstance(item, dict) or not isinstance(item.get("token"), str):
+            continue
+        logprob = item.get("logprob")
+        if not isinstance(logprob, int | float) or not math.isfinite(logprob):
+            continue
+        top = tuple(
+            (alternative["token"], float(alternative["logprob"]))
+            for alternative in (item.get("top_logprobs") or [])[:_MAX_TOP]
+            if isinstance(alternative, dict)
+            and isinstance(alternative.get("token"), str)
+            and isinstance(alternative.get("logprob"), int | float)
+            and math.isfinite(alternative["logprob"])
+        )
+        read.append(TokenChoice(item["token"][:64], float(logprob), top))
+    return read
 
 
 def _tool_turn_from(body: Any, where: str) -> ToolTurn:

@@ -34,6 +34,17 @@ class Usage:
 
 
 @dataclass(frozen=True)
+class TokenChoice:
+    """A token the model wrote, its log-probability, and the likeliest tokens it could have
+    written there (`top`: token -> log-probability), when the server reports them (OpenAI's
+    `logprobs`, llama.cpp's too)."""
+
+    token: str
+    logprob: float
+    top: tuple[tuple[str, float], ...] = ()
+
+
+@dataclass(frozen=True)
 class Completion:
     """The text a model answered, with its usage."""
 
@@ -42,6 +53,7 @@ class Completion:
     model: str = ""
     # why the model stopped: "stop" (it ended, or a stop sequence), "length" (max_tokens)...
     finish_reason: str = "stop"
+    tokens: tuple[TokenChoice, ...] = ()  # when asked for (logprobs) and reported
 
 
 @dataclass(frozen=True)

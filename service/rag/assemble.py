@@ -105,6 +105,8 @@ def rag_pipeline(snapshot: Snapshot) -> RagPipeline:
             grounding_policy(snapshot),
             snapshot.answer_cache,
             short=short_answers(settings),
+            logprobs=settings.llm.logprobs,
+            abstain_not_found=settings.grounding.abstain_not_found,
         )
     )
     return Pipeline(settings, llm, lambda query: _rag_state(snapshot, query), stages)

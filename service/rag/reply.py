@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
-from typing import ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 from service.chains import ChainResult
 from service.chains.result import Prepared, says_nothing_relevant
@@ -54,6 +54,7 @@ class Answer:
     grounding: Grounding | None = None  # each sentence checked (grounding.enabled)
     cache_age: float | None = None  # seconds, when the answer came from the answer cache
     abstained: str | None = None  # why the answer is "not in the documents"; None: it answers
+    confidence: dict[str, Any] | None = None  # the model's own (service.rag.stages.confidence)
 
     def add_usage(self, usage: Usage) -> None:
         self.llm_calls += 1
@@ -79,12 +80,14 @@ class Timings(dict[str, float]):
 class Amendment:
     """What an answer stage changes of the answer: its message (whose citations then mark
     the sources cited), its grounding report, the LLM calls the stage made, the age of a
-    cached answer. None: unchanged."""
+    cached answer, an abstention (the answer then lists no sources). None: unchanged."""
 
     message: str | None = None
     grounding: Grounding | None = None
     usages: tuple[Usage, ...] = ()
     cache_age: float | None = None
+    abstained: str | None = None  # why the answer became "not in the documents"
+    confidence: dict[str, Any] | None = None
 
 
 @dataclass
@@ -110,6 +113,12 @@ class Finishing:
             answer.grounding = amendment.grounding
         if amendment.cache_age is not None:
             answer.cache_age = amendment.cache_age
+        if amendment.confidence is not None:
+            answer.confidence = amendment.confidence
+        if amendment.abstained is not None:
+            answer.abstained = amendment.abstained
+            answer.documents = []
+            self.found_nothing = True  # the stages after it see an abstention
 
 
 class AnswerStage(Protocol):
@@ -150,8 +159,13 @@ class Reply:
     finishing: tuple[AnswerStage, ...] = ()
     # the stage whose last request this is: its time runs until the text is read
     stage: str = "chain"
+    # whether the text written so far may be streamed (service.rag.stages.echo); None: all
+    shown_when: Callable[[str], bool] | None = None
+    # ask the LLM for the answer's token probabilities (llm.logprobs)
+    probabilities: bool = False
     # where the text is: not asked yet, being read, read to its end
     _text: str = field(default="unread", init=False, repr=False)
+    _answer: Answer | None = field(default=None, init=False, repr=False)
 
     @property
     def model(self) -> str:
@@ -172,14 +186,25 @@ class Reply:
             raise RuntimeError("a Reply's text can be read once: keep the Answer instead")
         self._text = "reading"
         stream = stream and not self.form.json
-        texts = self.prepared.finish(self.llm, stream=stream, form=self.form)
+        texts = self.prepared.finish(
+            self.llm, stream=stream, form=self.form, probabilities=self.probabilities
+        )
+        written = shown = ""
         async for text in self.deadline.stream(texts):
-            yield text
+            written += text
+            if stream and self.shown_when is not None and not self.shown_when(written):
+                continue  # held until the answer says something (an echo is never shown)
+            yield written[len(shown) :]
+            shown = written
             # pieces already buffered would otherwise be sent in one go, without the event
             # loop ever running: a client that left is then written to thousands of times,
             # and the LLM stream goes on, before its disconnect is noticed
             await asyncio.sleep(0)
         self._text = "read"
+        if stream:  # what was held, or what the answer stages made of it (an abstention)
+            message = (await self.answer()).message
+            if message.startswith(shown) and message != shown:
+                yield message[len(shown) :]
 
     async def answer(self) -> Answer:
         """The Answer once its text is known (read now if it was never asked for), finished
@@ -189,6 +214,8 @@ class Reply:
             return await self.complete()
         if self._text == "reading":
             raise RuntimeError("the answer's text is still being read: read it to its end first")
+        if self._answer is not None:
+            return self._answer
         self.timings.since(self.stage, self.chain_started)
         result = self.prepared.result
         if self.form.grammar is not None:  # the short answer: its citation made true
@@ -222,6 +249,7 @@ class Reply:
             completion_tokens=answer.usage.completion_tokens,
             documents=len(answer.documents),
         )
+        self._answer = answer
         return answer
 
 

@@ -180,9 +180,13 @@ def test_pack_greedy_fills_each_group_in_order() -> None:
     ],
 )  # fmt: skip
 def test_scaffolding_copied_from_the_prompt_is_taken_out(written: str, kept: str) -> None:
-    from service.chains.result import without_scaffolding
+    from service.chains.scaffolding import Unscaffolded, without_scaffolding
 
     assert without_scaffolding(written) == kept
+    for size in (1, 2, 3, 7):  # streamed in pieces: the same text, none of it taken back
+        reader = Unscaffolded()
+        pieces = [reader.feed(written[i : i + size]) for i in range(0, len(written), size)]
+        assert "".join(pieces) + reader.flush() == kept
 
 
 @pytest.mark.parametrize(

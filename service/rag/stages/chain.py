@@ -24,6 +24,8 @@ from service.llm.answer_format import AnswerFormat
 from service.llm.size import RequestSize
 from service.rag.reply import AnswerStage, Reply
 from service.rag.request import RagQuery
+from service.rag.stages.confidence import Doubt
+from service.rag.stages.echo import RefuseEcho
 from service.rag.stages.ground import Ground
 from service.rag.stages.keep_answer import KeepAnswer
 from service.rag.stages.state import EveryRequest, RagState
@@ -44,6 +46,8 @@ class Chain(EveryRequest):
     cache: AnswerCache | None
     # the short answer's form (prompt.answer.form): a grammar over the sources sent
     short: bool = False
+    logprobs: bool = False  # llm.logprobs: the answer's token probabilities asked for
+    abstain_not_found: float | None = None  # grounding.abstain.not.found
     name: ClassVar[str] = "chain"
 
     async def run(self, state: RagState) -> Reply:
@@ -55,7 +59,19 @@ class Chain(EveryRequest):
             request = state.query
             conversation = [*state.question.history, ChatMessage("user", request.query)]
             prepared = Prepared(ChainResult(answer="", sources=[]), final=conversation)
+        form = self._form(state.query, prepared, state.question.not_found)
         finishing: list[AnswerStage] = []  # once the answer's text is known, in this order
+        shown_when = None
+        if state.chunks and not form.json:  # a caller's JSON is checked by its schema
+            not_found = state.question.not_found
+            doubt = Doubt(not_found, self.abstain_not_found)
+            echo = RefuseEcho(state.query.query, not_found)
+            finishing += [doubt, echo]
+            check, result = echo.check(prepared.result), prepared.result
+
+            def shown_when(written: str) -> bool:
+                return not doubt.unsure(result.tokens) and check.shown_yet(written)
+
         if self.grounding is not None:
             finishing.append(Ground(self.grounding))
         if self.cache is not None and state.cache_key is not None:
@@ -67,8 +83,10 @@ class Chain(EveryRequest):
             state.started,
             chain_started,
             tuple(state.usages),
-            self._form(state.query, prepared, state.question.not_found),
+            form,
             finishing=tuple(finishing),
+            shown_when=shown_when,
+            probabilities=self.logprobs,
         )
 
     def _form(self, query: RagQuery, prepared: Prepared, not_found: str) -> AnswerFormat:

@@ -1,0 +1,106 @@
+"""Confidence: the model's own doubt, read from its token probabilities (issue 59, item 1).
+
+The last request asks the LLM for its tokens' log-probabilities and, at each step, its five
+likeliest tokens (OpenAI's `logprobs`, which llama.cpp's server reports too). The signals:
+- `not_found`: the probability the model gave, at its first step, to the first token of the
+  not-found sentence it was told to write when the documents do not say ("I", "Je"): a
+  model that hesitates between answering and saying it cannot is told apart at its first
+  token, whichever it then wrote;
+- `mean_logprob` and `min_logprob` of the answer's tokens.
+
+With `grounding.abstain.not.found` set, an answer whose first step gave the not-found
+sentence at least that probability becomes the not-found sentence (`abstained` says why);
+the threshold and its curve on SQuAD and the French FAQ are in bench/RESULTS.md. It is known
+at the first token, so a streamed answer is judged before any of it is shown. An LLM that
+reports no probabilities is answered as before, and `confidence.signal` says so.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from service.llm.types import TokenChoice
+from service.rag.reply import Amendment, Finishing
+
+NONE_REPORTED = "none: the LLM reported no token probabilities (the echo check alone)"
+
+
+@dataclass(frozen=True)
+class Confidence:
+    """What the answer's token probabilities say (the module's docstring)."""
+
+    signal: str  # the signal the abstention is decided on, or why there is none
+    not_found: float | None = None
+    mean_logprob: float | None = None
+    min_logprob: float | None = None
+
+    @classmethod
+    def of(cls, tokens: Sequence[TokenChoice], not_found_sentence: str) -> Confidence:
+        if not tokens:
+            return cls(NONE_REPORTED)
+        logprobs = [token.logprob for token in tokens]
+        return cls(
+            "not_found: the probability of the not-found sentence's first token",
+            round(not_found_probability(tokens[0], not_found_sentence), 4),
+            round(sum(logprobs) / len(logprobs), 4),
+            round(min(logprobs), 4),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "signal": self.signal,
+            "not_found": self.not_found,
+            "mean_logprob": self.mean_logprob,
+            "min_logprob": self.min_logprob,
+        }
+
+
+def not_found_probability(first: TokenChoice, not_found_sentence: str) -> float:
+    """The probability, at the first step, of the tokens that begin the not-found sentence."""
+    sentence = not_found_sentence.strip()
+    alternatives = dict(first.top) if first.top else {first.token: first.logprob}
+    alternatives.setdefault(first.token, first.logprob)
+    return min(
+        1.0,
+        sum(
+            math.exp(logprob)
+            for token, logprob in alternatives.items()
+            if token.strip() and sentence.startswith(token.strip())
+        ),
+    )
+
+
+@dataclass
+class Doubt:
+    """The answer stage that reports the Confidence and, past `threshold`, abstains."""
+
+    not_found: str  # the not-found sentence, in the question's language
+    threshold: float | None  # grounding.abstain.not.found; None: reported only
+    name: ClassVar[str] = "confidence"
+    timed: ClassVar[bool] = False
+
+    def unsure(self, tokens: Sequence[TokenChoice]) -> bool:
+        """Whether the first step's doubt is past the threshold (known at the first token)."""
+        if self.threshold is None or not tokens:
+            return False
+        return not_found_probability(tokens[0], self.not_found) >= self.threshold
+
+    def wanted(self, done: Finishing) -> bool:
+        return bool(done.result.sources)
+
+    async def run(self, done: Finishing) -> Amendment | None:
+        confidence = Confidence.of(done.result.tokens, self.not_found)
+        if done.found_nothing or not self.unsure(done.result.tokens):
+            return Amendment(confidence=confidence.to_json())
+        return Amendment(
+            message=self.not_found,
+            confidence=confidence.to_json(),
+            abstained=(
+                f"the LLM's first step gave its not-found sentence a probability of "
+                f"{confidence.not_found:.2f}, at or above grounding.abstain.not.found "
+                f"({self.threshold:g})"
+            ),
+        )

@@ -1,0 +1,106 @@
+"""RefuseEcho: an answer that only says the question back is no answer (issue 59, item 2).
+
+A small model lost in its sources often restates the question and cites a source ("What are
+cnidarians commonly called?" -> "Cnidarians are commonly called cnidarians. [1]"), or repeats
+gibberish it was asked ("xylophonistzz qwertyuiop [1]"), or completes the question with words
+no source holds ("... facing the Amazon rainforest. [1]", the passage never saying it). Each
+reads as an answer, cited. The check: the answer's content words (function words of English
+and French left out, inflections folded) less the question's; if none of what is left is in
+the sources the LLM was given (nor a yes or a no), the answer says nothing the documents say:
+it becomes the not-found sentence, `abstained` says why, and it lists no sources.
+
+Cheap and deterministic (words, no model): it runs first among the answer stages, so that
+grounding and the answer cache see the abstention, never the echo.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import ClassVar
+
+from service.chains.result import ChainResult
+from service.grounding.claims import content_words, stem, tokens
+from service.rag.reply import Amendment, Finishing, source_texts
+from service.text.citations import CITATION
+from service.text.language import FRENCH
+
+# French function words (and the ones the language guess does not need) as the English ones
+# are (grounding's stopwords.txt): what an answer shares with any text
+_FRENCH_FUNCTION = frozenset(
+    stem(token)
+    for word in FRENCH
+    | {"est", "etait", "sont", "appelle", "appelles", "appeles", "appele", "cela", "ceci"}
+    for token in tokens(word)
+)
+# words that answer a question by themselves, whatever the sources' words
+_ANSWERS = frozenset({"yes", "no", "oui", "non", "true", "false", "vrai", "faux"})
+_ROOT = 5
+_UNFINISHED = re.compile(r"\w+$")  # a word the LLM may still be writing
+
+
+def said(text: str) -> frozenset[str]:
+    """What a text states: its content words, function words of English and French out,
+    each by its first five letters (dispensing/dispenser, électrifié/électrifiée: a
+    paraphrase of a source's word is not a new word)."""
+    words = content_words(CITATION.sub(" ", text)) - _FRENCH_FUNCTION
+    return frozenset(word[:_ROOT] for word in words)
+
+
+@dataclass(frozen=True)
+class EchoCheck:
+    """Whether an answer says something beyond the question's words that the sources say."""
+
+    asked: frozenset[str]  # the question's words
+    known: frozenset[str]  # the sources' words
+
+    @classmethod
+    def of(cls, question: str, sources: Iterable[str]) -> EchoCheck:
+        known: set[str] = set()
+        for text in sources:
+            known |= said(text)
+        return cls(said(question), frozenset(known))
+
+    def says_something(self, answer: str) -> bool:
+        if set(tokens(answer)) & _ANSWERS:
+            return True
+        return bool((said(answer) - self.asked) & self.known)
+
+    def shown_yet(self, written: str) -> bool:
+        """Whether the words written so far (the last one, maybe unfinished, left out) say
+        something: once they do, the answer can be streamed; whatever follows cannot make
+        it an echo again."""
+        return self.says_something(_UNFINISHED.sub("", written))
+
+
+def echoes(answer: str, question: str, sources: Iterable[str]) -> bool:
+    """Whether `answer` says nothing the sources say beyond the question's own words."""
+    return not EchoCheck.of(question, sources).says_something(answer)
+
+
+@dataclass
+class RefuseEcho:
+    """The echo check of a question's answer (the module's docstring)."""
+
+    question: str
+    not_found: str  # the not-found sentence, in the question's language
+    name: ClassVar[str] = "echo"
+    timed: ClassVar[bool] = False
+
+    def check(self, result: ChainResult) -> EchoCheck:
+        return EchoCheck.of(self.question, (text for _, text in source_texts(result)))
+
+    def wanted(self, done: Finishing) -> bool:
+        return not done.found_nothing and bool(done.result.sources)
+
+    async def run(self, done: Finishing) -> Amendment | None:
+        if self.check(done.result).says_something(done.answer.message):
+            return None
+        return Amendment(
+            message=self.not_found,
+            abstained=(
+                "the answer only restated the question: none of its other words is in the "
+                f"{len(done.result.sources)} source(s) the LLM read"
+            ),
+        )

@@ -1,0 +1,163 @@
+"""Issue 59: an answer says something the documents say, or says it does not know."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+
+from service.chains.prompts import NOT_FOUND_SENTENCES
+from testing.llm_server import LLMScript, RecordedRequest, Step
+from testing.service import ClientFactory
+from tests.service.test_streaming import read_events
+
+ECHO = "the answer only restated the question"
+
+
+def _question_back(request: RecordedRequest) -> str:
+    """What a lost small model writes: the question's words, cited."""
+    question = request.prompt.rsplit("Question:", 1)[-1].strip().split("\n", 1)[0]
+    return question.rstrip("?") + " [1]"
+
+
+def test_gibberish_said_back_is_no_answer(client: TestClient, llm: LLMScript) -> None:
+    llm.answer = _question_back
+    response = client.post("/ai/rag", json={"query": "xylophonistzz qwertyuiop lighthouse"})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert llm.requests, "the LLM was asked: retrieval found the lighthouse"
+    assert body["content"]["message"] == NOT_FOUND_SENTENCES["en"]
+    assert body["content"]["documents"] == []
+    assert body["abstained"].startswith(ECHO)
+
+
+def test_a_restated_question_is_no_answer_streamed_or_whole(
+    client: TestClient, llm: LLMScript
+) -> None:
+    llm.then(Step(content="The lighthouse lamp was electrified when it was electrified. [1]"))
+    whole = client.post("/ai/rag", json={"query": "When was the lighthouse lamp electrified?"})
+    assert whole.json()["abstained"].startswith(ECHO), whole.text
+    llm.then(Step(content="The lighthouse lamp was electrified when it was electrified. [1]"))
+    body = {"query": "When was the lighthouse lamp electrified?", "stream": True}
+    with client.stream("POST", "/ai/rag", json=body) as response:
+        events = read_events(response)
+    streamed = "".join(data["text"] for name, data in events if name == "token")
+    done = dict(events)["done"]
+    assert done["abstained"].startswith(ECHO)
+    assert done["message"] == NOT_FOUND_SENTENCES["en"]
+    assert "electrified" not in streamed  # the echo never reached the screen
+    assert dict(events)["sources"]["documents"] == []
+
+
+def test_an_answer_from_the_sources_stays(client: TestClient, llm: LLMScript) -> None:
+    llm.then(Step(content="It was electrified in 1952, when it stopped burning paraffin [1]."))
+    response = client.post("/ai/rag", json={"query": "When was the lighthouse lamp electrified?"})
+    body = response.json()
+    assert body["abstained"] is None, body
+    assert body["content"]["documents"][0]["cited"] is True
+
+
+def test_a_french_echo_gets_the_french_sentence(make_client: ClientFactory, llm: LLMScript) -> None:
+    client = make_client({"retrieval.method": "bm25"})
+    llm.then(Step(content="Le phare est électrifié quand le phare est électrifié. [1]"))
+    response = client.post(
+        "/ai/rag", json={"query": "Quand le phare a-t-il été électrifié ?", "lang": "fr"}
+    )
+    body = response.json()
+    assert response.status_code == 200, response.text
+    assert (
+        body["abstained"].startswith(ECHO)
+        and body["content"]["message"] == (NOT_FOUND_SENTENCES["fr"])
+    )
+
+
+def test_an_echo_is_no_valid_answer_when_grounding_refuses(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    client = make_client({"retrieval.method": "bm25", "grounding.enabled": True,
+                          "grounding.action": "refuse"})  # fmt: skip
+    llm.answer = _question_back
+    response = client.post("/ai", json={"query": "When was the lighthouse lamp electrified?",
+                                        "action": "rag"})  # fmt: skip
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["status"] == "ERROR", body
+    assert body["content"]["error"]["label"] == "ragNoValidAnswer"
+
+
+# -- the model's own doubt (issue 59, item 1) ------------------------------------------------------
+
+DOUBTFUL = {"I": 0.45, "The": 0.40, "It": 0.15}  # the not-found sentence's first token: 0.45
+
+
+def test_the_answer_reports_the_models_confidence(client: TestClient, llm: LLMScript) -> None:
+    llm.then(Step(content="The lamp was electrified in 1952 [1].", first_top=DOUBTFUL))
+    body = client.post("/ai/rag", json={"query": "When was the lighthouse lamp electrified?"})
+    confidence = body.json()["confidence"]
+    assert confidence["not_found"] == 0.45, confidence
+    assert confidence["signal"].startswith("not_found")
+    assert body.json()["abstained"] is None  # reported only: no threshold is set
+    assert llm.requests[-1].body["logprobs"] is True and llm.requests[-1].body["top_logprobs"] == 5
+
+
+def test_an_llm_without_probabilities_says_which_signal_is_left(
+    client: TestClient, llm: LLMScript
+) -> None:
+    llm.then(Step(content="The lamp was electrified in 1952 [1]."))
+    confidence = client.post("/ai/rag", json={"query": "lighthouse lamp"}).json()["confidence"]
+    assert confidence["signal"].startswith("none: the LLM reported no token probabilities")
+    assert confidence["not_found"] is None
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_doubtful_first_step_abstains_before_any_word_is_shown(
+    make_client: ClientFactory, llm: LLMScript, stream: bool
+) -> None:
+    client = make_client({"retrieval.method": "bm25", "grounding.abstain.not.found": 0.3})
+    question = {"query": "When was the lighthouse lamp electrified?", "stream": stream}
+    llm.then(Step(content="The lamp was electrified in 1952 [1].", first_top=DOUBTFUL))
+    with client.stream("POST", "/ai/rag", json=question) as response:
+        if stream:
+            events = read_events(response)
+            streamed = "".join(data["text"] for name, data in events if name == "token")
+            done = dict(events)["done"]
+        else:
+            response.read()
+            done = {**response.json(), "message": response.json()["content"]["message"]}
+    assert done["message"] == NOT_FOUND_SENTENCES["en"], done
+    assert done["abstained"].startswith("the LLM's first step gave its not-found sentence")
+    if stream:
+        assert streamed == NOT_FOUND_SENTENCES["en"]  # the answer never reached the screen
+    sure = {"I": 0.1, "The": 0.9}
+    llm.then(Step(content="The lamp was electrified in 1952 [1].", first_top=sure))
+    body = client.post("/ai/rag", json={**question, "stream": False}).json()
+    assert body["abstained"] is None and "1952" in body["content"]["message"]
+
+
+def test_llm_logprobs_false_asks_for_none(make_client: ClientFactory, llm: LLMScript) -> None:
+    client = make_client({"retrieval.method": "bm25", "llm.logprobs": False})
+    client.post("/ai/rag", json={"query": "lighthouse lamp"})
+    assert "logprobs" not in llm.requests[-1].body
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        " ".join(["lighthouse"] * 2000),
+        "the of and what is it",
+        "?!... ;; --",
+        "[1]",
+        "Что такое маяк и когда его электрифицировали?",
+        "灯台のランプはいつ電化されましたか",
+    ],
+)
+def test_absurd_questions_get_an_abstention_or_a_400_never_an_echo(
+    make_client: ClientFactory, llm: LLMScript, question: str
+) -> None:
+    client = make_client({"retrieval.method": "hybrid", "retrieval.similarity.min": 0})
+    llm.answer = _question_back
+    response = client.post("/ai/rag", json={"query": question})
+    assert response.status_code in (200, 400, 413, 428), response.text
+    if response.status_code == 200:
+        body = response.json()
+        assert body["abstained"] is not None, body
+        assert body["content"]["documents"] == []

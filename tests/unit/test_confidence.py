@@ -1,0 +1,45 @@
+"""Reading the model's doubt from its token probabilities (issue 59, item 1)."""
+
+from __future__ import annotations
+
+import math
+
+from service.llm.client import token_choices
+from service.llm.types import TokenChoice
+from service.rag.stages.confidence import NONE_REPORTED, Confidence, not_found_probability
+
+NOT_FOUND = "I could not find the answer in the documents."
+
+
+def _token(token: str, p: float, **top: float) -> TokenChoice:
+    return TokenChoice(token, math.log(p), tuple((t, math.log(q)) for t, q in top.items()))
+
+
+def test_the_not_found_sentences_first_token_is_read_among_the_alternatives() -> None:
+    first = _token("1", 0.38, **{"1": 0.38, "The": 0.30, "I": 0.25, " I": 0.02, "In": 0.04})
+    assert abs(not_found_probability(first, NOT_FOUND) - 0.27) < 1e-9
+    assert not_found_probability(_token("Je", 0.6, Je=0.6, Le=0.4), "Je ne peux pas...") == 0.6
+    assert not_found_probability(_token("The", 0.9), NOT_FOUND) == 0.0  # no alternatives
+
+
+def test_confidence_summarises_the_answer_and_says_when_it_has_nothing() -> None:
+    tokens = [_token("19", 0.5, **{"19": 0.5, "I": 0.3}), _token("23", 0.9)]
+    confidence = Confidence.of(tokens, NOT_FOUND)
+    assert confidence.not_found == 0.3
+    assert confidence.min_logprob == round(math.log(0.5), 4)
+    assert confidence.mean_logprob == round((math.log(0.5) + math.log(0.9)) / 2, 4)
+    assert Confidence.of([], NOT_FOUND).signal == NONE_REPORTED
+
+
+def test_a_servers_probabilities_are_read_leniently() -> None:
+    read = token_choices(
+        {"content": [
+            {"token": "A", "logprob": -0.1, "top_logprobs": [{"token": "A", "logprob": -0.1},
+                                                             {"token": "B", "logprob": "x"}]},
+            {"token": "B", "logprob": float("nan")},
+            "junk",
+            {"token": 3, "logprob": -1},
+        ]}
+    )  # fmt: skip
+    assert read == [TokenChoice("A", -0.1, (("A", -0.1),))]
+    assert token_choices(None) == [] and token_choices({"content": "x"}) == []
