@@ -71,6 +71,7 @@ class Step:
     body: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
     pause_after_first_chunk: float = 0.0  # streaming: a slow model after its first word
+    pause_after_words: int = 1  # ... or after this many words
     finish_reason: str = "stop"  # "length": as if max_tokens cut the answer
     # the first step's likeliest tokens (token -> probability), reported when the request
     # asks for logprobs; None: the server reports no probabilities, as some do
@@ -159,7 +160,7 @@ async def _stream(recorded: RecordedRequest, step: Step) -> AsyncIterator[str]:
                 choice["logprobs"] = _logprobs(step, word, number == 0)
             yield chunk(choices=[choice])
             await asyncio.sleep(0)  # lets a disconnect be noticed, as a real server does
-            if number == 0 and step.pause_after_first_chunk:
+            if number == step.pause_after_words - 1 and step.pause_after_first_chunk:
                 await asyncio.sleep(step.pause_after_first_chunk)
         yield chunk(choices=[{"index": 0, "delta": {}, "finish_reason": step.finish_reason}])
         usage = {"prompt_tokens": 11, "completion_tokens": len(words), "total_tokens": 11}

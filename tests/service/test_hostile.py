@@ -22,6 +22,7 @@ from service.models import extractive
 from testing.llm_server import LLMScript, Step
 from testing.servers import serve_in_thread
 from testing.service import ADMIN_TOKEN, ClientFactory, write_properties
+from tests.service.test_streaming import SAID
 
 AUTH = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 RELAY = {"openai.passthrough.enabled": True}
@@ -390,7 +391,7 @@ def test_error_reasons_name_the_upstream_without_its_address(
 def test_a_client_leaving_an_ai_rag_stream_stops_the_llm_stream(
     tmp_path, base_properties: dict[str, object], corpus: object, llm: LLMScript
 ) -> None:
-    llm.then(Step(content="word " * 50, pause_after_first_chunk=5))
+    llm.then(Step(content=SAID + "word " * 50, pause_after_first_chunk=5, pause_after_words=10))
     path = write_properties(tmp_path / "rag.properties", base_properties)
     with serve_in_thread(create_app(path)) as base:
         body = {"query": "lighthouse", "stream": True}
@@ -406,7 +407,7 @@ def test_a_client_leaving_a_fast_stream_leaves_no_burst_of_send_errors(
     tmp_path, base_properties: dict[str, object], corpus: object, llm: LLMScript,
     caplog: pytest.LogCaptureFixture,
 ) -> None:  # fmt: skip
-    llm.answer = lambda request: "word " * 3000
+    llm.answer = lambda request: SAID + "word " * 3000
     path = write_properties(tmp_path / "rag.properties", base_properties)
     with caplog.at_level(logging.WARNING), serve_in_thread(create_app(path)) as base:
         for _ in range(3):

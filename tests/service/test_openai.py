@@ -15,6 +15,7 @@ from service.api.openai_schema import ChatMessageIn
 from service.text.tokens import token_counter
 from testing.llm_server import LLMScript, Step
 from testing.service import ServiceFactory
+from tests.service.test_streaming import SAID
 
 RELAY = {"openai.passthrough.enabled": True}
 
@@ -306,7 +307,8 @@ def test_streamed_bypass_passes_through(service: ServiceFactory, llm: LLMScript)
 def test_first_streamed_chunk_arrives_before_the_upstream_finishes(
     service: ServiceFactory, llm: LLMScript
 ) -> None:
-    llm.then(Step(content="Slowly written answer.", pause_after_first_chunk=1.5))
+    llm.then(Step(content=SAID + "Slowly written [1].", pause_after_first_chunk=1.5,
+                  pause_after_words=10))  # fmt: skip
     openai = client_for(service())
     started = time.monotonic()
     stream = openai.chat.completions.create(
@@ -346,12 +348,12 @@ def test_non_streamed_upstream_error_is_a_clear_error(
 
 
 def test_a_client_that_leaves_cancels_the_upstream(service: ServiceFactory, llm: LLMScript) -> None:
-    llm.then(Step(content="word " * 50, pause_after_first_chunk=5))
+    llm.then(Step(content=SAID + "word " * 50, pause_after_first_chunk=5, pause_after_words=10))
     base = service()
     body = {"model": "m", "messages": ask("lighthouse"), "stream": True, "index_name": "FileShare"}
     with httpx.stream("POST", f"{base}/v1/chat/completions", json=body, timeout=10) as response:
         for line in response.iter_lines():
-            if '"content": "word' in line or '"content":"word' in line:
+            if '"content": "The' in line or '"content":"The' in line:
                 break
     assert llm.requests[0].wait_until_abandoned()
     assert not llm.requests[0].stream_completed

@@ -368,7 +368,7 @@ def test_sigterm_lets_the_request_in_flight_finish(
     base = f"http://127.0.0.1:{port}"
     try:
         _wait_until_live(base, process)
-        llm.then(Step(content="Answered after the signal [1]", delay=2))
+        llm.then(Step(content="Answered after the signal: the keeper lit the lamp [1]", delay=2))
         result: dict[str, httpx.Response] = {}
         asking = threading.Thread(
             target=lambda: result.update(

@@ -25,7 +25,8 @@ def read_events(response) -> list[tuple[str, dict]]:
 
 
 def test_rag_streams_tokens_then_sources_then_done(client: TestClient, llm: LLMScript) -> None:
-    llm.then(Step(content="The lamp was electrified in 1952 [1]."))
+    answer = "The keeper lit the lamp every evening, and the lamp was electrified in 1952 [1]."
+    llm.then(Step(content=answer))
     with client.stream("POST", "/ai/rag", json={"query": "lighthouse", "stream": True}) as response:
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")
@@ -34,7 +35,7 @@ def test_rag_streams_tokens_then_sources_then_done(client: TestClient, llm: LLMS
     assert names[-2:] == ["sources", "done"]
     assert set(names[:-2]) == {"token"} and len(names) > 4
     text = "".join(data["text"] for name, data in events if name == "token")
-    assert text == "The lamp was electrified in 1952 [1]."
+    assert text == answer
     sources = events[-2][1]["documents"]
     assert sources[0]["id"] == "lighthouse" and sources[0]["cited"] is True
     done = events[-1][1]
@@ -76,8 +77,13 @@ def test_only_the_final_request_of_mapreduce_streams(
     assert len(streamed) >= 5
 
 
+SAID = "The keeper lit the lamp every evening at dusk, as the records say. "
+
+
 def test_first_token_arrives_before_the_llm_finishes(client: TestClient, llm: LLMScript) -> None:
-    llm.then(Step(content="First words, then a long pause.", pause_after_first_chunk=1.5))
+    # the first words must say something of the sources, else they are held (an echo)
+    words = f"{SAID}Then a long pause [1]."
+    llm.then(Step(content=words, pause_after_first_chunk=1.5, pause_after_words=10))
     started = time.monotonic()
     with client.stream("POST", "/ai/rag", json={"query": "lighthouse", "stream": True}) as response:
         lines = response.iter_lines()
