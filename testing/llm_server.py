@@ -97,7 +97,7 @@ def default_answer(request: RecordedRequest) -> str:
     source = re.search(r"^\[1\][^\n]*\n([^\n]+)", request.prompt, re.M)
     if source is None:
         return f"Test answer to: {question} [1]"
-    said = " ".join(source.group(1).split()[:8])
+    said = " ".join(source.group(1).split()[:30])
     return f"Test answer to: {question} It says: {said} [1]"
 
 
