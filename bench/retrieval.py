@@ -69,6 +69,19 @@ CONFIGURATIONS: dict[str, dict[str, str]] = {
     "hybrid score, vector x1.5 (shipped)": {"retrieval.method": "hybrid"},
     "hybrid score, vector x2": {**EQUAL, "hybrid.weight.vector": "2"},
     "hybrid rrf k=60, vector x2": {**EQUAL, "hybrid.fusion": "rrf", "hybrid.weight.vector": "2"},
+    # issue 60: a question the encoder does not read (ai.embeddings.languages) leans on BM25
+    "hybrid shipped, foreign vector x1.5, no floor": {
+        "retrieval.method": "hybrid",
+        "hybrid.weight.vector.foreign": "1.5",
+    },
+    "hybrid shipped, foreign vector x0.5": {
+        "retrieval.method": "hybrid",
+        "hybrid.weight.vector.foreign": "0.5",
+    },
+    "hybrid shipped, foreign vector x0.25": {
+        "retrieval.method": "hybrid",
+        "hybrid.weight.vector.foreign": "0.25",
+    },
 }
 
 
@@ -180,7 +193,13 @@ async def measure(
             settings = settings_from_mapping(
                 {**base, **CONFIGURATIONS[name]}, source="bench", env={}
             )
-            retriever = build_retriever(settings.retrieval, settings.solr, solr, embeddings)
+            retriever = build_retriever(
+                settings.retrieval,
+                settings.solr,
+                solr,
+                embeddings,
+                reads=settings.embeddings.reads(),
+            )
             scores = {order: {"ndcg": [], "recall": [], "mrr": [], "ms": []} for order in orders}
             for key, text in collection.queries:
                 gains = collection.judgments[key]

@@ -115,6 +115,7 @@ class Snapshot:
             scope=scope,
             mode=self.embedding_mode,
             in_memory=self.in_memory,
+            reads=settings.embeddings.reads(),
         )
 
     def index_retriever(self, scope: Scope, count: int, method: str = "") -> Retriever:
@@ -134,6 +135,7 @@ class Snapshot:
             self.embeddings,
             scope=scope,
             mode=self.embedding_mode,
+            reads=sized.embeddings.reads(),
         )
 
     def vector_retriever(

@@ -95,9 +95,13 @@ def default_answer(request: RecordedRequest) -> str:
     the service refuses)."""
     question = request.prompt.rsplit("Question:", 1)[-1].strip().split("\n", 1)[0]
     source = re.search(r"^\[1\][^\n]*\n([^\n]+)", request.prompt, re.M)
+    if source is None:  # a reduce or refine request: the words an earlier answer quoted
+        source = re.search(r"It says: ([^\[\n]+)", request.prompt)
     if source is None:
         return f"Test answer to: {question} [1]"
-    said = " ".join(source.group(1).split()[:30])
+    asked = {word.strip(".,;:?!").lower() for word in question.split()}
+    words = [w for w in source.group(1).split() if w.strip(".,;:?!").lower() not in asked]
+    said = " ".join(words[:8])  # words of the document the question did not say
     return f"Test answer to: {question} It says: {said} [1]"
 
 

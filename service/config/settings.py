@@ -361,6 +361,15 @@ class EmbeddingsSettings(Part):
     model: str = _key(
         "ai.embeddings.model", "all-MiniLM-L6-v2", "Model name sent to the embeddings API."
     )
+    languages: str = _key(
+        "ai.embeddings.languages",
+        "auto",
+        "The languages the embedding model reads, comma-separated (en, fr), or * for any; "
+        "auto: any for a multilingual model (its name holds multilingual, m3 or labse), en "
+        "otherwise. A question in another language leans on BM25 in hybrid "
+        "(hybrid.weight.vector.foreign).",
+        max_length=200,
+    )
     query_prefix: str = _key(
         "ai.embeddings.query.prefix",
         "auto",
@@ -390,6 +399,17 @@ class EmbeddingsSettings(Part):
         ge=0,
         le=10_000,
     )
+
+    def reads(self, model: str | None = None) -> frozenset[str] | None:
+        """The languages the embedding model reads (ai.embeddings.languages, auto resolved
+        for `model`); None: any."""
+        value = self.languages.strip().lower()
+        if value == "auto":
+            multilingual = re.search(r"multilingual|\bm3\b|-m3|labse", model or self.model, re.I)
+            return None if multilingual else frozenset({"en"})
+        if value in ("*", "any", ""):
+            return None
+        return frozenset(part.strip() for part in value.split(",") if part.strip())
 
     def prefixes(self, model: str | None = None) -> tuple[str, str]:
         """(the query's prefix, the passage's), each with its space, for `model`
@@ -758,6 +778,17 @@ class RetrievalSettings(Part):
     bm25_weight: float = _key(
         "hybrid.weight.bm25", 1.0, "Weight of the BM25 ranking in the fusion.", ge=0, le=100
     )
+    foreign_weight: float = _key(
+        "hybrid.weight.vector.foreign",
+        0.0,
+        "Weight of the kNN ranking for a question in a language the embedding model does not "
+        "read (ai.embeddings.languages; the question's language told from its words): an "
+        "English encoder's French vectors pull wrong passages up, and its similarity floor "
+        "then refuses nothing. 0: BM25 alone for such questions (bench/RESULTS.md "
+        '"French").',
+        ge=0,
+        le=100,
+    )
     vector_weight: float = _key(
         "hybrid.weight.vector",
         1.5,
@@ -909,6 +940,26 @@ class RerankSettings(Part):
         5,
         "Chunks kept after reranking, the most relevant first.",
         ge=1,
+        le=1000,
+    )
+    top_n_parts: int | None = _key(
+        "rerank.top.n.parts",
+        None,
+        "Chunks kept after reranking when the question has parts (two questions in one, a "
+        "second clause with its own question word, a comparison: service/text/parts.py) or "
+        "when the next chunks score within rerank.close.margin of the best: one passage per "
+        "part. Blank: rerank.top.n always.",
+        ge=1,
+        le=1000,
+    )
+    close_margin: float | None = _key(
+        "rerank.close.margin",
+        None,
+        "Chunks the rerank API scores within this of the best one are kept too (the reranker "
+        "is not sure which holds the answer), up to rerank.top.n.parts. In the API's units. "
+        "Blank: off.",
+        allow_inf_nan=False,
+        ge=0,
         le=1000,
     )
     max_chunks: int = _key(

@@ -89,6 +89,8 @@ def rag_pipeline(snapshot: Snapshot) -> RagPipeline:
                 rerank.min_score,
                 rerank.order,
                 rerank.window_sentences,
+                rerank.top_n_parts,
+                rerank.close_margin,
             )
         )
     if settings.retrieval.grading_enabled:

@@ -48,10 +48,12 @@ def build_retriever(
     scope: Scope = EVERYTHING,
     mode: EmbeddingMode | None = None,
     in_memory: InMemorySearch | None = None,
+    reads: frozenset[str] | None = None,
 ) -> Retriever:
     """The search `method` names, on the collections `layout` names; `scope` limits what is
     searched: the caller's groups, one document's passages; `mode`: whether Solr embeds;
-    `in_memory`: BM25's documents ranked by passage (rag.enable.vector.search)."""
+    `in_memory`: BM25's documents ranked by passage (rag.enable.vector.search); `reads`: the
+    languages the embedding model reads (None: any), hybrid leaning on BM25 for others."""
     rows = method.limit
     if method.in_force == "bm25":
         documents = Bm25Retriever(
@@ -104,4 +106,6 @@ def build_retriever(
         semantic_weight=method.vector_weight,
         limit=rows,
         needs_meaning=method.similarity_min > 0 and method.needs_meaning,
+        reads=reads,
+        foreign_weight=method.foreign_weight,
     )

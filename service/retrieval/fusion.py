@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from service.retrieval.base import RetrievedDocument, Retriever
+from service.text.language import guess_language
 
 # -- hybrid: BM25 and kNN of one query -------------------------------------------------------------
 
@@ -135,8 +136,12 @@ class HybridRetriever:
         semantic_weight: float = 1.0,
         limit: int = 10,
         needs_meaning: bool = False,
+        reads: frozenset[str] | None = None,
+        foreign_weight: float = 0.0,
     ) -> None:
         self._needs_meaning = needs_meaning
+        self._reads = reads
+        self._foreign_weight = foreign_weight
         self._lexical = lexical
         self._semantic = semantic
         self._fusion = fusion
@@ -144,15 +149,32 @@ class HybridRetriever:
         self._weights = (lexical_weight, semantic_weight)
         self._limit = limit
 
+    def foreign(self, query: str) -> bool:
+        """Whether the question is in a language the embedding model does not read: told
+        from its words (French, English), or from its letters (mostly not Latin: Arabic,
+        Cyrillic, CJK...); a Latin-script question whose words do not tell is not."""
+        if self._reads is None:
+            return False
+        language = guess_language(query)
+        if language:
+            return language not in self._reads
+        letters = [c for c in query[:2000] if c.isalpha()]
+        latin = sum(1 for c in letters if c < "\u0250")  # Latin letters, accented ones too
+        return bool(letters) and latin * 2 < len(letters)  # Arabic, Cyrillic, CJK...
+
     async def run(self, query: str) -> list[RetrievedDocument]:
+        foreign = self.foreign(query)
+        semantic_weight = self._foreign_weight if foreign else self._weights[1]
+        if foreign and semantic_weight == 0:  # BM25 alone: the kNN side is not asked
+            return (await self._lexical.run(query))[: self._limit]
         lexical, semantic = await asyncio.gather(
             self._lexical.run(query), self._semantic.run(query)
         )
-        if self._needs_meaning and not semantic:
+        if self._needs_meaning and not semantic and not foreign:
             return []
         rankings = [
             Ranking(lexical, self._weights[0]),
-            Ranking(semantic, self._weights[1]),
+            Ranking(semantic, semantic_weight),
         ]
         if self._fusion == "rrf":
             return reciprocal_rank_fusion(rankings, k=self._k, limit=self._limit)

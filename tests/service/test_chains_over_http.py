@@ -124,7 +124,7 @@ def test_reduce_sees_every_relevant_partial_answer(
 
     def answer(request: RecordedRequest) -> str:
         if not is_map(request):
-            return "Merged answer [1]"
+            return "Merged: step 1 of the wind turbine manual [1]"
         number = next(counter)
         return NO_ANSWER if number % 2 else f"Partial answer number {number} [1]"
 
@@ -135,7 +135,7 @@ def test_reduce_sees_every_relevant_partial_answer(
     kept = [f"Partial answer number {n} [1]" for n in range(0, len(maps), 2)]
     assert all(partial in reduce_prompt for partial in kept)
     assert NO_ANSWER not in reduce_prompt.split("######", 1)[1].rsplit("Question:", 1)[0]
-    assert payload["content"]["message"] == "Merged answer [1]"
+    assert payload["content"]["message"] == "Merged: step 1 of the wind turbine manual [1]"
 
 
 def test_mapreduce_with_nothing_relevant_gives_ragNoValidAnswer(
@@ -152,14 +152,16 @@ def test_reduce_runs_in_levels_when_partials_do_not_fit(
 ) -> None:
     long_partial = "This partial answer is long. " * 30  # ~870 characters: two fit a reduce
 
-    llm.answer = lambda request: long_partial + "[1]" if is_map(request) else "Level answer [1]"
+    llm.answer = lambda request: (
+        long_partial + "[1]" if is_map(request) else "Level: step 1 of the wind turbine manual [1]"
+    )
     payload = post_ok(chain_client(make_client, "mapreduce"), MANUAL)
     maps = [r for r in llm.requests if is_map(r)]
     reduces = [r for r in llm.requests if not is_map(r)]
     assert len(reduces) >= 2  # more than one level
     assert all(r.size <= BUDGET for r in llm.requests)
     assert payload["usage"]["llm_calls"] == len(maps) + len(reduces)
-    assert payload["content"]["message"] == "Level answer [1]"
+    assert payload["content"]["message"] == "Level: step 1 of the wind turbine manual [1]"
 
 
 def test_refine_requests_are_sequential_and_carry_the_answer_so_far(

@@ -118,6 +118,28 @@ async def test_hybrid_fuses_both_rankings(solr: SolrClient, embeddings: Embeddin
     assert {d.id for d in fused} <= union
 
 
+async def test_a_question_the_encoder_does_not_read_leans_on_bm25(
+    solr: SolrClient, embeddings: EmbeddingsClient
+) -> None:
+    """Issue 60: an English encoder's vectors of a French question pull wrong passages up;
+    with foreign weight 0 hybrid is BM25's ranking, and the kNN side (its similarity floor
+    too) is not asked; an English question is fused as before."""
+    lexical = bm25(solr, "VectorMain")
+    semantic = VectorRetriever(solr, "VectorMain", embeddings, field="vector_384", top_k=5,
+                               min_similarity=0.99)  # fmt: skip
+    hybrid = HybridRetriever(lexical, semantic, limit=5, needs_meaning=True,
+                             reads=frozenset({"en"}), foreign_weight=0.0)  # fmt: skip
+    french = "Quand le keeper du lighthouse allumait-il la lamp ?"  # French, as the words say
+    assert hybrid.foreign(french) and not hybrid.foreign("keeper of the lighthouse")
+    assert hybrid.foreign("متى أضيء المنارة؟") and hybrid.foreign("Когда зажгли маяк?")
+    assert not hybrid.foreign("lighthouse") and not hybrid.foreign("1952")
+    found = ids(await hybrid.run(french))
+    assert found and found == ids(await lexical.run(french))[:5] and found[0] == "lighthouse"
+    assert await hybrid.run("keeper of the lighthouse") == []  # the floor, for English
+    anything = HybridRetriever(lexical, semantic, limit=5, needs_meaning=True, reads=None)
+    assert not anything.foreign(french) and await anything.run(french) == []
+
+
 async def test_multi_query_retrieval_fuses_each_querys_documents(solr: SolrClient) -> None:
     found = await MultiQueryRetriever(bm25(solr), k=60, limit=4).run(
         ["lighthouse lamp", "apple orchard pruning"]

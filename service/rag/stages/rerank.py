@@ -21,6 +21,7 @@ from service.grounding.claims import windows_of
 from service.llm.rerank import RerankClient
 from service.rag.stages.state import Chunks, EveryRequest, RagState, log
 from service.retrieval.fusion import blended
+from service.text.parts import has_parts
 
 MAX_WINDOWS = 100  # sentence windows scored a request (the local reranker's limit)
 
@@ -41,6 +42,10 @@ class Rerank(EveryRequest):
     min_score: float | None = None
     order: RerankOrder = "reranker"
     window: int = 0  # sentences: each chunk kept is cut to its best run of them (0: whole)
+    # as much evidence as the question needs: this many for a question with parts, or when
+    # the next scores are within `close_margin` of the best (None: top_n always)
+    top_n_parts: int | None = None
+    close_margin: float | None = None
     name: ClassVar[str] = "rerank"
 
     def wanted(self, state: RagState) -> bool:
@@ -67,10 +72,24 @@ class Rerank(EveryRequest):
                 f"not in the documents: the reranker scored the best of {len(sent)} passages "
                 f"{ranked[0].score:.2f}, below rerank.min.score ({self.min_score:g})"
             )
-        chosen = [sent[i].chunk for i in kept[: self.top_n]]
+        chosen = [sent[i].chunk for i in kept[: self.needed(state.question.text, kept, scores)]]
         if self.window:
             chosen = await self._windows(state.question.text, chosen)
         return Chunks(number_chunks(chosen))
+
+    def needed(self, question: str, kept: list[int], scores: dict[int, float]) -> int:
+        """How many chunks the question needs: `top_n`, or `top_n_parts` when it has parts;
+        more than `top_n` (up to `top_n_parts`) when their scores are within `close_margin`
+        of the best."""
+        if self.top_n_parts is None or self.top_n_parts <= self.top_n:
+            return self.top_n
+        if has_parts(question):
+            return self.top_n_parts
+        if self.close_margin is None or not kept:
+            return self.top_n
+        best = scores[kept[0]]
+        close = sum(1 for i in kept[: self.top_n_parts] if scores[i] >= best - self.close_margin)
+        return max(self.top_n, close)
 
     async def _windows(self, question: str, chunks: list[Chunk]) -> list[Chunk]:
         """Each chunk cut to its window of `window` sentences the API scores best: what the
