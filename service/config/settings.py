@@ -1276,6 +1276,14 @@ class GroundingSettings(Part):
         ge=0,
         le=1,
     )
+    echo: bool = _key(
+        "grounding.echo",
+        True,
+        "An answer whose content words, besides the question's, are in none of its sources "
+        "(it only says the question back, or nothing the documents say) becomes the not-found "
+        "sentence, abstained; it is held back while streamed until it says a word of its "
+        "sources. An answer in another language than its sources is not checked.",
+    )
     abstain_not_found: float | None = _key(
         "grounding.abstain.not.found",
         None,

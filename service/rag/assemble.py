@@ -109,6 +109,7 @@ def rag_pipeline(snapshot: Snapshot) -> RagPipeline:
             short=short_answers(settings),
             logprobs=settings.llm.logprobs,
             abstain_not_found=settings.grounding.abstain_not_found,
+            echo=settings.grounding.echo,
         )
     )
     return Pipeline(settings, llm, lambda query: _rag_state(snapshot, query), stages)

@@ -123,7 +123,12 @@ class HybridRetriever:
     `needs_meaning`: when the kNN side finds nothing (none of its passages is as similar as
     retrieval.similarity.min), the question is about something the passages do not hold, and
     nothing is returned, whatever words BM25 matched ("Who won the world cup?" matching
-    "world" in a "Hello world" example)."""
+    "world" in a "Hello world" example).
+
+    `reads`: the languages the embedding model reads (None: any). A question in another
+    (`foreign`) gets the kNN ranking at `foreign_weight`, and no similarity floor: an English
+    encoder's vectors of a French question pull wrong passages up and say nothing of its
+    meaning; at 0 the question is ranked by BM25 alone (issue 60)."""
 
     def __init__(
         self,

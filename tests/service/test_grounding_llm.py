@@ -70,11 +70,24 @@ def smollm2(make_client: ClientFactory, smollm2_url: str):
                 "llm.temperature": 0,
                 "llm.timeout.read": 600,  # a busy CI is slow, never red (120 tokens at most)
                 "grounding.enabled": True,
+                # the sentence-by-sentence report is tested here; the echo check (on by
+                # default) would refuse the whole answer first (the test below)
+                "grounding.echo": False,
                 **overrides,
             }
         )
 
     return make
+
+
+def test_an_answer_saying_nothing_its_source_says_is_refused_by_default(smollm2) -> None:
+    """Issue 59: the hallucination shares no word with its source beyond the question's:
+    with the echo check (shipped on) it is the not-found sentence, no source listed."""
+    response = smollm2(**{"grounding.echo": True}).post("/ai/rag", json=QUESTION)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["abstained"] is not None, body["content"]["message"]
+    assert body["content"]["documents"] == []
 
 
 def test_what_a_hallucinating_model_writes_is_marked_unsupported(smollm2) -> None:

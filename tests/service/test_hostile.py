@@ -391,7 +391,7 @@ def test_error_reasons_name_the_upstream_without_its_address(
 def test_a_client_leaving_an_ai_rag_stream_stops_the_llm_stream(
     tmp_path, base_properties: dict[str, object], corpus: object, llm: LLMScript
 ) -> None:
-    llm.then(Step(content=SAID + "word " * 50, pause_after_first_chunk=5, pause_after_words=10))
+    llm.then(Step(content=SAID + "word " * 50, pause_after_first_chunk=5, pause_after_words=7))
     path = write_properties(tmp_path / "rag.properties", base_properties)
     with serve_in_thread(create_app(path)) as base:
         body = {"query": "lighthouse", "stream": True}

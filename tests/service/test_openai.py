@@ -348,7 +348,7 @@ def test_non_streamed_upstream_error_is_a_clear_error(
 
 
 def test_a_client_that_leaves_cancels_the_upstream(service: ServiceFactory, llm: LLMScript) -> None:
-    llm.then(Step(content=SAID + "word " * 50, pause_after_first_chunk=5, pause_after_words=10))
+    llm.then(Step(content=SAID + "word " * 50, pause_after_first_chunk=5, pause_after_words=7))
     base = service()
     body = {"model": "m", "messages": ask("lighthouse"), "stream": True, "index_name": "FileShare"}
     with httpx.stream("POST", f"{base}/v1/chat/completions", json=body, timeout=10) as response:

@@ -64,3 +64,9 @@ def test_the_words_may_come_from_any_source() -> None:
     answer = "Deforestation for cattle ranching [2]"
     assert not echoes(answer, "What threatens the forest?", [LIGHTHOUSE, AMAZON])
     assert echoes(answer, "What threatens the forest?", [LIGHTHOUSE])
+
+
+def test_an_answer_in_another_language_than_its_sources_is_not_checked() -> None:
+    question = "Quand la lampe du phare a-t-elle été électrifiée ?"
+    assert not echoes("La lampe a été électrifiée en mille neuf cent cinquante-deux. [1]",
+                      question, [LIGHTHOUSE])  # fmt: skip

@@ -48,6 +48,7 @@ class Chain(EveryRequest):
     short: bool = False
     logprobs: bool = False  # llm.logprobs: the answer's token probabilities asked for
     abstain_not_found: float | None = None  # grounding.abstain.not.found
+    echo: bool = True  # grounding.echo
     name: ClassVar[str] = "chain"
 
     async def run(self, state: RagState) -> Reply:
@@ -65,12 +66,15 @@ class Chain(EveryRequest):
         if state.chunks and not form.json:  # a caller's JSON is checked by its schema
             not_found = state.question.not_found
             doubt = Doubt(not_found, self.abstain_not_found)
-            echo = RefuseEcho(state.query.query, not_found)
-            finishing += [doubt, echo]
-            check, result = echo.check(prepared.result), prepared.result
+            echo = RefuseEcho(state.query.query, not_found) if self.echo else None
+            finishing += [doubt] if echo is None else [doubt, echo]
+            check = echo.check(prepared.result) if echo is not None else None
+            result = prepared.result
 
             def shown_when(written: str) -> bool:
-                return not doubt.unsure(result.tokens) and check.shown_yet(written)
+                if doubt.unsure(result.tokens):
+                    return False
+                return check is None or check.shown_yet(written)
 
         if self.grounding is not None:
             finishing.append(Ground(self.grounding))

@@ -24,7 +24,7 @@ from service.chains.result import ChainResult
 from service.grounding.claims import content_words, stem, tokens
 from service.rag.reply import Amendment, Finishing, source_texts
 from service.text.citations import CITATION
-from service.text.language import FRENCH
+from service.text.language import FRENCH, guess_language
 
 # French function words (and the ones the language guess does not need) as the English ones
 # are (grounding's stopwords.txt): what an answer shares with any text
@@ -54,17 +54,22 @@ class EchoCheck:
 
     asked: frozenset[str]  # the question's words
     known: frozenset[str]  # the sources' words
+    language: str = ""  # the sources' language, when their words tell it
 
     @classmethod
     def of(cls, question: str, sources: Iterable[str]) -> EchoCheck:
         known: set[str] = set()
-        for text in sources:
+        texts = list(sources)
+        for text in texts:
             known |= said(text)
-        return cls(said(question), frozenset(known))
+        return cls(said(question), frozenset(known), guess_language(" ".join(texts)[:2000]))
 
     def says_something(self, answer: str) -> bool:
         if set(tokens(answer)) & _ANSWERS:
             return True
+        language = guess_language(answer)
+        if language and self.language and language != self.language:
+            return True  # an answer in another language shares no words: not checked
         return bool((said(answer) - self.asked) & self.known)
 
     def shown_yet(self, written: str) -> bool:
