@@ -142,7 +142,7 @@ class HybridRetriever:
         limit: int = 10,
         needs_meaning: bool = False,
         reads: frozenset[str] | None = None,
-        foreign_weight: float = 0.0,
+        foreign_weight: float = 0.25,
     ) -> None:
         self._needs_meaning = needs_meaning
         self._reads = reads
