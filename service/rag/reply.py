@@ -190,10 +190,12 @@ class Reply:
             self.llm, stream=stream, form=self.form, probabilities=self.probabilities
         )
         written = shown = ""
+        held = stream and self.shown_when is not None  # once shown, always shown
         async for text in self.deadline.stream(texts):
             written += text
-            if stream and self.shown_when is not None and not self.shown_when(written):
+            if held and self.shown_when is not None and not self.shown_when(written):
                 continue  # held until the answer says something (an echo is never shown)
+            held = False
             yield written[len(shown) :]
             shown = written
             # pieces already buffered would otherwise be sent in one go, without the event

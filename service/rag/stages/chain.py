@@ -66,10 +66,10 @@ class Chain(EveryRequest):
         if state.chunks and not form.json:  # a caller's JSON is checked by its schema
             not_found = state.question.not_found
             doubt = Doubt(not_found, self.abstain_not_found)
-            echo = RefuseEcho(state.query.query, not_found) if self.echo else None
-            finishing += [doubt] if echo is None else [doubt, echo]
-            check = echo.check(prepared.result) if echo is not None else None
             result = prepared.result
+            echo = RefuseEcho.of(state.query.query, result, not_found) if self.echo else None
+            finishing += [doubt] if echo is None else [doubt, echo]
+            check = echo.check if echo is not None else None
 
             def shown_when(written: str) -> bool:
                 if doubt.unsure(result.tokens):

@@ -86,21 +86,24 @@ def echoes(answer: str, question: str, sources: Iterable[str]) -> bool:
 
 @dataclass
 class RefuseEcho:
-    """The echo check of a question's answer (the module's docstring)."""
+    """The echo check of a question's answer (the module's docstring): `check` is read of
+    the sources once, for the streamed text's gate and for the whole answer."""
 
-    question: str
+    check: EchoCheck
     not_found: str  # the not-found sentence, in the question's language
     name: ClassVar[str] = "echo"
     timed: ClassVar[bool] = False
 
-    def check(self, result: ChainResult) -> EchoCheck:
-        return EchoCheck.of(self.question, (text for _, text in source_texts(result)))
+    @classmethod
+    def of(cls, question: str, result: ChainResult, not_found: str) -> RefuseEcho:
+        texts = (text for _, text in source_texts(result))
+        return cls(EchoCheck.of(question, texts), not_found)
 
     def wanted(self, done: Finishing) -> bool:
         return not done.found_nothing and bool(done.result.sources)
 
     async def run(self, done: Finishing) -> Amendment | None:
-        if self.check(done.result).says_something(done.answer.message):
+        if self.check.says_something(done.answer.message):
             return None
         return Amendment(
             message=self.not_found,
