@@ -21,6 +21,7 @@ the pieces it gives out, put together, are exactly `without_scaffolding` of the 
 from __future__ import annotations
 
 import re
+from itertools import islice
 
 # a sentence whose first words hold the instruction's forms goes whole; later in a sentence,
 # from the forms to the sentence's end
@@ -67,6 +68,7 @@ _CITATION_FORMS = tuple(
     for what in ("it", "this", "that", "so")
     for colon in (" ", ": ", ":", "")
 )
+_LONGEST = max(len(form) for form in _INSTRUCTION + _CITATION_FORMS)
 _SENTENCE = re.compile(r"[^.!?\n]*[.!?]*[ \t]*\n?")
 _WORD_START = re.compile(r"(?<!\S)\S")
 _SPACES = re.compile(r"\s+")
@@ -74,6 +76,19 @@ _SPACES = re.compile(r"\s+")
 
 def _folded(text: str) -> str:
     return _SPACES.sub(" ", text.lower())
+
+
+def _head(text: str) -> str:
+    """The beginning of `_folded(text)`, long enough to tell whether it begins with a form
+    or a form begins with it (every form is shorter), without folding a long text whole:
+    the test runs at every word of a sentence still being written."""
+    size = _LONGEST + 1
+    raw = size
+    while True:
+        folded = _folded(text[:raw])
+        if len(folded) > size or raw >= len(text):
+            return folded[:size] if len(folded) > size else folded
+        raw *= 2
 
 
 def without_scaffolding(text: str) -> str:
@@ -192,14 +207,10 @@ def _sentences(content: str, complete: bool) -> tuple[str, bool]:
         if not sentence:
             continue
         ended = complete or match.end() < len(content) or bool(re.search(r"[.!?\n]", sentence))
-        starts = [m.start() for m in _WORD_START.finditer(sentence)]
-        found = next(
-            (i for i, at in enumerate(starts) if _folded(sentence[at:]).startswith(_INSTRUCTION)),
-            None,
-        )
-        if found is not None:  # the instruction's forms: the sentence, or its end, goes
-            if found >= SENTENCE_HOLD:
-                kept.append(sentence[: starts[found]])
+        forms = _INSTRUCTION_AT.search(sentence)
+        if forms is not None:  # the instruction's forms: the sentence, or its end, goes
+            if _words_before(sentence, forms.start()) >= SENTENCE_HOLD:
+                kept.append(sentence[: forms.start()])
             if not ended:
                 return "".join(kept), False
             continue
@@ -207,20 +218,51 @@ def _sentences(content: str, complete: bool) -> tuple[str, bool]:
             kept.append(sentence)
             continue
         # the sentence is still being written: what could yet be scaffolding waits
-        if len(starts) <= SENTENCE_HOLD or any(
-            _could_begin(sentence[at:], _INSTRUCTION) for at in starts[:SENTENCE_HOLD]
+        first = [m.start() for m in islice(_WORD_START.finditer(sentence), SENTENCE_HOLD + 1)]
+        if len(first) <= SENTENCE_HOLD or any(
+            _could_begin(sentence[at:], _INSTRUCTION) for at in first[:SENTENCE_HOLD]
         ):
             return "".join(kept), False
-        cut = next(
-            (at for at in starts if _could_begin(sentence[at:], _INSTRUCTION + _CITATION_FORMS)),
-            len(sentence),
-        )
-        kept.append(sentence[:cut])
+        kept.append(sentence[: _first_form(sentence)])
         return "".join(kept), False
     return "".join(kept), True
 
 
+def _words_before(text: str, end: int) -> int:
+    return sum(1 for _ in _WORD_START.finditer(text, 0, end))
+
+
+def _first_form(sentence: str) -> int:
+    """Where the first word that begins a form, or could yet, starts (the sentence's length
+    when none does): a form written whole anywhere, found by one search; one being written,
+    among the last words only (a form is shorter than what follows an earlier word)."""
+    whole = _FORM_AT.search(sentence)
+    cut = whole.start() if whole is not None else len(sentence)
+    for start in reversed([m.start() for m in _WORD_START.finditer(sentence)]):
+        tail = _head(sentence[start:])
+        if len(tail) > _LONGEST:
+            break
+        if start < cut and any(form.startswith(tail) for form in _INSTRUCTION + _CITATION_FORMS):
+            cut = start
+    return cut
+
+
 def _could_begin(text: str, forms: tuple[str, ...]) -> bool:
     """Whether `text` (the end of what is written) could be the beginning of one of `forms`."""
-    folded = _folded(text)
+    folded = _head(text)
     return any(form.startswith(folded) or folded.startswith(form) for form in forms)
+
+
+def _pattern(forms: tuple[str, ...]) -> re.Pattern[str]:
+    """Where one of `forms` begins at a word, as `_folded` reads text: any white space
+    between its words, its letters in either case."""
+
+    def form_pattern(form: str) -> str:
+        letters = (f"[{c}{c.upper()}]" if c.isalpha() else re.escape(c) for c in form)
+        return "".join(letters).replace(re.escape(" "), r"\s+")
+
+    return re.compile(r"(?<!\S)(?:" + "|".join(form_pattern(f) for f in forms) + ")")
+
+
+_INSTRUCTION_AT = _pattern(_INSTRUCTION)
+_FORM_AT = _pattern(_INSTRUCTION + _CITATION_FORMS)
