@@ -66,3 +66,29 @@ def test_the_languages_an_encoder_reads() -> None:
     assert reads(**{"ai.embeddings.model": "bge-m3"}) is None
     assert reads(**{"ai.embeddings.languages": "en, fr"}) == frozenset({"en", "fr"})
     assert reads(**{"ai.embeddings.languages": "*"}) is None
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("grounding.abstain.not.found", "2"),
+        ("grounding.abstain.not.found", "0"),
+        ("grounding.abstain.not.found", "nan"),
+        ("grounding.echo", "maybe"),
+        ("llm.logprobs", "sometimes"),
+        ("rerank.top.n.parts", "0"),
+        ("rerank.top.n.parts", "100000"),
+        ("rerank.close.margin", "-1"),
+        ("rerank.close.margin", "inf"),
+        ("hybrid.weight.vector.foreign", "-0.5"),
+        ("hybrid.weight.vector.foreign", "1e9"),
+        ("ai.embeddings.languages", "x" * 300),
+    ],
+)
+def test_absurd_values_of_the_new_keys_are_refused_naming_the_key(key: str, value: str) -> None:
+    from service.config import settings_from_mapping
+    from service.errors import ConfigError
+
+    with pytest.raises(ConfigError) as raised:
+        settings_from_mapping({key: value}, source="test", env={})
+    assert key in str(raised.value)
