@@ -17,10 +17,13 @@ first words (each question is asked with `stream`, read as a chat widget reads i
 ../shared/datasets/french-qa, never copied; every question answerable, asked with `lang=fr`):
 their gold answers are long passages, so the measure that counts is the recall of the gold
 answer's words; rows are also summed up by question kind and source (`title/cnil`...).
+`--collection samples`: the sample corpus `make run` indexes (79 Python reference topics),
+asked "What is <topic>?" of each (no gold answer: wrong abstentions are the measure), then
+`--unanswerable` off-topic SQuAD questions.
 
     python -m bench.answers [--model NAME | --llm-url URL --llm-model NAME] [--rerank]
-                            [--collection squad|french] [--answerable 20] [--unanswerable 10]
-                            [--set KEY=VALUE ...]
+                            [--collection squad|french|samples] [--answerable 20]
+                            [--unanswerable 10] [--set KEY=VALUE ...]
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from pathlib import Path
 
 import httpx
 
+from bench import offtopic
 from bench.support import (
     ROOT,
     fresh_solr,
@@ -87,7 +91,23 @@ def french_sample(count: int) -> list[tuple[Expected, str]]:
     ]  # fmt: skip
 
 
+def samples_sample(offtopic: int) -> list[Expected]:
+    """The sample corpus `make run` indexes: "What is <topic>?" for each of its topics (all
+    answerable: wrong abstentions are what is measured), then `offtopic` SQuAD questions
+    (Wikipedia; nothing in Python's docs answers them), as bench.offtopic asks them."""
+    documents = corpus("samples")
+    asked = [json.loads(line) for line in (SQUAD / "questions.jsonl").open(encoding="utf-8")]
+    chosen = random.Random(32).sample(asked, len(asked))
+    away = [q["question"] for q in chosen if q["answerable"]][:offtopic]
+    return [Expected(f"What is {d.title}?", documents=frozenset([d.id])) for d in documents] + [
+        Expected(question, no_answer=True) for question in away
+    ]
+
+
 def corpus(collection: str) -> list[SourceDocument]:
+    if collection == "samples":
+        with tempfile.TemporaryDirectory(prefix="bench-samples-") as folder:
+            return offtopic.sample_corpus(Path(folder))[0]
     folder, language = (FRENCH, "fr") if collection == "french" else (SQUAD, "")
     rows = [json.loads(line) for line in (folder / "corpus.jsonl").open(encoding="utf-8")]
     return [SourceDocument(id=r["id"], title=r["title"], url="", content=r["content"],
@@ -193,9 +213,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-ingest", action="store_true", help="--solr-url holds the set")
     parser.add_argument(
         "--collection",
-        choices=["squad", "french"],
+        choices=["squad", "french", "samples"],
         default="squad",
-        help="SQuAD 2.0's paragraphs, or the French FAQs (../shared, answerable only)",
+        help="SQuAD 2.0's paragraphs, the French FAQs (../shared, answerable only), or the "
+        "sample corpus make run indexes (its topics, then --unanswerable off-topic questions)",
     )
     parser.add_argument(
         "--rerank", action="store_true", help="rerank.enabled, by the local cross-encoder"
@@ -213,6 +234,9 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit(f"bench.answers: no French set at {FRENCH}")
         grouped = french_sample(args.answerable)
         questions, groups = [q for q, _ in grouped], [g for _, g in grouped]
+    elif args.collection == "samples":
+        questions = samples_sample(args.unanswerable)
+        groups = ["off-topic" if q.no_answer else "topic" for q in questions]
     else:
         questions = sample(args.answerable, args.unanswerable)
         groups = ["answerable" if q.answers else "unanswerable" for q in questions]
@@ -238,7 +262,7 @@ def main(argv: list[str] | None = None) -> None:
               **summary(rows), "groups": by_group,
               "warnings": dict(warnings.counts)}  # fmt: skip
     print(json.dumps(result, indent=1))
-    name = f"answers-{model}" + ("-french" if args.collection == "french" else "")
+    name = f"answers-{model}" + ("" if args.collection == "squad" else f"-{args.collection}")
     save_results(name, {"summary": result, "rows": rows})
 
 

@@ -2,13 +2,14 @@
 
 Cranfield (1,400 aeronautics abstracts, 225 graded queries), CISI (1,460 information-science
 abstracts, the 50 queries with judgments, binary), the retrieval side of SQuAD 2.0 (708
-Wikipedia paragraphs; a seeded sample of answerable questions, the one gold paragraph
-relevant) and, when `../shared/datasets/french-qa` is there, the French CNIL and CRPA FAQs
-(551 answers, 704 questions; read from there, never copied: its README). Each collection
-goes through the service's own ingestion into a Solr started for the run (or `--solr-url`),
-then every configuration through the service's own retrievers: nDCG@10, recall@10, MRR@10
-(a document's rank is that of its best passage), p50/p95 ms, and the mean over the
-collections.
+Wikipedia paragraphs; a seeded sample of answerable questions, the one gold paragraph relevant)
+and, when `../shared/datasets/french-qa` is there, the French CNIL and CRPA FAQs (551 answers,
+704 questions; read from there, never copied: its README), and Debian's French manuals (98
+pages of 1,000+ words, 63 questions written against them: bench/data/french-pages). Each
+collection goes through the service's own ingestion into a Solr started for the run (or
+`--solr-url`), then every configuration through the service's own retrievers: nDCG@10,
+recall@10, MRR@10 (a document's rank is that of its best passage), p50/p95 ms, and the mean
+over the collections.
 
     python -m bench.retrieval [--solr-url URL] [--embeddings-url URL] [--squad N]
                               [--only NAME ...] [--rerank] [--rerank-tokens 512]
@@ -36,7 +37,7 @@ from pathlib import Path
 
 import httpx
 
-from bench import cranfield
+from bench import cranfield, french_pages
 from bench.support import fresh_solr, given_or_started, model_server, save_results
 from service.config import settings_from_mapping
 from service.ingest import SourceDocument
@@ -77,6 +78,14 @@ CONFIGURATIONS: dict[str, dict[str, str]] = {
     "hybrid shipped, foreign vector x0.5": {
         "retrieval.method": "hybrid",
         "hybrid.weight.vector.foreign": "0.5",
+    },
+    # issue 60: a flat kNN top (best and last cosine within hybrid.flat.spread) leans on BM25
+    **{
+        f"hybrid shipped, flat < {spread}": {
+            "retrieval.method": "hybrid",
+            "hybrid.flat.spread": spread,
+        }
+        for spread in ("0.05", "0.1", "0.15", "0.2")
     },
     "hybrid shipped, foreign vector x0.25": {
         "retrieval.method": "hybrid",
@@ -151,6 +160,17 @@ def load_french() -> Collection | None:
     return Collection("french", documents, queries, judgments)
 
 
+def load_french_pages() -> Collection:
+    """Debian's French manuals, 98 long pages, and 63 questions written against them
+    (bench/data/french-pages, its README)."""
+    pages, asked = french_pages.load()
+    documents = [SourceDocument(id=p["id"], title=p["title"], url=p["url"], content=p["content"],
+                                language="fr") for p in pages]  # fmt: skip
+    queries = [(q["id"], q["question"]) for q in asked]
+    judgments = {q["id"]: {q["gold_doc"]: 1} for q in asked}
+    return Collection("french-pages", documents, queries, judgments)
+
+
 def _judged(collection: Collection) -> Collection:
     """Only the queries with at least one relevant document (the others score nothing)."""
     queries = [
@@ -169,10 +189,12 @@ async def measure(
     encoder: CrossEncoder | None = None,
     depth: int = RERANK_DEPTH,
     model: str = "all-MiniLM-L6-v2",
+    overrides: dict[str, str] | None = None,
 ) -> dict[str, dict[str, float]]:
     base = {"solr.url": solr_url, "ai.embeddings.endpoint": embeddings_url,
             "ai.embeddings.model": model,
-            "chunking.maxFiles": str(CANDIDATES), "solr.topK": str(CANDIDATES)}  # fmt: skip
+            "chunking.maxFiles": str(CANDIDATES), "solr.topK": str(CANDIDATES),
+            **(overrides or {})}  # fmt: skip
     rows: dict[str, dict[str, float]] = {}
     orders = ["", *RERANKED] if encoder is not None else [""]
     async with httpx.AsyncClient(timeout=120) as http:
@@ -201,11 +223,14 @@ async def measure(
                 reads=settings.embeddings.reads(),
             )
             scores = {order: {"ndcg": [], "recall": [], "mrr": [], "ms": []} for order in orders}
+            spreads: list[float] = []  # the kNN ranking's best minus last cosine (vector rows)
             for key, text in collection.queries:
                 gains = collection.judgments[key]
                 started = time.perf_counter()
                 hits = await retriever.run(sanitize_query(text))
                 took = (time.perf_counter() - started) * 1000
+                if settings.retrieval.method == "vector" and len(hits) > 1:
+                    spreads.append(2 * (hits[0].score - min(hit.score for hit in hits)))
                 for order in orders:
                     ranking, extra_ms = [hit.source_id for hit in hits], 0.0
                     if order:
@@ -226,6 +251,9 @@ async def measure(
                     "p50_ms": round(statistics.median(ms), 1),
                     "p95_ms": round(ms[int(0.95 * (len(ms) - 1))], 1),
                 }
+                if spreads:  # hybrid.flat.spread's scale: its quartiles on this collection
+                    cut = statistics.quantiles(spreads, n=4)
+                    rows[row]["knn_spread_quartiles"] = [round(value, 3) for value in cut]
                 print(f"  {collection.name} {row}: {rows[row]}", flush=True)
     return rows
 
@@ -270,14 +298,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rerank-tokens", type=int, default=512, help="a pair's tokens at most")
     parser.add_argument("--rerank-depth", type=int, default=RERANK_DEPTH, help="hits reranked")
     parser.add_argument(
-        "--collections", nargs="*", default=["cranfield", "cisi", "squad", "french"]
+        "--collections",
+        nargs="*",
+        default=["cranfield", "cisi", "squad", "french", "french-pages"],
     )
     parser.add_argument("--embeddings-model", default="all-MiniLM-L6-v2",
                         help="ai.embeddings.model (multilingual-e5-small: French too)")  # fmt: skip
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="rag.properties values for ingestion and every row "
+                        "(vector.chunk.size=500, ai.embeddings.query.prefix=none...)")  # fmt: skip
     args = parser.parse_args(argv)
+    overrides = dict(item.split("=", 1) for item in args.set)
     names = args.only or list(CONFIGURATIONS)
     loaders = {"cranfield": load_cranfield, "cisi": load_cisi,
-               "squad": lambda: load_squad(args.squad), "french": load_french}  # fmt: skip
+               "squad": lambda: load_squad(args.squad), "french": load_french,
+               "french-pages": load_french_pages}  # fmt: skip
     collections = [c for c in (loaders[n]() for n in args.collections) if c is not None]
     encoder = CrossEncoder(max_tokens=args.rerank_tokens) if args.rerank else None
     rows = [f"{name}{order}" for name in names for order in ("", *(RERANKED if encoder else ()))]
@@ -297,6 +332,7 @@ def main(argv: list[str] | None = None) -> None:
                     encoder,
                     args.rerank_depth,
                     args.embeddings_model,
+                    overrides,
                 )
             )
     save_results("retrieval", table)

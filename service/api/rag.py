@@ -121,6 +121,11 @@ class ConfidenceOut(BaseModel):
     )
     mean_logprob: float | None = Field(None, description="Mean log-probability of its tokens.")
     min_logprob: float | None = Field(None, description="Lowest log-probability of its tokens.")
+    supported: float | None = Field(
+        None,
+        description="grounding.verify: the probability of yes when the LLM was asked, before "
+        "answering, whether a document says the answer.",
+    )
 
 
 class RagResponse(BaseModel):
@@ -130,7 +135,7 @@ class RagResponse(BaseModel):
     content: RagContent
     timings: dict[str, float] = Field(
         description="Milliseconds per stage that ran, by its name: cache, rewrite, expand, "
-        "retrieve (Solr and embeddings), chunk, rerank, grade, chain (prompting, LLM calls "
+        "retrieve (Solr and embeddings), chunk, rerank, grade, verify, chain (prompting, LLM calls "
         "included), grounding; llm (wall time with an LLM call in flight), total."
     )
     usage: UsageOut

@@ -41,6 +41,7 @@ SPECS: dict[str, TemplateSpec] = {
     "system": _spec(),
     "source": _spec("number", "title", "url", required=("content",)),
     "stuff": _spec(required=("sources", "question")),
+    "verify": _spec(required=("sources", "question")),
     "map": _spec(required=("sources", "question", "no_answer")),
     "reduce": _spec(required=("answers", "question")),
     "refine_initial": _spec(required=("sources", "question")),
@@ -56,7 +57,7 @@ SPECS: dict[str, TemplateSpec] = {
 }
 # templates added after a release: a folder of an operator's own templates that lacks them
 # takes ours, so that an upgrade never stops a service whose prompts were customised
-ADDED_LATER = frozenset({"agent"})
+ADDED_LATER = frozenset({"agent", "verify"})
 SHIPPED = Path(__file__).resolve().parents[2] / "prompts"
 
 

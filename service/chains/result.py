@@ -148,6 +148,9 @@ class Prepared:
     result: ChainResult
     final: list[ChatMessage] | None = None
     answer: str | None = None
+    # the yes/no request "does a source answer the question?" (grounding.verify), whose
+    # beginning is `final`'s: only a stuff request has one
+    verification: list[ChatMessage] | None = None
 
     async def complete(self, llm: ChatClient, form: AnswerFormat = PLAIN) -> ChainResult:
         async for _ in self.finish(llm, stream=False, form=form):

@@ -42,6 +42,7 @@ class StuffChain:
         return Prepared(
             ChainResult("", sources_of(list(chosen.items))),
             final=self._builder.messages(self.template, sources=chosen.sources),
+            verification=self._builder.messages("verify", sources=chosen.sources),
         )
 
     def _packs(self, numbered: list[NumberedChunk]) -> _Packed:

@@ -789,6 +789,16 @@ class RetrievalSettings(Part):
         ge=0,
         le=100,
     )
+    flat_spread: float | None = _key(
+        "hybrid.flat.spread",
+        None,
+        "When the kNN ranking's best cosine similarity is within this of its last one (its "
+        "top is flat: nothing stands out), the kNN ranking weighs hybrid.weight.vector.foreign "
+        "instead (bench/RESULTS.md has what was measured). Blank: off.",
+        allow_inf_nan=False,
+        gt=0,
+        le=2,
+    )
     vector_weight: float = _key(
         "hybrid.weight.vector",
         1.5,
@@ -1291,6 +1301,24 @@ class GroundingSettings(Part):
         "that sentence's first token at least this probability, whatever it then wrote: the "
         "model's own doubt, known before any word is shown (llm.logprobs; bench/RESULTS.md has "
         "the curve). Blank: reported in `confidence` only.",
+        allow_inf_nan=False,
+        gt=0,
+        le=1,
+    )
+    verify: bool = _key(
+        "grounding.verify",
+        False,
+        "Before a stuff answer, ask the LLM one more question on the same prompt: does a "
+        'document above say the answer? Its probability of "yes" (one token; the LLM\'s prompt '
+        "cache serves the shared beginning) is the answer's `confidence.supported` "
+        "(llm.logprobs), and grounding.abstain.unsupported's signal.",
+    )
+    abstain_unsupported: float | None = _key(
+        "grounding.abstain.unsupported",
+        None,
+        "With grounding.verify: an answer becomes the not-found sentence (abstained) when the "
+        'LLM gave "yes, a document says the answer" less than this probability, known before '
+        "any word is written (bench/RESULTS.md has the curve). Blank: reported only.",
         allow_inf_nan=False,
         gt=0,
         le=1,

@@ -110,6 +110,8 @@ def rag_pipeline(snapshot: Snapshot) -> RagPipeline:
             logprobs=settings.llm.logprobs,
             abstain_not_found=settings.grounding.abstain_not_found,
             echo=settings.grounding.echo,
+            verify=settings.grounding.verify,
+            abstain_unsupported=settings.grounding.abstain_unsupported,
         )
     )
     return Pipeline(settings, llm, lambda query: _rag_state(snapshot, query), stages)

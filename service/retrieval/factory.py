@@ -108,4 +108,5 @@ def build_retriever(
         needs_meaning=method.similarity_min > 0 and method.needs_meaning,
         reads=reads,
         foreign_weight=method.foreign_weight,
+        flat_spread=method.flat_spread,
     )

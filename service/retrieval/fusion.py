@@ -128,7 +128,8 @@ class HybridRetriever:
     `reads`: the languages the embedding model reads (None: any). A question in another
     (`foreign`) gets the kNN ranking at `foreign_weight`, and no similarity floor: an English
     encoder's vectors of a French question pull wrong passages up and say nothing of its
-    meaning; at 0 the question is ranked by BM25 alone (issue 60)."""
+    meaning; at 0 the question is ranked by BM25 alone (issue 60). So does a question whose
+    kNN ranking is `flat` (its best and last similarities within `flat_spread`)."""
 
     def __init__(
         self,
@@ -143,7 +144,9 @@ class HybridRetriever:
         needs_meaning: bool = False,
         reads: frozenset[str] | None = None,
         foreign_weight: float = 0.25,
+        flat_spread: float | None = None,
     ) -> None:
+        self._flat_spread = flat_spread
         self._needs_meaning = needs_meaning
         self._reads = reads
         self._foreign_weight = foreign_weight
@@ -167,6 +170,14 @@ class HybridRetriever:
         latin = sum(1 for c in letters if c < "\u0250")  # Latin letters, accented ones too
         return bool(letters) and latin * 2 < len(letters)  # Arabic, Cyrillic, CJK...
 
+    def flat(self, semantic: Sequence[RetrievedDocument]) -> bool:
+        """Whether the kNN ranking's best and last cosine similarities are within
+        hybrid.flat.spread (Solr scores a cosine hit (1 + cosine) / 2)."""
+        if self._flat_spread is None or len(semantic) < 2:
+            return False
+        scores = [document.score for document in semantic]
+        return 2 * (max(scores) - min(scores)) < self._flat_spread
+
     async def run(self, query: str) -> list[RetrievedDocument]:
         foreign = self.foreign(query)
         semantic_weight = self._foreign_weight if foreign else self._weights[1]
@@ -177,6 +188,8 @@ class HybridRetriever:
         )
         if self._needs_meaning and not semantic and not foreign:
             return []
+        if not foreign and self.flat(semantic):
+            semantic_weight = self._foreign_weight
         rankings = [
             Ranking(lexical, self._weights[0]),
             Ranking(semantic, semantic_weight),

@@ -161,3 +161,97 @@ def test_absurd_questions_get_an_abstention_or_a_400_never_an_echo(
         body = response.json()
         assert body["abstained"] is not None, body
         assert body["content"]["documents"] == []
+
+
+# -- grounding.verify: "does a document above say the answer?" asked before the answer ----------
+
+VERIFIED = {"grounding.verify": True, "grounding.abstain.unsupported": 0.5}
+LAMP = "When was the lighthouse lamp electrified?"
+
+
+def _prefix_shared(verification: RecordedRequest, answer: RecordedRequest) -> None:
+    """The two requests begin alike up to the question (the LLM's prompt cache serves both)."""
+    assert verification.messages[:-1] == answer.messages[:-1]  # system message, history
+    head = verification.prompt.split("Question:", 1)[0]
+    assert head.startswith("Documents:") and answer.prompt.startswith(head)
+    assert verification.prompt.split("\n\n")[-1].startswith("Does a document above say")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_no_from_the_verification_abstains_without_asking_the_answer(
+    make_client: ClientFactory, llm: LLMScript, stream: bool
+) -> None:
+    client = make_client({"retrieval.method": "bm25", **VERIFIED})
+    llm.then(Step(content="no", first_top={"no": 0.7, "yes": 0.2, "No": 0.1}))
+    with client.stream("POST", "/ai/rag", json={"query": LAMP, "stream": stream}) as response:
+        if stream:
+            events = read_events(response)
+            streamed = "".join(data["text"] for name, data in events if name == "token")
+            done = dict(events)["done"]
+        else:
+            response.read()
+            done = {**response.json(), "message": response.json()["content"]["message"]}
+    assert done["message"] == NOT_FOUND_SENTENCES["en"], done
+    assert "below grounding.abstain.unsupported (0.5)" in done["abstained"]
+    assert done["confidence"]["supported"] == 0.2
+    assert [r.body["max_tokens"] for r in llm.requests] == [1]  # the answer was not asked
+    asked = llm.requests[0].body
+    assert asked["logprobs"] is True and asked["top_logprobs"] == 10
+    if stream:
+        assert streamed == NOT_FOUND_SENTENCES["en"]
+        assert dict(events)["sources"]["documents"] == []
+
+
+def test_a_yes_from_the_verification_answers_and_reports_it(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    client = make_client({"retrieval.method": "bm25", **VERIFIED})
+    llm.then(
+        Step(content="Yes", first_top={"Yes": 0.6, "yes": 0.2, "No": 0.2}),
+        Step(content="It was electrified in 1952 [1].", first_top={"It": 0.95, "I": 0.05}),
+    )
+    body = client.post("/ai/rag", json={"query": LAMP}).json()
+    assert body["abstained"] is None and "1952" in body["content"]["message"], body
+    assert body["confidence"]["supported"] == 0.8
+    assert body["confidence"]["signal"].endswith("yes, a document says the answer")
+    assert len(llm.requests) == 2 and body["usage"]["llm_calls"] == 2
+    _prefix_shared(*llm.requests)
+    assert "verify" in body["timings"]
+
+
+def test_a_french_question_is_verified_in_french_words_too(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    client = make_client({"retrieval.method": "bm25", **VERIFIED})
+    llm.then(Step(content="Non", first_top={"Non": 0.9, "Oui": 0.1}))
+    body = client.post(
+        "/ai/rag", json={"query": "Quand la lampe du phare a-t-elle été électrifiée ?"}
+    ).json()
+    assert body["content"]["message"] == NOT_FOUND_SENTENCES["fr"], body
+    assert body["confidence"]["supported"] == 0.1
+
+
+@pytest.mark.parametrize(
+    "first_top",
+    [None, {"Maybe": 0.9, "Perhaps": 0.1}],  # no probabilities; neither yes nor no
+    ids=["no-logprobs", "neither-word"],
+)
+def test_a_verification_that_says_nothing_leaves_the_answer_alone(
+    make_client: ClientFactory, llm: LLMScript, first_top: dict[str, float] | None
+) -> None:
+    client = make_client({"retrieval.method": "bm25", **VERIFIED})
+    llm.then(Step(content="Maybe", first_top=first_top))
+    body = client.post("/ai/rag", json={"query": LAMP}).json()
+    assert body["abstained"] is None and body["confidence"]["supported"] is None, body
+    assert len(llm.requests) == 2
+
+
+def test_no_verification_without_logprobs_or_when_off(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    for settings in ({"llm.logprobs": False, **VERIFIED}, {"grounding.verify": False}):
+        llm.reset()
+        client = make_client({"retrieval.method": "bm25", **settings})
+        body = client.post("/ai/rag", json={"query": LAMP}).json()
+        assert len(llm.requests) == 1 and body["confidence"]["supported"] is None, settings
+        assert "Does a document above say" not in llm.requests[0].prompt

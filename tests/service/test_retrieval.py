@@ -140,6 +140,29 @@ async def test_a_question_the_encoder_does_not_read_leans_on_bm25(
     assert not anything.foreign(french) and await anything.run(french) == []
 
 
+async def test_a_flat_knn_ranking_leans_on_bm25(
+    solr: SolrClient, embeddings: EmbeddingsClient
+) -> None:
+    """Issue 60: when the kNN ranking's best and last similarities are within
+    hybrid.flat.spread, its weight is the foreign one (0 here: BM25's order)."""
+    lexical = bm25(solr, "VectorMain")
+    semantic = VectorRetriever(solr, "VectorMain", embeddings, field="vector_384", top_k=5)
+    query = "lamp keeper wind orchard"
+    found = await semantic.run(query)
+    spread = 2 * (found[0].score - found[-1].score)  # cosine: Solr scores (1 + cosine) / 2
+    assert spread > 0
+
+    def hybrid(flat: float | None) -> HybridRetriever:
+        return HybridRetriever(lexical, semantic, limit=5, foreign_weight=0.0, flat_spread=flat)
+
+    assert hybrid(spread * 1.01).flat(found) and not hybrid(spread * 0.99).flat(found)
+    assert not hybrid(None).flat(found) and not hybrid(2.0).flat(found[:1])
+    by_words = ids(await lexical.run(query))
+    assert ids(await hybrid(spread * 1.01).run(query))[: len(by_words)] == by_words[:5]
+    fused = ids(await hybrid(None).run(query))
+    assert fused == ids(await HybridRetriever(lexical, semantic, limit=5).run(query))
+
+
 async def test_multi_query_retrieval_fuses_each_querys_documents(solr: SolrClient) -> None:
     found = await MultiQueryRetriever(bm25(solr), k=60, limit=4).run(
         ["lighthouse lamp", "apple orchard pruning"]

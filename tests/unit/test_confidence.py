@@ -6,7 +6,12 @@ import math
 
 from service.llm.client import token_choices
 from service.llm.types import TokenChoice
-from service.rag.stages.confidence import NONE_REPORTED, Confidence, not_found_probability
+from service.rag.stages.confidence import (
+    NONE_REPORTED,
+    Confidence,
+    not_found_probability,
+    yes_probability,
+)
 
 NOT_FOUND = "I could not find the answer in the documents."
 
@@ -43,3 +48,14 @@ def test_a_servers_probabilities_are_read_leniently() -> None:
     )  # fmt: skip
     assert read == [TokenChoice("A", -0.1, (("A", -0.1),))]
     assert token_choices(None) == [] and token_choices({"content": "x"}) == []
+
+
+def test_yes_against_no_any_case_english_or_french() -> None:
+    assert yes_probability([_token("Yes", 0.6, Yes=0.6, yes=0.2, No=0.1, Maybe=0.1)]) == round(
+        0.8 / 0.9, 4
+    )
+    assert yes_probability([_token("Non", 0.7, Non=0.7, oui=0.3)]) == 0.3
+    assert yes_probability([_token(" no", 0.9)]) == 0.0  # no alternatives reported
+    assert yes_probability([_token("Maybe", 0.9, Maybe=0.9, Perhaps=0.1)]) is None
+    assert yes_probability([]) is None  # an LLM without probabilities
+    assert yes_probability([_token("yesterday", 0.9, yesterday=0.9)]) is None  # words, not starts

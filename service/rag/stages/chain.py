@@ -24,7 +24,7 @@ from service.llm.answer_format import AnswerFormat
 from service.llm.size import RequestSize
 from service.rag.reply import AnswerStage, Reply
 from service.rag.request import RagQuery
-from service.rag.stages.confidence import Doubt
+from service.rag.stages.confidence import Doubt, verified
 from service.rag.stages.echo import RefuseEcho
 from service.rag.stages.ground import Ground
 from service.rag.stages.keep_answer import KeepAnswer
@@ -49,6 +49,8 @@ class Chain(EveryRequest):
     logprobs: bool = False  # llm.logprobs: the answer's token probabilities asked for
     abstain_not_found: float | None = None  # grounding.abstain.not.found
     echo: bool = True  # grounding.echo
+    verify: bool = False  # grounding.verify
+    abstain_unsupported: float | None = None  # grounding.abstain.unsupported
     name: ClassVar[str] = "chain"
 
     async def run(self, state: RagState) -> Reply:
@@ -65,7 +67,13 @@ class Chain(EveryRequest):
         shown_when = None
         if state.chunks and not form.json:  # a caller's JSON is checked by its schema
             not_found = state.question.not_found
-            doubt = Doubt(not_found, self.abstain_not_found)
+            doubt = Doubt(not_found, self.abstain_not_found, None, self.abstain_unsupported)
+            if self.verify and self.logprobs and prepared.verification is not None:
+                with state.timings.stage("verify"):
+                    doubt.supported, usage = await verified(self.llm, prepared.verification)
+                state.usages.append(usage)
+                if doubt.unsupported():  # the answer is not asked for
+                    prepared = Prepared(prepared.result, answer=not_found)
             result = prepared.result
             echo = RefuseEcho.of(state.query.query, result, not_found) if self.echo else None
             finishing += [doubt] if echo is None else [doubt, echo]
