@@ -5,9 +5,10 @@ What goes: a label before the answer ("Answer:", "**Final answer:**"); the templ
 lines ("Question: ...", "Documents:", a "######" separator, the instructions' first words);
 an earlier answer a refine or reduce request showed the model, when it copies it under its
 heading ("The answer so far, ...:", "Answer so far:") before a label or a separator that
-starts its own; a sentence that repeats the instruction's list of forms ("A lambda
-expression is a name, a number or a short phrase when that answers it"); the instruction's
-words before a citation ("... The number of the document that says this is [1]").
+starts its own; a sentence that repeats the instruction's forms ("A lambda expression is
+just the words that answer it", or the earlier "... is a name, a number or a short phrase
+when that answers it"); the instruction's words before a citation ("... The number of the
+document that says this is [1]").
 
 `Unscaffolded` reads the answer piece by piece: it gives out what is decided and holds back
 only what is still to judge: a line's first characters while they could begin a template
@@ -34,7 +35,9 @@ _TEMPLATE_LINES = (
     "documents (",
     "more documents found",
     "answer the question from the documents",
-    "a name, a number or a short phrase",
+    "keep it short: just the words",
+    "just the words that answer it",
+    "a name, a number or a short phrase",  # the instruction's words before issue 59
     "then give the number of the document",
     "write only the answer itself",
 )
@@ -55,7 +58,13 @@ _LABEL_FORMS = tuple(
     for kind in ("", "refined ", "final ", "combined ", "updated ", "improved ", "new ")
     for far in ("", " so far")
 )
-_INSTRUCTION = ("a name, a number or a short phrase", "a sentence or two otherwise")
+_INSTRUCTION = (
+    "just the words that answer it",
+    "otherwise a sentence or two",
+    # the instruction's forms before issue 59 (an operator's templates may still hold them)
+    "a name, a number or a short phrase",
+    "a sentence or two otherwise",
+)
 _CITATION_WORDS = re.compile(
     r"[ \t]*(?:the[ \t]+)?(?:number[ \t]+of[ \t]+the[ \t]+)?document[ \t]+that[ \t]+says[ \t]+"
     r"(?:it|this|that|so)[ \t]+is[ \t]*:?[ \t]*(?=\[\d{1,3}\])",

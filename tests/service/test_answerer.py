@@ -43,7 +43,8 @@ _SHIPPED_KEYS = (
     "prompt.chunking.strategy", "prompt.max.request.size", "llm.context.window", "llm.maxTokens",
     "retrieval.method", "solr.topK", "grounding.enabled", "grounding.action",
     "hybrid.weight.vector", "retrieval.similarity.min", "rerank.enabled", "rerank.top.n",
-    "rerank.order", "rerank.min.score", "rerank.window.sentences",
+    "rerank.order", "rerank.min.score", "rerank.window.sentences", "grounding.verify",
+    "grounding.abstain.unsupported", "grounding.abstain.not.found",
 )  # fmt: skip
 SHIPPED = {
     key: value
@@ -260,6 +261,29 @@ def test_refine_and_map_reduce_answers_carry_no_scaffolding(
     message = body["content"]["message"]
     assert not _scaffolding(message), message
     assert "22,338,618" in message and "[" in message, message
+
+
+def test_the_model_is_asked_whether_a_document_says_it_before_it_answers(
+    answerer: ClientFactory,
+) -> None:
+    """Issue 59, item 1 (grounding.verify, shipped on): llama.cpp answers the one-token
+    yes/no request with its likeliest tokens, so every answer reports `supported`; an answered
+    question is one whose yes passed grounding.abstain.unsupported (0.6 shipped), and the
+    answer's request found the documents in llama.cpp's prompt cache."""
+    client = answerer()
+    body = client.post("/ai/rag", json={"query": ANSWERED[0]}).json()
+    supported = body["confidence"]["supported"]
+    assert isinstance(supported, float) and 0.6 <= supported <= 1, body["confidence"]
+    assert body["abstained"] is None and body["usage"]["llm_calls"] == 2, body
+    assert body["timings"]["verify"] < body["timings"]["chain"], body["timings"]
+    strict = answerer({"grounding.abstain.unsupported": 1}).post(
+        "/ai/rag", json={"query": ANSWERED[0]}
+    )
+    refused = strict.json()
+    if refused["confidence"]["supported"] == 1.0:  # "no" not even among its 10 likeliest
+        return
+    assert refused["abstained"].startswith("asked whether a document says the answer"), refused
+    assert refused["content"]["documents"] == [] and refused["usage"]["llm_calls"] == 1
 
 
 def test_a_streamed_answer_arrives_in_pieces_and_is_the_answer(answerer: ClientFactory) -> None:

@@ -177,6 +177,10 @@ def test_pack_greedy_fills_each_group_in_order() -> None:
         ("A list comprehension is a name, a number or a short phrase when that answers it, a "
          "sentence or two otherwise. It builds a list from an iterable. [1]",
          "It builds a list from an iterable. [1]"),
+        ("Keep it short: just the words that answer it if they are enough, otherwise a "
+         "sentence or two.\nAt 50 years of age [2].", "At 50 years of age [2]."),
+        ("A list comprehension is just the words that answer it if they are enough. It builds "
+         "a list from an iterable. [1]", "It builds a list from an iterable. [1]"),
     ],
 )  # fmt: skip
 def test_scaffolding_copied_from_the_prompt_is_taken_out(written: str, kept: str) -> None:

@@ -12,6 +12,7 @@ FRAGMENTS = [
     "Answer:", "Refined answer:", "**Final answer:**", "Answer so far:", "Question: why?",
     "Documents:", "######", "The answer so far, from earlier parts:", "An answer written",
     "a name, a number or a short phrase", "a sentence or two otherwise", "A lambda is",
+    "just the words that answer it", "otherwise a sentence or two", "Keep it short:",
     "The number of the document that says this is", "the document that says it is:", "[1]",
     "[2]", "In 1952", "It raises an AssertionError", "the lamp", "was lit", "at dusk", "Rollo",
     ".", ",", "?", " ", " ", "\n", "\n\n", "#", "-", "*", "\\n", "1.5", "Ans", "Doc",
