@@ -196,8 +196,8 @@ def test_a_chunk_larger_than_a_request_is_split_not_dropped(
 ) -> None:
     # calls for every piece (the call budget, which leaves the least relevant out, is
     # tests/unit/test_chains.py's): how many pieces there are depends on the templates' length
-    client = chain_client(make_client, "mapreduce", **{"chunking.enable": False,
-                                                       "llm.max.calls.per.request": 20})  # fmt: skip
+    overrides = {"chunking.enable": False, "llm.max.calls.per.request": 20}
+    client = chain_client(make_client, "mapreduce", **overrides)
     post_ok(client, MANUAL)
     maps = [r for r in llm.requests if is_map(r)]
     assert len(maps) >= 4

@@ -86,6 +86,19 @@ def test_an_echo_is_no_valid_answer_when_grounding_refuses(
 
 # -- the model's own doubt (issue 59, item 1) ------------------------------------------------------
 
+def _asked(client: TestClient, question: dict) -> tuple[dict, str]:
+    """(what the answer ended with, the text streamed): the done event (its `documents`, the
+    sources event's) when `question` streams, else the JSON body with its message."""
+    with client.stream("POST", "/ai/rag", json=question) as response:
+        if not question.get("stream"):
+            response.read()
+            body = response.json()
+            return {**body, "message": body["content"]["message"]}, ""
+        events = read_events(response)
+    streamed = "".join(data["text"] for name, data in events if name == "token")
+    return {**dict(events)["done"], "documents": dict(events)["sources"]["documents"]}, streamed
+
+
 DOUBTFUL = {"I": 0.45, "The": 0.40, "It": 0.15}  # the not-found sentence's first token: 0.45
 
 
@@ -115,14 +128,7 @@ def test_a_doubtful_first_step_abstains_before_any_word_is_shown(
     client = make_client({"retrieval.method": "bm25", "grounding.abstain.not.found": 0.3})
     question = {"query": "When was the lighthouse lamp electrified?", "stream": stream}
     llm.then(Step(content="The lamp was electrified in 1952 [1].", first_top=DOUBTFUL))
-    with client.stream("POST", "/ai/rag", json=question) as response:
-        if stream:
-            events = read_events(response)
-            streamed = "".join(data["text"] for name, data in events if name == "token")
-            done = dict(events)["done"]
-        else:
-            response.read()
-            done = {**response.json(), "message": response.json()["content"]["message"]}
+    done, streamed = _asked(client, question)
     assert done["message"] == NOT_FOUND_SENTENCES["en"], done
     assert done["abstained"].startswith("the LLM's first step gave its not-found sentence")
     if stream:
@@ -183,14 +189,7 @@ def test_a_no_from_the_verification_abstains_without_asking_the_answer(
 ) -> None:
     client = make_client({"retrieval.method": "bm25", **VERIFIED})
     llm.then(Step(content="no", first_top={"no": 0.7, "yes": 0.2, "No": 0.1}))
-    with client.stream("POST", "/ai/rag", json={"query": LAMP, "stream": stream}) as response:
-        if stream:
-            events = read_events(response)
-            streamed = "".join(data["text"] for name, data in events if name == "token")
-            done = dict(events)["done"]
-        else:
-            response.read()
-            done = {**response.json(), "message": response.json()["content"]["message"]}
+    done, streamed = _asked(client, {"query": LAMP, "stream": stream})
     assert done["message"] == NOT_FOUND_SENTENCES["en"], done
     assert "below grounding.abstain.unsupported (0.5)" in done["abstained"]
     assert done["confidence"]["supported"] == 0.2
@@ -199,7 +198,7 @@ def test_a_no_from_the_verification_abstains_without_asking_the_answer(
     assert asked["logprobs"] is True and asked["top_logprobs"] == 10
     if stream:
         assert streamed == NOT_FOUND_SENTENCES["en"]
-        assert dict(events)["sources"]["documents"] == []
+        assert done["documents"] == []
 
 
 def test_a_yes_from_the_verification_answers_and_reports_it(

@@ -152,23 +152,17 @@ class Doubt:
     async def run(self, done: Finishing) -> Amendment | None:
         confidence = Confidence.of(done.result.tokens, self.not_found, self.supported)
         if self.unsupported():  # the LLM was not asked for the answer (Chain)
-            return Amendment(
-                message=self.not_found,
-                confidence=confidence.to_json(),
-                abstained=(
-                    f"asked whether a document says the answer, the LLM said yes with a "
-                    f"probability of {self.supported:.2f}, below "
-                    f"grounding.abstain.unsupported ({self.min_supported:g})"
-                ),
+            why = (
+                f"asked whether a document says the answer, the LLM said yes with a "
+                f"probability of {self.supported:.2f}, below grounding.abstain.unsupported "
+                f"({self.min_supported:g})"
             )
-        if done.found_nothing or not self.unsure(done.result.tokens):
+        elif done.found_nothing or not self.unsure(done.result.tokens):
             return Amendment(confidence=confidence.to_json())
-        return Amendment(
-            message=self.not_found,
-            confidence=confidence.to_json(),
-            abstained=(
+        else:
+            why = (
                 f"the LLM's first step gave its not-found sentence a probability of "
                 f"{confidence.not_found:.2f}, at or above grounding.abstain.not.found "
                 f"({self.threshold:g})"
-            ),
-        )
+            )
+        return Amendment(message=self.not_found, confidence=confidence.to_json(), abstained=why)
