@@ -86,6 +86,7 @@ def test_an_echo_is_no_valid_answer_when_grounding_refuses(
 
 # -- the model's own doubt (issue 59, item 1) ------------------------------------------------------
 
+
 def _asked(client: TestClient, question: dict) -> tuple[dict, str]:
     """(what the answer ended with, the text streamed): the done event (its `documents`, the
     sources event's) when `question` streams, else the JSON body with its message."""
