@@ -140,6 +140,33 @@ async def test_a_question_the_encoder_does_not_read_leans_on_bm25(
     assert not anything.foreign(french) and await anything.run(french) == []
 
 
+@pytest.mark.parametrize(
+    ("question", "expected"),
+    [
+        ("Le mistral souffle sur Marseille, the coast in summer?", "marseille"),  # mixed
+        ("Wann hat der Leuchtturmwärter die lighthouse Lampe angezündet?", "lighthouse"),
+        ("متى أضاء حارس المنارة lighthouse المصباح؟", "lighthouse"),  # Arabic, one word known
+        ("mistral", "marseille"),  # one word
+        ("1952", None),  # only digits
+    ],
+)
+async def test_questions_in_languages_the_encoder_does_not_read_rank_as_bm25_does(
+    solr: SolrClient, embeddings: EmbeddingsClient, question: str, expected: str | None
+) -> None:
+    """Issue 60's bad input, with the shipped fusion (kNN x1.5, foreign x0.25, the
+    similarity floor): mixed, German, Arabic, one word, digits: never an error, and the
+    document BM25 puts first is hybrid's first too."""
+    lexical = bm25(solr, "VectorMain")
+    semantic = VectorRetriever(solr, "VectorMain", embeddings, field="vector_384", top_k=10,
+                               min_similarity=0.3)  # fmt: skip
+    hybrid = HybridRetriever(lexical, semantic, limit=5, needs_meaning=True, semantic_weight=1.5,
+                             reads=frozenset({"en"}), foreign_weight=0.25)  # fmt: skip
+    by_words = ids(await lexical.run(question))
+    found = ids(await hybrid.run(question))
+    if expected is not None:
+        assert by_words[:1] == [expected] and found[:1] == [expected], (by_words, found)
+
+
 async def test_a_flat_knn_ranking_leans_on_bm25(
     solr: SolrClient, embeddings: EmbeddingsClient
 ) -> None:
