@@ -67,15 +67,19 @@ class Chain(EveryRequest):
         shown_when = None
         if state.chunks and not form.json:  # a caller's JSON is checked by its schema
             not_found = state.question.not_found
-            doubt = Doubt(not_found, self.abstain_not_found, None, self.abstain_unsupported)
+            supported = None
             if self.verify and self.logprobs and prepared.verification is not None:
                 with state.timings.stage("verify"):
-                    doubt.supported, usage = await verified(self.llm, prepared.verification)
+                    supported, usage = await verified(self.llm, prepared.verification)
                 state.usages.append(usage)
-                if doubt.unsupported():  # the answer is not asked for
-                    prepared = Prepared(prepared.result, answer=not_found)
+            doubt = Doubt(not_found, self.abstain_not_found, supported, self.abstain_unsupported)
+            asked = not doubt.unsupported()
+            if not asked:  # the answer is not asked for: no text to check for an echo
+                prepared = Prepared(prepared.result, answer=not_found)
             result = prepared.result
-            echo = RefuseEcho.of(state.query.query, result, not_found) if self.echo else None
+            echo = (
+                RefuseEcho.of(state.query.query, result, not_found) if self.echo and asked else None
+            )
             finishing += [doubt] if echo is None else [doubt, echo]
             check = echo.check if echo is not None else None
 
