@@ -143,12 +143,14 @@ def recall(prediction: str, gold: str, lang: str = "en") -> float:
 @dataclass(frozen=True)
 class Answered:
     """One reply of POST /ai/rag: its status, its body as /ai/rag without `stream` returns it,
-    the seconds it took and those to its first words (None: no words came)."""
+    the seconds it took and those to its first words (None: no words came), and the text its
+    token events carried."""
 
     status: int
     body: dict[str, Any]
     seconds: float
     first_words: float | None = None
+    streamed: str | None = None  # the token events' text put together (None: not streamed)
 
 
 def ask(http: httpx.Client, expected: Expected, **more: object) -> Answered:
@@ -159,6 +161,7 @@ def ask(http: httpx.Client, expected: Expected, **more: object) -> Answered:
     started = time.perf_counter()
     first: float | None = None
     body: dict[str, Any] = {"content": {"message": "", "documents": []}}
+    streamed: list[str] = []
     with http.stream("POST", "/ai/rag", json=asked) as response:
         if not response.headers.get("content-type", "").startswith("text/event-stream"):
             response.read()
@@ -175,6 +178,8 @@ def ask(http: httpx.Client, expected: Expected, **more: object) -> Answered:
             if not line.startswith("data:"):
                 continue
             data = json.loads(line.removeprefix("data:"))
+            if event == "token":
+                streamed.append(str(data.get("text", "")))
             if event == "token" and first is None and str(data.get("text", "")).strip():
                 first = time.perf_counter() - started
             elif event == "sources":
@@ -190,7 +195,8 @@ def ask(http: httpx.Client, expected: Expected, **more: object) -> Answered:
             elif event == "error":  # the stream had begun: the envelope is the event's
                 status = int(data.get("content", {}).get("code", 500))
                 return Answered(status, data, time.perf_counter() - started, first)
-    return Answered(response.status_code, body, time.perf_counter() - started, first)
+    seconds = time.perf_counter() - started
+    return Answered(response.status_code, body, seconds, first, "".join(streamed))
 
 
 def score(expected: Expected, status: int, body: dict[str, Any], seconds: float) -> dict:
@@ -235,7 +241,15 @@ def score(expected: Expected, status: int, body: dict[str, Any], seconds: float)
 def scored(expected: Expected, answered: Answered) -> dict:
     """`score` of an `ask`, its first words' seconds with it."""
     row = score(expected, answered.status, answered.body, answered.seconds)
-    return {**row, "first_words": answered.first_words}
+    content = answered.body.get("content") if answered.status == 200 else None
+    kept = content.get("message") if isinstance(content, dict) else None
+    same = None if answered.streamed is None or kept is None else answered.streamed == kept
+    return {
+        **row,
+        "first_words": answered.first_words,
+        # whether a widget showing the tokens showed exactly the answer kept
+        "streamed_is_kept": same,
+    }
 
 
 def summary(rows: list[dict]) -> dict[str, float | int | None]:
@@ -264,6 +278,7 @@ def summary(rows: list[dict]) -> dict[str, float | int | None]:
         "cites at all": mean([r["cites"] for r in answerable]),
         "p50 s": p50(seconds),
         "p95 s": p95(seconds),
+        "streamed = kept": mean([r.get("streamed_is_kept") for r in rows]),
         "first words p50 s": p50(firsts),
         "first words p95 s": p95(firsts),
         "LLM calls": mean([r["llm_calls"] for r in rows]),

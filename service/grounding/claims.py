@@ -166,9 +166,12 @@ def facts(text: str) -> tuple[frozenset[str], frozenset[str], bool]:
 
 
 def content_words(text: str) -> frozenset[str]:
-    return frozenset(
-        stem(token) for token in tokens(text) if token not in STOP_WORDS and token not in _NEGATION
-    )
+    return frozenset(stem(token) for token in tokens(text) if is_content(token))
+
+
+def is_content(token: str) -> bool:
+    """Whether a token (as `tokens` gives it) is a content word: no stop word, no negation."""
+    return token not in STOP_WORDS and token not in _NEGATION
 
 
 def numbers(text: str) -> frozenset[str]:

@@ -51,6 +51,9 @@ def test_eval_scores_the_running_service_on_the_questions(
     written = json.loads(rows.read_text())
     assert [row["status"] for row in written] == [200, 200]
     assert all(0 < row["first_words"] <= row["seconds"] for row in written)
+    # the token events put together are the message kept, for the answer and the abstention
+    assert [row["streamed_is_kept"] for row in written] == [True, True]
+    assert measured["streamed = kept"] == "1.0"
     assert len(llm.requests) == 2
 
 

@@ -60,6 +60,44 @@ def test_an_answer_with_the_sources_words_is_not_an_echo(
     assert not echoes(answer, question, [source])
 
 
+# issue 59: correct answers the 1.5B wrote with the question's words alone (SQuAD)
+CAPABILITIES = (
+    "Sen's capabilities approach sees growth and income as a means to an end rather than the "
+    "end itself."
+)
+SCHOOLS = (
+    "Religious schools teach religious education in addition to the secular curriculum of "
+    "the state schools."
+)
+
+
+@pytest.mark.parametrize(
+    ("question", "answer", "source"),
+    [
+        ("In the capabilities approach, growth and income are considered a means to an end "
+         "rather than what?", "... a means to an end rather than the end itself. [1]",
+         CAPABILITIES),
+        ("What type of education is sometimes present at religious schools in addition to the "
+         "secular curriculum?", "Religious education [1]", SCHOOLS),
+    ],
+)  # fmt: skip
+def test_a_phrase_of_the_sources_made_of_the_questions_words_says_something(
+    question: str, answer: str, source: str
+) -> None:
+    assert not echoes(answer, question, [source])
+    # the same words in an order no source has are an echo
+    shuffled = " ".join(reversed(answer.removesuffix(" [1]").split())) + " [1]"
+    assert echoes(shuffled, question, [source])
+
+
+def test_a_restated_question_in_the_sources_order_of_other_words_is_an_echo() -> None:
+    source = "The Middle Rhine flows through the Rhine Gorge between Bingen and Bonn."
+    question = "Where does the Middle Rhine flow between Bingen and Bonn?"
+    assert echoes("The Middle Rhine flows between Bingen and Bonn. [1]", question, [source])
+    assert echoes("Bonn is where the Middle Rhine flows between Bingen. [1]", question, [source])
+    assert not echoes("Through the Rhine Gorge [1]", question, [source])
+
+
 def test_the_words_may_come_from_any_source() -> None:
     answer = "Deforestation for cattle ranching [2]"
     assert not echoes(answer, "What threatens the forest?", [LIGHTHOUSE, AMAZON])

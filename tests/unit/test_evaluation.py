@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from service.evaluation import (
+    Answered,
     Expected,
     QuestionFileError,
     f1,
@@ -13,6 +14,7 @@ from service.evaluation import (
     read_questions,
     recall,
     score,
+    scored,
     summary,
 )
 
@@ -94,3 +96,20 @@ def test_blank_lines_are_skipped_and_an_empty_file_is_refused() -> None:
     assert len(read_questions(['{"question": "q"}', "", '{"question": "r"}'])) == 2
     with pytest.raises(QuestionFileError, match="no question"):
         read_questions(["", "  "])
+
+
+@pytest.mark.parametrize(
+    ("streamed", "same"),
+    [
+        ("In 1952 [1].", True),
+        # scaffolding a widget showed, and the cleaning took out of the message
+        ("In 1952 [1]. The number of the document that says it is [1]", False),
+        (None, None),  # not streamed: nothing to compare
+    ],
+)
+def test_the_streamed_text_is_compared_with_the_message_kept(
+    streamed: str | None, same: bool | None
+) -> None:
+    body = {"content": {"message": "In 1952 [1].", "documents": []}}
+    row = scored(Expected("When?", answers=("1952",)), Answered(200, body, 1.0, 0.5, streamed))
+    assert row["streamed_is_kept"] is same

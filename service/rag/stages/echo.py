@@ -6,8 +6,12 @@ gibberish it was asked ("xylophonistzz qwertyuiop [1]"), or completes the questi
 no source holds ("... facing the Amazon rainforest. [1]", the passage never saying it). Each
 reads as an answer, cited. The check: the answer's content words (function words of English
 and French left out, inflections folded) less the question's; if none of what is left is in
-the sources the LLM was given (nor a yes or a no), the answer says nothing the documents say:
-it becomes the not-found sentence, `abstained` says why, and it lists no sources.
+the sources the LLM was given (nor a yes or a no), and none of its phrases either (a run from
+one content word to the next, as "rather than the end": one a source holds and the question
+does not, so that "Religious education [1]" answers "What type of education is taught at
+religious schools?" though each of its words is the question's), the answer says nothing the
+documents say: it becomes the not-found sentence, `abstained` says why, and it lists no
+sources.
 
 Cheap and deterministic (words, no model): it runs first among the answer stages, so that
 grounding and the answer cache see the abstention, never the echo.
@@ -18,10 +22,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import ClassVar
 
 from service.chains.result import ChainResult
-from service.grounding.claims import content_words, stem, tokens
+from service.grounding.claims import is_content, stem, tokens
 from service.rag.reply import Amendment, Finishing, source_texts
 from service.text.citations import CITATION
 from service.text.language import FRENCH, guess_language
@@ -44,8 +49,29 @@ def said(text: str) -> frozenset[str]:
     """What a text states: its content words, function words of English and French out,
     each by its first five letters (dispensing/dispenser, électrifié/électrifiée: a
     paraphrase of a source's word is not a new word)."""
-    words = content_words(CITATION.sub(" ", text)) - _FRENCH_FUNCTION
-    return frozenset(word[:_ROOT] for word in words)
+    return frozenset(word for word, content in _read(text) if content)
+
+
+def phrases(text: str) -> frozenset[tuple[str, ...]]:
+    """A text's runs from one content word to the next, the function words between as
+    written: "rather than the end" is ("rathe", "than", "the", "end")."""
+    read = _read(text)
+    at = [i for i, (_, content) in enumerate(read) if content]
+    words = [word for word, _ in read]
+    return frozenset(tuple(words[i : j + 1]) for i, j in pairwise(at))
+
+
+def _read(text: str) -> list[tuple[str, bool]]:
+    """A text's words as the check compares them, each marked whether it is a content word:
+    a content word by its stem's first five letters, a function word as written."""
+    read = []
+    for token in tokens(CITATION.sub(" ", text)):
+        word = stem(token)
+        if is_content(token) and word not in _FRENCH_FUNCTION:
+            read.append((word[:_ROOT], True))
+        else:
+            read.append((token, False))
+    return read
 
 
 @dataclass(frozen=True)
@@ -54,15 +80,25 @@ class EchoCheck:
 
     asked: frozenset[str]  # the question's words
     known: frozenset[str]  # the sources' words
+    asked_phrases: frozenset[tuple[str, ...]]  # the question's phrases
+    known_phrases: frozenset[tuple[str, ...]]  # the sources'
     language: str = ""  # the sources' language, when their words tell it
 
     @classmethod
     def of(cls, question: str, sources: Iterable[str]) -> EchoCheck:
         known: set[str] = set()
+        known_phrases: set[tuple[str, ...]] = set()
         texts = list(sources)
         for text in texts:
             known |= said(text)
-        return cls(said(question), frozenset(known), guess_language(" ".join(texts)[:2000]))
+            known_phrases |= phrases(text)
+        return cls(
+            said(question),
+            frozenset(known),
+            phrases(question),
+            frozenset(known_phrases),
+            guess_language(" ".join(texts)[:2000]),
+        )
 
     def says_something(self, answer: str) -> bool:
         if set(tokens(answer)) & _ANSWERS:
@@ -70,7 +106,9 @@ class EchoCheck:
         language = guess_language(answer)
         if language and self.language and language != self.language:
             return True  # an answer in another language shares no words: not checked
-        return bool((said(answer) - self.asked) & self.known)
+        if (said(answer) - self.asked) & self.known:
+            return True
+        return bool((phrases(answer) - self.asked_phrases) & self.known_phrases)
 
     def shown_yet(self, written: str) -> bool:
         """Whether the words written so far (the last one, maybe unfinished, left out) say
