@@ -1291,10 +1291,12 @@ class GroundingSettings(Part):
     echo: bool = _key(
         "grounding.echo",
         True,
-        "An answer whose content words, besides the question's, are in none of its sources "
-        "(it only says the question back, or nothing the documents say) becomes the not-found "
-        "sentence, abstained; it is held back while streamed until it says a word of its "
-        "sources. An answer in another language than its sources is not checked.",
+        "An answer whose content words, besides the question's, are in none of its sources, "
+        "and none of whose phrases (\"rather than the end\") a source holds that the "
+        "question does not (it only says the question back, or nothing the documents say), "
+        "becomes the not-found sentence, abstained; it is held back while streamed until it "
+        "says something of its sources. An answer in another language than its sources is not "
+        "checked.",
     )
     abstain_not_found: float | None = _key(
         "grounding.abstain.not.found",

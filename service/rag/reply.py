@@ -196,8 +196,11 @@ class Reply:
             if held and self.shown_when is not None and not self.shown_when(written):
                 continue  # held until the answer says something (an echo is never shown)
             held = False
-            yield written[len(shown) :]
-            shown = written
+            ready = self._ready(written)
+            if len(ready) <= len(shown):
+                continue
+            yield ready[len(shown) :]
+            shown = ready
             # pieces already buffered would otherwise be sent in one go, without the event
             # loop ever running: a client that left is then written to thousands of times,
             # and the LLM stream goes on, before its disconnect is noticed
@@ -207,6 +210,13 @@ class Reply:
             message = (await self.answer()).message
             if message.startswith(shown) and message != shown:
                 yield message[len(shown) :]
+
+    def _ready(self, written: str) -> str:
+        """What of the text written so far can be shown: a short answer's citation (" [2]",
+        which `true_citation` may renumber once the answer is whole) waits for the end."""
+        if self.form.grammar is None or (cut := written.rfind(" [")) < 0:
+            return written
+        return written[:cut]
 
     async def answer(self) -> Answer:
         """The Answer once its text is known (read now if it was never asked for), finished

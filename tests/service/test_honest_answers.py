@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from fastapi.testclient import TestClient
 
@@ -255,3 +257,26 @@ def test_no_verification_without_logprobs_or_when_off(
         body = client.post("/ai/rag", json={"query": LAMP}).json()
         assert len(llm.requests) == 1 and body["confidence"]["supported"] is None, settings
         assert "Does a document above say" not in llm.requests[0].prompt
+
+
+def test_a_short_answers_citation_is_streamed_as_it_is_kept(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    """The short answer's citation is made true once the answer is whole (true_citation): it
+    waits for the end, so what streamed is what is kept even when its number changes."""
+    client = make_client({"retrieval.method": "bm25", "prompt.answer.form": "short"})
+
+    def cites_another(request: RecordedRequest) -> str:
+        blocks = re.findall(r"^\[(\d+)\][^\n]*\n([^#]*)", request.prompt, re.M)
+        holds = [int(n) for n, text in blocks if "paraffin" in text]
+        other = next((int(n) for n, _ in blocks if int(n) not in holds), 0)
+        return f"The lamp burned paraffin until 1952 [{other}]"
+
+    llm.answer = cites_another
+    done, streamed = _asked(client, {"query": "When did the lighthouse lamp stop burning "
+                                              "paraffin, and what did the orchard grow?",
+                                     "stream": True})  # fmt: skip
+    assert "grammar" in llm.requests[-1].body  # the short answer's form was asked
+    written = cites_another(llm.requests[-1])
+    assert written != done["message"], "the citation was made true: its number changed"
+    assert streamed == done["message"] and done["message"].startswith("The lamp burned")

@@ -29,6 +29,9 @@ CNIL = (
         ("Qu'est-ce que la CNIL ?", "La CNIL est la CNIL. [1]", CNIL),
         ("Quel est le rôle du délégué ?", "Le rôle du délégué est son rôle [1]", CNIL),
         ("[1]", "[1]", LIGHTHOUSE),
+        # a "no" said back from the question is no answer
+        ("Who had no influence on the lamp?", "No one had influence on the lamp. [1]",
+         LIGHTHOUSE),
         ("the of and", "The of and. [1]", LIGHTHOUSE),
     ],
 )  # fmt: skip

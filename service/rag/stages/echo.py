@@ -6,12 +6,12 @@ gibberish it was asked ("xylophonistzz qwertyuiop [1]"), or completes the questi
 no source holds ("... facing the Amazon rainforest. [1]", the passage never saying it). Each
 reads as an answer, cited. The check: the answer's content words (function words of English
 and French left out, inflections folded) less the question's; if none of what is left is in
-the sources the LLM was given (nor a yes or a no), and none of its phrases either (a run from
-one content word to the next, as "rather than the end": one a source holds and the question
-does not, so that "Religious education [1]" answers "What type of education is taught at
-religious schools?" though each of its words is the question's), the answer says nothing the
-documents say: it becomes the not-found sentence, `abstained` says why, and it lists no
-sources.
+the sources the LLM was given (nor a yes or a no the question did not say), and none of its
+phrases either (a run from one content word to the next, as "rather than the end": one a
+source holds and the question does not, so that "Religious education [1]" answers "What type
+of education is taught at religious schools?" though each of its words is the question's),
+the answer says nothing the documents say: it becomes the not-found sentence, `abstained`
+says why, and it lists no sources.
 
 Cheap and deterministic (words, no model): it runs first among the answer stages, so that
 grounding and the answer cache see the abstention, never the echo.
@@ -82,6 +82,7 @@ class EchoCheck:
     known: frozenset[str]  # the sources' words
     asked_phrases: frozenset[tuple[str, ...]]  # the question's phrases
     known_phrases: frozenset[tuple[str, ...]]  # the sources'
+    asked_verdicts: frozenset[str]  # the yes, no, true... the question says itself
     language: str = ""  # the sources' language, when their words tell it
 
     @classmethod
@@ -97,12 +98,13 @@ class EchoCheck:
             frozenset(known),
             phrases(question),
             frozenset(known_phrases),
+            frozenset(tokens(question)) & _ANSWERS,
             guess_language(" ".join(texts)[:2000]),
         )
 
     def says_something(self, answer: str) -> bool:
-        if set(tokens(answer)) & _ANSWERS:
-            return True
+        if (set(tokens(answer)) & _ANSWERS) - self.asked_verdicts:
+            return True  # a yes or a no ("no" said back from "Who had no influence?" is not)
         language = guess_language(answer)
         if language and self.language and language != self.language:
             return True  # an answer in another language shares no words: not checked
