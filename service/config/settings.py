@@ -1292,7 +1292,7 @@ class GroundingSettings(Part):
         "grounding.echo",
         True,
         "An answer whose content words, besides the question's, are in none of its sources, "
-        "and none of whose phrases (\"rather than the end\") a source holds that the "
+        'and none of whose phrases ("rather than the end") a source holds that the '
         "question does not (it only says the question back, or nothing the documents say), "
         "becomes the not-found sentence, abstained; it is held back while streamed until it "
         "says something of its sources. An answer in another language than its sources is not "
