@@ -93,7 +93,7 @@ def test_a_phrase_of_the_sources_made_of_the_questions_words_says_something(
     assert echoes(shuffled, question, [source])
 
 
-def test_a_restated_question_in_the_sources_order_of_other_words_is_an_echo() -> None:
+def test_a_restated_question_stays_an_echo_beside_a_source_with_the_answer() -> None:
     source = "The Middle Rhine flows through the Rhine Gorge between Bingen and Bonn."
     question = "Where does the Middle Rhine flow between Bingen and Bonn?"
     assert echoes("The Middle Rhine flows between Bingen and Bonn. [1]", question, [source])
