@@ -52,6 +52,12 @@ def test_an_answer_saying_nothing_the_sources_say_is_an_echo(
         ("Was the lighthouse automated?", "Yes [1]", LIGHTHOUSE),
         ("Qui veille à la protection des données ?",
          "La Commission nationale de l'informatique et des libertés [1]", CNIL),
+        # a figure in digits where the source writes it in words, English or French
+        ("How many professional schools does the University of Chicago have?",
+         "The University of Chicago has 7 professional schools. [1]",
+         "The University of Chicago has seven professional schools and a college."),
+        ("Combien d'élus compte le collège de la CNIL ?", "Il en compte 12. [1]",
+         "Le collège de la CNIL est composé de dix-huit membres : douze élus et six nommés."),
         # inflections of the sources' words
         ("What does the CNIL do?", "It protects personal data held in computer files. [1]",
          "The CNIL protects the personal data held in computer files."),

@@ -42,6 +42,28 @@ _FRENCH_FUNCTION = frozenset(
 # words that answer a question by themselves, whatever the sources' words
 _ANSWERS = frozenset({"yes", "no", "oui", "non", "true", "false", "vrai", "faux"})
 _ROOT = 5
+# a figure said in words is the same word as in digits ("7 professional schools" of a source
+# that says "seven"); "one" and "un" are left out: pronoun and article more often than figures
+_FIGURES = (
+    {
+        word: str(value)
+        for words in (
+            "two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+            "sixteen seventeen eighteen nineteen twenty",
+            "deux trois quatre cinq six sept huit neuf dix onze douze treize quatorze quinze seize",
+        )
+        for value, word in enumerate(words.split(), start=2)
+    }
+    | {
+        word: str(10 * tens)
+        for words in (
+            "thirty forty fifty sixty seventy eighty ninety",
+            "trente quarante cinquante soixante",
+        )
+        for tens, word in enumerate(words.split(), start=3)
+    }
+    | {"vingt": "20"}
+)
 _UNFINISHED = re.compile(r"\w+$")  # a word the LLM may still be writing
 
 
@@ -63,10 +85,11 @@ def phrases(text: str) -> frozenset[tuple[str, ...]]:
 
 def _read(text: str) -> list[tuple[str, bool]]:
     """A text's words as the check compares them, each marked whether it is a content word:
-    a content word by its stem's first five letters, a function word as written."""
+    a content word by its stem's first five letters (a figure in words by its digits), a
+    function word as written."""
     read = []
     for token in tokens(CITATION.sub(" ", text)):
-        word = stem(token)
+        word = _FIGURES.get(token) or stem(token)
         if is_content(token) and word not in _FRENCH_FUNCTION:
             read.append((word[:_ROOT], True))
         else:
