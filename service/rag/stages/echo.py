@@ -71,16 +71,18 @@ def said(text: str) -> frozenset[str]:
     """What a text states: its content words, function words of English and French out,
     each by its first five letters (dispensing/dispenser, électrifié/électrifiée: a
     paraphrase of a source's word is not a new word)."""
-    return frozenset(word for word, content in _read(text) if content)
+    return _reading(text)[0]
 
 
-def phrases(text: str) -> frozenset[tuple[str, ...]]:
-    """A text's runs from one content word to the next, the function words between as
-    written: "rather than the end" is ("rathe", "than", "the", "end")."""
+def _reading(text: str) -> tuple[frozenset[str], frozenset[tuple[str, ...]]]:
+    """A text's words (`said`) and its phrases, read once: a phrase is a run from one
+    content word to the next, the function words between as written ("rather than the
+    end" is ("rathe", "than", "the", "end"))."""
     read = _read(text)
     at = [i for i, (_, content) in enumerate(read) if content]
     words = [word for word, _ in read]
-    return frozenset(tuple(words[i : j + 1]) for i, j in pairwise(at))
+    runs = frozenset(tuple(words[i : j + 1]) for i, j in pairwise(at))
+    return frozenset(words[i] for i in at), runs
 
 
 def _read(text: str) -> list[tuple[str, bool]]:
@@ -114,12 +116,14 @@ class EchoCheck:
         known_phrases: set[tuple[str, ...]] = set()
         texts = list(sources)
         for text in texts:
-            known |= said(text)
-            known_phrases |= phrases(text)
+            words, runs = _reading(text)
+            known |= words
+            known_phrases |= runs
+        asked, asked_phrases = _reading(question)
         return cls(
-            said(question),
+            asked,
             frozenset(known),
-            phrases(question),
+            asked_phrases,
             frozenset(known_phrases),
             frozenset(tokens(question)) & _ANSWERS,
             guess_language(" ".join(texts)[:2000]),
@@ -131,9 +135,10 @@ class EchoCheck:
         language = guess_language(answer)
         if language and self.language and language != self.language:
             return True  # an answer in another language shares no words: not checked
-        if (said(answer) - self.asked) & self.known:
+        words, runs = _reading(answer)
+        if (words - self.asked) & self.known:
             return True
-        return bool((phrases(answer) - self.asked_phrases) & self.known_phrases)
+        return bool((runs - self.asked_phrases) & self.known_phrases)
 
     def shown_yet(self, written: str) -> bool:
         """Whether the words written so far (the last one, maybe unfinished, left out) say
