@@ -97,6 +97,14 @@ class Unauthorized(ServiceError):
     message = "Sorry, this needs a valid token."
 
 
+class Forbidden(ServiceError):
+    """The caller is known but may not do this (a page of another origin opening a socket)."""
+
+    kind = "Forbidden"
+    status = 403
+    message = "Sorry, this is not allowed from here."
+
+
 class InvalidConfigChange(ServiceError):
     """An admin edit that fails validation; nothing was written."""
 

@@ -83,3 +83,21 @@ def configure_logging(level: str | None = None, style: str | None = None) -> Non
     root.handlers[:] = [handler]
     root.setLevel((level or os.environ.get("LOG_LEVEL", "INFO")).upper())
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per Solr/LLM call is noise
+
+
+class Work:
+    """What serving one question has asked of the LLM so far: the door (service.api.door)
+    counts only questions that called it in the LLM's pace."""
+
+    def __init__(self) -> None:
+        self.llm_calls = 0
+
+
+work_var: ContextVar[Work | None] = ContextVar("work", default=None)
+
+
+def count_llm_call() -> None:
+    """One more LLM completion for the question being served (none outside one)."""
+    work = work_var.get()
+    if work is not None:
+        work.llm_calls += 1

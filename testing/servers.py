@@ -11,6 +11,8 @@ from contextlib import contextmanager
 import httpx
 import uvicorn
 
+from service.api.connections import SERVER_OPTIONS
+
 
 def free_port() -> int:
     with socket.socket() as probe:
@@ -34,7 +36,14 @@ def serve_in_thread(
     """Yields the base URL (http://127.0.0.1:PORT) once the app answers `health_path`."""
     port = port or free_port()
     server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")  # type: ignore[arg-type]
+        uvicorn.Config(
+            app,  # type: ignore[arg-type]
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+            lifespan="on",
+            **SERVER_OPTIONS,  # type: ignore[arg-type]
+        )
     )
     thread = threading.Thread(target=server.run, name=f"test-server-{port}", daemon=True)
     thread.start()

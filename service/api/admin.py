@@ -23,7 +23,7 @@ from service.api.errors import documented_errors
 from service.api.payload import json_route
 from service.config import Settings
 from service.config.catalog import by_key, catalog
-from service.config.settings import NOWHERE, secret_destinations
+from service.config.settings import secret_destinations
 from service.errors import (
     ConfigChangedMeanwhile,
     ConfigConflict,
@@ -162,19 +162,29 @@ def _as_properties(changes: dict[str, Any]) -> dict[str, str | None]:
 
 
 def _keep_tokens_with_their_endpoints(current: Settings, changed: Settings) -> None:
-    """A change of endpoint that keeps a stored token would send that token to the new
-    address (an admin session could exfiltrate it): the change must give the token again."""
-    for token_key, endpoint_key in secret_destinations().items():
-        if endpoint_key == NOWHERE:
+    """A change of where a stored token goes (any key that decides it: an endpoint, or for
+    Solr's login solr.url, solr.zk.hosts and solr.nodes.discover) would send that token to the
+    new address (an admin session could exfiltrate it): the change must give the token again."""
+    for token_key, endpoint_keys in secret_destinations().items():
+        if not endpoint_keys:
             continue
         kept = current.value(token_key).get_secret_value()
         if not kept or changed.value(token_key).get_secret_value() != kept:
             continue
-        if changed.value(endpoint_key).rstrip("/") != current.value(endpoint_key).rstrip("/"):
+        moved = [
+            key for key in endpoint_keys if _where(changed.value(key)) != _where(current.value(key))
+        ]
+        if moved:
             raise InvalidConfigChange(
-                f"{endpoint_key}: changing it needs {token_key} again in the same change (or "
-                f"{token_key}: null to clear it): the stored token is never sent to a new address"
+                f"{', '.join(moved)}: changing {'it' if len(moved) == 1 else 'them'} needs "
+                f"{token_key} again in the same change (or {token_key}: null to clear it): "
+                "the stored token is never sent to a new address"
             )
+
+
+def _where(value: object) -> object:
+    """A value of a key deciding an address, compared as the address it names."""
+    return value.rstrip("/") if isinstance(value, str) else value
 
 
 @router.post("/admin/test-connection", responses=documented_errors(403))

@@ -28,9 +28,12 @@ label, message, reason}` (code "422", "428" or "500"); a body that fails validat
 `filters.id` and `filters.fq` narrow what the request reads to the documents that pass them
 (service.retrieval.facet_filter: only a facet's filters, on searchable fields), within what
 the caller may see: filters never widen it. `conversationId` continues a conversation the
-service keeps for its caller (service.conversations); an unknown or another caller's is
-ignored (the question is answered, in a new conversation when they are kept). `memoryId` names
-a short memory kept in the process (service.memories), made when absent.
+service keeps for its owner (service.conversations); an unknown or another owner's is ignored
+(the question is answered, in a new conversation when they are kept). `memoryId` names a short
+memory kept in the process (service.memories), made when absent. The owner is the person
+(a verified JWT's `sub`, the trusted proxy's `security.user.header`), else the API key
+(service.api.identity); an anonymous caller owns none: nothing of its turn is kept, and the
+answer says so (`notKept`), its client sending the history with each question.
 """
 
 from __future__ import annotations
@@ -41,7 +44,6 @@ import re
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
-from functools import cached_property
 from typing import Literal
 
 from fastapi import APIRouter, Depends, Request
@@ -52,6 +54,7 @@ from service.agentic import Agent, ToolEvent, protocol_for
 from service.api.ai_events import NDJSON_HEADERS, NDJSON_TYPE, EventStream
 from service.api.auth import require_api_key
 from service.api.dependencies import CurrentSnapshot
+from service.api.door import caller_of
 from service.api.errors import (
     ErrorContent,
     ai_error_body,
@@ -62,8 +65,7 @@ from service.api.errors import (
     stays_http_error,
 )
 from service.api.fields import DocumentId, OptionalLanguage
-from service.api.identity import caller_scope
-from service.api.llm_work import caller_of
+from service.api.identity import Caller
 from service.api.payload import json_route
 from service.api.rag import MAX_HISTORY_MESSAGES, MAX_MESSAGE_CHARS, MAX_QUERY_CHARS, UsageOut
 from service.api.sources import SourceOut, sources_of, summary_sources
@@ -79,6 +81,7 @@ from service.errors import (
     NoFileContent,
     ServiceError,
     SummarySourceNotFound,
+    Unauthorized,
 )
 from service.llm import ChatMessage, Usage
 from service.memories import Memories, Memory
@@ -105,6 +108,11 @@ FEATURES: dict[str, str] = {
     "search": "rag",
     "synthesize": "synthesis",
 }
+# what an anonymous caller is told of its conversation and memory (nothing is kept)
+NOT_KEPT = (
+    "an anonymous caller keeps no conversation or memory on the server: send the history with "
+    "each question, or an API key or identity token"
+)
 SYNTHESIS_MAX_FILES = 5  # Datafari's synthesis.maxFiles: the documents a synthesis reads
 SEARCH_RESULTS = 5  # Datafari's search action lists this many documents
 SOURCE_CHARS = 200  # of a source's text in Datafari 7's `sources`
@@ -295,6 +303,11 @@ class AiContent(BaseModel):
     documents: list[SourceOut]
     conversationId: str | None = None
     memoryId: str | None = None
+    notKept: str | None = Field(
+        None,
+        description="Why neither a conversation nor a memory was kept (an anonymous "
+        "caller's: its client sends the history with each question).",
+    )
 
 
 class AiResponse(BaseModel):
@@ -318,6 +331,7 @@ class AiResponse(BaseModel):
                 documents=documents,
                 conversationId=turn.conversation_id,
                 memoryId=turn.memory.id if turn.memory else None,
+                notKept=turn.kept,
             ),
             timings=answer.timings,
             usage=UsageOut.of(answer),
@@ -348,21 +362,23 @@ class Turn:
     """One /ai request: its scope (the caller's rights, narrowed by the filters), its
     conversation and memory, and the pipeline its action runs."""
 
-    def __init__(self, body: AiRequest, request: Request, snapshot: Snapshot) -> None:
+    def __init__(
+        self, body: AiRequest, request: Request, snapshot: Snapshot, caller: Caller
+    ) -> None:
         self.body = body
         self.snapshot = snapshot
         self.request = request
+        self.caller = caller  # as the door identified it (service.api.door)
         self.conversation: Conversation | None = None
         self.memory: Memory | None = None
+        self.status = 200  # the HTTP status of its failure, once it failed
 
-    @cached_property
-    def caller(self) -> Scope:
-        """What the caller may see (made once: it may verify a JWT)."""
-        return caller_scope(self.request, self.snapshot.settings.security)
-
-    @cached_property
-    def owner(self) -> str:
-        return owner_of(self.request, self.snapshot, self.caller)
+    @property
+    def kept(self) -> str | None:
+        """Why nothing of this turn is kept on the server, when nothing is."""
+        if self.caller.owner is None:
+            return NOT_KEPT
+        return None
 
     @property
     def conversation_id(self) -> str | None:
@@ -384,18 +400,22 @@ class Turn:
 
     async def begin(self) -> None:
         """The memory, and the conversation: the one named, else a new one when conversations
-        are kept; one that is not the caller's (unknown, expired, another's) is ignored."""
-        self.memory = memories_of(self.request).open(self.owner, self.body.memoryId)
+        are kept; one that is not the caller's (unknown, expired, another's) is ignored. An
+        anonymous caller owns none: its question is answered from the history it sends."""
+        owner = self.caller.owner
+        if owner is None:
+            return
+        self.memory = memories_of(self.request).open(owner, self.body.memoryId)
         settings = self.snapshot.settings
         named = self.body.conversationId
         if not settings.conversations.enabled:
             return  # a conversationId is answered without one, as Datafari does
         store = store_of(self.snapshot)
         try:
-            self.conversation = await store.open(self.owner, named)
+            self.conversation = await store.open(owner, named)
         except ConversationNotFound:
             log.info("conversationId %r is not the caller's: a new conversation", named[:32])
-            self.conversation = await store.open(self.owner, None)
+            self.conversation = await store.open(owner, None)
 
     @property
     def history(self) -> tuple[ChatMessage, ...]:
@@ -463,7 +483,7 @@ class Turn:
         for index, document_id in enumerate(ids, start=1):
             tell(f"synthesis:summary generation ({index}/{len(ids)})")
             query = SummarizeQuery(document_id=document_id, lang=self.body.lang,
-                                   scope=self.caller)  # fmt: skip
+                                   scope=self.caller.scope)  # fmt: skip
             try:
                 summary = await (await assemble.summarize(self.snapshot, query)).complete()
             except (DocumentNotFound, SummarySourceNotFound, EmptyDocument) as skipped:
@@ -532,7 +552,7 @@ class Turn:
     async def _scope(self) -> Scope:
         """The caller's scope narrowed by the request's filters."""
         settings = self.snapshot.settings
-        scope = self.caller
+        scope = self.caller.scope
         filters = self.body.filters
         ids = (filters.id or None) if filters else None  # Datafari sends [] for no filter
         queries = [*(filters.fq or ()), *filters.field_filters()] if filters else []
@@ -590,7 +610,7 @@ async def summarize7(
 async def answered(body: AiRequest, request: Request, snapshot: Snapshot) -> JSONResponse:
     """One /ai request answered whole, in Datafari 7's envelope and statuses."""
     request.state.language = answer_language(body.lang, body.query)  # for its errors
-    turn = Turn(body, request, snapshot)
+    turn = Turn(body, request, snapshot, caller_of(request))
     try:
         await turn.begin()
         reply = await turn.run()
@@ -624,7 +644,7 @@ async def ai_stream(
 ) -> StreamingResponse:
     """Datafari 7's AI API, streamed as its NDJSON events (the module's docstring)."""
     request.state.language = answer_language(body.lang, body.query)  # for its errors
-    turn = Turn(body, request, snapshot)
+    turn = Turn(body, request, snapshot, caller_of(request))
     return StreamingResponse(turn_events(turn), media_type=NDJSON_TYPE, headers=NDJSON_HEADERS)
 
 
@@ -633,7 +653,7 @@ async def conversation(
     conversation_id: str, request: Request, snapshot: CurrentSnapshot
 ) -> JSONResponse:
     """One of the caller's conversations: its messages, oldest first (another caller's: 404)."""
-    found = await store_of(snapshot).get(owner_of(request, snapshot), conversation_id[:128])
+    found = await store_of(snapshot).get(owner_of(request), conversation_id[:128])
     messages = [{"role": m.role, "content": m.content} for m in found.messages]
     return JSONResponse(
         {"status": "OK", "content": {"conversationId": found.id, "messages": messages}}
@@ -645,7 +665,7 @@ async def delete_conversation(
     conversation_id: str, request: Request, snapshot: CurrentSnapshot
 ) -> JSONResponse:
     """Deletes one of the caller's conversations, at once (another caller's: 404)."""
-    await store_of(snapshot).delete(owner_of(request, snapshot), conversation_id[:128])
+    await store_of(snapshot).delete(owner_of(request), conversation_id[:128])
     return JSONResponse({"status": "OK", "content": {"conversationId": conversation_id}})
 
 
@@ -675,13 +695,16 @@ def store_of(snapshot: Snapshot) -> ConversationStore:
     return ConversationStore(snapshot.solr, snapshot.settings.conversations)
 
 
-def owner_of(request: Request, snapshot: Snapshot, scope: Scope | None = None) -> str:
-    """Who a conversation belongs to: the caller (its API key, JWT subject or address), and
-    its groups when security is on (`scope`: the caller's, when already made)."""
-    settings = snapshot.settings
-    groups = (scope or caller_scope(request, settings.security)).groups
-    shown = "" if groups is None else ",".join(sorted(groups))
-    return f"{caller_of(request, settings)}|{shown}"
+def owner_of(request: Request) -> str:
+    """Whose conversations the caller reads (service.api.identity: the person, else the key);
+    Unauthorized for an anonymous caller, who owns none."""
+    owner = caller_of(request).owner
+    if owner is None:
+        raise Unauthorized(
+            "the conversations are an authenticated caller's: send an API key (api.keys) or "
+            "an identity token (security.identity=jwt)"
+        )
+    return owner
 
 
 async def turn_events(turn: Turn) -> AsyncIterator[str]:
@@ -692,7 +715,7 @@ async def turn_events(turn: Turn) -> AsyncIterator[str]:
     yield stream.started()
     try:
         await turn.begin()
-        yield stream.memory(turn.memory.id if turn.memory else "")
+        yield stream.memory(turn.memory.id if turn.memory else "", turn.kept)
         yield stream.phase("service.started")
         if turn.history and action in ("rag", "agentic"):
             yield stream.phase("Rag:retrieving chat history")
@@ -730,6 +753,7 @@ async def turn_events(turn: Turn) -> AsyncIterator[str]:
         yield stream.completed("OK")
     except Exception as error:  # the stream has begun: the error, then its end
         failure = as_service_error(error, turn.request.state.request_id)
+        turn.status = failure.status
         language = turn.request.state.language  # the route's (answer_language)
         for line in stream.failed(failure, FEATURES[action], language):
             yield line

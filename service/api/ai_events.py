@@ -82,7 +82,9 @@ class EventStream:
     def started(self) -> str:
         return self.event("stream.started")
 
-    def memory(self, memory_id: str) -> str:
+    def memory(self, memory_id: str, not_kept: str | None = None) -> str:
+        if not_kept:
+            return self.event("memory", memoryId=memory_id, notKept=not_kept)
         return self.event("memory", memoryId=memory_id)
 
     def phase(self, name: str, step: str | None = None) -> str:
@@ -134,12 +136,15 @@ class EventStream:
 
     def error(self, error: ServiceError, feature: str, language: str | None) -> str:
         code, label = datafari_code(feature, error)
+        # ours beside Datafari's: when to ask again (a caller over its cap, the LLM full)
+        later = {} if error.retry_after is None else {"retryAfter": error.retry_after}
         return self.event(
             "error",
             code=code,
             label=label,
             message=user_message(error, language),
             reason=error.reason,
+            **later,
         )
 
     def refused(self, error: ServiceError, language: str | None) -> Iterator[str]:

@@ -3,19 +3,28 @@ the client sends `{"type": "ai.request", "data": <the body of POST /ai>}`, and r
 events of /ai/stream, one a text message (service.api.ai_events); `human.input.response` is
 answered that no question is waiting (our agents never ask one).
 
-The same rules as the stream: the API key at the handshake (refused: closed, 1008), the
-caller's groups from its headers, the per-caller cap on questions in progress (shared with the
-HTTP endpoints), and a turn cancelled when its client leaves. What a hostile or absurd client
-can cost is bounded: one turn at a time per connection, READ_AHEAD messages waiting behind it
-(more: closed, 1008), MAX_MESSAGES_PER_MINUTE requests a minute, a message of at most
-MAX_MESSAGE_BYTES (larger: closed, 1009), MAX_REFUSED garbage messages (then closed, 1003), and
-a client that stops reading is closed after SEND_SECONDS (its turn cancelled).
+Every rule of HTTP holds, decided by the same door (service.api.door): at the handshake the
+page's Origin and the caller (refused: closed, 1008, with the reason); at every turn the
+caller again, with the configuration of that moment (a key removed or a token expired since:
+closed, 1008), the per-caller cap and the LLM's admission (refused: the turn's error events,
+the socket kept), an access log line and the request metrics. A caller's identity token ends
+the socket when it expires, even between turns.
+
+What a hostile or absurd client can cost is bounded: one turn at a time per connection,
+READ_AHEAD messages waiting behind it (more: closed, 1008), MAX_MESSAGES_PER_MINUTE requests a
+minute, a message of at most MAX_MESSAGE_BYTES, refused by the protocol before it is read
+whole (1009; no compression is offered, so nothing inflates), MAX_REFUSED garbage messages
+(then closed, 1003), a client that stops reading is closed after SEND_SECONDS (its turn
+cancelled), and one that says nothing for IDLE_SECONDS between turns is closed (1001). The
+server pings every PING_SECONDS (service.api.connections): a peer that does not answer is gone.
+A turn itself may take as long as its answer does (request.timeout).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import time
 import uuid
@@ -28,12 +37,13 @@ from starlette.websockets import WebSocketDisconnect
 
 from service.api.ai import AiRequest, Turn, turn_events
 from service.api.ai_events import EventStream
-from service.api.auth import api_keys, matching_api_key
 from service.api.dependencies import request_snapshot
+from service.api.door import POLICY_VIOLATION, Door, caller_of
 from service.api.errors import describe_validation_errors
-from service.api.llm_work import Callers, caller_of
 from service.api.payload import NOT_JSON, QUESTION_BYTES, read_json
+from service.api.request_context import CLIENT_LEFT, record_access
 from service.errors import BadRequest, ServiceError
+from service.observability import request_id_var
 from service.text.language import answer_language
 
 log = logging.getLogger(__name__)
@@ -44,6 +54,8 @@ MAX_MESSAGES_PER_MINUTE = 30
 READ_AHEAD = 4
 MAX_REFUSED = 5
 SEND_SECONDS = 30.0
+IDLE_SECONDS = 300.0
+GOING_AWAY = 1001
 
 
 @dataclass
@@ -64,25 +76,26 @@ class Closing(Exception):
 
 @router.websocket("/ai/ws")
 async def ai_ws(websocket: WebSocket) -> None:
-    """Datafari 7's AI API over a WebSocket (the module's docstring)."""
-    security = websocket.app.state.runtime.settings().security
-    if api_keys(security) and matching_api_key(websocket, security) is None:
-        await websocket.close(code=1008, reason="missing or wrong API key")
-        return
+    """Datafari 7's AI API over a WebSocket (the module's docstring); the door
+    (service.api.door) has checked its Origin and its caller."""
     await websocket.accept()
-    websocket.state.request_id = uuid.uuid4().hex[:16]
+    connection = uuid.uuid4().hex[:12]
+    websocket.state.request_id = connection
     waiting: asyncio.Queue[str] = asyncio.Queue(maxsize=READ_AHEAD)
     refused = Refusals()
     reader = asyncio.create_task(_read(websocket, waiting))
     try:
-        while True:
+        for number in itertools.count(1):
             getting = asyncio.ensure_future(waiting.get())
-            await asyncio.wait({getting, reader}, return_when=asyncio.FIRST_COMPLETED)
-            if not getting.done():  # the reader ended: the client left, or must go
+            await asyncio.wait({getting, reader}, timeout=_idle_seconds(websocket),
+                               return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
+            if not getting.done():
                 getting.cancel()
-                break
-            text = getting.result()
-            turn = asyncio.create_task(_answer(websocket, text, refused))
+                if reader.done():  # the client left, or must go
+                    break
+                raise _idle(websocket)
+            request_id = f"{connection}-{number}"
+            turn = asyncio.create_task(_turn(websocket, getting.result(), refused, request_id))
             await asyncio.wait({turn, reader}, return_when=asyncio.FIRST_COMPLETED)
             if not turn.done():  # the client left mid-turn: its work is cancelled
                 turn.cancel()
@@ -96,6 +109,22 @@ async def ai_ws(websocket: WebSocket) -> None:
         reader.cancel()
     if reader.done() and not reader.cancelled() and isinstance(reader.exception(), Closing):
         await _close(websocket, reader.exception())  # type: ignore[arg-type]
+
+
+def _idle_seconds(websocket: WebSocket) -> float:
+    """How long the socket may wait for its next message: IDLE_SECONDS, or until its
+    caller's identity token expires."""
+    expires = caller_of(websocket).expires
+    if expires is None:
+        return IDLE_SECONDS
+    return max(0.0, min(IDLE_SECONDS, expires - time.time()))
+
+
+def _idle(websocket: WebSocket) -> Closing:
+    expires = caller_of(websocket).expires
+    if expires is not None and expires <= time.time() + 0.5:
+        return Closing(POLICY_VIOLATION, "the identity token expired")
+    return Closing(GOING_AWAY, f"nothing was asked for {IDLE_SECONDS:g} s")
 
 
 async def _read(websocket: WebSocket, waiting: asyncio.Queue[str]) -> None:
@@ -124,8 +153,9 @@ async def _read(websocket: WebSocket, waiting: asyncio.Queue[str]) -> None:
         waiting.put_nowait(text)
 
 
-async def _answer(websocket: WebSocket, text: str, refused: Refusals) -> None:
-    """One message: a question answered with the stream's events, or why it is refused."""
+async def _answer(websocket: WebSocket, text: str, refused: Refusals) -> int:
+    """One message: a question answered with the stream's events, or why it is refused; the
+    HTTP status its answer would have had."""
     stream = EventStream()
     message, problem = read_json(text.encode("utf-8", errors="replace"))
     kind = message.get("type") if isinstance(message, dict) else None
@@ -133,7 +163,7 @@ async def _answer(websocket: WebSocket, text: str, refused: Refusals) -> None:
         await _send(websocket, stream.event("error", code="404", label="humanInputNotFound",
                     message="No question of ours is waiting for an answer.",
                     reason="this service's agents never ask one"))  # fmt: skip
-        return
+        return 404
     if kind != "ai.request" or not isinstance(message.get("data"), dict):  # type: ignore[union-attr]
         refused.count += 1
         if refused.count > MAX_REFUSED:
@@ -146,25 +176,48 @@ async def _answer(websocket: WebSocket, text: str, refused: Refusals) -> None:
             reason = f"type {str(kind)[:64]!r}, or no data"
         for line in stream.refused(BadRequest(f"Unsupported WebSocket message: {reason}"), None):
             await _send(websocket, line)
-        return
+        return 400
     try:
         body = AiRequest.model_validate(message["data"])  # type: ignore[index]
     except ValidationError as error:
         problems = describe_validation_errors(error)
         for line in stream.refused(BadRequest(problems[:2000]), None):
             await _send(websocket, line)
-        return
+        return 400
     websocket.state.language = answer_language(body.lang, body.query)
-    settings = websocket.app.state.runtime.settings()
-    callers: Callers = websocket.app.state.callers
+    door: Door = websocket.app.state.door
     try:
-        with callers.asking(caller_of(websocket, settings), settings.llm.max_concurrent_per_caller):
-            turn = Turn(body, websocket, request_snapshot(websocket))  # type: ignore[arg-type]
+        caller = door.identify(websocket)  # again: a key removed, a token expired since?
+    except ServiceError as error:
+        raise Closing(POLICY_VIOLATION, error.reason[:120]) from None
+    settings = door.settings()
+    try:
+        with door.question(caller, settings):
+            turn = Turn(body, websocket, request_snapshot(websocket), caller)  # type: ignore[arg-type]
             async for line in turn_events(turn):
                 await _send(websocket, line)
-    except ServiceError as error:  # over the caller's cap
+    except ServiceError as error:  # over the caller's cap, or the LLM full
         for line in stream.refused(error, websocket.state.language):
             await _send(websocket, line)
+        return error.status
+    return turn.status
+
+
+async def _turn(websocket: WebSocket, text: str, refused: Refusals, request_id: str) -> None:
+    """One message answered, with its request id, access log line and metrics."""
+    websocket.state.request_id = request_id
+    bound = request_id_var.set(request_id)
+    started = time.perf_counter()
+    status = CLIENT_LEFT
+    try:
+        status = await _answer(websocket, text, refused)
+    except Closing as closing:
+        status = 400 if closing.code in (1003, 1009) else 403
+        raise
+    finally:
+        request_id_var.reset(bound)
+        seconds = time.perf_counter() - started
+        record_access("/ai/ws", "WS", websocket.url.path, status, seconds, request_id)
 
 
 async def _send(websocket: WebSocket, line: str) -> None:

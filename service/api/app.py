@@ -32,10 +32,11 @@ from service.api import (
 from service.api import jobs as jobs_api
 from service.api.datafari import DatafariPaths, add_datafari_paths
 from service.api.docs import install_docs
+from service.api.door import Door, DoorMiddleware
 from service.api.errors import install_error_handlers
 from service.api.jobs import JobRequest, body_limit
 from service.api.limits import BodySizeLimit
-from service.api.llm_work import CallerLimit, Callers, CancelOnDisconnect, LlmAdmission
+from service.api.llm_work import CancelOnDisconnect
 from service.api.mcp import PATH as MCP_PATH
 from service.api.mcp import McpEndpoint, create_mcp, http_scope
 from service.api.openai_schema import add_schemas
@@ -95,13 +96,12 @@ def create_app(config_path: Path) -> FastAPI:
         limit=lambda path: body_limit(runtime.settings(), path),
         pause=lambda: runtime.settings().server.body_timeout,
     )
-    # what one caller's LLM questions may take (service.api.llm_work): cancelled when the
-    # caller leaves; a bounded number at once per caller
+    # an LLM question whose caller leaves is cancelled (service.api.llm_work)
     app.add_middleware(CancelOnDisconnect)
-    # the LLM's admission, inside the per-caller cap: a caller over its cap is refused first
-    app.add_middleware(LlmAdmission, settings=runtime.settings)
-    app.state.callers = Callers()  # shared with Datafari 7's WebSocket (service.api.ai_ws)
-    app.add_middleware(CallerLimit, settings=runtime.settings, active=app.state.callers)
+    # the one door (service.api.door): who calls, from which page, within which cap and the
+    # LLM's admission; Datafari 7's WebSocket asks it again at every turn
+    app.state.door = Door(runtime.settings)
+    app.add_middleware(DoorMiddleware, door=app.state.door)
     origins = [o.strip() for o in runtime.settings().server.cors_origins.split(",") if o.strip()]
     if origins:
         app.add_middleware(

@@ -6,13 +6,14 @@ from __future__ import annotations
 import hmac
 
 from fastapi import Request
+from starlette.requests import HTTPConnection
 
 from service.config.settings import SecuritySettings
 from service.errors import FeatureDisabled, Unauthorized
 from service.runtime import Runtime
 
 
-def bearer_token(request: Request) -> str:
+def bearer_token(request: HTTPConnection) -> str:
     """The token of `Authorization: Bearer <token>`, or "" without one."""
     scheme, _, given = request.headers.get("authorization", "").partition(" ")
     return given.strip() if scheme.lower() == "bearer" else ""
@@ -53,7 +54,7 @@ def api_keys(security: SecuritySettings) -> list[str]:
     return [key.strip() for key in security.api_keys.get_secret_value().split(",") if key.strip()]
 
 
-def matching_api_key(request: Request, security: SecuritySettings) -> str | None:
+def matching_api_key(request: HTTPConnection, security: SecuritySettings) -> str | None:
     """The configured key the request sends, compared in constant time, or None."""
     # X-API-Key as well as the bearer token: with JWT identity, Authorization holds the JWT
     given = [request.headers.get("x-api-key", "").strip(), bearer_token(request)]

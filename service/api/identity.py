@@ -1,34 +1,103 @@
-"""The caller's groups, for document-level security: from the header a trusted proxy sets, or
-from a verified JWT (`security.identity`)."""
+"""Who is calling: the one `Caller` every way in (HTTP, Datafari 7's WebSocket, MCP, streams)
+is given by the door (service.api.door), made here from the request's credentials.
+
+- The API key (`api.keys`), when one is configured: none sent, or a wrong one, is a 401.
+- The person: the `sub` of a verified JWT (`security.identity=jwt`), or the user the trusted
+  proxy names in `security.user.header` (`security.identity=header`); none without security.
+- The groups, for document-level security: from the header a trusted proxy sets, or from the
+  verified JWT's groups claim.
+
+What a caller owns (conversations, memories) belongs to the person when there is one, else to
+the key; an address owns nothing (`Caller.owner` is then None).
+"""
 
 from __future__ import annotations
 
+import hashlib
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import jwt
-from fastapi import Request
+from starlette.requests import HTTPConnection
 
-from service.api.auth import bearer_token
-from service.config.settings import SecuritySettings
+from service.api.auth import api_keys, bearer_token, matching_api_key
+from service.config.settings import SecuritySettings, Settings
 from service.errors import BadRequest, TechnicalError, Unauthorized
 from service.retrieval import Scope
 from service.retrieval.scope import EVERYTHING
 
 GROUP = re.compile(r"^[\w.@:-]{1,128}$")
+USER = re.compile(r"^[\w.@:+-]{1,256}$")
 MAX_GROUPS = 200
 
 
-def caller_scope(request: Request, security: SecuritySettings) -> Scope:
-    """Everything with security off; else the caller's groups (none: public only)."""
+@dataclass(frozen=True)
+class Caller:
+    """One caller, as its credentials prove it: its key, the person, its groups' scope."""
+
+    key: str | None  # "key:<hash>" of the API key it sent, when one matched
+    person: str | None  # "sub:<JWT subject>" or "user:<the proxy's user>", when verified
+    address: str
+    scope: Scope
+    expires: float | None = None  # when its identity token ends (epoch seconds)
+
+    @property
+    def owner(self) -> str | None:
+        """Whose conversations and memories its are: the person, else the key, with the
+        groups it has (security on); None for an anonymous caller, who owns nothing."""
+        who = self.person or self.key
+        if who is None:
+            return None
+        groups = "" if self.scope.groups is None else ",".join(sorted(self.scope.groups))
+        return f"{who}|{groups}"
+
+    @property
+    def name(self) -> str:
+        """Whose share of the service (the per-caller cap): the person, else the key, else
+        the address."""
+        return self.person or self.key or "address:" + self.address
+
+
+def identify(connection: HTTPConnection, settings: Settings) -> Caller:
+    """The caller of this request or socket; Unauthorized when a key is required and missing
+    or wrong, or its identity token does not verify; BadRequest when the proxy's headers are
+    not what they must be."""
+    security = settings.security
+    key = matching_api_key(connection, security)
+    if api_keys(security) and key is None:
+        raise Unauthorized("missing or wrong API key (Authorization: Bearer or X-API-Key)")
+    client = connection.client
+    address = client.host if client else "unknown"
+    key_name = "key:" + hashlib.sha256(key.encode()).hexdigest()[:16] if key else None
     if not security.enabled:
-        return EVERYTHING
+        return Caller(key_name, None, address, EVERYTHING)
     if security.identity == "jwt":
-        groups, where = _groups_from_jwt(request, security), security.jwt_groups_claim
-    else:
-        raw = request.headers.get(security.groups_header, "")
-        groups, where = raw.split(","), security.groups_header
-    return groups_scope(groups, security, where)
+        token = bearer_token(connection)
+        claims = verified_claims(token, security) if token else {}
+        subject = claims.get("sub")
+        person = "sub:" + subject[:256] if isinstance(subject, str) and subject else None
+        expires = claims.get("exp")
+        scope = groups_scope(_groups_claim(claims, security), security, security.jwt_groups_claim)
+        ends = float(expires) if isinstance(expires, int | float) else None
+        return Caller(key_name, person, address, scope, ends)
+    raw = connection.headers.get(security.groups_header, "")
+    scope = groups_scope(raw.split(","), security, security.groups_header)
+    return Caller(key_name, _proxy_user(connection, security), address, scope)
+
+
+def _proxy_user(connection: HTTPConnection, security: SecuritySettings) -> str | None:
+    """The user the trusted proxy names (security.user.header), if it is configured."""
+    if not security.user_header:
+        return None
+    user = connection.headers.get(security.user_header, "").strip()
+    if not user:
+        return None
+    if not USER.match(user):
+        raise BadRequest(
+            f"{security.user_header} must name one user (at most 256 letters, digits, . _ @ : + -)"
+        )
+    return "user:" + user
 
 
 def groups_scope(groups: list[str], security: SecuritySettings, where: str) -> Scope:
@@ -45,13 +114,8 @@ def groups_scope(groups: list[str], security: SecuritySettings, where: str) -> S
     return Scope(groups=unique, security=security.model)
 
 
-def _groups_from_jwt(request: Request, security: SecuritySettings) -> list[str]:
-    """The groups claim of the bearer token, once its signature, expiry and (when configured)
-    audience and issuer are verified; no token: no groups."""
-    token = bearer_token(request)
-    if not token:
-        return []
-    claims = verified_claims(token, security)
+def _groups_claim(claims: dict[str, Any], security: SecuritySettings) -> list[str]:
+    """The verified token's groups claim (no token: no groups)."""
     groups = claims.get(security.jwt_groups_claim, [])
     if isinstance(groups, str):
         groups = groups.split(",")

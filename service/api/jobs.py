@@ -23,7 +23,6 @@ from service.api.dependencies import CurrentSnapshot
 from service.api.documents import DocumentIn, Skipped, extracted_uploads
 from service.api.errors import documented_errors
 from service.api.fields import OptionalLanguage
-from service.api.llm_work import caller_of
 from service.api.openai_schema import request_body
 from service.api.payload import json_route
 from service.config import Settings
@@ -197,6 +196,13 @@ async def submit_sync(
     return await _queued(snapshot, request, work, "sync")
 
 
+def _submitter(request: Request) -> str:
+    """Whose job it is, for the per-caller queue (the admin token proves the right; the
+    address tells admins apart)."""
+    client = request.client
+    return "admin:" + (client.host if client else "unknown")
+
+
 async def _queued(
     snapshot: Snapshot,
     request: Request,
@@ -207,7 +213,7 @@ async def _queued(
     """The job queued; files skipped at extraction are its first errors."""
     store = _store(snapshot)
     errors = [DocumentError(item.file, item.reason) for item in skipped or ()]
-    job = await store.submit(caller_of(request, snapshot.settings), documents, kind, errors)
+    job = await store.submit(_submitter(request), documents, kind, errors)
     return JSONResponse(JobOut.of(job).model_dump(), status_code=202)
 
 

@@ -12,9 +12,9 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from service.api.auth import require_admin
 from service.api.dependencies import CurrentSnapshot, request_snapshot
+from service.api.door import caller_of
 from service.api.errors import documented_errors
 from service.api.fields import MAX_QUERY_PARAM
-from service.api.identity import caller_scope
 from service.api.payload import json_route
 from service.errors import BadRequest
 from service.ingest.partitions import IndexedDocument, Partitions, doc_id_of, metadata_filters
@@ -212,13 +212,12 @@ async def retrieve(
     body: RetrieveRequest, request: Request, snapshot: CurrentSnapshot
 ) -> RetrieveResponse:
     """The passages of the index that best match the query, by the configured retrieval."""
-    settings = snapshot.settings
     query = sanitize_query(body.query)
     if not query:
         raise BadRequest("the query is empty once sanitized")
     indexes = snapshot.partitions
     await indexes.require(body.index_name)
-    scope = caller_scope(request, settings.security).in_partition(
+    scope = caller_of(request).scope.in_partition(
         body.index_name, metadata_filters(body.metadata_filter)
     )
     found = await snapshot.index_retriever(scope, body.max_node_count).run(query)

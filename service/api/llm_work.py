@@ -1,42 +1,32 @@
 """What one caller's questions may take of what every caller shares (the LLM's connection
-pool, its circuit breaker, the workers' time): two ASGI middlewares around the endpoints that
-call the LLM.
+pool, its circuit breaker, the workers' time): the counters the door keeps
+(service.api.door), and an ASGI middleware around the endpoints that call the LLM.
 
-- CallerLimit: at most `llm.max.concurrent.per.caller` requests of one caller at once in this
-  worker (streams count until their last byte); the next one is a 429 with Retry-After, at
-  once, so one client opening 200 slow streams cannot take the pool from the others. The
-  caller is its API key when it sends a valid one, else the subject of a valid JWT (with
-  `security.identity=jwt`), else its address: a credential that does not verify never names
-  a caller, so nobody escapes the cap by sending made-up tokens.
+- Callers: each caller's questions in progress in this worker (HTTP requests, whose streams
+  count until their last byte, and WebSocket turns: one count), for
+  `llm.max.concurrent.per.caller`; the next one is a 429 with Retry-After, at once, so one
+  client opening 200 slow streams cannot take the pool from the others.
+- LlmPace: the questions in progress and the rate the LLM has been answering them, for
+  `llm.admission` (a question it could not answer within `request.timeout` is a 503 with
+  Retry-After at once, rather than a 504 after the whole deadline).
 - CancelOnDisconnect: when the client leaves before its answer is sent, the request's work
   (Solr, the LLM call) is cancelled instead of running on for nobody; it is logged as 499.
-- LlmAdmission (`llm.admission`): a question the LLM could not answer within
-  `request.timeout` (and `llm.timeout.read`), given the questions already in progress and
-  the rate at which it has been answering them while busy, is a 503 with Retry-After at
-  once, rather than a 504 after the whole deadline (wasted work, and timeouts that would
-  open the LLM's breaker).
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import anyio
-from starlette.requests import HTTPConnection, Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.api.auth import bearer_token, matching_api_key
-from service.api.errors import error_response
-from service.api.identity import verified_claims
-from service.config.settings import Settings
-from service.errors import CallerOverLimit, LlmBusy, ServiceError
-from service.models.local import LOCAL_MODELS
+from service.errors import CallerOverLimit
+from service.observability import Work
 
 # the endpoints whose requests call the LLM (after DatafariPaths has rewritten its aliases)
 LLM_PATHS = (
@@ -64,24 +54,6 @@ def calls_the_llm(scope: Scope) -> bool:
     return scope["type"] == "http" and scope["path"] in LLM_PATHS
 
 
-def caller_of(request: HTTPConnection, settings: Settings) -> str:
-    """Who is asking, for the per-caller cap (see the module's docstring)."""
-    security = settings.security
-    key = matching_api_key(request, security)
-    if key is not None:
-        return "key:" + hashlib.sha256(key.encode()).hexdigest()[:16]
-    token = bearer_token(request)
-    if security.enabled and security.identity == "jwt" and token:
-        try:
-            subject = verified_claims(token, security).get("sub")
-        except (ServiceError, ValueError, TypeError):  # not verified: names nobody
-            subject = None
-        if isinstance(subject, str) and subject:
-            return "sub:" + subject[:256]
-    client = request.client
-    return "address:" + (client.host if client else "unknown")
-
-
 class Callers(Counter[str]):
     """Each caller's questions in progress in this worker: the HTTP requests the middleware
     counts and the WebSocket turns (service.api.ai_ws), one count."""
@@ -103,33 +75,6 @@ class Callers(Counter[str]):
             self[caller] -= 1
             if not self[caller]:
                 del self[caller]
-
-
-class CallerLimit:
-    """ASGI middleware: the per-caller cap on concurrent LLM requests (module docstring)."""
-
-    def __init__(
-        self, app: ASGIApp, settings: Callable[[], Settings], active: Callers | None = None
-    ) -> None:
-        self.app = app
-        self.settings = settings
-        self.active = Callers() if active is None else active
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if not calls_the_llm(scope):
-            await self.app(scope, receive, send)
-            return
-        settings = self.settings()
-        cap = settings.llm.max_concurrent_per_caller
-        if not cap:
-            await self.app(scope, receive, send)
-            return
-        request = Request(scope)
-        try:
-            with self.active.asking(caller_of(request, settings), cap):
-                await self.app(scope, receive, send)
-        except CallerOverLimit as refused:
-            await error_response(request, refused)(scope, receive, send)
 
 
 class CancelOnDisconnect:
@@ -206,7 +151,9 @@ class LlmPace:
         return (self.in_progress + 1) * self.busy / self.answered
 
     @contextmanager
-    def admitted(self) -> Iterator[None]:
+    def admitted(self, work: Work) -> Iterator[None]:
+        """One question in progress while the block runs; answered when it called the LLM
+        (one that did not, a search, says nothing of the LLM's pace)."""
         self._advance()
         self.in_progress += 1
         try:
@@ -214,8 +161,9 @@ class LlmPace:
         finally:
             self._advance()
             self.in_progress -= 1
-            self.completed += 1
-            self.answered += 1
+            if work.llm_calls:
+                self.completed += 1
+                self.answered += 1
 
     def _advance(self) -> None:
         now = time.monotonic()
@@ -224,43 +172,3 @@ class LlmPace:
             decay = math.exp(-elapsed / PACE_SECONDS)
             self.answered *= decay
             self.busy = self.busy * decay + elapsed
-
-
-def admission_on(settings: Settings) -> bool:
-    mode = settings.llm.admission
-    return mode == "on" or (mode == "auto" and settings.llm.model in LOCAL_MODELS)
-
-
-class LlmAdmission:
-    """ASGI middleware: refuses at once a question the LLM would not answer in time (see the
-    module's docstring); per caller, CallerLimit still applies before it."""
-
-    def __init__(self, app: ASGIApp, settings: Callable[[], Settings]) -> None:
-        self.app = app
-        self.settings = settings
-        self.pace = LlmPace()
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if not calls_the_llm(scope) or not admission_on(settings := self.settings()):
-            await self.app(scope, receive, send)
-            return
-        expected = self.pace.expected_seconds()
-        # the answer's call must end within both (a streamed answer's first words within the
-        # read timeout): the smaller is what a question can wait
-        deadline = min(settings.server.request_timeout, settings.llm.timeout_read)
-        if (
-            expected is not None
-            and self.pace.in_progress >= ALWAYS_ADMITTED
-            and expected > deadline * DEADLINE_SHARE
-        ):
-            each = expected / (self.pace.in_progress + 1)
-            busy = LlmBusy(
-                f"the LLM is answering {self.pace.in_progress} questions, about one every "
-                f"{each:.1f}s: a new one would wait about {expected:.0f}s, past the "
-                f"{deadline:g}s that request.timeout and llm.timeout.read leave; retry shortly",
-                retry_after=max(1, min(60, math.ceil(each))),
-            )
-            await error_response(Request(scope), busy)(scope, receive, send)
-            return
-        with self.pace.admitted():
-            await self.app(scope, receive, send)

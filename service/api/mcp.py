@@ -29,10 +29,10 @@ from starlette.requests import Request
 from starlette.types import Message, Receive, Send
 from starlette.types import Scope as AsgiScope
 
-from service.api.auth import api_keys, matching_api_key
+from service.api.door import caller_of
 from service.api.errors import error_response
 from service.api.fields import MAX_QUERY_PARAM
-from service.api.identity import caller_scope, groups_scope
+from service.api.identity import groups_scope
 from service.api.payload import QUESTION_BYTES, checked_body
 from service.api.rag import RagRequest
 from service.api.summarize import SummarizeRequest
@@ -309,7 +309,7 @@ def http_scope(ctx: Context, snapshot: Snapshot) -> Scope:  # type: ignore[type-
     request = ctx.request_context.request
     if not isinstance(request, Request):
         raise Unauthorized("no HTTP request to identify the caller by")
-    return caller_scope(request, snapshot.settings.security)
+    return caller_of(request).scope
 
 
 class McpEndpoint:
@@ -321,12 +321,7 @@ class McpEndpoint:
         self._server = server
 
     async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
-        request = Request(scope, receive)
-        security = self._runtime.settings().security
-        if api_keys(security) and matching_api_key(request, security) is None:
-            error = Unauthorized("missing or wrong API key (Authorization: Bearer or X-API-Key)")
-            await error_response(request, error)(scope, receive, send)
-            return
+        request = Request(scope, receive)  # its caller identified at the door
         if request.method != "POST":  # stateless: no stream to open, no session to delete
             refused = error_response(
                 request, MethodNotAllowed("/mcp answers POST (stateless streamable HTTP)")

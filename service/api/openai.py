@@ -26,13 +26,13 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from service.api.auth import require_api_key
 from service.api.conversation import RAG_MODELS, plan_of
 from service.api.dependencies import CurrentSnapshot
+from service.api.door import caller_of
 from service.api.errors import (
     OpenAIErrorBody,
     as_service_error,
     body_of,
     documented_errors,
 )
-from service.api.identity import caller_scope
 from service.api.openai_schema import (
     ChatCompletion,
     ChatCompletionChunk,
@@ -125,7 +125,7 @@ async def chat_completions(request: Request, snapshot: CurrentSnapshot) -> Respo
     relayed to the LLM as it is (openai.passthrough.enabled)."""
     chat = ChatCompletionRequest.parse(await _json_body(request))
     settings = snapshot.settings
-    plan = plan_of(chat, settings, caller_scope(request, settings.security))
+    plan = plan_of(chat, settings, caller_of(request).scope)
     if plan.query is None:
         return await _relay(snapshot, chat.relayed())
     reply = await ask(snapshot, plan.query)

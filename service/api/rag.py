@@ -12,10 +12,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from service.api.auth import require_api_key
 from service.api.dependencies import CurrentSnapshot
+from service.api.door import caller_of
 from service.api.errors import as_service_error, body_of, documented_errors
 from service.api.fields import MAX_QUERY_PARAM, DocumentId, OptionalLanguage
 from service.api.grounding import GroundingOut
-from service.api.identity import caller_scope
 from service.api.payload import json_route
 from service.api.sources import SourceOut, sources_of
 from service.api.sse import SSE_HEADERS, event_stream, sse_event
@@ -196,7 +196,7 @@ async def rag(
 ) -> RagResponse | StreamingResponse:
     """Answer `query` from the documents Solr finds, with those documents as sources."""
     request.state.language = answer_language(body.lang, body.query)  # for its errors
-    query = body.to_query(caller_scope(request, snapshot.settings.security))
+    query = body.to_query(caller_of(request).scope)
     # everything but the final LLM request happens now, so its errors are plain JSON errors
     reply = await ask(snapshot, query)
     if not body.stream:

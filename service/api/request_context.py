@@ -80,19 +80,27 @@ class RequestContext:
 def _record(scope: Scope, request_id: str, status: int, seconds: float) -> None:
     endpoint = getattr(scope.get("route"), "path", "unmatched")
     method = scope["method"] if scope["method"] in KNOWN_METHODS else "other"
-    path = printable(scope["path"])
+    record_access(endpoint, method, scope["path"], status, seconds, request_id)
+
+
+def record_access(
+    endpoint: str, method: str, path: str, status: int, seconds: float, request_id: str
+) -> None:
+    """One access log line and the metrics of a request, or of a WebSocket turn (method WS):
+    `endpoint` a route template and `method` a known one, so no client mints a series."""
+    shown = printable(path)
     REQUESTS.labels(endpoint, method, str(status)).inc()
     REQUEST_SECONDS.labels(endpoint).observe(seconds)
     access_log.info(
         "%s %s %d %.1fms",
         method,
-        path,
+        shown,
         status,
         seconds * 1000,
         extra={
             "request_id": request_id,
             "method": method,
-            "path": path,
+            "path": shown,
             "status": status,
             "ms": round(seconds * 1000, 1),
         },

@@ -7,9 +7,9 @@ from pydantic import BaseModel
 
 from service.api.auth import require_api_key
 from service.api.dependencies import CurrentSnapshot
+from service.api.door import caller_of
 from service.api.errors import documented_errors
 from service.api.fields import MAX_QUERY_PARAM
-from service.api.identity import caller_scope
 from service.api.payload import json_route
 from service.errors import BadRequest, ModelNotServed
 from service.text import sanitize_query
@@ -56,9 +56,7 @@ async def vector_search(
     text = sanitize_query(queryrag or q)
     if not text:
         raise BadRequest("queryrag (or q) is required")
-    retriever = snapshot.vector_retriever(
-        model=model, top_k=topK, scope=caller_scope(request, settings.security)
-    )
+    retriever = snapshot.vector_retriever(model=model, top_k=topK, scope=caller_of(request).scope)
     if model and model != settings.embeddings.model:
         served = await snapshot.embeddings.list_models()
         if model not in served:

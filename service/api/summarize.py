@@ -7,9 +7,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from service.api.auth import require_api_key
 from service.api.dependencies import CurrentSnapshot
+from service.api.door import caller_of
 from service.api.errors import documented_errors
 from service.api.fields import DocumentId, OptionalLanguage
-from service.api.identity import caller_scope
 from service.api.payload import json_route
 from service.api.rag import RagContent, UsageOut
 from service.api.sources import summary_sources
@@ -63,7 +63,7 @@ async def summarize(
     body: SummarizeRequest, request: Request, snapshot: CurrentSnapshot
 ) -> SummarizeResponse:
     """Summarize a document; map-reduce over its parts when it exceeds one request."""
-    scope = caller_scope(request, snapshot.settings.security)
+    scope = caller_of(request).scope
     reply = await assemble.summarize(snapshot, body.to_query(scope))
     answer = await reply.complete()
     documents = summary_sources(answer)

@@ -2,10 +2,11 @@
 `/users/messages` (POST), as its Assistant endpoints answer them, over the conversations the
 service keeps in Solr (service.conversations) for /ai's conversationId.
 
-For an authenticated caller only (an API key or a verified JWT: a conversation must not
-belong to an address), and only ever its own: another caller's conversation id is not found
-(GET falls back to the caller's latest, as Datafari does; PUT, DELETE and POST a message say
-it is not theirs). Every answer is Datafari's envelope `{"status": "OK", "content": {...}}`.
+For a caller that owns conversations only (the person: a verified JWT's `sub`, the trusted
+proxy's `security.user.header`; else its API key; never an address), and only ever its own:
+another owner's conversation id is not found (GET falls back to the caller's latest, as
+Datafari does; PUT, DELETE and POST a message say it is not theirs). Every answer is
+Datafari's envelope `{"status": "OK", "content": {...}}`.
 
     GET    /users/conversations[?conversationId=]  {conversationId, title, conversations,
                                                     messages, docsBasket}
@@ -27,10 +28,9 @@ from service.api.ai import owner_of, store_of
 from service.api.auth import require_api_key
 from service.api.dependencies import CurrentSnapshot
 from service.api.errors import documented_errors
-from service.api.llm_work import caller_of
 from service.api.payload import json_route
 from service.conversations import Conversation
-from service.errors import ConversationNotFound, Unauthorized
+from service.errors import ConversationNotFound
 from service.llm import ChatMessage
 from service.snapshot import Snapshot
 
@@ -54,13 +54,8 @@ class NewMessage(BaseModel):
 
 
 def _owner(request: Request, snapshot: Snapshot) -> str:
-    """The caller, when it is authenticated (its conversations are its own)."""
-    if caller_of(request, snapshot.settings).startswith("address:"):
-        raise Unauthorized(
-            "the conversations are an authenticated caller's: send an API key (api.keys) or "
-            "an identity token (security.identity=jwt)"
-        )
-    return owner_of(request, snapshot)
+    """The caller, when it owns conversations (a person, or an API key)."""
+    return owner_of(request)
 
 
 def _listed(conversation: Conversation) -> dict[str, str]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 
-from service.api.connections import BoundedHeaders
+from service.api.connections import SERVER_OPTIONS
 from service.cli.common import (
     CONFIG_HELP,
     DEFAULT_CONFIG,
@@ -34,7 +34,12 @@ from service.processes import start_server, stop_group
 from service.retrieval.layout import verify_layout
 from service.retrieval.solr import SolrClient, solr_pool
 
+log = logging.getLogger(__name__)
+
 MAX_WORKERS = 64
+# where the service is reachable from, when not --host: Docker's published interface
+# (docker-compose.yml: BIND), since inside a container the service listens on every one
+PUBLISHED_VARIABLE = "PUBLISHED_ON"
 # what the server's start logs again: said once, by the server
 QUIET_PREFLIGHT = ("service.retrieval.layout", "service.retrieval.embedding_mode")
 
@@ -94,6 +99,11 @@ def _serve(args: argparse.Namespace) -> int:
         os.environ.setdefault(variable, value)  # a variable the operator set wins
     app = create_app(args.config.resolve())
     settings = app.state.runtime.settings()
+    warning = open_to_the_network(
+        os.environ.get(PUBLISHED_VARIABLE) or args.host, args.port, settings
+    )
+    if warning:
+        log.warning(warning)
     # the model servers end with this process, however it ends (service.processes)
     servers = []
     if args.with_model_server:
@@ -126,8 +136,9 @@ def _serve(args: argparse.Namespace) -> int:
             "access_log": False,  # the service logs each request itself (service.api.app)
             # on SIGTERM, requests in flight may finish within their own deadline
             "timeout_graceful_shutdown": int(settings.server.request_timeout) + 1,
-            # a connection that never completes its headers is closed (service.api.connections)
-            "http": BoundedHeaders,
+            # a connection that never completes its headers is closed; a WebSocket's bounds
+            # (service.api.connections)
+            **SERVER_OPTIONS,
         }
         if args.workers == 1:
             uvicorn.run(app, **options)
@@ -140,6 +151,22 @@ def _serve(args: argparse.Namespace) -> int:
         for server in reversed(servers):
             stop_group(server)
     return 0
+
+
+def open_to_the_network(address: str, port: int, settings: Settings) -> str | None:
+    """One line to log loudly when the service is reachable beyond this host (`address`: the
+    interface it listens on, or Docker publishes it on) with no api.keys; None otherwise."""
+    host = address.strip().strip("[]").lower()
+    if host == "localhost" or host == "::1" or host.startswith("127."):
+        return None
+    if settings.security.api_keys.get_secret_value().strip(" ,"):
+        return None
+    scope = "" if settings.security.enabled else " every document (security.enabled=false)"
+    return (
+        f"solr-rag is open to the network on {address}:{port} without api.keys: anyone who "
+        f"reaches it may ask questions and search{scope}; set api.keys (docs/security.md), "
+        "or listen on 127.0.0.1 (docker compose: unset BIND)"
+    )
 
 
 def _worker_count(text: str) -> int:

@@ -48,19 +48,26 @@ def _key(alias: str, default: object, description: str, **constraints: object) -
     return Field(default, alias=alias, description=description, **constraints)  # type: ignore[call-overload]
 
 
-NOWHERE = ""  # a secret's sent_to when the service only checks it (never sends it)
+NOWHERE: tuple[str, ...] = ()  # a secret's sent_to when the service only checks it
+# the keys that decide which Solr nodes are called (and so receive Solr's login): solr.url's
+# nodes, the live nodes their cluster names (solr.nodes.discover), or those the ZooKeeper of
+# solr.zk.hosts names
+SOLR_NODES = ("solr.url", "solr.zk.hosts", "solr.nodes.discover")
 
 
-def _secret(alias: str, description: str, *, sent_to: str) -> Any:
-    """A secret key: never shown; `sent_to` names the endpoint key of the address it is sent
-    to (NOWHERE: it is only checked), so a change of that address must give it again."""
+def _secret(alias: str, description: str, *, sent_to: tuple[str, ...]) -> Any:
+    """A secret key: never shown; `sent_to` names every key that decides the addresses it is
+    sent to (NOWHERE: it is only checked), so a change of any of them must give it again."""
     return Field(
-        SecretStr(""), alias=alias, description=description, json_schema_extra={"sent_to": sent_to}
+        SecretStr(""),
+        alias=alias,
+        description=description,
+        json_schema_extra={"sent_to": list(sent_to)},
     )
 
 
-def secret_destinations() -> dict[str, str]:
-    """Each secret key and the endpoint key it is sent to (NOWHERE: none)."""
+def secret_destinations() -> dict[str, tuple[str, ...]]:
+    """Each secret key and the keys that decide where it is sent (NOWHERE: nowhere)."""
     found = {}
     for part in Settings.model_fields.values():
         model = part.annotation
@@ -69,7 +76,7 @@ def secret_destinations() -> dict[str, str]:
                 extra = field.json_schema_extra
                 if not isinstance(extra, dict) or "sent_to" not in extra:
                     raise TypeError(f"{field.alias}: a secret declared without _secret(sent_to=)")
-                found[str(field.alias)] = str(extra["sent_to"])
+                found[str(field.alias)] = tuple(str(key) for key in extra["sent_to"])
     return found
 
 
@@ -232,7 +239,7 @@ class LLMSettings(Part):
     token: SecretStr = _secret(
         "ai.api.token",
         "API token sent as a bearer token; never shown.",
-        sent_to="ai.api.endpoint",
+        sent_to=("ai.api.endpoint",),
     )
     model: str = _key(
         "llm.model", "gpt-3.5-turbo", "Model name sent to the LLM API (blank: the API's default)."
@@ -356,7 +363,7 @@ class EmbeddingsSettings(Part):
     token: SecretStr = _secret(
         "ai.embeddings.token",
         "Bearer token of the embeddings API; never shown.",
-        sent_to="ai.embeddings.endpoint",
+        sent_to=("ai.embeddings.endpoint",),
     )
     model: str = _key(
         "ai.embeddings.model", "all-MiniLM-L6-v2", "Model name sent to the embeddings API."
@@ -552,13 +559,13 @@ class SolrSettings(Part):
     auth_password: SecretStr = _secret(
         "solr.auth.password",
         "Password of solr.auth.user (environment: SOLR_RAG_SOLR_AUTH_PASSWORD); never shown.",
-        sent_to="solr.url",
+        sent_to=SOLR_NODES,
     )
     auth_token: SecretStr = _secret(
         "solr.auth.token",
         "Bearer token for a Solr secured by JWTAuthPlugin (environment: "
         "SOLR_RAG_SOLR_AUTH_TOKEN), instead of a user and password; never shown.",
-        sent_to="solr.url",
+        sent_to=SOLR_NODES,
     )
     tls_ca: str = _key(
         "solr.tls.ca",
@@ -585,6 +592,8 @@ class SolrSettings(Part):
         "solr.tls.key.password",
         "Password of an encrypted solr.tls.key (environment: SOLR_RAG_SOLR_TLS_KEY_PASSWORD); "
         "never shown.",
+        # only unlocks the key on this host: the handshake proves the key's possession to
+        # the node called, the password itself never leaves (the TLS files are read-only)
         sent_to=NOWHERE,
     )
     zk_user: str = _key(
@@ -598,7 +607,7 @@ class SolrSettings(Part):
         "solr.zk.digest.password",
         "Password of solr.zk.digest.user (environment: SOLR_RAG_SOLR_ZK_DIGEST_PASSWORD); "
         "never shown.",
-        sent_to="solr.zk.hosts",
+        sent_to=("solr.zk.hosts",),
     )
 
     @field_validator("vector_field", "embeddings_model")
@@ -944,7 +953,7 @@ class RerankSettings(Part):
         min_length=1,
     )
     token: SecretStr = _secret(
-        "rerank.token", "Bearer token of the rerank API; never shown.", sent_to="rerank.endpoint"
+        "rerank.token", "Bearer token of the rerank API; never shown.", sent_to=("rerank.endpoint",)
     )
     model: str = _key("rerank.model", "", "Model name sent to the rerank API (blank: its default).")
     top_n: int = _key(
@@ -1385,6 +1394,15 @@ class SecuritySettings(Part):
         "Request header with the caller's groups, comma-separated, set by the trusted proxy "
         "in front of the service (which must remove any such header clients send).",
         pattern=r"^[A-Za-z0-9-]{1,64}$",
+    )
+    user_header: str = _key(
+        "security.user.header",
+        "",
+        "Request header naming the person (one user name), set by the trusted proxy in front "
+        "of the service with security.identity=header (which must remove any such header "
+        "clients send): their conversations and memories are then theirs, not their API "
+        "key's. Empty: none (a person is known only from a verified JWT's sub).",
+        pattern=r"^$|^[A-Za-z0-9-]{1,64}$",
     )
     identity: Literal["header", "jwt"] = _key(
         "security.identity",

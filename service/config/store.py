@@ -92,14 +92,25 @@ def settings_from_mapping(
             if key not in keys:  # a rule over several keys: its message names them
                 problems.append(str(item["msg"]).removeprefix("Value error, "))
                 continue
-            shown = "***" if key in secret_keys() else repr(_no_userinfo(cleaned.get(key, "")))
+            shown = "***" if key in secret_keys() else repr(shown_value(key, cleaned.get(key, "")))
             problems.append(f"{key} = {shown}: {item['msg']}")
         raise ConfigError(f"{source}: invalid value(s): " + "; ".join(problems)) from None
 
 
-def _no_userinfo(value: str) -> str:
-    """A value as an error may show it: a URL's `user:password@` masked (never echoed)."""
-    return re.sub(r"(://)[^/@\s]*@", r"\1***@", value)
+def shown_value(key: str, value: str) -> str:
+    """A value of `key` as a log line, an error or a response may show it: a URL's
+    `user:password@` masked, and a user key's `user:password` (a login pasted whole) shown as
+    `user:***`; never echoed."""
+    value = re.sub(r"(://)[^/@\s]*@", r"\1***@", value)
+    if key in user_keys() and ":" in value:
+        return value.split(":", 1)[0] + ":***"
+    return value
+
+
+def user_keys() -> frozenset[str]:
+    """Keys naming a login's user (solr.auth.user, solr.zk.digest.user): where a login may be
+    pasted whole (`user:password`), so a value with `:` is shown masked."""
+    return frozenset(key for key in known_keys() if key.endswith(".user"))
 
 
 def _embeddings_model_from_solr(raw: dict[str, str]) -> None:
@@ -241,7 +252,10 @@ class ConfigStore:
             if old == value:
                 continue
             new = "(default)" if value is None else value
-            shown_old, shown_new = ("***", "***") if key in hidden else (old, new)
+            if key in hidden:
+                shown_old, shown_new = "***", "***"
+            else:
+                shown_old, shown_new = shown_value(key, old), shown_value(key, new)
             log.info(
                 "configuration changed: %s: %r -> %r",
                 key,

@@ -32,7 +32,7 @@ from service.llm.breaker import CircuitBreaker
 from service.llm.budget import CallBudget
 from service.llm.types import ChatMessage, Completion, TokenChoice, ToolCall, ToolTurn, Usage
 from service.metrics import LLM_CALL_SECONDS, upstream_error
-from service.observability import request_headers
+from service.observability import count_llm_call, request_headers
 from service.upstream import POOL_WAIT_SECONDS, upstream_call
 
 log = logging.getLogger(__name__)
@@ -162,6 +162,8 @@ class OpenAICompatibleClient:
         response is returned open (the caller closes it). An error status raises, unless
         `errors` is False (the response is then returned as it is, read, for a caller that
         relays it)."""
+        if path == "chat/completions":
+            count_llm_call()
         try:
             self.breaker.before_call(self._where)
         except UpstreamUnavailable:

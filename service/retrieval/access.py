@@ -6,10 +6,11 @@ certificate, a client certificate for mutual TLS).
     >>> httpx.AsyncClient(verify=access.verify)      # TLS lives in the connection pool
     >>> http.get(url, headers=access.headers)        # the login in each request's headers
 
-The login goes only to Solr's nodes (solr.url's, and the nodes their cluster names); the keys
-that hold it are declared `sent_to="solr.url"`, so an admin who changes solr.url must give
-them again. Every file and value is checked when rag.properties loads (`tls_context`), so a
-wrong one is a config error naming its key, never a request's failure.
+The login goes only to Solr's nodes (solr.url's, and the nodes their cluster or ZooKeeper
+names); the keys that hold it are declared `sent_to=SOLR_NODES` (solr.url, solr.zk.hosts,
+solr.nodes.discover), so an admin who changes any of them must give them again. Every file
+and value is checked when rag.properties loads (`tls_context`), so a wrong one is a config
+error naming its key, never a request's failure.
 """
 
 from __future__ import annotations

@@ -92,7 +92,10 @@ def facet_filter(text: str, schema: SchemaFields) -> str:
     reader.skip_spaces()
     if reader.at != len(reader.text):
         raise reader.refuse("goes on past what a facet sends (AND, NOT, wildcards...)")
-    return " OR ".join(clauses)
+    written = " OR ".join(clauses)
+    if "${" in written:  # `$\{` unescaped: Solr would expand the macro of a value it is sent
+        raise FilterRefused("filters.fq: macros (${...}) are not accepted")
+    return written
 
 
 def _or(reader: _Reader) -> bool:

@@ -99,6 +99,25 @@ class Stack:
         assert found, metrics[:2000]
         return float(found.group(1))
 
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """A compose command whose failure is an outcome to check, not the test's."""
+        command = ["docker", "compose", "-p", PROJECT, *args]
+        return subprocess.run(
+            command, cwd=ROOT, env=self.env, capture_output=True, text=True, timeout=300
+        )
+
+    def secrets(self, service: str, folder: str) -> dict[str, str]:
+        """The files of a secrets folder as `service`'s container sees them: name -> "mode
+        uid:gid"."""
+        listing = f"stat -c '%n %a %u:%g' {folder}/* {folder}/.[!.]* 2>/dev/null; true"
+        shown = self.compose("exec", "-T", service, "sh", "-c", listing).stdout.split("\n")
+        found = {}
+        for line in shown:
+            if line.strip():
+                path, mode, owner = line.rsplit(" ", 2)
+                found[path.rsplit("/", 1)[-1]] = f"{mode} {owner}"
+        return found
+
     def resources(self) -> dict[str, list[str]]:
         """The project's containers, volumes and networks that still exist."""
         label = f"label=com.docker.compose.project={PROJECT}"
@@ -175,6 +194,36 @@ def test_compose_answers_the_readme_question_with_the_embedded_model(stack: Stac
     ).stdout.strip()
     admin = httpx.get(select, params={"q": "*:*", "rows": 0}, auth=("solr-admin", password))
     assert admin.status_code == 200 and admin.json()["response"]["numFound"] >= 79
+
+    # issue 66, least privilege: the service is published on the host's loopback only; each
+    # container sees only the secrets it reads, each file 0600 of the user that reads it
+    published = stack.compose("port", "rag", "8000").stdout.strip()
+    assert published == f"127.0.0.1:{stack.port}", published
+    assert stack.secrets("solr", "/run/solr-secrets") == {
+        name: "600 8983:8983"
+        for name in (
+            "security.json",
+            "solr-admin.password",
+            "zk-admin.password",
+            "zookeeper.properties",
+        )
+    }
+    assert stack.secrets("rag", "/run/rag-secrets") == {
+        "solr-rag.password": "600 10001:10001",
+        "zk-reader.password": "600 10001:10001",
+    }
+    assert stack.run("exec", "-T", "rag", "test", "-e", "/run/solr-secrets").returncode != 0
+    started_log = stack.compose("logs", "rag").stdout
+    assert "open to the network" not in started_log  # published on loopback: nothing to say
+    # ZooKeeper's data under digest ACLs: a client of the stack's network without them may
+    # not rewrite /security.json
+    anonymous_zk = stack.run(
+        "exec", "-T", "-e", "SOLR_ZK_CREDS_AND_ACLS=", "solr",
+        "solr", "zk", "cp", "file:/etc/hostname", "zk:/security.json", "-z", "localhost:9983",
+    )  # fmt: skip
+    assert anonymous_zk.returncode != 0, anonymous_zk.stdout + anonymous_zk.stderr
+    still = httpx.get(select, params={"q": "*:*", "rows": 0}, timeout=60)
+    assert still.status_code == 401, still.text[:500]  # security.json is as it was
 
     before = stack.llm_tokens()
     started = time.monotonic()

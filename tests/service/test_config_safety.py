@@ -150,13 +150,23 @@ def test_a_value_that_would_stop_the_next_start_is_refused(
 
 
 # every secret sent somewhere, read from the settings themselves: a new one cannot be forgotten
-SENT_SECRETS = [(endpoint, token) for token, endpoint in secret_destinations().items() if endpoint]
+# (each key deciding where a secret goes: Solr's login has three, issue 66)
+SENT_SECRETS = [
+    (endpoint, token)
+    for token, endpoints in secret_destinations().items()
+    for endpoint in endpoints
+]
 
 
 def test_every_secret_says_where_it_is_sent() -> None:
     secrets = {info.key for info in catalog() if info.kind == "secret"}
     assert secrets == set(secret_destinations())
     assert {token for _, token in SENT_SECRETS} >= {"ai.api.token", "rerank.token"}
+    assert {endpoint for endpoint, token in SENT_SECRETS if token == "solr.auth.password"} == {
+        "solr.url",
+        "solr.zk.hosts",
+        "solr.nodes.discover",
+    }
     known = {info.key for info in catalog()}
     assert all(endpoint in known for endpoint, _ in SENT_SECRETS)
 
@@ -172,7 +182,10 @@ COMPANIONS: dict[str, dict[str, object]] = {
         "solr.startup.check": False,
     },
 }
-ADDRESSES = {"solr.zk.hosts": ("attacker.example:2181", "other.example:2181")}
+ADDRESSES = {
+    "solr.zk.hosts": ("attacker.example:2181", "other.example:2181"),
+    "solr.nodes.discover": (False, True),  # on: the nodes the cluster names are called too
+}
 USERS = {"solr.auth.password": "solr.auth.user", "solr.zk.digest.password": "solr.zk.digest.user"}
 
 

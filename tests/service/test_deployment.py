@@ -226,8 +226,9 @@ def test_every_solr_node_loads_our_plugin_with_text_to_vector_on() -> None:
         properties = dict(option.removeprefix("-D").split("=", 1) for option in options)
         assert properties["text.to.vector.enabled"] == "${SOLR_TEXT_TO_VECTOR:-true}"
         assert properties["text.to.vector.endpoint"].endswith("http://models:8001/v1/}")
-        # the properties the configset reads, and the token's variable it names
-        assert all(f"${{{key}:" in configset for key in properties)
+        # the properties the configset reads (the others: ZooKeeper's ACLs, Solr's own), and
+        # the token's variable it names
+        assert all(f"${{{key}:" in configset for key in properties if key.startswith("text."))
         assert "TEXT_TO_VECTOR_TOKEN" in node["environment"]
         assert '<str name="tokenEnv">TEXT_TO_VECTOR_TOKEN</str>' in configset
 
@@ -269,12 +270,85 @@ def test_solr_is_secured_by_default_and_published_on_loopback_only() -> None:
         service = SERVICES[name]
         assert service["environment"]["SOLR_RAG_SOLR_AUTH_USER"] == "solr-rag"
         assert service["environment"]["SOLR_RAG_SOLR_AUTH_PASSWORD_FILE"] == (
-            "/run/solr-secrets/solr-rag.password"
+            "/run/rag-secrets/solr-rag.password"
         )
-        assert f"{secrets}:ro" in service["volumes"]
-    acls = "-DzkACLProvider=org.apache.solr.common.cloud.DigestZkACLProvider"
-    for name in ("solr1", "solr2", "solr3", "cloud-init"):
-        assert acls in SERVICES[name]["environment"]["SOLR_ZK_CREDS_AND_ACLS"]
+        assert "rag-secrets:/run/rag-secrets:ro" in service["volumes"]
     cloud = SERVICES["rag-cloud"]["environment"]
     assert cloud["SOLR_RAG_SOLR_ZK_DIGEST_USER"] == "zk-reader"
-    assert cloud["SOLR_RAG_SOLR_ZK_DIGEST_PASSWORD_FILE"] == "/run/solr-secrets/zk-reader.password"
+    assert cloud["SOLR_RAG_SOLR_ZK_DIGEST_PASSWORD_FILE"] == "/run/rag-secrets/zk-reader.password"
+
+
+def uid(dockerfile: Path) -> int:
+    """The uid the image's user is made with (useradd --uid N)."""
+    found = re.search(r"useradd --uid (\d+)", dockerfile.read_text())
+    assert found, dockerfile
+    return int(found.group(1))
+
+
+def test_each_container_gets_only_the_secrets_it_needs() -> None:
+    """Issue 66: the service mounted the whole solr-secrets volume (Solr's admin password,
+    ZooKeeper's admin password), every file 0644. Now solr-credentials writes Solr's secrets
+    into solr-secrets for Solr's user and the service's own into rag-secrets for the service's
+    user, each file 0600 (tests/unit/test_solr_credentials.py checks the modes), and each
+    container mounts only the volume it reads."""
+    maker = SERVICES["solr-credentials"]
+    command = maker["command"]
+    assert command[:3] == ["solr-rag", "solr-credentials", "/run/solr-secrets"]
+    service_uid = uid(ROOT / "Dockerfile")
+    solr_uid = uid(ROOT / "testing" / "docker" / "solr.Dockerfile")  # the solr image's: 8983
+    assert solr_uid == 8983
+    assert f"--owner={solr_uid}:{solr_uid}" in command
+    assert "--service-folder=/run/rag-secrets" in command
+    assert f"--service-owner={service_uid}:{service_uid}" in command
+    assert set(maker["volumes"]) == {
+        "solr-secrets:/run/solr-secrets",
+        "rag-secrets:/run/rag-secrets",
+    }
+    assert "rag-secrets" in COMPOSE["volumes"]
+    for name, service in SERVICES.items():
+        mounted = {volume.split(":")[0] for volume in service.get("volumes", [])}
+        if name in ("rag", "rag-cloud"):
+            assert "solr-secrets" not in mounted, name  # Solr's admin passwords: not theirs
+            assert "rag-secrets:/run/rag-secrets:ro" in service["volumes"]
+        elif name != "solr-credentials":
+            assert "rag-secrets" not in mounted, name
+            if "solr-secrets" in mounted:
+                assert "solr-secrets:/run/solr-secrets:ro" in service["volumes"], name
+                assert service["image"] == "${SOLR_IMAGE:-solr:9.8}", name  # Solr's user
+        for value in service.get("environment", {}).values():
+            assert "/run/solr-secrets/" not in str(value) or name not in ("rag", "rag-cloud")
+
+
+def test_the_service_is_published_on_loopback_unless_bind_opens_it() -> None:
+    """Issue 66: `rag` was published on every interface with no API key. Now on 127.0.0.1
+    unless BIND says otherwise, and the service is told where it is published, so that it
+    warns at start when open without api.keys (tests/unit/test_open_to_the_network.py)."""
+    for name in ("rag", "rag-cloud"):
+        service = SERVICES[name]
+        for port in service["ports"]:
+            assert port.startswith("${BIND:-127.0.0.1}:"), (name, port)
+        assert service["environment"]["PUBLISHED_ON"] == "${BIND:-127.0.0.1}"
+    for name, service in SERVICES.items():
+        for port in service.get("ports", []):  # nothing else is published on every interface
+            assert port.startswith(("${BIND:-127.0.0.1}:", "${SOLR_BIND:-127.0.0.1}:")), name
+    example = (ROOT / ".env.example").read_text()
+    assert "\nBIND=127.0.0.1\n" in example
+
+
+def test_zookeeper_is_under_digest_acls_in_both_profiles() -> None:
+    """Issue 66: the default profile's embedded ZooKeeper had no ACLs (any container of the
+    stack's network could rewrite /security.json). Every Solr node runs with the digest ACL
+    providers in SOLR_OPTS (bin/solr gives SOLR_ZK_CREDS_AND_ACLS to its tools only), and
+    every init's `solr zk` has them in SOLR_ZK_CREDS_AND_ACLS."""
+    acls = COMPOSE["x-zookeeper-acls"].split()
+    assert "-DzkACLProvider=org.apache.solr.common.cloud.DigestZkACLProvider" in acls
+    assert "-DzkDigestCredentialsFile=/run/solr-secrets/zookeeper.properties" in acls
+    for name in ("solr", "solr1", "solr2", "solr3"):
+        environment = SERVICES[name]["environment"]
+        options = environment["SOLR_OPTS"].split()
+        assert all(option in options for option in acls), name
+        assert environment["SOLR_ZK_CREDS_AND_ACLS"].split() == acls, name
+    for name in ("solr-init", "cloud-init"):
+        assert SERVICES[name]["environment"]["SOLR_ZK_CREDS_AND_ACLS"].split() == acls, name
+    stand_in = (ROOT / "testing" / "docker" / "solr" / "solr").read_text()
+    assert "${SOLR_ZK_CREDS_AND_ACLS:-}" in stand_in  # as bin/solr's run_tool

@@ -125,10 +125,15 @@ def test_the_login_goes_in_one_header_and_refusals_name_the_key() -> None:
 
 
 def test_solr_secrets_are_sent_only_to_their_endpoint() -> None:
+    """Solr's login goes to the nodes solr.url names, to those its cluster names
+    (solr.nodes.discover) and to those solr.zk.hosts' ZooKeeper names: each key decides where
+    it goes (issue 66); ZooKeeper's digest goes to solr.zk.hosts only."""
     sent_to = secret_destinations()
-    assert sent_to["solr.auth.password"] == "solr.url"
-    assert sent_to["solr.auth.token"] == "solr.url"
-    assert sent_to["solr.zk.digest.password"] == "solr.zk.hosts"
+    nodes = {"solr.url", "solr.zk.hosts", "solr.nodes.discover"}
+    assert set(sent_to["solr.auth.password"]) == nodes
+    assert set(sent_to["solr.auth.token"]) == nodes
+    assert sent_to["solr.zk.digest.password"] == ("solr.zk.hosts",)
+    assert sent_to["solr.tls.key.password"] == ()  # it unlocks the key here, never leaves
 
 
 def test_secrets_come_from_the_environment() -> None:

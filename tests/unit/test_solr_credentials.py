@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -56,3 +57,84 @@ def test_passwords_given_in_the_environment_are_used(
     security = json.loads((tmp_path / "security.json").read_text())
     assert matches(security["authentication"]["credentials"]["solr-rag"], "chosen-by-the-operator")
     assert "zkDigestReadonlyPassword=a\\=b\\:c\n" in (tmp_path / "zookeeper.properties").read_text()
+
+
+def modes(folder: Path) -> dict[str, int]:
+    return {path.name: path.stat().st_mode & 0o777 for path in folder.iterdir()}
+
+
+def test_every_secret_is_readable_by_its_owner_only(tmp_path: Path) -> None:
+    """Issue 66: the files were 0644 (any user of the host or of a container mounting the
+    volume could read Solr's admin password)."""
+    folder = tmp_path / "secrets"
+    assert cli(["solr-credentials", str(folder)]) == 0
+    assert modes(folder) == {
+        name: 0o600
+        for name in (
+            "security.json",
+            "solr-admin.password",
+            "solr-rag.password",
+            "zk-admin.password",
+            "zk-reader.password",
+            "zookeeper.properties",
+        )
+    }
+    assert folder.stat().st_mode & 0o777 == 0o700
+
+
+def test_the_service_gets_a_folder_with_its_own_passwords_only(tmp_path: Path) -> None:
+    """What the compose stack runs: Solr's secrets in one folder (one volume), the service's
+    own (its Solr password, ZooKeeper's reader's) in another, the only one it mounts."""
+    solr, service = tmp_path / "solr-secrets", tmp_path / "rag-secrets"
+    run = ["solr-credentials", str(solr), "--service-folder", str(service)]
+    assert cli(run) == 0
+    assert set(modes(service)) == {"solr-rag.password", "zk-reader.password"}
+    assert set(modes(solr)) == {
+        "security.json",
+        "solr-admin.password",
+        "zk-admin.password",
+        "zookeeper.properties",
+    }
+    assert set(modes(solr).values()) == set(modes(service).values()) == {0o600}
+    security = json.loads((solr / "security.json").read_text())
+    password = (service / "solr-rag.password").read_text().strip()
+    assert matches(security["authentication"]["credentials"]["solr-rag"], password)
+    reader = (service / "zk-reader.password").read_text().strip()
+    assert f"zkDigestReadonlyPassword={reader}\n" in (solr / "zookeeper.properties").read_text()
+
+    before = {path: path.read_text() for path in (*solr.iterdir(), *service.iterdir())}
+    assert cli(run) == 0  # a restart changes nothing
+    assert {path: path.read_text() for path in (*solr.iterdir(), *service.iterdir())} == before
+
+
+def test_a_stack_made_by_an_older_version_is_tightened_and_keeps_its_passwords(
+    tmp_path: Path,
+) -> None:
+    """The former layout: every file in one folder, 0644. The next start moves the service's
+    passwords to its own folder (security.json keeps matching them) and makes every file 0600."""
+    solr, service = tmp_path / "solr-secrets", tmp_path / "rag-secrets"
+    assert cli(["solr-credentials", str(solr)]) == 0
+    for path in solr.iterdir():
+        path.chmod(0o644)
+    password = (solr / "solr-rag.password").read_text()
+    reader = (solr / "zk-reader.password").read_text()
+    security = (solr / "security.json").read_text()
+    assert cli(["solr-credentials", str(solr), "--service-folder", str(service)]) == 0
+    assert (service / "solr-rag.password").read_text() == password
+    assert (service / "zk-reader.password").read_text() == reader
+    assert not (solr / "solr-rag.password").exists()
+    assert not (solr / "zk-reader.password").exists()
+    assert (solr / "security.json").read_text() == security
+    assert set(modes(solr).values()) == set(modes(service).values()) == {0o600}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving files to other users needs root")
+def test_each_folder_is_given_to_the_user_that_reads_it(tmp_path: Path) -> None:
+    """As root (the compose stack's credentials step): Solr's files to Solr's user, the
+    service's to the service's, so each container reads its own and no other."""
+    solr, service = tmp_path / "solr-secrets", tmp_path / "rag-secrets"
+    run = ["solr-credentials", str(solr), "--owner=8983:8983"]
+    assert cli([*run, f"--service-folder={service}", "--service-owner=10001:10001"]) == 0
+    for folder, owner in ((solr, (8983, 8983)), (service, (10001, 10001))):
+        for path in (folder, *folder.iterdir()):
+            assert (path.stat().st_uid, path.stat().st_gid) == owner, path

@@ -1,0 +1,188 @@
+"""The one door every way in passes: HTTP requests, each turn of Datafari 7's WebSocket, MCP
+over HTTP, streams. What is decided here, and nowhere else:
+
+- who is calling (service.api.identity: the API key, the person, the groups), once per
+  request and again at every turn of a socket, with the configuration of that moment (a
+  removed key or an expired identity token ends the socket's rights: 1008);
+- which pages may open a socket: no `Origin` (not a browser), the page's own origin, or one
+  of `cors.allowed.origins`; any other (`null` included) is closed, 1008, with the reason;
+- whether a question is admitted: the per-caller cap (`llm.max.concurrent.per.caller`, the
+  caller being the person, else the key, else the address) and the LLM's admission
+  (`llm.admission`: a question the LLM could not answer in time is a 503 with Retry-After at
+  once); only questions that called the LLM count in its pace;
+- the access log line and the metrics of each request and of each socket turn.
+
+    >>> door = Door(runtime.settings)
+    >>> caller = door.identify(connection)                # or Unauthorized, BadRequest
+    >>> with door.question(caller, settings):             # or CallerOverLimit, LlmBusy
+    ...     answer()
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from urllib.parse import urlsplit
+
+from starlette.requests import HTTPConnection, Request
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from service.api.errors import error_response
+from service.api.identity import Caller, identify
+from service.api.llm_work import ALWAYS_ADMITTED, DEADLINE_SHARE, Callers, LlmPace, calls_the_llm
+from service.config.settings import Settings
+from service.errors import Forbidden, LlmBusy, ServiceError
+from service.models.local import LOCAL_MODELS
+from service.observability import Work, work_var
+
+log = logging.getLogger(__name__)
+
+POLICY_VIOLATION = 1008  # WebSocket close code: refused by the door
+DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
+
+
+def caller_of(connection: HTTPConnection) -> Caller:
+    """The caller the door identified for this request (identified now, and kept, on a path
+    the door does not guard); Unauthorized or BadRequest as `identify`."""
+    state = connection.scope.setdefault("state", {})
+    caller = state.get("caller")
+    if caller is None:
+        caller = identify(connection, connection.app.state.runtime.settings())
+        state["caller"] = caller
+    return caller
+
+
+def admission_on(settings: Settings) -> bool:
+    mode = settings.llm.admission
+    return mode == "on" or (mode == "auto" and settings.llm.model in LOCAL_MODELS)
+
+
+class Door:
+    """What every transport asks before it serves (the module's docstring)."""
+
+    def __init__(self, settings: Callable[[], Settings]) -> None:
+        self.settings = settings
+        self.callers = Callers()  # each caller's questions in progress, in this worker
+        self.pace = LlmPace()
+
+    def identify(self, connection: HTTPConnection) -> Caller:
+        """The caller, with the configuration of this moment (kept in the connection's state
+        for the routes)."""
+        caller = identify(connection, self.settings())
+        connection.scope.setdefault("state", {})["caller"] = caller
+        return caller
+
+    def check_origin(self, connection: HTTPConnection, settings: Settings) -> None:
+        """Forbidden unless the connection comes from no browser page, from the page's own
+        origin, or from one of cors.allowed.origins."""
+        origin = connection.headers.get("origin")
+        if origin is None:
+            return
+        allowed = {_origin(o) for o in settings.server.cors_origins.split(",") if o.strip()}
+        own = connection.headers.get("host", "").strip().lower()
+        given = _origin(origin)
+        if given and (given in allowed or _netloc(given) == own):
+            return
+        raise Forbidden(
+            f"a page of origin {origin[:100]!r} may not open this socket: only the service's "
+            "own pages and those of cors.allowed.origins may"
+        )
+
+    @contextmanager
+    def question(self, caller: Caller, settings: Settings) -> Iterator[Work]:
+        """One question of `caller` while the block runs: CallerOverLimit when it has its cap
+        in progress already, LlmBusy when the LLM would not answer it in time; its LLM calls
+        counted (a question that made none does not count in the LLM's pace)."""
+        with self.callers.asking(caller.name, settings.llm.max_concurrent_per_caller):
+            if admission_on(settings):
+                self._admit(settings)
+            work = Work()
+            bound = work_var.set(work)
+            try:
+                with self.pace.admitted(work):
+                    yield work
+            finally:
+                work_var.reset(bound)
+
+    def _admit(self, settings: Settings) -> None:
+        pace = self.pace
+        expected = pace.expected_seconds()
+        # the answer's call must end within both (a streamed answer's first words within the
+        # read timeout): the smaller is what a question can wait
+        deadline = min(settings.server.request_timeout, settings.llm.timeout_read)
+        if (
+            expected is not None
+            and pace.in_progress >= ALWAYS_ADMITTED
+            and expected > deadline * DEADLINE_SHARE
+        ):
+            each = expected / (pace.in_progress + 1)
+            raise LlmBusy(
+                f"the LLM is answering {pace.in_progress} questions, about one every "
+                f"{each:.1f}s: a new one would wait about {expected:.0f}s, past the "
+                f"{deadline:g}s that request.timeout and llm.timeout.read leave; retry shortly",
+                retry_after=max(1, min(60, math.ceil(each))),
+            )
+
+
+class DoorMiddleware:
+    """ASGI middleware: every WebSocket handshake (origin, caller) and every HTTP request to
+    an endpoint that calls the LLM (caller, cap, admission) passes the door."""
+
+    def __init__(self, app: ASGIApp, door: Door) -> None:
+        self.app = app
+        self.door = door
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            await self._socket(scope, receive, send)
+        elif calls_the_llm(scope):
+            await self._question(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
+
+    async def _question(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope)
+        with ExitStack() as held:
+            try:
+                caller = self.door.identify(request)
+                held.enter_context(self.door.question(caller, self.door.settings()))
+            except ServiceError as refused:
+                await error_response(request, refused)(scope, receive, send)
+                return
+            await self.app(scope, receive, send)
+
+    async def _socket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        connection = HTTPConnection(scope)
+        try:
+            self.door.check_origin(connection, self.door.settings())
+            self.door.identify(connection)
+        except ServiceError as refused:
+            log.info("WebSocket %s refused: %s", scope.get("path", ""), refused.reason)
+            await receive()  # websocket.connect
+            await send({"type": "websocket.accept"})
+            reason = refused.reason.encode("utf-8")[:120].decode("utf-8", errors="ignore")
+            await send({"type": "websocket.close", "code": POLICY_VIOLATION, "reason": reason})
+            return
+        await self.app(scope, receive, send)
+
+
+def _origin(text: str) -> str:
+    """scheme://host[:port] of an origin, lowercased, its default port left out ("" when it
+    is not one: `null`, a path)."""
+    try:
+        parts = urlsplit(text.strip().lower())
+        port = parts.port
+    except ValueError:
+        return ""
+    if parts.scheme not in DEFAULT_PORTS or not parts.hostname:
+        return ""
+    shown = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    if port is not None and port != DEFAULT_PORTS[parts.scheme]:
+        shown += f":{port}"
+    return f"{parts.scheme}://{shown}"
+
+
+def _netloc(origin: str) -> str:
+    return origin.partition("://")[2]
