@@ -80,9 +80,11 @@ class ConversationStore:
         """The owner's conversation; ConversationNotFound otherwise."""
         return await self.open(owner, conversation_id)
 
-    async def append(self, conversation: Conversation, question: str, answer: str) -> None:
-        """Keeps the question and its answer, the oldest messages dropped past the bound."""
-        await self.add(
+    async def append(self, conversation: Conversation, question: str, answer: str) -> Conversation:
+        """Keeps the question and its answer, the oldest messages dropped past the bound; the
+        conversation as kept (its title the stored one: the first question's, or its
+        owner's)."""
+        return await self.add(
             conversation, ChatMessage("user", question), ChatMessage("assistant", answer)
         )
 

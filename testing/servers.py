@@ -2,22 +2,65 @@
 
 from __future__ import annotations
 
+import random
 import socket
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import httpx
 import uvicorn
 
 from service.api.connections import SERVER_OPTIONS
 
+# ports handed out in this process: never handed out twice (a port a test was given may not
+# be listening yet when the next one is chosen)
+_HANDED: set[int] = set()
+_HANDING = threading.Lock()
+ZOOKEEPER_OFFSET = 1000  # a SolrCloud node's embedded ZooKeeper listens 1000 above it
+
 
 def free_port() -> int:
+    """A port free on 127.0.0.1 (see free_ports)."""
+    return free_ports(1)
+
+
+def free_ports(count: int) -> int:
+    """The first of `count` consecutive ports free on 127.0.0.1, chosen below the kernel's
+    ephemeral range (so no outgoing connection takes one before its server listens), with
+    room for a Solr node's ZooKeeper above each, and never one handed out before in this
+    process."""
+    low = _ephemeral_low()
+    first_allowed, last_allowed = 12_000, low - ZOOKEEPER_OFFSET - count - 1
+    with _HANDING:
+        for _ in range(500):
+            first = random.randint(first_allowed, last_allowed)
+            ports = range(first, first + count)
+            if any(port in _HANDED for port in ports) or not all(map(_bindable, ports)):
+                continue
+            _HANDED.update(ports)
+            return first
+    raise RuntimeError(f"found no {count} consecutive free ports")
+
+
+def _ephemeral_low() -> int:
+    try:
+        text = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text(encoding="ascii")
+        low = int(text.split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32_768
+    return max(low, 20_000)
+
+
+def _bindable(port: int) -> bool:
     with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
 
 
 @contextmanager

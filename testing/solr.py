@@ -9,7 +9,6 @@ from __future__ import annotations
 import io
 import os
 import signal
-import socket
 import subprocess
 import zipfile
 from collections.abc import Iterator, Mapping
@@ -19,7 +18,7 @@ from pathlib import Path
 
 import httpx
 
-from testing.servers import free_port
+from testing.servers import free_ports
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "solr" / "local" / "solr.sh"
@@ -164,24 +163,6 @@ def delete_collection(solr_url: str, name: str) -> None:
     httpx.get(
         f"{solr_url}/admin/collections", params={"action": "DELETE", "name": name}, timeout=120
     )
-
-
-def free_ports(count: int) -> int:
-    """The first of `count` consecutive free ports on 127.0.0.1."""
-    for _ in range(50):
-        first = free_port()
-        if first + count <= 65536 and all(_free(first + i) for i in range(1, count)):
-            return first
-    raise RuntimeError(f"found no {count} consecutive free ports")
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
 
 
 def upload_configset(solr_url: str, name: str, folder: Path) -> None:

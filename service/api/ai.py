@@ -71,7 +71,7 @@ from service.api.rag import MAX_HISTORY_MESSAGES, MAX_MESSAGE_CHARS, MAX_QUERY_C
 from service.api.sources import SourceOut, sources_of, summary_sources
 from service.chains.prompts import language_name
 from service.config.settings import agents_of
-from service.conversations import Conversation, ConversationStore
+from service.conversations import TITLE_CHARS, Conversation, ConversationStore
 from service.custom_tools import custom_tools
 from service.errors import (
     ConversationNotFound,
@@ -395,8 +395,11 @@ class Turn:
 
     @property
     def title(self) -> str:
-        """The conversation's title, as Datafari makes it: the question's first 50 characters."""
-        return self.asked[:50]
+        """The conversation's title as it is kept (its first question's first 50 characters,
+        or what its owner renamed it to), as Datafari sends it: never the current question's."""
+        if self.conversation is not None and self.conversation.title:
+            return self.conversation.title
+        return self.asked[:TITLE_CHARS]
 
     async def begin(self) -> None:
         """The memory, and the conversation: the one named, else a new one when conversations
@@ -547,7 +550,9 @@ class Turn:
             memories_of(self.request).remember(self.memory, question, answer.message)
         if self.conversation is None:
             return
-        await store_of(self.snapshot).append(self.conversation, question, answer.message)
+        self.conversation = await store_of(self.snapshot).append(
+            self.conversation, question, answer.message
+        )
 
     async def _scope(self) -> Scope:
         """The caller's scope narrowed by the request's filters."""
@@ -702,7 +707,7 @@ def owner_of(request: Request) -> str:
     if owner is None:
         raise Unauthorized(
             "the conversations are an authenticated caller's: send an API key (api.keys) or "
-            "an identity token (security.identity=jwt)"
+            "an identity token naming its person (security.identity=jwt, with a sub)"
         )
     return owner
 

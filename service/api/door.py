@@ -4,8 +4,9 @@ over HTTP, streams. What is decided here, and nowhere else:
 - who is calling (service.api.identity: the API key, the person, the groups), once per
   request and again at every turn of a socket, with the configuration of that moment (a
   removed key or an expired identity token ends the socket's rights: 1008);
-- which pages may open a socket: no `Origin` (not a browser), the page's own origin, or one
-  of `cors.allowed.origins`; any other (`null` included) is closed, 1008, with the reason;
+- which pages may open a socket, or send anything but a GET: no `Origin` (not a browser), the
+  page's own origin, or one of `cors.allowed.origins`; any other (`null` included) is a 403
+  (a socket: closed, 1008), with the reason;
 - whether a question is admitted: the per-caller cap (`llm.max.concurrent.per.caller`, the
   caller being the person, else the key, else the address) and the LLM's admission
   (`llm.admission`: a question the LLM could not answer in time is a 503 with Retry-After at
@@ -41,6 +42,7 @@ log = logging.getLogger(__name__)
 
 POLICY_VIOLATION = 1008  # WebSocket close code: refused by the door
 DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 def caller_of(connection: HTTPConnection) -> Caller:
@@ -76,18 +78,20 @@ class Door:
 
     def check_origin(self, connection: HTTPConnection, settings: Settings) -> None:
         """Forbidden unless the connection comes from no browser page, from the page's own
-        origin, or from one of cors.allowed.origins."""
+        origin (its host and port those of `Host`, or of `X-Forwarded-Host` behind a proxy:
+        no page of another site can set either), or from one of cors.allowed.origins."""
         origin = connection.headers.get("origin")
         if origin is None:
             return
-        allowed = {_origin(o) for o in settings.server.cors_origins.split(",") if o.strip()}
-        own = connection.headers.get("host", "").strip().lower()
         given = _origin(origin)
-        if given and (given in allowed or _netloc(given) == own):
+        allowed = {_origin(o) for o in settings.server.cors_origins.split(",") if o.strip()}
+        hosts = [connection.headers.get("host", ""), connection.headers.get("x-forwarded-host", "")]
+        own = any(_same_host(given, host.split(",")[0]) for host in hosts if host)
+        if given and (given in allowed or own):
             return
         raise Forbidden(
-            f"a page of origin {origin[:100]!r} may not open this socket: only the service's "
-            "own pages and those of cors.allowed.origins may"
+            f"a page of origin {origin[:100]!r} may not call this service from a browser: only "
+            "the service's own pages and those of cors.allowed.origins may"
         )
 
     @contextmanager
@@ -127,8 +131,9 @@ class Door:
 
 
 class DoorMiddleware:
-    """ASGI middleware: every WebSocket handshake (origin, caller) and every HTTP request to
-    an endpoint that calls the LLM (caller, cap, admission) passes the door."""
+    """ASGI middleware: every WebSocket handshake (origin, caller), every HTTP request that
+    is not a GET (origin) and every HTTP request to an endpoint that calls the LLM (caller,
+    cap, admission) passes the door."""
 
     def __init__(self, app: ASGIApp, door: Door) -> None:
         self.app = app
@@ -137,7 +142,15 @@ class DoorMiddleware:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "websocket":
             await self._socket(scope, receive, send)
-        elif calls_the_llm(scope):
+            return
+        if scope["type"] == "http" and scope["method"] not in SAFE_METHODS:
+            request = Request(scope)
+            try:  # a form another site posts with its visitor's cookies changes nothing
+                self.door.check_origin(request, self.door.settings())
+            except ServiceError as refused:
+                await error_response(request, refused)(scope, receive, send)
+                return
+        if calls_the_llm(scope):
             await self._question(scope, receive, send)
         else:
             await self.app(scope, receive, send)
@@ -184,5 +197,20 @@ def _origin(text: str) -> str:
     return f"{parts.scheme}://{shown}"
 
 
-def _netloc(origin: str) -> str:
-    return origin.partition("://")[2]
+def _same_host(origin: str, host: str) -> bool:
+    """Whether an origin (as `_origin` writes it) names the host and port of a Host header
+    (one without a port: the origin's scheme's default)."""
+    if not origin:
+        return False
+    scheme = origin.partition("://")[0]
+    try:
+        parts = urlsplit(f"{scheme}://{host.strip().lower()}")
+        port = parts.port
+    except ValueError:
+        return False
+    if not parts.hostname or parts.path or parts.query or "@" in host:
+        return False
+    shown = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    if port is not None and port != DEFAULT_PORTS[scheme]:
+        shown += f":{port}"
+    return origin == f"{scheme}://{shown}"

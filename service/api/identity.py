@@ -2,8 +2,9 @@
 is given by the door (service.api.door), made here from the request's credentials.
 
 - The API key (`api.keys`), when one is configured: none sent, or a wrong one, is a 401.
-- The person: the `sub` of a verified JWT (`security.identity=jwt`), or the user the trusted
-  proxy names in `security.user.header` (`security.identity=header`); none without security.
+- The person: the `sub` of a verified JWT (`security.identity=jwt`, its key set), or the user
+  the trusted proxy names in `security.user.header` (`security.identity=header`), whether or
+  not document-level security is on (`security.enabled` decides the groups, not the person).
 - The groups, for document-level security: from the header a trusted proxy sets, or from the
   verified JWT's groups claim.
 
@@ -30,6 +31,7 @@ from service.retrieval.scope import EVERYTHING
 GROUP = re.compile(r"^[\w.@:-]{1,128}$")
 USER = re.compile(r"^[\w.@:+-]{1,256}$")
 MAX_GROUPS = 200
+MAX_SUBJECT = 200  # characters of a token's sub kept as they are (longer: its hash)
 
 
 @dataclass(frozen=True)
@@ -41,12 +43,14 @@ class Caller:
     address: str
     scope: Scope
     expires: float | None = None  # when its identity token ends (epoch seconds)
+    nameless: bool = False  # it sent a verified identity token that names nobody (no sub)
 
     @property
     def owner(self) -> str | None:
         """Whose conversations and memories its are: the person, else the key, with the
-        groups it has (security on); None for an anonymous caller, who owns nothing."""
-        who = self.person or self.key
+        groups it has (security on); None for an anonymous caller, and for a token that
+        names nobody (it is not the key's), who own nothing."""
+        who = None if self.nameless else self.person or self.key
         if who is None:
             return None
         groups = "" if self.scope.groups is None else ",".join(sorted(self.scope.groups))
@@ -70,20 +74,49 @@ def identify(connection: HTTPConnection, settings: Settings) -> Caller:
     client = connection.client
     address = client.host if client else "unknown"
     key_name = "key:" + hashlib.sha256(key.encode()).hexdigest()[:16] if key else None
-    if not security.enabled:
-        return Caller(key_name, None, address, EVERYTHING)
     if security.identity == "jwt":
         token = bearer_token(connection)
-        claims = verified_claims(token, security) if token else {}
-        subject = claims.get("sub")
-        person = "sub:" + subject[:256] if isinstance(subject, str) and subject else None
-        expires = claims.get("exp")
-        scope = groups_scope(_groups_claim(claims, security), security, security.jwt_groups_claim)
-        ends = float(expires) if isinstance(expires, int | float) else None
-        return Caller(key_name, person, address, scope, ends)
-    raw = connection.headers.get(security.groups_header, "")
-    scope = groups_scope(raw.split(","), security, security.groups_header)
+        if token and token == key:
+            token = ""  # the API key in Authorization: no identity token
+        verifying = security.enabled or bool(security.jwt_key.get_secret_value())
+        claims = verified_claims(token, security) if token and verifying else {}
+        person = _subject(claims)
+        scope = EVERYTHING
+        if security.enabled:
+            groups = _groups_claim(claims, security)
+            scope = groups_scope(groups, security, security.jwt_groups_claim)
+        nameless = bool(claims) and person is None
+        return Caller(key_name, person, address, scope, _expiry(claims), nameless)
+    scope = EVERYTHING
+    if security.enabled:
+        raw = connection.headers.get(security.groups_header, "")
+        scope = groups_scope(raw.split(","), security, security.groups_header)
     return Caller(key_name, _proxy_user(connection, security), address, scope)
+
+
+def _subject(claims: dict[str, Any]) -> str | None:
+    """The person a verified token names (its whole `sub`: a long one by its hash)."""
+    subject = claims.get("sub")
+    if not isinstance(subject, str) or not subject:
+        return None
+    if len(subject) > MAX_SUBJECT:
+        return "sub:#" + hashlib.sha256(subject.encode("utf-8", "replace")).hexdigest()
+    return "sub:" + subject
+
+
+def _expiry(claims: dict[str, Any]) -> float | None:
+    """When a verified token ends (its `exp`, as the JWT library read it)."""
+    expires = claims.get("exp")
+    if isinstance(expires, bool):
+        return None
+    if isinstance(expires, int | float):
+        return float(expires)
+    if isinstance(expires, str):
+        try:
+            return float(int(expires))  # PyJWT reads a string of digits too
+        except ValueError:
+            return None
+    return None
 
 
 def _proxy_user(connection: HTTPConnection, security: SecuritySettings) -> str | None:

@@ -53,11 +53,6 @@ class NewMessage(BaseModel):
     conversationId: str | None = Field(None, max_length=128)
 
 
-def _owner(request: Request, snapshot: Snapshot) -> str:
-    """The caller, when it owns conversations (a person, or an API key)."""
-    return owner_of(request)
-
-
 def _listed(conversation: Conversation) -> dict[str, str]:
     return {"id": conversation.id, "title": conversation.title, "updated": conversation.updated}
 
@@ -95,13 +90,13 @@ async def conversations(
 ) -> JSONResponse:
     """The caller's conversations, and one of them (the named one, else the latest) with its
     messages."""
-    return await _panel(_owner(request, snapshot), snapshot, conversationId)
+    return await _panel(owner_of(request), snapshot, conversationId)
 
 
 @router.post("/users/conversations", responses=documented_errors(401, 403))
 async def new_conversation(request: Request, snapshot: CurrentSnapshot) -> JSONResponse:
     """A new, empty conversation ("New conversation"), then the panel showing it."""
-    owner = _owner(request, snapshot)
+    owner = owner_of(request)
     store = store_of(snapshot)
     made = await store.add(await store.open(owner, None))
     return await _panel(owner, snapshot, made.id)
@@ -110,7 +105,7 @@ async def new_conversation(request: Request, snapshot: CurrentSnapshot) -> JSONR
 @router.put("/users/conversations", responses=documented_errors(401, 403, 404))
 async def rename(body: Rename, request: Request, snapshot: CurrentSnapshot) -> JSONResponse:
     """One of the caller's conversations, titled anew."""
-    owner = _owner(request, snapshot)
+    owner = owner_of(request)
     renamed = await store_of(snapshot).rename(owner, body.conversationId, body.title)
     return JSONResponse(
         {"status": "OK", "content": {"conversationId": renamed.id, "title": renamed.title}}
@@ -122,7 +117,7 @@ async def delete(
     request: Request, snapshot: CurrentSnapshot, conversationId: str | None = ConversationId
 ) -> JSONResponse:
     """One of the caller's conversations deleted, then the panel without it."""
-    owner = _owner(request, snapshot)
+    owner = owner_of(request)
     if conversationId is not None:
         await store_of(snapshot).delete(owner, conversationId)
     return await _panel(owner, snapshot, None)
@@ -134,7 +129,7 @@ async def add_message(
 ) -> JSONResponse:
     """A message kept in one of the caller's conversations (none named: a new one, titled
     with the message)."""
-    owner = _owner(request, snapshot)
+    owner = owner_of(request)
     store = store_of(snapshot)
     conversation = await store.open(owner, body.conversationId)
     kept = await store.add(conversation, ChatMessage(body.role, body.content))

@@ -16,6 +16,9 @@ class CallBudget:
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.used = 0
+        # calls kept for the end of the request: the answer's, and the verification's before
+        # it (the pipeline sets it from its stages' `calls_kept`)
+        self.kept = 1
 
     @classmethod
     def unlimited(cls) -> CallBudget:
@@ -25,6 +28,11 @@ class CallBudget:
     @property
     def left(self) -> int:
         return self.limit - self.used
+
+    @property
+    def spare(self) -> int:
+        """What a stage before the answer may still spend: what is left past the kept calls."""
+        return self.left - self.kept
 
     def spend(self) -> None:
         """Counts one call; raises TooManyCalls when none is left."""

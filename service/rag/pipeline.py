@@ -29,8 +29,9 @@ class Pipeline(Generic[Q, S]):
     """`begin` turns the request into its state (or raises: feature off, empty question); then
     each stage the request wants runs, timed under its name, and its typed result is written
     into the state (`State.take`). A stage that calls the LLM is skipped when the request's
-    budget has only the answer's call left. The stage that makes the Reply (a chain, or a
-    cached answer) ends the loop."""
+    budget has only the calls kept for the end left (the answer's, and its verification's:
+    each stage's `calls_kept`). The stage that makes the Reply (a chain, or a cached answer)
+    ends the loop."""
 
     def __init__(
         self,
@@ -61,8 +62,10 @@ class Pipeline(Generic[Q, S]):
 
     async def _loop(self, state: S, progress: Progress | None) -> Reply:
         calls = self._llm.calls
+        # the calls the last stages make (the answer's, the verification's) are kept for them
+        calls.kept = max(1, sum(getattr(stage, "calls_kept", 0) for stage in self.stages))
         for stage in self.stages:
-            if stage.calls_llm and calls.left <= 1:  # one call is kept for the answer
+            if stage.calls_llm and calls.spare <= 0:
                 continue
             if not stage.wanted(state):
                 continue

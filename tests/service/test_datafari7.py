@@ -19,6 +19,8 @@ from testing.llm_server import LLMScript, Step
 from testing.service import ADMIN_TOKEN, ClientFactory, ServiceFactory
 from tests.service.test_security import DOCUMENTS, assert_no_secret
 
+KEY = "datafari7-owner-key"  # conversations and memories are kept for an owner: a keyed caller
+KEYED = {"X-API-Key": KEY}
 PREFIX = "/Datafari/rest/v2.0"
 QUESTION = "When was the lighthouse lamp electrified?"
 AUTH = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
@@ -87,7 +89,8 @@ def test_each_action_answers_datafari_7s_body_on_both_paths(
         assert [s["id"] for s in answer["sources"]] == [d["id"] for d in answer["documents"]]
         assert all(len(s["content"]) <= 201 for s in answer["sources"])  # Datafari's 200 + …
         assert "conversationId" not in answer  # conversations are off here: null, left out
-        assert answer["memoryId"]
+        # an anonymous caller owns nothing: no memory kept, and the answer says so
+        assert "memoryId" not in answer and "anonymous" in answer["notKept"]
         summary = ok(summarizing.post(path, json=SUMMARIZE_BODY))
         assert summary["message"] and summary["documents"][0]["id"] == "lighthouse"
     assert len(llm.requests) == 4
@@ -113,7 +116,8 @@ def test_datafari_7s_compatibility_routes_by_datafari_api_version(
     make_client: ClientFactory, llm: LLMScript
 ) -> None:
     seven = make_client({"ai.enable.summarization": True, "datafari.api.version": "7",
-                         **AGENTIC})  # fmt: skip
+                         **AGENTIC, "api.keys": KEY})  # fmt: skip
+    seven.headers.update(KEYED)  # a keyed caller: its memory is kept
     answer = ok(seven.post(f"{PREFIX}/ai/rag", json={"query": QUESTION, "history": []}))
     assert answer["memoryId"] and answer["sources"][0]["id"] == "lighthouse"  # 7's envelope
     summary = ok(seven.post(f"{PREFIX}/ai/summarize", json={"id": "lighthouse"}))
@@ -381,8 +385,10 @@ def test_a_conversation_is_kept_for_its_caller_only(
 
 
 def test_a_conversation_is_bounded(make_client: ClientFactory, llm: LLMScript) -> None:
-    client = make_client({"conversations.enabled": True, "conversations.max.messages": 2,
+    client = make_client({"conversations.enabled": True, "api.keys": KEY,
+                          "conversations.max.messages": 2,
                           "conversations.max.message.chars": 100})  # fmt: skip
+    client.headers.update(KEYED)  # conversations are an owner's: a keyed caller
     conversation = ok(client.post("/ai", json={"query": "lighthouse " * 50}))["conversationId"]
     for question in ("orchard pruning", "lighthouse keeper"):
         ok(client.post("/ai", json={"query": question, "conversationId": conversation}))
@@ -398,7 +404,8 @@ def test_a_conversation_is_bounded(make_client: ClientFactory, llm: LLMScript) -
 def test_a_conversation_id_never_made_here_is_ignored_and_the_question_answered(
     make_client: ClientFactory, llm: LLMScript
 ) -> None:
-    client = make_client({"conversations.enabled": True})
+    client = make_client({"conversations.enabled": True, "api.keys": KEY})
+    client.headers.update(KEYED)  # conversations are an owner's: a keyed caller
     for made_up in ("0" * 32, "../../etc/passwd", "*:*", "a" * 128):
         answer = ok(client.post("/ai", json={"query": QUESTION, "conversationId": made_up}))
         assert answer["conversationId"] != made_up and len(answer["conversationId"]) == 32
@@ -639,7 +646,10 @@ def test_json_steps_let_a_small_local_model_call_the_tools(
 def test_a_conversation_expires_after_its_time(make_client: ClientFactory, llm: LLMScript) -> None:
     """conversations.ttl.hours after its last message, a conversation is gone (waiting longer
     than that only makes it more so: no slow machine can break this)."""
-    client = make_client({"conversations.enabled": True, "conversations.ttl.hours": 0.0005})
+    client = make_client(
+        {"conversations.enabled": True, "api.keys": KEY, "conversations.ttl.hours": 0.0005}
+    )
+    client.headers.update(KEYED)  # conversations are an owner's: a keyed caller
     conversation = ok(client.post("/ai", json={"query": QUESTION}))["conversationId"]
     assert ok(client.get(f"/ai/conversations/{conversation}"))["messages"]
     time.sleep(0.0005 * 3600 + 1)
@@ -675,7 +685,10 @@ def test_a_caller_keeps_at_most_its_share_of_conversations(
 ) -> None:
     """conversations.max.per.caller: a new conversation beyond deletes the caller's oldest,
     so one caller cannot fill Solr."""
-    client = make_client({"conversations.enabled": True, "conversations.max.per.caller": 2})
+    client = make_client(
+        {"conversations.enabled": True, "api.keys": KEY, "conversations.max.per.caller": 2}
+    )
+    client.headers.update(KEYED)  # conversations are an owner's: a keyed caller
     made = [ok(client.post("/ai", json={"query": QUESTION}))["conversationId"] for _ in range(3)]
     error_of(client.get(f"/ai/conversations/{made[0]}"), "428", "ragConversationNotFound", 404)
     for kept in made[1:]:

@@ -95,7 +95,12 @@ def stream(client: TestClient, body: dict) -> list[dict]:
 
 @pytest.fixture
 def everything(make_client: ClientFactory) -> TestClient:
-    return make_client({**AGENTIC, "ai.enable.summarization": True, "conversations.enabled": True})
+    """Every action on, a keyed caller (who owns conversations and memories)."""
+    client = make_client({**AGENTIC, "ai.enable.summarization": True,
+                          "conversations.enabled": True,
+                          "api.keys": "conformance-key"})  # fmt: skip
+    client.headers["X-API-Key"] = "conformance-key"
+    return client
 
 
 def test_every_action_streams_datafari_7s_events_in_their_order(

@@ -4,6 +4,7 @@ its own, and never reads, lists, renames or deletes another's."""
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
@@ -96,3 +97,26 @@ def test_the_panel_is_an_authenticated_caller_s(make_client: ClientFactory) -> N
         assert keyed.put("/users/conversations", headers=ONE, json=body).status_code == 400
     refused = keyed.post("/users/messages", headers=ONE, json={"role": "system", "content": "x"})
     assert refused.status_code == 400
+
+
+def test_the_conversation_keeps_its_title_turn_after_turn(kept: TestClient, llm: LLMScript) -> None:
+    """The `conversation` event carries the title kept (the first question's, or the one PUT
+    gave it), never the current question's: the chat's header matches the panel."""
+
+    def titled(body: dict) -> dict:
+        lines = kept.post("/ai/stream", headers=ONE, json=body).text.splitlines()
+        return next(json.loads(line)["data"] for line in lines if '"conversation"' in line)
+
+    first = titled({"query": QUESTION})
+    assert first["title"] == QUESTION[:50]
+    later = titled({"query": "Who kept the lighthouse?", "conversationId": first["conversationId"]})
+    assert later == first
+    renamed = {"conversationId": first["conversationId"], "title": "Lamp history"}
+    content(kept.put("/users/conversations", headers=ONE, json=renamed))
+    conversation = first["conversationId"]
+    asked = {"query": "What did the lighthouse keeper do?", "conversationId": conversation}
+    after = titled(asked)
+    assert after["title"] == "Lamp history"
+    panel = content(kept.get("/users/conversations", headers=ONE,
+                             params={"conversationId": first["conversationId"]}))  # fmt: skip
+    assert panel["title"] == "Lamp history"

@@ -364,3 +364,28 @@ def test_a_socket_turn_writes_an_access_line_and_metrics(
     assert turns[0].startswith("WS /ai/ws 200") and not turns[1].startswith("WS /ai/ws 200")
     metrics = client.get("/metrics").text
     assert 'endpoint="/ai/ws",method="WS",status="200"' in metrics
+
+
+def test_a_form_another_site_posts_changes_nothing(make_client: ClientFactory) -> None:
+    """Review finding: with the person from a proxy's header (a session cookie the browser
+    sends to any site's form), POST /users/conversations from another site's page made empty
+    conversations until the person's real one was pushed out."""
+    client = make_client({"conversations.enabled": True, "security.enabled": True,
+                          "security.user.header": "X-User",
+                          "conversations.max.per.caller": 3})  # fmt: skip
+    victim = {"X-User": f"victim-{uuid.uuid4().hex[:8]}"}
+    written = client.post(
+        "/users/messages", headers=victim, json={"role": "user", "content": "mine"}
+    )
+    kept = content(written)["conversationId"]
+    form = {**victim, "Origin": "https://evil.example",
+            "Content-Type": "application/x-www-form-urlencoded"}  # fmt: skip
+    for _ in range(3):
+        refused = client.post("/users/conversations", headers=form, content="a=b")
+        assert refused.status_code == 403 and "origin" in refused.text, refused.text
+        assert client.delete("/users/conversations", headers=form,
+                             params={"conversationId": kept}).status_code == 403  # fmt: skip
+    panel = content(client.get("/users/conversations", headers=victim))
+    assert [c["id"] for c in panel["conversations"]] == [kept]
+    own = {**victim, "Origin": "http://testserver"}
+    assert content(client.post("/users/conversations", headers=own))["conversationId"] != kept

@@ -280,3 +280,22 @@ def test_a_short_answers_citation_is_streamed_as_it_is_kept(
     written = cites_another(llm.requests[-1])
     assert written != done["message"], "the citation was made true: its number changed"
     assert streamed == done["message"] and done["message"].startswith("The lamp burned")
+
+
+def test_the_verification_s_call_is_kept_from_grading(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    """Issue 67: with grading on and a tight llm.max.calls.per.request, grading used to leave
+    one call, the verification spent it and the answer failed (TooManyCalls). The chain now
+    declares both calls it makes, and grading leaves them."""
+    client = make_client({
+        "retrieval.method": "bm25", **VERIFIED, "rag.grading.enabled": True,
+        "rag.grading.min": "LOW", "chunking.maxFiles": 5, "prompt.max.request.size": 1400,
+        "llm.maxTokens": 50, "llm.max.calls.per.request": 3,
+    })  # fmt: skip
+    response = client.post("/ai/rag", json={"query": "glacier survey"})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["usage"]["llm_calls"] == 3, body  # one grading, the verification, the answer
+    assert "Does a document above say" in llm.requests[-2].prompt
+    assert body["content"]["message"].startswith("Test answer to:")

@@ -9,9 +9,10 @@ which the loop writes into the state.
     /ai/summarize: Fetch -> Chunk -> Summarize
 
 A stage says whether it is `wanted` for this request (rewriting is not, for one document by id)
-and whether it `calls_llm` (skipped when the request's LLM call budget has only the answer's
-call left); `run` does its work and returns its result. The last stage returns the Reply; a
-stage that answers early (a cached answer) does the same, and the loop stops there.
+and whether it `calls_llm` (skipped when the request's LLM call budget has only the calls the
+last stages keep left: `calls_kept`, the answer's and its verification's); `run` does its
+work and returns its result. The last stage returns the Reply; a stage that answers early (a
+cached answer) does the same, and the loop stops there.
 """
 
 from service.rag.stages.cache_lookup import CacheLookup

@@ -53,6 +53,12 @@ class Chain(EveryRequest):
     abstain_unsupported: float | None = None  # grounding.abstain.unsupported
     name: ClassVar[str] = "chain"
 
+    @property
+    def calls_kept(self) -> int:
+        """The LLM calls earlier stages must leave it: the answer's, and the verification's
+        when it asks one (grounding.verify with llm.logprobs)."""
+        return 2 if self.verify and self.logprobs else 1
+
     async def run(self, state: RagState) -> Reply:
         chain_started = time.perf_counter()
         if state.chunks:
@@ -68,7 +74,9 @@ class Chain(EveryRequest):
         if state.chunks and not form.json:  # a caller's JSON is checked by its schema
             not_found = state.question.not_found
             supported = None
-            if self.verify and self.logprobs and prepared.verification is not None:
+            # (a budget spent by the chain's own plan leaves the answer its call: no verification)
+            verifying = self.verify and self.logprobs and self.llm.calls.left >= 2
+            if verifying and prepared.verification is not None:
                 with state.timings.stage("verify"):
                     supported, usage = await verified(self.llm, prepared.verification)
                 state.usages.append(usage)

@@ -41,7 +41,7 @@ class Grade:
             self.size,
             self.minimum,
             concurrency=self.concurrency,
-            max_requests=self.llm.calls.left - 1,
+            max_requests=self.llm.calls.spare,
         ).run(state.question.text, state.chunks)
         kept = number_chunks([item.chunk for item in graded.kept])
         if not kept and not state.query.options.answer_without_sources:

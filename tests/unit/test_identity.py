@@ -1,0 +1,116 @@
+"""Who is calling (service.api.identity) and from which page (service.api.door), as the door
+decides them for every way in: issue 66's review findings, each as it was found."""
+
+from __future__ import annotations
+
+import time
+
+import jwt
+import pytest
+from starlette.requests import HTTPConnection
+
+from service.api.door import Door, _origin, _same_host
+from service.api.identity import identify
+from service.config.settings import Settings
+from service.config.store import settings_from_mapping
+from service.errors import Forbidden, Unauthorized
+
+SECRET = "identity-unit-" + "k" * 40
+KEY = "the-shared-key"
+
+
+def settings(**values: object) -> Settings:
+    given = {"api.keys": KEY, **values}
+    return settings_from_mapping({k: str(v).lower() if isinstance(v, bool) else str(v)
+                                  for k, v in given.items()}, source="test", env={})  # fmt: skip
+
+
+JWT = {"security.identity": "jwt", "security.jwt.key": SECRET, "security.jwt.algorithms": "HS256"}
+
+
+def connection(**headers: str) -> HTTPConnection:
+    raw = [(name.replace("_", "-").lower().encode(), value.encode("latin-1"))
+           for name, value in headers.items()]  # fmt: skip
+    scope = {"type": "http", "method": "GET", "path": "/ai", "headers": raw,
+             "client": ("10.1.2.3", 5000), "query_string": b""}  # fmt: skip
+    return HTTPConnection(scope)
+
+
+def bearer(**claims: object) -> str:
+    return "Bearer " + jwt.encode({"exp": int(time.time()) + 600, **claims}, SECRET, "HS256")
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_person_is_known_with_or_without_document_security(enabled: bool) -> None:
+    """Finding: with security.enabled=false, everyone behind one key shared one owner."""
+    config = settings(**JWT, **{"security.enabled": enabled})
+    a = identify(connection(x_api_key=KEY, authorization=bearer(sub="alice")), config)
+    b = identify(connection(x_api_key=KEY, authorization=bearer(sub="bob")), config)
+    assert a.owner and b.owner and a.owner != b.owner
+    header = settings(**{"security.user.header": "X-User", "security.enabled": enabled})
+    c = identify(connection(x_api_key=KEY, x_user="carol"), header)
+    d = identify(connection(x_api_key=KEY, x_user="dave"), header)
+    assert c.owner != d.owner and c.person == "user:carol"
+
+
+def test_two_long_subjects_sharing_a_head_are_two_people() -> None:
+    head = "https://idp.example/tenant/" + "x" * 300
+    config = settings(**JWT)
+    a = identify(connection(x_api_key=KEY, authorization=bearer(sub=head + "alice")), config)
+    b = identify(connection(x_api_key=KEY, authorization=bearer(sub=head + "bob")), config)
+    assert a.owner != b.owner and a.name != b.name
+
+
+def test_a_token_naming_nobody_owns_nothing_and_is_not_the_key() -> None:
+    config = settings(**JWT)
+    nameless = identify(connection(x_api_key=KEY, authorization=bearer(groups=[])), config)
+    assert nameless.owner is None
+    key_only = identify(connection(x_api_key=KEY), config)
+    assert key_only.owner is not None and key_only.person is None
+
+
+def test_an_expiry_written_as_digits_is_read() -> None:
+    ends = int(time.time()) + 60
+    config = settings(**JWT)
+    caller = identify(connection(x_api_key=KEY, authorization=bearer(sub="s", exp=str(ends))),
+                      config)  # fmt: skip
+    assert caller.expires == ends
+
+
+def test_the_api_key_in_authorization_is_no_identity_token() -> None:
+    config = settings(**JWT, **{"security.enabled": True})
+    caller = identify(connection(authorization=f"Bearer {KEY}"), config)
+    assert caller.key and caller.person is None and caller.scope.groups == ()
+    with pytest.raises(Unauthorized):
+        identify(connection(x_api_key=KEY, authorization="Bearer not-a-token"), config)
+
+
+@pytest.mark.parametrize(
+    ("origin", "host", "same"),
+    [
+        ("http://testserver", "testserver", True),
+        ("http://testserver", "testserver:80", True),  # finding: the default port on one side
+        ("https://search.example.org", "search.example.org", True),
+        ("http://127.0.0.1:8000", "127.0.0.1:8000", True),
+        ("http://[::1]:8000", "[::1]:8000", True),
+        ("http://testserver:8080", "testserver", False),
+        ("http://evil.example", "testserver", False),
+        ("http://testserver", "testserver@evil.example", False),
+        ("http://testserver", "testserver/path", False),
+    ],
+)
+def test_the_page_s_own_origin(origin: str, host: str, same: bool) -> None:
+    assert _same_host(_origin(origin), host) is same
+
+
+def test_a_proxy_s_forwarded_host_is_the_page_s_own_and_others_are_refused() -> None:
+    door = Door(lambda: settings())
+    config = settings(**{"cors.allowed.origins": "https://widget.example"})
+    proxied = connection(origin="https://search.example.org", host="127.0.0.1:8000",
+                         x_forwarded_host="search.example.org")  # fmt: skip
+    door.check_origin(proxied, config)
+    door.check_origin(connection(origin="https://widget.example", host="x"), config)
+    door.check_origin(connection(host="x"), config)  # no Origin: not a browser
+    for hostile in ("https://evil.example", "null", "https://widget.example.evil"):
+        with pytest.raises(Forbidden):
+            door.check_origin(connection(origin=hostile, host="127.0.0.1:8000"), config)
