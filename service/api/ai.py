@@ -43,7 +43,6 @@ import logging
 import re
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import replace
 from typing import Literal
 
 from fastapi import APIRouter, Depends, Request
@@ -69,30 +68,25 @@ from service.api.identity import Caller
 from service.api.payload import json_route
 from service.api.rag import MAX_HISTORY_MESSAGES, MAX_MESSAGE_CHARS, MAX_QUERY_CHARS, UsageOut
 from service.api.sources import SourceOut, sources_of, summary_sources
-from service.chains.prompts import language_name
 from service.config.settings import agents_of
 from service.conversations import TITLE_CHARS, Conversation, ConversationStore
 from service.custom_tools import custom_tools
 from service.errors import (
     ConversationNotFound,
-    DocumentNotFound,
-    EmptyDocument,
     FeatureDisabled,
-    NoFileContent,
     ServiceError,
-    SummarySourceNotFound,
     Unauthorized,
 )
-from service.llm import ChatMessage, Usage
+from service.llm import ChatMessage
 from service.memories import Memories, Memory
 from service.rag import assemble
 from service.rag.options import RequestOptions
 from service.rag.reply import Answer, AnswerDocument, Reply
 from service.rag.request import RagQuery, SummarizeQuery
+from service.rag.synthesis import SynthesisQuery, synthesize
 from service.retrieval import Scope
 from service.retrieval.facet_filter import documents_matching
 from service.snapshot import Snapshot
-from service.text.citations import cited_numbers
 from service.text.language import answer_language
 
 log = logging.getLogger(__name__)
@@ -113,7 +107,6 @@ NOT_KEPT = (
     "an anonymous caller keeps no conversation or memory on the server: send the history with "
     "each question, or an API key or identity token"
 )
-SYNTHESIS_MAX_FILES = 5  # Datafari's synthesis.maxFiles: the documents a synthesis reads
 SEARCH_RESULTS = 5  # Datafari's search action lists this many documents
 SOURCE_CHARS = 200  # of a source's text in Datafari 7's `sources`
 MAX_FILTER_IDS = 1_000
@@ -475,42 +468,10 @@ class Turn:
         return Answer(message="", documents=documents, timings={"search": took})
 
     async def _synthesize(self, progress: assemble.Progress | None) -> Answer:
-        """Datafari's synthesis: each of the filters' documents (at most SYNTHESIS_MAX_FILES)
-        summarized, then one answer written from the summaries, citing them."""
-        ids = list(dict.fromkeys(self.body.filters.id or ()))[:SYNTHESIS_MAX_FILES]  # type: ignore[union-attr]
-        started = time.perf_counter()
-        tell = progress or (lambda _: None)
-        tell("synthesis:start")
-        summaries: list[AnswerDocument] = []
-        usage = Usage()
-        for index, document_id in enumerate(ids, start=1):
-            tell(f"synthesis:summary generation ({index}/{len(ids)})")
-            query = SummarizeQuery(document_id=document_id, lang=self.body.lang,
-                                   scope=self.caller.scope)  # fmt: skip
-            try:
-                summary = await (await assemble.summarize(self.snapshot, query)).complete()
-            except (DocumentNotFound, SummarySourceNotFound, EmptyDocument) as skipped:
-                log.info("synthesis: %s left out (%s)", document_id[:64], skipped.reason)
-                continue
-            usage += summary.usage
-            source = summary.documents[0] if summary.documents else None
-            title, url = (source.title, source.url) if source else (document_id, "")
-            number = len(summaries) + 1
-            summaries.append(AnswerDocument(document_id, title, url, summary.message, number,
-                                            cited=False))  # fmt: skip
-        if not summaries:
-            raise NoFileContent(f"none of the {len(ids)} document(s) could be read")
-        tell("synthesis:generation")
-        completion = await self.snapshot.llm.complete(synthesis_messages(
-            summaries, self.body.query or "", language_name(self.body.lang)))  # fmt: skip
-        usage += completion.usage
-        text = completion.text.strip()
-        cited = cited_numbers(text)
-        documents = [replace(d, cited=d.number in cited) for d in summaries]
-        took = round((time.perf_counter() - started) * 1000, 1)
-        answer = Answer(message=text, documents=documents, timings={"synthesis": took})
-        answer.usage = usage
-        return answer
+        """Datafari's synthesis of the filters' documents (service.rag.synthesis)."""
+        ids = tuple(self.body.filters.id or ()) if self.body.filters else ()
+        query = SynthesisQuery(ids, self.body.query or "", self.body.lang, self.caller.scope)
+        return await synthesize(self.snapshot, query, progress)
 
     def _agent(
         self,
@@ -672,24 +633,6 @@ async def delete_conversation(
     """Deletes one of the caller's conversations, at once (another caller's: 404)."""
     await store_of(snapshot).delete(owner_of(request), conversation_id[:128])
     return JSONResponse({"status": "OK", "content": {"conversationId": conversation_id}})
-
-
-def synthesis_messages(
-    summaries: list[AnswerDocument], asked: str, language: str
-) -> list[ChatMessage]:
-    """The one request of a synthesis: the documents' summaries, numbered, and what to write."""
-    numbered = "\n\n".join(f"[{d.number}] {d.title}\n{d.content}" for d in summaries)
-    what = asked.strip() or "Write a synthesis of these documents."
-    answer_in = f" Answer in {language}." if language else ""
-    return [
-        ChatMessage(
-            "system",
-            "You write a synthesis of documents from their summaries: what they say together, "
-            "where they agree and differ, citing each document's number in brackets, and "
-            "nothing the summaries do not say." + answer_in,
-        ),
-        ChatMessage("user", f"Summaries:\n\n{numbered}\n\n{what}"),
-    ]
 
 
 def memories_of(request: Request) -> Memories:

@@ -54,10 +54,11 @@ SPECS: dict[str, TemplateSpec] = {
     "summarize": _spec("part", required=("sources",)),
     "summarize_reduce": _spec(required=("answers",)),
     "agent": _spec("tools"),
+    "synthesis": _spec(required=("summaries", "question")),
 }
 # templates added after a release: a folder of an operator's own templates that lacks them
 # takes ours, so that an upgrade never stops a service whose prompts were customised
-ADDED_LATER = frozenset({"agent", "verify"})
+ADDED_LATER = frozenset({"agent", "verify", "synthesis"})
 SHIPPED = Path(__file__).resolve().parents[2] / "prompts"
 
 

@@ -733,3 +733,23 @@ def test_a_caller_over_its_cap_on_the_ai_api_gets_a_429_at_once(
             assert refused.status_code == 429, refused.text
             assert refused.headers["Retry-After"]
         assert slow.result().status_code == 200
+
+
+def test_a_synthesis_reports_every_call_and_keeps_one_deadline(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    """Issue 67: a synthesis reported llm_calls=0, gave each document's summary a deadline of
+    its own and its final call none; it is one request now (service.rag.synthesis)."""
+    client = make_client({"ai.enable.summarization": True})
+    body = {"action": "synthesize", "filters": {"id": ["lighthouse", "orchard"]}}
+    response = client.post("/ai", json=body)
+    assert response.status_code == 200 and response.json()["status"] == "OK", response.text
+    assert response.json()["usage"]["llm_calls"] == len(llm.requests) == 3  # 2 summaries + 1
+    assert "Write a synthesis of these documents" in llm.requests[-1].prompt
+    # three calls of 0.8 s each within a request.timeout of 1.5 s: the whole synthesis times
+    # out (each summary alone would fit)
+    slow = make_client({"ai.enable.summarization": True, "request.timeout": 1.5})
+    llm.reset()
+    llm.delay = 0.8
+    late = slow.post("/ai", json=body).json()
+    assert late["status"] == "ERROR" and "timeout" in late["content"]["error"]["reason"], late
