@@ -118,15 +118,20 @@ class Snapshot:
             reads=settings.embeddings.reads(),
         )
 
-    def index_retriever(self, scope: Scope, count: int, method: str = "") -> Retriever:
+    def index_retriever(
+        self, scope: Scope, count: int, method: str = "", *, operator: str = ""
+    ) -> Retriever:
         """The configured retrieval (or `method`'s: bm25, vector, hybrid), finding up to
-        `count` documents or passages in `scope`."""
+        `count` documents or passages in `scope` (at most MAX_FILES documents by BM25), its
+        words joined by `operator` (AND, OR; "" the configured rag.operator)."""
         changes: dict[str, object] = {
             "solr.topK": count,
             "chunking.maxFiles": min(count, MAX_FILES),
         }
         if method:
             changes["retrieval.method"] = method
+        if operator:
+            changes["rag.operator"] = operator
         sized = self.settings.overridden(changes)
         return build_retriever(
             sized.retrieval,

@@ -18,6 +18,7 @@ from service.api import (
     admin,
     ai,
     ai_ws,
+    datafari_search,
     documents,
     health,
     kaito,
@@ -117,6 +118,7 @@ def create_app(config_path: Path) -> FastAPI:
     app.include_router(users.router)
     app.include_router(summarize.router)
     app.include_router(search.router)
+    app.include_router(datafari_search.router)
     app.include_router(documents.router)
     app.include_router(jobs_api.router)
     app.include_router(kaito.router)

@@ -5,21 +5,19 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Literal
 
-from fastapi import APIRouter, Depends, Query, Request
-from fastapi.exceptions import RequestValidationError
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from service.api.auth import require_api_key
 from service.api.dependencies import CurrentSnapshot
 from service.api.door import caller_of
 from service.api.errors import as_service_error, body_of, documented_errors
-from service.api.fields import MAX_QUERY_PARAM, DocumentId, OptionalLanguage
+from service.api.fields import DocumentId, OptionalLanguage
 from service.api.grounding import GroundingOut
 from service.api.payload import json_route
 from service.api.sources import SourceOut, sources_of
 from service.api.sse import SSE_HEADERS, event_stream, sse_event
-from service.errors import BadRequest
 from service.llm import ChatMessage
 from service.rag.assemble import ask
 from service.rag.reply import Answer, Reply
@@ -206,34 +204,6 @@ async def rag(
         media_type="text/event-stream",
         headers=SSE_HEADERS,
     )
-
-
-@router.get(
-    "/search/select",
-    response_model=RagResponse,
-    responses=documented_errors(403, 404, 428),
-    deprecated=True,
-)
-async def rag_by_search(
-    request: Request,
-    snapshot: CurrentSnapshot,
-    q: str = Query(min_length=1, max_length=MAX_QUERY_PARAM, description="The question."),
-    action: str = Query(max_length=64, description="Must be `rag`."),
-    format: str | None = Query(None, max_length=64, description="As on POST /ai/rag."),
-    lang: str | None = Query(None, max_length=64, description="As on POST /ai/rag."),
-    id: str | None = Query(None, max_length=512, description="As on POST /ai/rag."),
-) -> RagResponse | StreamingResponse:
-    """Datafari's deprecated RAG through the search API: POST /ai/rag's answer, same envelope."""
-    if action != "rag":
-        raise BadRequest(
-            f"action={action[:64]!r}: this service answers action=rag only; search Solr "
-            "directly for other actions"
-        )
-    try:
-        body = RagRequest.model_validate({"query": q, "format": format, "lang": lang, "id": id})
-    except ValidationError as error:
-        raise RequestValidationError(error.errors()) from None
-    return await rag(body, request, snapshot)
 
 
 async def _events(reply: Reply, request_id: str, language: str) -> AsyncIterator[str]:

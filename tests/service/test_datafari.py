@@ -170,3 +170,79 @@ def test_a_vector_field_that_is_not_a_vector_stops_the_start(
         TestClient(create_app(path)),
     ):
         pass
+
+
+# Datafari 7's MCP server's datafari_search tool, byte for byte (../shared/datafari7-clients.md)
+MCP_SEARCH = (
+    "/Datafari/rest/v2.0/search/select?q=lighthouse%20keeper&fl=title,url,id,docId,extension,"
+    "preview_content&sort=score%20desc&q.op=AND&rows=10&start=0&aggregator=&wt=json"
+)
+
+
+def test_datafari_s_search_api_answers_its_mcp_server_in_solr_s_shape(client: TestClient) -> None:
+    """Issue 68: the MCP server's search got a 400 for every query (its tool said `null`)."""
+    response = client.get(MCP_SEARCH)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["responseHeader"]["status"] == 0
+    found = body["response"]
+    assert found["start"] == 0 and found["numFound"] >= 1
+    first = found["docs"][0]
+    # what the MCP server reads: docId, title[0], preview_content[0], url
+    assert first["docId"] == first["id"] == "lighthouse"
+    assert first["title"] == ["The lighthouse keeper"]
+    assert first["preview_content"][0].startswith("The keeper of the Brannoch lighthouse")
+    assert set(first) == {"title", "url", "id", "docId", "extension", "preview_content"}
+    # q.op=AND: every word must match; OR finds more
+    both = client.get("/search/select", params={"q": "lighthouse orchard", "q.op": "AND"})
+    either = client.get("/search/select", params={"q": "lighthouse orchard", "q.op": "OR"})
+    assert both.json()["response"]["numFound"] < either.json()["response"]["numFound"]
+    paged = client.get("/search/select", params={"q": "lighthouse orchard", "rows": 1, "start": 1})
+    assert [d["id"] for d in paged.json()["response"]["docs"]] == [
+        d["id"] for d in either.json()["response"]["docs"][1:2]]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        {"q": "{!lucene}*:*"},
+        {"q": "lighthouse", "defType": "lucene", "qt": "/update", "shards": "http://evil/solr"},
+        {"q": "lighthouse", "stream.body": "<delete><query>*:*</query></delete>"},
+        {"q": "lighthouse", "rq": "{!rerank reRankQuery=$x}", "fl": "*,[child],content"},
+        {"q": "${secret}", "fq": "id:*"},
+    ],
+)
+def test_the_search_api_reads_words_and_facets_never_solr_syntax(
+    client: TestClient, hostile: dict
+) -> None:
+    response = client.get("/search/select", params=hostile)
+    assert response.status_code in (200, 400), response.text
+    if response.status_code == 200:
+        docs = response.json()["response"]["docs"]
+        assert all(set(doc) <= {"id", "docId", "title", "url", "preview_content", "extension",
+                                "score"} for doc in docs)  # fmt: skip
+        assert len(docs) <= 10
+    assert client.get("/search/select", params={"q": "lighthouse"}).json()["response"]["docs"]
+
+
+def test_the_search_api_is_bounded_and_says_what_it_refuses(client: TestClient) -> None:
+    for refused in ({"q": "x", "rows": 51}, {"q": "x", "start": 90, "rows": 20},
+                    {"q": "x", "wt": "xml"}, {"q": "x", "sort": "title asc"},
+                    {"q": "x", "q.op": "NEAR"}, {"q": "x", "action": "facets"},
+                    {"q": "x", "fq": ["title:a"] * 11}):  # fmt: skip
+        response = client.get("/search/select", params=refused)
+        assert response.status_code == 400, (refused, response.text)
+
+
+def test_the_search_api_keeps_within_the_caller_s_groups(make_client: ClientFactory) -> None:
+    from tests.service.test_security import AUTH, DOCUMENTS, SECRETS
+
+    make_client().post("/documents", json={"documents": DOCUMENTS}, headers=AUTH).raise_for_status()
+    secure = make_client({"security.enabled": True})
+    words = {"q": "marmalade soaking peel quince", "rows": 10}
+    team_a = secure.get("/search/select", headers={"X-User-Groups": "team-a"}, params=words)
+    assert team_a.status_code == 200, team_a.text
+    assert "acl-a" in team_a.text and not any(secret in team_a.text for secret in SECRETS)
+    nobody = secure.get("/search/select", params=words)  # no groups: public documents only
+    assert nobody.status_code == 200 and "acl-ab-denied" in nobody.text
+    assert "acl-a" not in nobody.text.replace("acl-ab", "") and "bergamot-xq" not in nobody.text

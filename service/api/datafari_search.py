@@ -1,0 +1,163 @@
+"""GET /search/select (and Datafari's `/Datafari/rest/v2.0/search/select`): Datafari's search
+API, as its search UI and its MCP server's `datafari_search` tool call it, answered in Solr's
+JSON shape over the documents collection, within what the caller may see.
+
+    GET /search/select?q=assert%20statement&fl=title,url,id,docId,extension,preview_content
+                      &sort=score%20desc&q.op=AND&rows=10&start=0&wt=json
+
+    {"responseHeader": {"status": 0, "QTime": 12, "params": {...}},
+     "response": {"numFound": 2, "start": 0, "docs": [{"id": ..., "docId": ..., "title": [...],
+                  "url": ..., "preview_content": [...], "extension": ..., "score": ...}]}}
+
+Honoured: `q` (BM25, the documents collection), `q.op` (AND, OR), `rows` (at most MAX_ROWS),
+`start` (start + rows at most MAX_DEPTH), `fl` (among FIELDS; others left out), `sort` (by
+relevance only: `score desc`), `fq` (each read by the facet grammar, as /ai's filters: a
+facet's filter, never widening the caller's scope), `wt=json`. Every other Solr parameter
+(local params, `qt`, `shards`, `stream.*`, `defType`, `rq`...) is ignored: nothing of the
+request reaches Solr but the question's words and the facets' values. `numFound` counts the
+documents found within MAX_DEPTH.
+
+`action=rag` is Datafari's deprecated RAG through the search API: POST /ai/rag's answer.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import PurePosixPath
+from typing import Annotated
+from urllib.parse import urlsplit
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+
+from service.api.auth import require_api_key
+from service.api.dependencies import CurrentSnapshot
+from service.api.door import caller_of
+from service.api.errors import documented_errors
+from service.api.fields import MAX_QUERY_PARAM
+from service.api.payload import json_route
+from service.api.rag import RagRequest, RagResponse, rag
+from service.errors import BadRequest
+from service.retrieval.base import RetrievedDocument
+from service.retrieval.facet_filter import documents_matching
+from service.snapshot import Snapshot
+from service.text import sanitize_query
+
+router = APIRouter(
+    tags=["search"], dependencies=[Depends(require_api_key)], route_class=json_route()
+)
+
+MAX_ROWS = 50
+MAX_DEPTH = 100  # start + rows (the most documents one BM25 search reads)
+MAX_FILTERS = 10
+PREVIEW_CHARS = 500  # of a document's text, as its preview_content
+FIELDS = ("id", "docId", "title", "url", "preview_content", "extension", "score")
+SCORE_ORDER = ("", "score desc")
+Filters = Annotated[list[str] | None, Query(max_length=MAX_FILTERS, description="Facet filters.")]
+
+
+@router.get(
+    "/search/select",
+    response_model=None,
+    responses={
+        200: {
+            "description": "Solr's JSON shape: responseHeader, response {numFound, start, "
+            "docs}; with action=rag, POST /ai/rag's answer."
+        },
+        **documented_errors(403, 404, 428),
+    },
+)
+async def select(
+    request: Request,
+    snapshot: CurrentSnapshot,
+    q: str = Query(min_length=1, max_length=MAX_QUERY_PARAM, description="The words searched."),
+    action: str | None = Query(None, max_length=64, description="`rag`: an answer instead."),
+    fl: str = Query("", max_length=1000, description=f"Fields among {', '.join(FIELDS)}."),
+    rows: int = Query(10, ge=0, le=MAX_ROWS, description="Documents to return."),
+    start: int = Query(0, ge=0, le=MAX_DEPTH, description="Documents to skip."),
+    operator: str = Query("", alias="q.op", max_length=8, description="AND or OR."),
+    sort: str = Query("", max_length=100, description="`score desc` (by relevance)."),
+    wt: str = Query("json", max_length=16, description="json."),
+    fq: Filters = None,
+    format: str | None = Query(None, max_length=64, description="action=rag: as on /ai/rag."),
+    lang: str | None = Query(None, max_length=64, description="action=rag: as on /ai/rag."),
+    id: str | None = Query(None, max_length=512, description="action=rag: as on /ai/rag."),
+) -> JSONResponse | RagResponse:
+    """Datafari's search API (Solr's JSON shape), or with action=rag its deprecated RAG."""
+    if action == "rag":
+        try:
+            body = RagRequest.model_validate({"query": q, "format": format, "lang": lang,
+                                              "id": id})  # fmt: skip
+        except ValidationError as error:
+            raise RequestValidationError(error.errors()) from None
+        return await rag(body, request, snapshot)  # type: ignore[return-value]
+    if action:
+        raise BadRequest(f"action={action[:64]!r}: none (a search) or action=rag (an answer)")
+    if wt.lower() != "json":
+        raise BadRequest(f"wt={wt[:16]!r}: this search answers wt=json only")
+    if operator.upper() not in ("", "AND", "OR"):
+        raise BadRequest("q.op is AND or OR")
+    if sort.strip().lower() not in SCORE_ORDER:
+        raise BadRequest("sort: this search orders by relevance only (score desc)")
+    if start + rows > MAX_DEPTH:
+        raise BadRequest(f"start + rows is at most {MAX_DEPTH}")
+    started = time.perf_counter()
+    words = sanitize_query(q)
+    found = await _found(request, snapshot, words, start + rows, operator.upper(), fq or [])
+    wanted = [f for f in (part.strip() for part in fl.split(",")) if f in FIELDS] or list(FIELDS)
+    docs = [_doc(document, wanted) for document in found[start : start + rows]]
+    took = round((time.perf_counter() - started) * 1000)
+    params = {"q": q, "rows": str(rows), "start": str(start), "wt": "json"}
+    return JSONResponse(
+        {
+            "responseHeader": {"status": 0, "QTime": took, "params": params},
+            "response": {"numFound": len(found), "start": start, "docs": docs},
+        }
+    )
+
+
+async def _found(
+    request: Request,
+    snapshot: Snapshot,
+    words: str,
+    count: int,
+    operator: str,
+    filters: list[str],
+) -> list[RetrievedDocument]:
+    """The documents BM25 finds for `words` within the caller's scope and the filters."""
+    if not words or count == 0:
+        return []
+    scope = caller_of(request).scope
+    if filters:
+        layout = snapshot.settings.solr
+        ids = await documents_matching(snapshot.solr, layout.documents_collection,
+                                       layout.documents_map, scope, filters)  # fmt: skip
+        scope = scope.within(ids)
+    depth = min(MAX_DEPTH, max(count, 1))
+    retriever = snapshot.index_retriever(scope, depth, "bm25", operator=operator)
+    return (await retriever.run(words))[:depth]
+
+
+def _doc(document: RetrievedDocument, fields: list[str]) -> dict[str, object]:
+    """One document as Solr returns it (title and preview_content multi-valued)."""
+    values: dict[str, object] = {
+        "id": document.id,
+        "docId": document.id,
+        "title": [document.title] if document.title else [],
+        "url": document.url,
+        "preview_content": [document.content[:PREVIEW_CHARS]],
+        "extension": _extension(document.url or document.id),
+        "score": round(document.score, 6),
+    }
+    return {field: values[field] for field in fields}
+
+
+def _extension(address: str) -> str:
+    """The file extension of a document's address (Datafari's `extension`), "" when none."""
+    try:
+        path = urlsplit(address).path or address
+    except ValueError:
+        return ""
+    return PurePosixPath(path).suffix.lstrip(".").lower()[:16]
