@@ -369,6 +369,11 @@ class Agent:
                 result = await self._custom(self.custom[call.name], {**given, **named_values})
             else:
                 result = await getattr(self, f"_{call.name}")(*values)
+        except DocumentNotFound as error:  # a guessed id: say how to find a real one
+            result = (
+                f"error: {error.reason[:200]}. Search first (bm25Search or hybridSearch; "
+                "search, with our tools) and give one of the numbers or ids it returns"
+            )
         except ServiceError as error:
             result = f"error: {error.message} ({error.reason[:200]})"
         return result[:MAX_RESULT_CHARS]
@@ -427,10 +432,19 @@ class Agent:
         return "\n\n".join(self._shown(document) for document in found)
 
     async def _ragByDocument(self, named: str, question: str) -> str:
+        """The question asked of one document; of every document when none has that id (a
+        small model guesses ids: the answer is what it was after)."""
         document_id = self.sources.id_of(named)
-        return await self._answered(
-            RagQuery(query=question, document_id=document_id, lang=self.lang, scope=self.scope)
-        )
+        try:
+            return await self._answered(
+                RagQuery(query=question, document_id=document_id, lang=self.lang, scope=self.scope)
+            )
+        except DocumentNotFound:
+            answered = await self._ask(question)
+            return (
+                f"(No document has the id {named[:100]!r}: the question was asked of all the "
+                f"documents.)\n{answered}"
+            )
 
     async def _entityExtraction(self, named: str, entities: str) -> str:
         document_id = self.sources.id_of(named)

@@ -59,6 +59,21 @@ PHASES: dict[str, str] = {
 }
 SUMMARY_PHASES = {"chunk": "summarize:chunking"}
 # what a tool is, for a person watching it work (tool.call's label)
+# Datafari 7's generic tools: the label, icon and i18n key its chat bot shows (GenericTools'
+# ToolMeta)
+DATAFARI_TOOLS: dict[str, tuple[str, str, str]] = {
+    "ragByDocument": ("Exploring document...", "search", "tool.ragByDocument"),
+    "bm25Search": ("Searching documents...", "search", "tool.bm25Search"),
+    "readNextChunks": ("Reading a document...", "document", "tool.readNextChunks"),
+    "searchChunksFromADocument": (
+        "Searching content from a document...",
+        "search",
+        "tool.searchChunksFromADocument",
+    ),
+    "summarize": ("Generating a document summary...", "search", "tool.summarize"),
+    "entityExtraction": ("Extracting entities...", "document", "tool.entityExtraction"),
+    "hybridSearch": ("Searching documents...", "search", "tool.hybridSearch"),
+}
 TOOL_LABELS: dict[str, str] = {
     "search": "Searching the documents",
     "ask": "Answering from the documents",
@@ -103,6 +118,10 @@ class EventStream:
 
     def tool(self, step: ToolEvent) -> str:
         if step.what == "call":
+            if step.tool in DATAFARI_TOOLS:  # Datafari's generic tools, as its UI knows them
+                label, icon, i18n = DATAFARI_TOOLS[step.tool]
+                return self.event("tool.call", id=step.id, toolName=step.tool, label=label,
+                                  icon=icon, i18nKey=i18n)  # fmt: skip
             label = TOOL_LABELS.get(step.tool, step.tool)
             return self.event("tool.call", id=step.id, toolName=step.tool, label=label)
         if step.what == "result":

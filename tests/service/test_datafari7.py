@@ -753,3 +753,33 @@ def test_a_synthesis_reports_every_call_and_keeps_one_deadline(
     llm.delay = 0.8
     late = slow.post("/ai", json=body).json()
     assert late["status"] == "ERROR" and "timeout" in late["content"]["error"]["reason"], late
+
+
+def test_the_generic_agent_s_guessed_id_still_finds_the_answer(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    """Issue 68: the 1.5B called ragByDocument with a guessed id ("assert"), got a tool
+    error and gave up. A question asked of a document that does not exist is asked of every
+    document; another tool given such an id says how to find a real one. The tool calls carry
+    Datafari's label, icon and i18nKey."""
+    client = make_client({**AGENTIC, "agentic.max.steps": 4})
+    llm.then(
+        tool_call("ragByDocument", documentId="lamp", question="When was the lamp electrified?"),
+        Step(content="It was electrified in 1952 [1]."),  # the question asked of every document
+        tool_call("readNextChunks", documentId="no-such-doc", part="0"),
+    )
+    llm.answer = lambda request: "In 1952 [1]."
+    sent = events(list(client.post("/ai/stream", json={**AGENT_BODY, "agent": "generic"})
+                       .iter_lines()))  # fmt: skip
+    results = [m["content"] for m in llm.requests[-1].body["messages"] if m["role"] == "tool"]
+    assert "asked of all the documents" in results[0] and "1952" in results[0]
+    asked = next(r for r in llm.requests if "When was the lamp electrified?" in r.prompt)
+    assert "Brannoch" in asked.prompt  # retrieved from the whole index
+    assert "Search first" in results[1] and "bm25Search" in results[1]
+    calls = of_type(sent, "tool.call")
+    assert calls[0] == {"id": calls[0]["id"], "toolName": "ragByDocument",
+                        "label": "Exploring document...", "icon": "search",
+                        "i18nKey": "tool.ragByDocument"}  # fmt: skip
+    final = of_type(sent, "message.final")[0]
+    assert final["text"] == "In 1952 [1]."
+    assert [s["id"] for s in of_type(sent, "sources.final")[0]["items"]] == ["lighthouse"]
