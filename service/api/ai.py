@@ -85,6 +85,7 @@ from service.rag.reply import Answer, AnswerDocument, Reply
 from service.rag.request import RagQuery, SummarizeQuery
 from service.rag.synthesis import SynthesisQuery, synthesize
 from service.retrieval import Scope
+from service.retrieval.base import RetrievedDocument
 from service.retrieval.facet_filter import documents_matching
 from service.snapshot import Snapshot
 from service.text.language import answer_language
@@ -108,6 +109,8 @@ NOT_KEPT = (
     "each question, or an API key or identity token"
 )
 SEARCH_RESULTS = 5  # Datafari's search action lists this many documents
+SEARCH_DEPTH = 3  # passages read for each document it lists (several may be one document's)
+DOC_CHARS = 300  # of a document's text in the search action's docs, as Datafari cuts it
 SOURCE_CHARS = 200  # of a source's text in Datafari 7's `sources`
 MAX_FILTER_IDS = 1_000
 MAX_FILTER_QUERIES = 20
@@ -294,6 +297,9 @@ class AiContent(BaseModel):
     message: str
     sources: list[AiSource]
     documents: list[SourceOut]
+    docs: list[dict[str, str]] | None = Field(
+        None, description="action search: the documents found, as Datafari lists them."
+    )
     conversationId: str | None = None
     memoryId: str | None = None
     notKept: str | None = Field(
@@ -322,6 +328,7 @@ class AiResponse(BaseModel):
                 message=answer.message,
                 sources=[AiSource.of(source) for source in documents],
                 documents=documents,
+                docs=found_docs(answer) if turn.body.action == "search" else None,
                 conversationId=turn.conversation_id,
                 memoryId=turn.memory.id if turn.memory else None,
                 notKept=turn.kept,
@@ -458,11 +465,15 @@ class Turn:
         if progress:
             progress("search")
         started = time.perf_counter()
-        retriever = self.snapshot.index_retriever(scope, SEARCH_RESULTS)
-        found = (await retriever.run(self.body.query or ""))[:SEARCH_RESULTS]
+        # passages (hybrid, vector) are read by their documents: one result a document
+        retriever = self.snapshot.index_retriever(scope, SEARCH_RESULTS * SEARCH_DEPTH)
+        first: dict[str, RetrievedDocument] = {}
+        for found in await retriever.run(self.body.query or ""):
+            first.setdefault(found.source_id, found)  # a document's best passage
+        listed = list(first.values())[:SEARCH_RESULTS]
         documents = [
             AnswerDocument(d.source_id, d.title, d.url, d.content, number, cited=False)
-            for number, d in enumerate(found, start=1)
+            for number, d in enumerate(listed, start=1)
         ]
         took = round((time.perf_counter() - started) * 1000, 1)
         return Answer(message="", documents=documents, timings={"search": took})
@@ -635,6 +646,19 @@ async def delete_conversation(
     return JSONResponse({"status": "OK", "content": {"conversationId": conversation_id}})
 
 
+def found_docs(answer: Answer) -> list[dict[str, str]]:
+    """What Datafari's search action lists: each document's id, title, url, and its text's
+    first DOC_CHARS characters."""
+
+    def cut(text: str) -> str:
+        return text if len(text) <= DOC_CHARS else text[: DOC_CHARS - 3] + "..."
+
+    return [
+        {"docId": d.id, "title": d.title, "url": d.url, "content": cut(d.content)}
+        for d in answer.documents
+    ]
+
+
 def memories_of(request: Request) -> Memories:
     return request.app.state.runtime.memories
 
@@ -689,7 +713,7 @@ async def turn_events(turn: Turn) -> AsyncIterator[str]:
             answer = await reply.answer()
         await turn.remember(answer)
         response = AiResponse.of(answer, turn)
-        for line in stream.sources(response.content.sources):
+        for line in stream.sources(response.content.sources, response.content.docs):
             yield line
         if answer.message:
             extras = response.shown()

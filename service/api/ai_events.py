@@ -11,10 +11,11 @@ one JSON object a line, `{"type": T, "data": {...}, "ts": <epoch milliseconds>}`
                                                               summarize:..., search:start,
                                                               service:done
     message.delta      {text}                                 the answer as the LLM writes it
-    tool.call          {id, toolName, label}                  an agent's tool starts
+    tool.call          {id, toolName, label, icon?, i18nKey?}  an agent's tool starts
     tool.result        {id, durationMs}                       ... and ends
     tool.error         {id, durationMs, error}                ... or fails (the agent goes on)
-    sources.add        {source: {id, title, url, content}}    one a source
+    sources.add        {source: {id, title, url, content}}    one a source (one a document)
+    search.results     {docs: [{docId, title, url, content}]} action search: what it found
     sources.final      {items: [...]}                         every source
     message.final      {text}                                 the answer kept (replaces deltas)
     conversation       {conversationId, title}                the conversation it was kept in
@@ -51,13 +52,14 @@ PHASES: dict[str, str] = {
     "rerank": "Rag:retrieval",
     "grade": "Rag:retrieval",
     "chain": "Rag:response generation",
-    "fetch": "summarize:retrieval",
+    "fetch": "summarize:document retrieval",
     "summarize": "summarize:generation",
     "agent": "agentic:reasoning",
     "answer": "agentic:answer",
     "search": "search:start",
 }
 SUMMARY_PHASES = {"chunk": "summarize:chunking"}
+SUMMARY_START = "summarize:start"
 # what a tool is, for a person watching it work (tool.call's label)
 # Datafari 7's generic tools: the label, icon and i18n key its chat bot shows (GenericTools'
 # ToolMeta)
@@ -113,6 +115,8 @@ class EventStream:
             return
         names = {**PHASES, **SUMMARY_PHASES} if action == "summarize" else PHASES
         name = step if step.startswith("synthesis:") else names.get(step)  # Datafari's own
+        if action == "summarize" and step == "fetch" and self._phase != SUMMARY_START:
+            yield self.phase(SUMMARY_START)  # Datafari's summary begins with it
         if name is not None and name != self._phase:
             yield self.phase(name, step)
 
@@ -131,10 +135,15 @@ class EventStream:
     def delta(self, text: str) -> str:
         return self.event("message.delta", text=text)
 
-    def sources(self, sources: Sequence[AiSource]) -> Iterator[str]:
+    def sources(
+        self, sources: Sequence[AiSource], found: Sequence[dict[str, str]] | None = None
+    ) -> Iterator[str]:
+        """Each source, then (a search's) what it found, then every source."""
         items = [source.model_dump() for source in sources]
         for item in items:
             yield self.event("sources.add", source=item)
+        if found is not None:
+            yield self.event("search.results", docs=list(found))
         yield self.event("sources.final", items=items)
 
     def final(self, text: str, **ours: object) -> str:

@@ -30,6 +30,7 @@ EVENTS: dict[str, set[str]] = {
     "tool.error": {"id", "durationMs", "error"},
     "sources.add": {"source"},
     "sources.final": {"items"},
+    "search.results": {"docs"},
     "message.final": {"text"},
     "conversation": {"conversationId", "title"},
     "error": {"code", "label", "message", "reason"},
@@ -40,7 +41,7 @@ WORKING = r"(phase|message\.delta|thinking|tool\.call|tool\.result|tool\.error) 
 # AiPowered's order: an answer, a failure once the turn began, a body refused at once
 ANSWERED = re.compile(
     rf"^stream\.started memory phase:service\.started ({WORKING})*(sources\.add )*"
-    r"sources\.final (message\.final )?(conversation )?phase:service:done "
+    r"(search\.results )?sources\.final (message\.final )?(conversation )?phase:service:done "
     r"stream\.completed:OK $"
 )
 FAILED = re.compile(
@@ -60,7 +61,7 @@ def conforming(text: str) -> list[dict]:
         kind, data = event["type"], event["data"]
         assert kind in EVENTS, f"{kind} is not one of Datafari 7's events"
         assert EVENTS[kind] <= set(data), f"{kind} lacks {EVENTS[kind] - set(data)}"
-        for field in EVENTS[kind] - {"durationMs", "source", "items"}:
+        for field in EVENTS[kind] - {"durationMs", "source", "items", "docs"}:
             assert isinstance(data[field], str), (kind, field)
         if kind.startswith("tool.") and kind != "tool.call":
             assert isinstance(data["durationMs"], int)
@@ -132,6 +133,19 @@ def test_every_action_streams_datafari_7s_events_in_their_order(
     search = stream(everything, {"query": "lighthouse keeper", "action": "search"})
     assert ANSWERED.match(shape(search)), shape(search)
     assert "message.final" not in shape(search)  # Datafari's search writes no message
+    # Datafari's SearchService: phase search:start, the documents as search.results {docs}
+    # and as content.docs, one source a document (hybrid reads passages: several a document)
+    assert [e["data"]["name"] for e in search if e["type"] == "phase"][1] == "search:start"
+    (results,) = [e["data"]["docs"] for e in search if e["type"] == "search.results"]
+    assert results and all(set(d) == {"docId", "title", "url", "content"} for d in results)
+    assert all(len(d["content"]) <= 300 for d in results)
+    listed = next(e["data"]["items"] for e in search if e["type"] == "sources.final")
+    assert [s["id"] for s in listed] == [d["docId"] for d in results]
+    assert len({s["id"] for s in listed}) == len(listed)
+    whole = everything.post("/ai", json={"query": "lighthouse keeper", "action": "search"})
+    assert whole.json()["content"]["docs"] == results
+    summary_phases = [e["data"]["name"] for e in summary if e["type"] == "phase"]
+    assert summary_phases[1:3] == ["summarize:start", "summarize:document retrieval"]
     # the memory and the conversation a stream names are the ones a next request continues
     memory = next(e["data"]["memoryId"] for e in rag if e["type"] == "memory")
     conversation = next(e["data"] for e in rag if e["type"] == "conversation")
