@@ -20,6 +20,7 @@ and the answer cites them, so the answer's sources are numbered as /ai/rag's are
 from __future__ import annotations
 
 import json
+import logging
 import re
 import time
 import uuid
@@ -43,6 +44,8 @@ from service.retrieval import RetrievedDocument, Scope
 from service.retrieval.facet_filter import documents_matching
 from service.snapshot import Snapshot
 from service.text.citations import CITATION, cited_numbers
+
+log = logging.getLogger(__name__)
 
 Protocol = Literal["tools", "json"]
 MAX_CALLS_PER_STEP = 3
@@ -439,12 +442,9 @@ class Agent:
             return await self._answered(
                 RagQuery(query=question, document_id=document_id, lang=self.lang, scope=self.scope)
             )
-        except DocumentNotFound:
-            answered = await self._ask(question)
-            return (
-                f"(No document has the id {named[:100]!r}: the question was asked of all the "
-                f"documents.)\n{answered}"
-            )
+        except DocumentNotFound:  # the answer alone: a small model copies what it reads
+            log.info("ragByDocument: no document %r, the question asked of all", named[:100])
+            return await self._ask(question)
 
     async def _entityExtraction(self, named: str, entities: str) -> str:
         document_id = self.sources.id_of(named)

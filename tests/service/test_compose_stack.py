@@ -176,7 +176,9 @@ def test_compose_answers_the_readme_question_with_the_embedded_model(stack: Stac
 
     started = time.monotonic()
     ingested = stack.compose(
-        "run", "--rm", "rag", "solr-rag", "ingest", "--samples",
+        # --no-deps: the stack is up; without it compose may recreate it midway (the legacy
+        # builder gives the services sharing the image different ids), and ingestion races it
+        "run", "--rm", "--no-deps", "rag", "solr-rag", "ingest", "--samples",
         "--config", "/config/rag.properties", timeout=1800,
     )  # fmt: skip
     assert "79" in ingested.stdout + ingested.stderr  # the sample corpus' documents

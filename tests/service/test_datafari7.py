@@ -772,7 +772,7 @@ def test_the_generic_agent_s_guessed_id_still_finds_the_answer(
     sent = events(list(client.post("/ai/stream", json={**AGENT_BODY, "agent": "generic"})
                        .iter_lines()))  # fmt: skip
     results = [m["content"] for m in llm.requests[-1].body["messages"] if m["role"] == "tool"]
-    assert "asked of all the documents" in results[0] and "1952" in results[0]
+    assert results[0].startswith("It was electrified in 1952")  # the answer, as it is
     asked = next(r for r in llm.requests if "When was the lamp electrified?" in r.prompt)
     assert "Brannoch" in asked.prompt  # retrieved from the whole index
     assert "Search first" in results[1] and "bm25Search" in results[1]

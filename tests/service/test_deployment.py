@@ -352,3 +352,9 @@ def test_zookeeper_is_under_digest_acls_in_both_profiles() -> None:
         assert SERVICES[name]["environment"]["SOLR_ZK_CREDS_AND_ACLS"].split() == acls, name
     stand_in = (ROOT / "testing" / "docker" / "solr" / "solr").read_text()
     assert "${SOLR_ZK_CREDS_AND_ACLS:-}" in stand_in  # as bin/solr's run_tool
+    # Solr takes the providers from solr.xml only: the stand-in node's, as the distribution's,
+    # names them by those properties (without, a node ignored them: no credentials, no ACLs,
+    # and solr-init's configsets, under ACLs, were out of its reach)
+    node = (ROOT / "testing" / "docker" / "solr" / "SolrForeground.java").read_text()
+    for name in ("zkCredentialsProvider", "zkACLProvider", "zkCredentialsInjector"):
+        assert f'<str name="{name}">${{{name}:' in node, name

@@ -8,6 +8,10 @@
  * What it reads, as the image does: SOLR_HOME (/var/solr/data: its solr.xml written there when
  * missing, its lib/ loaded for every core), SOLR_PORT (8983), SOLR_HOST (the name other nodes
  * reach this one by), ZK_HOST, SOLR_ZK_EMBEDDED_HOST (127.0.0.1, the image's default).
+ * Its solr.xml takes ZooKeeper's credentials and ACL providers from the system properties
+ * zkCredentialsProvider, zkACLProvider and zkCredentialsInjector, as the distribution's does:
+ * Solr reads them from solr.xml only (CloudConfig), so without these lines a node would ignore
+ * the -D options in SOLR_OPTS and neither log in to ZooKeeper nor put ACLs on what it writes.
  * SOLR_HEAP and SOLR_OPTS are the JVM's (the `solr-foreground` script passes them); the
  * modules SOLR_MODULES names are on the class path already (all of solr/local/pom.xml's jars;
  * their folders exist for Solr to find). A node that fails to start exits.
@@ -34,6 +38,9 @@ public class SolrForeground {
           <str name="hostContext">${hostContext:solr}</str>
           <int name="zkClientTimeout">30000</int>
           <bool name="genericCoreNodeNames">true</bool>
+          <str name="zkCredentialsProvider">${zkCredentialsProvider:org.apache.solr.common.cloud.DefaultZkCredentialsProvider}</str>
+          <str name="zkACLProvider">${zkACLProvider:org.apache.solr.common.cloud.DefaultZkACLProvider}</str>
+          <str name="zkCredentialsInjector">${zkCredentialsInjector:org.apache.solr.common.cloud.DefaultZkCredentialsInjector}</str>
         </solrcloud>
       </solr>
       """;
