@@ -4,9 +4,10 @@ over HTTP, streams. What is decided here, and nowhere else:
 - who is calling (service.api.identity: the API key, the person, the groups), once per
   request and again at every turn of a socket, with the configuration of that moment (a
   removed key or an expired identity token ends the socket's rights: 1008);
-- which pages may open a socket, or send anything but a GET: no `Origin` (not a browser), the
-  page's own origin, or one of `cors.allowed.origins`; any other (`null` included) is a 403
-  (a socket: closed, 1008), with the reason;
+- which pages may open a socket, or send anything but a GET with a browser's own credentials
+  (cookies, or a person a proxy names from them): no `Origin` (not a browser), the page's own
+  origin, or one of `cors.allowed.origins`; any other (`null` included) is a 403 (a socket:
+  closed, 1008), with the reason;
 - whether a question is admitted: the per-caller cap (`llm.max.concurrent.per.caller`, the
   caller being the person, else the key, else the address) and the LLM's admission
   (`llm.admission`: a question the LLM could not answer in time is a 503 with Retry-After at
@@ -145,8 +146,10 @@ class DoorMiddleware:
             return
         if scope["type"] == "http" and scope["method"] not in SAFE_METHODS:
             request = Request(scope)
+            settings = self.door.settings()
             try:  # a form another site posts with its visitor's cookies changes nothing
-                self.door.check_origin(request, self.door.settings())
+                if _ambient(request, settings):
+                    self.door.check_origin(request, settings)
             except ServiceError as refused:
                 await error_response(request, refused)(scope, receive, send)
                 return
@@ -179,6 +182,13 @@ class DoorMiddleware:
             await send({"type": "websocket.close", "code": POLICY_VIOLATION, "reason": reason})
             return
         await self.app(scope, receive, send)
+
+
+def _ambient(request: Request, settings: Settings) -> bool:
+    """Whether a browser may have sent this request's credentials without its page's say:
+    cookies, or a person a proxy names from them (security.user.header). Without either, a
+    page of another site can make a browser send nothing that a page of its own could not."""
+    return "cookie" in request.headers or bool(settings.security.user_header)
 
 
 def _origin(text: str) -> str:

@@ -389,3 +389,20 @@ def test_a_form_another_site_posts_changes_nothing(make_client: ClientFactory) -
     assert [c["id"] for c in panel["conversations"]] == [kept]
     own = {**victim, "Origin": "http://testserver"}
     assert content(client.post("/users/conversations", headers=own))["conversationId"] != kept
+
+
+def test_a_page_behind_a_proxy_that_rewrites_host_still_asks_without_cookies(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    """Only a request a browser sends with its own credentials (cookies, a proxy's person)
+    is held to its page's Origin: nginx's default proxy_pass rewrites Host, and the chat
+    widget's question from https://search.example.org must still be answered."""
+    client = make_client()
+    proxied = {"Origin": "https://search.example.org", "Host": "127.0.0.1:8000"}
+    answered = client.post("/ai/rag", headers=proxied, json={"query": QUESTION})
+    assert answered.status_code == 200, answered.text
+    with_cookie = {**proxied, "Cookie": "session=abc"}
+    refused = client.post("/ai/rag", headers=with_cookie, json={"query": QUESTION})
+    assert refused.status_code == 403 and "origin" in refused.text
+    forwarded = {**with_cookie, "X-Forwarded-Host": "search.example.org"}
+    assert client.post("/ai/rag", headers=forwarded, json={"query": QUESTION}).status_code == 200
