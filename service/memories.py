@@ -6,8 +6,10 @@ A request without a memoryId gets a new one (streamed as the `memory` event, ret
 `content.memoryId`); a memoryId is the caller's own: the same id sent by another caller is
 another memory. Bounded everywhere: MAX_MESSAGES a memory, MAX_PER_OWNER memories a caller
 (its least recently used forgotten first), MAX_MEMORIES in all, each forgotten TTL_SECONDS
-after its last use. Not kept across restarts, nor shared by workers: conversationId is the
-durable way.
+after its last use. Not kept across restarts, nor shared by workers: with conversations on
+(`conversations.enabled`), `KeptMemories` keeps them where conversations are kept (Solr, per
+owner, bounded and expiring as they are), so a follow-up that lands on another worker, or
+another replica, reads its memory.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from service.conversations import Conversation, ConversationStore
+from service.errors import ConversationNotFound
 from service.llm import ChatMessage
 
 MAX_MESSAGES = 20
@@ -27,6 +31,7 @@ MAX_PER_OWNER = 32
 MAX_MEMORIES = 10_000
 TTL_SECONDS = 3600.0
 MEMORY_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+MEMORY_OWNER = "memory:"  # a kept memory's owner: its owner's, apart from its conversations
 
 
 @dataclass
@@ -34,6 +39,28 @@ class Memory:
     id: str
     messages: list[ChatMessage] = field(default_factory=list)
     used: float = 0.0
+    kept: Conversation | None = None  # where KeptMemories keeps it
+
+
+class KeptMemories:
+    """Memories kept as conversations of their own (an owner's memories apart from its
+    conversations: never listed in its panel), read by any worker."""
+
+    def __init__(self, store: ConversationStore) -> None:
+        self._store = store
+
+    async def open(self, owner: str, memory_id: str | None) -> Memory:
+        """The owner's memory of that id, or a new one (none, unknown, expired, another's)."""
+        named = memory_id if memory_id is not None and MEMORY_ID.match(memory_id) else None
+        try:
+            kept = await self._store.open(MEMORY_OWNER + owner, named)
+        except ConversationNotFound:
+            kept = await self._store.open(MEMORY_OWNER + owner, None)
+        return Memory(kept.id, list(kept.messages)[-MAX_MESSAGES:], kept=kept)
+
+    async def remember(self, memory: Memory, question: str, answer: str) -> None:
+        if memory.kept is not None:
+            memory.kept = await self._store.append(memory.kept, question, answer)
 
 
 class Memories:

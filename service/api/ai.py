@@ -78,7 +78,7 @@ from service.errors import (
     Unauthorized,
 )
 from service.llm import ChatMessage
-from service.memories import Memories, Memory
+from service.memories import KeptMemories, Memories, Memory
 from service.rag import assemble
 from service.rag.options import RequestOptions
 from service.rag.reply import Answer, AnswerDocument, Reply
@@ -408,8 +408,13 @@ class Turn:
         owner = self.caller.owner
         if owner is None:
             return
-        self.memory = memories_of(self.request).open(owner, self.body.memoryId)
         settings = self.snapshot.settings
+        if settings.conversations.enabled:  # kept in Solr: any worker reads it
+            self.memory = await KeptMemories(store_of(self.snapshot)).open(
+                owner, self.body.memoryId
+            )
+        else:
+            self.memory = memories_of(self.request).open(owner, self.body.memoryId)
         named = self.body.conversationId
         if not settings.conversations.enabled:
             return  # a conversationId is answered without one, as Datafari does
@@ -444,7 +449,7 @@ class Turn:
         if body.action == "search":
             return await self._search(scope, progress)
         if body.action == "synthesize":
-            return await self._synthesize(progress)
+            return await self._synthesize(scope, progress)
         history = self.history
         if body.action == "agentic":
             return await self._agent(scope, progress, on_tool).run(body.query or "", history)
@@ -478,10 +483,11 @@ class Turn:
         took = round((time.perf_counter() - started) * 1000, 1)
         return Answer(message="", documents=documents, timings={"search": took})
 
-    async def _synthesize(self, progress: assemble.Progress | None) -> Answer:
-        """Datafari's synthesis of the filters' documents (service.rag.synthesis)."""
+    async def _synthesize(self, scope: Scope, progress: assemble.Progress | None) -> Answer:
+        """Datafari's synthesis of the filters' documents (service.rag.synthesis), within
+        what the caller may see narrowed by the filters (`scope`)."""
         ids = tuple(self.body.filters.id or ()) if self.body.filters else ()
-        query = SynthesisQuery(ids, self.body.query or "", self.body.lang, self.caller.scope)
+        query = SynthesisQuery(ids, self.body.query or "", self.body.lang, scope)
         return await synthesize(self.snapshot, query, progress)
 
     def _agent(
@@ -519,7 +525,12 @@ class Turn:
         """The question and its answer, kept in the memory and the conversation."""
         question = self.asked
         if self.memory is not None and answer.message:
-            memories_of(self.request).remember(self.memory, question, answer.message)
+            if self.memory.kept is not None:
+                await KeptMemories(store_of(self.snapshot)).remember(
+                    self.memory, question, answer.message
+                )
+            else:
+                memories_of(self.request).remember(self.memory, question, answer.message)
         if self.conversation is None:
             return
         self.conversation = await store_of(self.snapshot).append(

@@ -14,8 +14,8 @@ Honoured: `q` (BM25, the documents collection), `q.op` (AND, OR), `rows` (at mos
 relevance only: `score desc`), `fq` (each read by the facet grammar, as /ai's filters: a
 facet's filter, never widening the caller's scope), `wt=json`. Every other Solr parameter
 (local params, `qt`, `shards`, `stream.*`, `defType`, `rq`...) is ignored: nothing of the
-request reaches Solr but the question's words and the facets' values. `numFound` counts the
-documents found within MAX_DEPTH.
+request reaches Solr but the question's words and the facets' values. `numFound` is Solr's:
+every document the words match, within the caller's scope and the filters.
 
 `action=rag` is Datafari's deprecated RAG through the search API: POST /ai/rag's answer.
 """
@@ -99,13 +99,15 @@ async def select(
         raise BadRequest(f"wt={wt[:16]!r}: this search answers wt=json only")
     if operator.upper() not in ("", "AND", "OR"):
         raise BadRequest("q.op is AND or OR")
-    if sort.strip().lower() not in SCORE_ORDER:
+    if " ".join(sort.lower().split()) not in SCORE_ORDER:
         raise BadRequest("sort: this search orders by relevance only (score desc)")
     if start + rows > MAX_DEPTH:
         raise BadRequest(f"start + rows is at most {MAX_DEPTH}")
     started = time.perf_counter()
     words = sanitize_query(q)
-    found = await _found(request, snapshot, words, start + rows, operator.upper(), fq or [])
+    found, matched = await _found(
+        request, snapshot, words, start + rows, operator.upper(), fq or []
+    )
     wanted = [f for f in (part.strip() for part in fl.split(",")) if f in FIELDS] or list(FIELDS)
     docs = [_doc(document, wanted) for document in found[start : start + rows]]
     took = round((time.perf_counter() - started) * 1000)
@@ -113,7 +115,7 @@ async def select(
     return JSONResponse(
         {
             "responseHeader": {"status": 0, "QTime": took, "params": params},
-            "response": {"numFound": len(found), "start": start, "docs": docs},
+            "response": {"numFound": matched, "start": start, "docs": docs},
         }
     )
 
@@ -125,19 +127,22 @@ async def _found(
     count: int,
     operator: str,
     filters: list[str],
-) -> list[RetrievedDocument]:
-    """The documents BM25 finds for `words` within the caller's scope and the filters."""
-    if not words or count == 0:
-        return []
+) -> tuple[list[RetrievedDocument], int]:
+    """The first `count` documents BM25 finds for `words` within the caller's scope and the
+    filters, and how many it matches in all."""
+    if not words:
+        return [], 0
     scope = caller_of(request).scope
     if filters:
         layout = snapshot.settings.solr
         ids = await documents_matching(snapshot.solr, layout.documents_collection,
                                        layout.documents_map, scope, filters)  # fmt: skip
         scope = scope.within(ids)
-    depth = min(MAX_DEPTH, max(count, 1))
+    depth = min(MAX_DEPTH, max(count, 1))  # rows=0 counts: one is read
     retriever = snapshot.index_retriever(scope, depth, "bm25", operator=operator)
-    return (await retriever.run(words))[:depth]
+    found = (await retriever.run(words))[:count]
+    matched = getattr(retriever, "matched", None)
+    return found, matched if isinstance(matched, int) else len(found)
 
 
 def _doc(document: RetrievedDocument, fields: list[str]) -> dict[str, object]:

@@ -4,8 +4,8 @@ over HTTP, streams. What is decided here, and nowhere else:
 - who is calling (service.api.identity: the API key, the person, the groups), once per
   request and again at every turn of a socket, with the configuration of that moment (a
   removed key or an expired identity token ends the socket's rights: 1008);
-- which pages may open a socket, or send anything but a GET with a browser's own credentials
-  (cookies, or a person a proxy names from them): no `Origin` (not a browser), the page's own
+- which pages may open a socket, or (with a person a proxy names from the visitor's cookies,
+  security.user.header) send anything but a GET: no `Origin` (not a browser), the page's own
   origin, or one of `cors.allowed.origins`; any other (`null` included) is a 403 (a socket:
   closed, 1008), with the reason;
 - whether a question is admitted: the per-caller cap (`llm.max.concurrent.per.caller`, the
@@ -148,7 +148,7 @@ class DoorMiddleware:
             request = Request(scope)
             settings = self.door.settings()
             try:  # a form another site posts with its visitor's cookies changes nothing
-                if _ambient(request, settings):
+                if _ambient(settings):
                     self.door.check_origin(request, settings)
             except ServiceError as refused:
                 await error_response(request, refused)(scope, receive, send)
@@ -184,11 +184,12 @@ class DoorMiddleware:
         await self.app(scope, receive, send)
 
 
-def _ambient(request: Request, settings: Settings) -> bool:
-    """Whether a browser may have sent this request's credentials without its page's say:
-    cookies, or a person a proxy names from them (security.user.header). Without either, a
-    page of another site can make a browser send nothing that a page of its own could not."""
-    return "cookie" in request.headers or bool(settings.security.user_header)
+def _ambient(settings: Settings) -> bool:
+    """Whether this request's rights may come from what a browser sends without its page's
+    say: the person a proxy names from the visitor's cookies (security.user.header). The
+    service reads no cookie itself, and a key or token a page must add itself; a site's own
+    unrelated cookies (analytics, a load balancer's) must not turn its widget away."""
+    return bool(settings.security.user_header)
 
 
 def _origin(text: str) -> str:
@@ -221,6 +222,16 @@ def _same_host(origin: str, host: str) -> bool:
     if not parts.hostname or parts.path or parts.query or "@" in host:
         return False
     shown = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-    if port is not None and port != DEFAULT_PORTS[scheme]:
+    if port is None:  # nginx's $host drops the port; a port is no boundary to cookies either
+        return _origin_host(origin) == shown
+    if port != DEFAULT_PORTS[scheme]:
         shown += f":{port}"
     return origin == f"{scheme}://{shown}"
+
+
+def _origin_host(origin: str) -> str:
+    """The host of an origin as `_origin` writes it, without its port."""
+    netloc = origin.partition("://")[2]
+    if netloc.startswith("["):
+        return netloc.partition("]")[0] + "]"
+    return netloc.partition(":")[0]

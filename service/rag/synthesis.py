@@ -1,6 +1,6 @@
 """Datafari 7's synthesis (`action: synthesize`): each of the filters' documents summarized
-(at most SYNTHESIS_MAX_FILES), then one answer written from the summaries, citing them
-(`prompts/synthesis.j2`).
+(the first SYNTHESIS_MAX_FILES that can be read, among the first MAX_TRIED ids), then one
+answer written from the summaries, citing them (`prompts/synthesis.j2`).
 
 The whole synthesis is one request: one deadline (`request.timeout`) bounds every summary and
 the final call together, one call budget (`llm.max.calls.per.request`) pays for them all, and
@@ -30,6 +30,7 @@ from service.text.citations import cited_numbers
 log = logging.getLogger(__name__)
 
 SYNTHESIS_MAX_FILES = 5  # Datafari's synthesis.maxFiles: the documents a synthesis reads
+MAX_TRIED = 4 * SYNTHESIS_MAX_FILES  # ids tried to find them (one not there is passed over)
 ASKED = "Write a synthesis of these documents"  # Datafari's words, when nothing is asked
 
 
@@ -55,13 +56,16 @@ async def synthesize(
 async def _synthesize(
     snapshot: Snapshot, query: SynthesisQuery, tell: Callable[[str], None]
 ) -> Answer:
-    ids = list(dict.fromkeys(query.ids))[:SYNTHESIS_MAX_FILES]
+    ids = list(dict.fromkeys(query.ids))[:MAX_TRIED]
     started = time.perf_counter()
     tell("synthesis:start")
     summaries: list[AnswerDocument] = []
     answer = Answer(message="", documents=[])
-    for index, document_id in enumerate(ids, start=1):
-        tell(f"synthesis:summary generation ({index}/{len(ids)})")
+    for document_id in ids:
+        if len(summaries) == SYNTHESIS_MAX_FILES:
+            break
+        wanted = min(SYNTHESIS_MAX_FILES, len(ids))
+        tell(f"synthesis:summary generation ({len(summaries) + 1}/{wanted})")
         asked = SummarizeQuery(document_id=document_id, lang=query.lang, scope=query.scope)
         try:
             summary = await (await assemble.summarize(snapshot, asked)).complete()

@@ -40,6 +40,7 @@ class Bm25Retriever:
         self._operator = operator
         self._rows = rows
         self._scope = scope
+        self.matched: int | None = None  # how many documents the last run matched in all
 
     async def run(self, query: str) -> list[RetrievedDocument]:
         schema = await self._solr.schema_fields(self._collection)
@@ -59,6 +60,8 @@ class Bm25Retriever:
         }
         params.update(self._scope.params(self._map, schema))
         body = await self._solr.select(self._collection, params)
+        matched = body.get("response", {}).get("numFound")
+        self.matched = matched if isinstance(matched, int) else None
         return documents_from_response(body, self._map, lang)
 
 

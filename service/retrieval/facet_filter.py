@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from service.config.field_map import FieldMap, SchemaFields
 from service.errors import FilterRefused
 from service.retrieval.scope import Scope
-from service.retrieval.solr import SolrClient
+from service.retrieval.solr import SolrClient, SolrRefusedRequest
 
 MAX_CHARS = 1_000
 MAX_VALUES = 100
@@ -208,10 +208,15 @@ async def documents_matching(
     kept = params.get("fq", [])
     params["fq"] = [*([kept] if isinstance(kept, str) else kept), *rewritten]
     id_field = fields.field("id")
-    body = await solr.select(
-        collection,
-        {**params, "q": "*:*", "defType": "lucene", "fl": id_field, "rows": limit + 1},
-    )
+    try:
+        body = await solr.select(
+            collection,
+            {**params, "q": "*:*", "defType": "lucene", "fl": id_field, "rows": limit + 1},
+        )
+    except SolrRefusedRequest as refused:  # a value its field cannot hold ("x" for a date)
+        raise FilterRefused(
+            f"filters: a value does not suit its field ({refused.solr_message[:200]})"
+        ) from None
     found = [str(doc[id_field]) for doc in body.get("response", {}).get("docs", [])]
     if len(found) > limit:
         raise FilterRefused(

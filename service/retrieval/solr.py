@@ -72,6 +72,15 @@ class _ServerError(UpstreamBadResponse):
     request of a hostile client might be what fails."""
 
 
+class SolrRefusedRequest(UpstreamBadResponse):
+    """Solr answered 400: the request, as written, is not one it can run (a filter's value
+    that does not suit its field's type). `solr_message` is Solr's own words for it."""
+
+    def __init__(self, reason: str, solr_message: str = "") -> None:
+        super().__init__(reason)
+        self.solr_message = solr_message
+
+
 # what makes a call try another node: the node not reached or unavailable (503), or a 5xx
 RETRY_ON: tuple[type[TechnicalError], ...] = (UpstreamUnavailable, _ServerError)
 # what makes a write be sent again later, once every node was tried: a timeout too (the write
@@ -391,10 +400,11 @@ class SolrClient:
             # 502: what Solr itself calls failed (the text-to-vector plugin's embeddings API),
             # and every node would fail alike: not tried again
             retried = response.status_code >= 500 and response.status_code != 502
-            failure = _ServerError if retried else UpstreamBadResponse
-            raise failure(
-                f"{where} answered {response.status_code} to {path}: {_solr_message(response)}"
-            )
+            message = _solr_message(response)
+            said = f"{where} answered {response.status_code} to {path}: {message}"
+            if response.status_code == 400:
+                raise SolrRefusedRequest(said, message)
+            raise (_ServerError if retried else UpstreamBadResponse)(said)
         try:
             return _parsed(response.content)
         except (json.JSONDecodeError, UnicodeDecodeError):

@@ -246,3 +246,21 @@ def test_the_search_api_keeps_within_the_caller_s_groups(make_client: ClientFact
     nobody = secure.get("/search/select", params=words)  # no groups: public documents only
     assert nobody.status_code == 200 and "acl-ab-denied" in nobody.text
     assert "acl-a" not in nobody.text.replace("acl-ab", "") and "bergamot-xq" not in nobody.text
+
+
+def test_the_search_api_counts_every_match_and_refuses_a_value_its_field_cannot_hold(
+    client: TestClient,
+) -> None:
+    """Review findings: numFound counted the documents read, not those matched; a filter
+    value that does not suit its field's type (a date) was Solr's 400 reported as a 502."""
+    counts = {
+        rows: client.get("/search/select", params={"q": "lighthouse orchard", "rows": rows}).json()[
+            "response"
+        ]["numFound"]
+        for rows in (0, 1, 10)
+    }
+    assert counts[0] == counts[1] == counts[10] >= 2, counts
+    for value in ("last_modified:x", "last_modified:[NOW/FOO TO *]"):
+        refused = client.get("/search/select", params={"q": "lighthouse", "fq": value})
+        assert refused.status_code == 400, refused.text
+        assert "does not suit its field" in refused.json()["content"]["reason"]

@@ -783,3 +783,17 @@ def test_the_generic_agent_s_guessed_id_still_finds_the_answer(
     final = of_type(sent, "message.final")[0]
     assert final["text"] == "In 1952 [1]."
     assert [s["id"] for s in of_type(sent, "sources.final")[0]["items"]] == ["lighthouse"]
+
+
+def test_a_synthesis_reads_what_its_filters_leave_and_passes_over_missing_ids(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    """Review findings: filters.fq was ignored by a synthesis, and five ids that are not there
+    hid the ones after them."""
+    client = make_client({"ai.enable.summarization": True})
+    narrowed = {"action": "synthesize", "filters": {"id": ["lighthouse"], "fq": ["id:orchard"]}}
+    error_of(client.post("/ai", json=narrowed), "422", "synthesisNoFileContent")
+    missing = [f"gone-{n}" for n in range(6)]
+    body = {"action": "synthesize", "filters": {"id": [*missing, "lighthouse"]}}
+    answer = ok(client.post("/ai", json=body))
+    assert [s["id"] for s in answer["sources"]] == ["lighthouse"]

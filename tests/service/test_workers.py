@@ -92,3 +92,34 @@ def test_the_worker_count_is_bounded(
         main(["serve"])
     assert exit_.value.code == 2
     assert "'many' is not a number of workers" in capsys.readouterr().err
+
+
+@pytest.mark.usefixtures("corpus")
+def test_a_memory_is_read_by_the_other_worker(
+    tmp_path: Path, base_properties: dict[str, object], llm: LLMScript
+) -> None:
+    """Issue 68: memoryId was kept in one process, so a follow-up that landed on the other
+    worker read nothing. With conversations on, memories are kept where they are (Solr): every
+    follow-up, on whichever worker, reads the first turn."""
+    key = "workers-memory-key"
+    values = {**base_properties, "conversations.enabled": True, "api.keys": key}
+    config = write_properties(tmp_path / "rag.properties", values)
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    command = [sys.executable, "-m", "service.cli", "serve", "--config", str(config)]
+    command += ["--port", str(port), "--workers", "2"]
+    server = start_server(command, f"{base}/health/live", what="service", env=dict(os.environ))
+    headers = {"X-API-Key": key}
+    try:
+        first = httpx.post(f"{base}/ai", headers=headers, timeout=60,
+                           json={"query": "When was the lighthouse lamp electrified?"})  # fmt: skip
+        memory = first.json()["content"]["memoryId"]
+        for _ in range(8):  # a connection each: the kernel spreads them over the workers
+            llm.reset()
+            follow = {"query": "Who kept the lighthouse?", "memoryId": memory}
+            again = httpx.post(f"{base}/ai", headers=headers, json=follow, timeout=60)
+            assert again.json()["content"]["memoryId"] == memory, again.text
+            asked = "\n".join(str(request.messages) for request in llm.requests)
+            assert "When was the lighthouse lamp electrified?" in asked
+    finally:
+        stop_group(server, timeout=30)

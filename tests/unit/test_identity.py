@@ -93,7 +93,10 @@ def test_the_api_key_in_authorization_is_no_identity_token() -> None:
         ("https://search.example.org", "search.example.org", True),
         ("http://127.0.0.1:8000", "127.0.0.1:8000", True),
         ("http://[::1]:8000", "[::1]:8000", True),
-        ("http://testserver:8080", "testserver", False),
+        ("http://testserver:8080", "testserver", True),  # a Host without its port (nginx)
+        ("https://search.example.org:8443", "search.example.org", True),
+        ("http://testserver:8080", "testserver:8081", False),
+        ("http://testserver", "evil.example", False),
         ("http://evil.example", "testserver", False),
         ("http://testserver", "testserver@evil.example", False),
         ("http://testserver", "testserver/path", False),
