@@ -21,12 +21,13 @@ from pydantic import BaseModel, Field, ValidationError
 from service.api.auth import require_admin
 from service.api.dependencies import CurrentSnapshot
 from service.api.documents import DocumentIn, Skipped, extracted_uploads
+from service.api.door import caller_of
 from service.api.errors import documented_errors
 from service.api.fields import OptionalLanguage
 from service.api.openai_schema import request_body
 from service.api.payload import json_route
 from service.config import Settings
-from service.errors import BadRequest
+from service.errors import BadRequest, ServiceError
 from service.ingest.extract import SourceDocument
 from service.ingest.folder import allowed_folder
 from service.ingest.indexer import with_source
@@ -197,10 +198,14 @@ async def submit_sync(
 
 
 def _submitter(request: Request) -> str:
-    """Whose job it is, for the per-caller queue (the admin token proves the right; the
-    address tells admins apart)."""
-    client = request.client
-    return "admin:" + (client.host if client else "unknown")
+    """Whose job it is, for the per-caller queue (the admin token proves the right): the
+    caller the door names (person, key, address), or its address when its credentials name
+    nobody (an admin needs no API key)."""
+    try:
+        return caller_of(request).name
+    except ServiceError:
+        client = request.client
+        return "address:" + (client.host if client else "unknown")
 
 
 async def _queued(
