@@ -130,6 +130,7 @@ class LLMScript:
             self.requests.clear()
             self.answer = default_answer
             self.delay = 0.0
+            self.slow_word, self.slow_delay = "", 0.0  # a slow model is one test's only
             self.one_at_a_time = False
             self.embedding_dimension = 1536
             self.embedded.clear()
