@@ -1,6 +1,6 @@
 """Datafari 7's AI API over a WebSocket, `/ai/ws` (its `/rest/v2.0/ai/ws`, AiWebSocketHandler):
 the client sends `{"type": "ai.request", "data": <the body of POST /ai>}`, and receives the
-events of /ai/stream, one a text message (service.api.ai_events); `human.input.response` is
+events of /ai/stream, one a text message (service.api.protocols.ndjson); `human.input.response` is
 answered that no question is waiting (our agents never ask one).
 
 Every rule of HTTP holds, decided by the same door (service.api.door): at the handshake the
@@ -35,12 +35,14 @@ from fastapi import APIRouter, WebSocket
 from pydantic import ValidationError
 from starlette.websockets import WebSocketDisconnect
 
-from service.api.ai import AiRequest, Turn, turn_events
-from service.api.ai_events import EventStream
+from service.api.ai import AiRequest, turn_of
 from service.api.dependencies import request_snapshot
 from service.api.door import POLICY_VIOLATION, Door, caller_of
 from service.api.errors import describe_validation_errors
 from service.api.payload import NOT_JSON, QUESTION_BYTES, read_json
+from service.api.protocols.datafari7 import AiEvents
+from service.api.protocols.driver import drive
+from service.api.protocols.ndjson import EventStream
 from service.api.request_context import CLIENT_LEFT, record_access
 from service.errors import BadRequest, ServiceError
 from service.observability import request_id_var
@@ -193,14 +195,15 @@ async def _answer(websocket: WebSocket, text: str, refused: Refusals) -> int:
     settings = door.settings()
     try:
         with door.question(caller, settings):
-            turn = Turn(body, websocket, request_snapshot(websocket), caller)  # type: ignore[arg-type]
-            async for line in turn_events(turn):
+            turn = turn_of(body, websocket, request_snapshot(websocket), caller)
+            events = AiEvents(body.action, websocket.state.language)
+            async for line in drive(turn, events, websocket.state.request_id):
                 await _send(websocket, line)
     except ServiceError as error:  # over the caller's cap, or the LLM full
         for line in stream.refused(error, websocket.state.language):
             await _send(websocket, line)
         return error.status
-    return turn.status
+    return events.status
 
 
 async def _turn(websocket: WebSocket, text: str, refused: Refusals, request_id: str) -> None:

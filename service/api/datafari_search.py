@@ -32,17 +32,17 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
+from service.actions.search import MAX_DEPTH, documents_found
 from service.api.auth import require_api_key
 from service.api.dependencies import CurrentSnapshot
 from service.api.door import caller_of
 from service.api.errors import documented_errors
 from service.api.fields import MAX_QUERY_PARAM
 from service.api.payload import json_route
-from service.api.rag import RagRequest, RagResponse, rag
+from service.api.protocols.datafari6 import RagResponse
+from service.api.rag import RagRequest, rag
 from service.errors import BadRequest
 from service.retrieval.base import RetrievedDocument
-from service.retrieval.facet_filter import documents_matching
-from service.snapshot import Snapshot
 from service.text import sanitize_query
 
 router = APIRouter(
@@ -50,7 +50,6 @@ router = APIRouter(
 )
 
 MAX_ROWS = 50
-MAX_DEPTH = 100  # start + rows (the most documents one BM25 search reads)
 MAX_FILTERS = 10
 PREVIEW_CHARS = 500  # of a document's text, as its preview_content
 FIELDS = ("id", "docId", "title", "url", "preview_content", "extension", "score")
@@ -105,8 +104,9 @@ async def select(
         raise BadRequest(f"start + rows is at most {MAX_DEPTH}")
     started = time.perf_counter()
     words = sanitize_query(q)
-    found, matched = await _found(
-        request, snapshot, words, start + rows, operator.upper(), fq or []
+    scope = caller_of(request).scope
+    found, matched = await documents_found(
+        snapshot, scope, words, start + rows, operator.upper(), fq or []
     )
     wanted = [f for f in (part.strip() for part in fl.split(",")) if f in FIELDS] or list(FIELDS)
     docs = [_doc(document, wanted) for document in found[start : start + rows]]
@@ -118,31 +118,6 @@ async def select(
             "response": {"numFound": matched, "start": start, "docs": docs},
         }
     )
-
-
-async def _found(
-    request: Request,
-    snapshot: Snapshot,
-    words: str,
-    count: int,
-    operator: str,
-    filters: list[str],
-) -> tuple[list[RetrievedDocument], int]:
-    """The first `count` documents BM25 finds for `words` within the caller's scope and the
-    filters, and how many it matches in all."""
-    if not words:
-        return [], 0
-    scope = caller_of(request).scope
-    if filters:
-        layout = snapshot.settings.solr
-        ids = await documents_matching(snapshot.solr, layout.documents_collection,
-                                       layout.documents_map, scope, filters)  # fmt: skip
-        scope = scope.within(ids)
-    depth = min(MAX_DEPTH, max(count, 1))  # rows=0 counts: one is read
-    retriever = snapshot.index_retriever(scope, depth, "bm25", operator=operator)
-    found = (await retriever.run(words))[:count]
-    matched = getattr(retriever, "matched", None)
-    return found, matched if isinstance(matched, int) else len(found)
 
 
 def _doc(document: RetrievedDocument, fields: list[str]) -> dict[str, object]:

@@ -274,7 +274,7 @@ AI_STREAM = "/ai/stream"
 def refused_stream(request: Request, error: ServiceError) -> Response:
     """Datafari 7's answer to a stream request it refuses: a 200 stream saying so
     (stream.started, error, stream.completed {status: ERROR})."""
-    from service.api.ai_events import NDJSON_HEADERS, NDJSON_TYPE, EventStream
+    from service.api.protocols.ndjson import NDJSON_HEADERS, NDJSON_TYPE, EventStream
 
     language = getattr(request.state, "language", None)
     lines = "".join(EventStream().refused(error, language))

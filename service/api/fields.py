@@ -22,4 +22,7 @@ OptionalLanguage = Annotated[
 # A query-string value: at most this many characters, so that even 4-byte characters, percent-
 # encoded (12 bytes each), keep a URL inside the HTTP server's request-line limit (uvicorn
 # answers a longer one itself, in plain text). Questions longer than this go in a POST body.
+MAX_QUERY_CHARS = 20_000  # a question
+MAX_HISTORY_MESSAGES = 100  # earlier messages sent with it
+MAX_MESSAGE_CHARS = 20_000  # one of them
 MAX_QUERY_PARAM = 1000

@@ -34,6 +34,7 @@ from service.api.errors import error_response
 from service.api.fields import MAX_QUERY_PARAM
 from service.api.identity import groups_scope
 from service.api.payload import QUESTION_BYTES, checked_body
+from service.api.protocols.mcp import AskResult, SummaryResult
 from service.api.rag import RagRequest
 from service.api.summarize import SummarizeRequest
 from service.config import Settings
@@ -83,29 +84,6 @@ class Source(BaseModel):
 
 class SearchResult(BaseModel):
     sources: list[Source]
-
-
-class AnswerSource(BaseModel):
-    """A document the answer was written from; `number` is its citation mark ([n])."""
-
-    number: int
-    id: str
-    title: str
-    url: str
-    cited: bool = Field(description="Whether the answer cites it.")
-
-
-class AskResult(BaseModel):
-    answer: str
-    sources: list[AnswerSource]
-    grounding: dict[str, Any] | None = Field(
-        None, description="Each sentence checked against its sources (grounding.enabled)."
-    )
-    llm_calls: int
-
-
-class SummaryResult(BaseModel):
-    summary: str
 
 
 class Document(BaseModel):
@@ -202,16 +180,7 @@ def create_mcp(runtime: Runtime, scope_of: ScopeOf) -> FastMCP:  # type: ignore[
                 {"query": question, "id": id, "lang": lang, "format": format, "history": history}
             )
             reply = await assemble.ask(snapshot, body.to_query(scope))
-            answer = await reply.complete()
-            return AskResult(
-                answer=answer.message,
-                sources=[
-                    AnswerSource(number=d.number, id=d.id, title=d.title, url=d.url, cited=d.cited)
-                    for d in answer.documents
-                ],
-                grounding=answer.grounding.to_json() if answer.grounding else None,
-                llm_calls=answer.llm_calls,
-            )
+            return AskResult.of(await reply.complete())
 
         return await guarded(ctx, answered)
 

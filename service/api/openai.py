@@ -13,10 +13,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -27,12 +25,7 @@ from service.api.auth import require_api_key
 from service.api.conversation import RAG_MODELS, plan_of
 from service.api.dependencies import CurrentSnapshot
 from service.api.door import caller_of
-from service.api.errors import (
-    OpenAIErrorBody,
-    as_service_error,
-    body_of,
-    documented_errors,
-)
+from service.api.errors import OpenAIErrorBody, documented_errors, openai_body_of
 from service.api.openai_schema import (
     ChatCompletion,
     ChatCompletionChunk,
@@ -42,7 +35,8 @@ from service.api.openai_schema import (
     request_body,
 )
 from service.api.payload import json_route
-from service.api.sources import sources_of
+from service.api.protocols.driver import Ready, drive
+from service.api.protocols.openai import Completion
 from service.api.sse import SSE_HEADERS, event_stream, sse_event
 from service.errors import (
     InvalidChatRequest,
@@ -51,7 +45,6 @@ from service.errors import (
     UpstreamBadResponse,
 )
 from service.rag.assemble import ask
-from service.rag.reply import Answer, Reply
 from service.runtime import Runtime
 from service.snapshot import Snapshot
 
@@ -129,18 +122,19 @@ async def chat_completions(request: Request, snapshot: CurrentSnapshot) -> Respo
     if plan.query is None:
         return await _relay(snapshot, chat.relayed())
     reply = await ask(snapshot, plan.query)
-    render = Rendering(
+    completion = Completion(
         completion_id=f"chatcmpl-{uuid.uuid4().hex}",
         model=plan.model or reply.model or "default",
         inline_sources=plan.inline_sources,
+        include_usage=chat.wants_usage,
     )
     if chat.stream:
         return StreamingResponse(
-            _stream(reply, render, request.state.request_id, chat.wants_usage),
+            drive(Ready(reply), completion, request.state.request_id),
             media_type="text/event-stream",
             headers=SSE_HEADERS,
         )
-    return JSONResponse(render.completion(await reply.complete()))
+    return JSONResponse(completion.whole(await reply.complete()))
 
 
 async def _json_body(request: Request) -> object:
@@ -165,125 +159,8 @@ async def _relay(snapshot: Snapshot, body: dict[str, Any]) -> Response:
                 yield chunk
         except httpx.HTTPError as error:
             broken = UpstreamBadResponse(f"the LLM broke off the stream ({type(error).__name__})")
-            yield sse_event(body_of("/v1/chat/completions", broken)).encode()
+            yield sse_event(openai_body_of(broken)).encode()
         finally:
             await upstream.aclose()
 
     return StreamingResponse(chunks(), media_type=media, headers=SSE_HEADERS)
-
-
-async def _stream(
-    reply: Reply, render: Rendering, request_id: str, include_usage: bool
-) -> AsyncIterator[str]:
-    """OpenAI's chunks: the role, the text as it comes (then the inline sources), the end
-    with the sources (and the usage); with `stream_options.include_usage`, a last chunk with
-    `choices: []` and the usage, as OpenAI sends it."""
-    try:
-        yield render.delta({"role": "assistant", "content": ""})
-        async for text in reply:
-            yield render.delta({"content": text})
-        answer = await reply.answer()
-        if render.inline_sources and answer.documents:
-            yield render.delta({"content": sources_block(answer)})
-        extensions = render.extensions(answer)
-        if include_usage:  # OpenAI sends it once, in the last chunk: clients add them up
-            del extensions["usage"]
-        yield render.delta({}, answer.finish_reason, **extensions)
-        if include_usage:
-            yield render.chunk([], usage=_usage(answer))
-    except Exception as error:  # the stream has begun: the error becomes a chunk
-        yield sse_event(body_of("/v1/chat/completions", as_service_error(error, request_id)))
-    yield "data: [DONE]\n\n"
-
-
-@dataclass(frozen=True)
-class Rendering:
-    """An Answer as OpenAI's chat.completion, or as its chunks."""
-
-    completion_id: str
-    model: str
-    inline_sources: bool
-
-    def completion(self, answer: Answer) -> dict[str, Any]:
-        message = answer.message
-        if self.inline_sources and answer.documents:
-            message += sources_block(answer)
-        return {
-            "id": self.completion_id,
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": self.model,
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": message},
-                    "finish_reason": answer.finish_reason,
-                }
-            ],
-            **self.extensions(answer),
-        }
-
-    def extensions(self, answer: Answer) -> dict[str, Any]:
-        """The usage, the sources two ways: `sources` (ours, whole) and `citations` (their
-        URLs in citation order, the convention search-augmented APIs use), `grounding` (each
-        sentence checked, when grounding.enabled), and `cached` with `cache_age` for an answer
-        from the answer cache."""
-        extensions: dict[str, Any] = {
-            "usage": _usage(answer),
-            "sources": _sources(answer),
-            "citations": [d.url or d.id for d in answer.documents],
-        }
-        if answer.grounding is not None:
-            extensions["grounding"] = answer.grounding.to_json()
-        if answer.cache_age is not None:
-            extensions["cached"], extensions["cache_age"] = True, answer.cache_age
-        return extensions
-
-    def chunk(self, choices: list[dict[str, Any]], **extra: object) -> str:
-        return sse_event(
-            {
-                "id": self.completion_id,
-                "object": "chat.completion.chunk",
-                "created": int(time.time()),
-                "model": self.model,
-                "choices": choices,
-                **extra,
-            }
-        )
-
-    def delta(self, content: dict[str, str], finish: str | None = None, **extra: object) -> str:
-        return self.chunk([{"index": 0, "delta": content, "finish_reason": finish}], **extra)
-
-
-def sources_block(answer: Answer) -> str:
-    """The sources written after the answer, as Markdown: `[n] [title](url)`; nothing for an
-    answer without sources."""
-    if not answer.documents:
-        return ""
-    lines = []
-    for document in answer.documents:
-        title = _one_line(document.title or document.id)
-        lines.append(
-            f"[{document.number}] [{title}]({document.url})"
-            if document.url
-            else f"[{document.number}] {title}"
-        )
-    return "\n\nSources:\n" + "\n".join(lines)
-
-
-def _one_line(text: str) -> str:
-    """A title fit for a Markdown link: one line, no brackets that would end the link."""
-    return " ".join(text.replace("[", "(").replace("]", ")").split())[:200]
-
-
-def _usage(answer: Answer) -> dict[str, int]:
-    usage = answer.usage
-    return {
-        "prompt_tokens": usage.prompt_tokens,
-        "completion_tokens": usage.completion_tokens,
-        "total_tokens": usage.prompt_tokens + usage.completion_tokens,
-    }
-
-
-def _sources(answer: Answer) -> list[dict[str, Any]]:
-    return [source.model_dump() for source in sources_of(answer)]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Literal
 
 from fastapi import APIRouter, Depends, Request
@@ -12,24 +11,26 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from service.api.auth import require_api_key
 from service.api.dependencies import CurrentSnapshot
 from service.api.door import caller_of
-from service.api.errors import as_service_error, body_of, documented_errors
-from service.api.fields import DocumentId, OptionalLanguage
-from service.api.grounding import GroundingOut
+from service.api.errors import documented_errors
+from service.api.fields import (
+    MAX_HISTORY_MESSAGES,
+    MAX_MESSAGE_CHARS,
+    MAX_QUERY_CHARS,
+    DocumentId,
+    OptionalLanguage,
+)
 from service.api.payload import json_route
-from service.api.sources import SourceOut, sources_of
-from service.api.sse import SSE_HEADERS, event_stream, sse_event
+from service.api.protocols.datafari6 import RagEvents, RagResponse
+from service.api.protocols.driver import Ready, drive
+from service.api.sse import SSE_HEADERS, event_stream
 from service.llm import ChatMessage
 from service.rag.assemble import ask
-from service.rag.reply import Answer, Reply
 from service.rag.request import RagQuery
 from service.retrieval import Scope
 from service.text.language import answer_language
 
 router = APIRouter(tags=["rag"], dependencies=[Depends(require_api_key)], route_class=json_route())
 
-MAX_QUERY_CHARS = 20_000
-MAX_HISTORY_MESSAGES = 100
-MAX_MESSAGE_CHARS = 20_000
 FORMATS = ("bulletpoint", "stepbystep", "text", "default")
 
 
@@ -86,96 +87,6 @@ class RagRequest(BaseModel):
         )
 
 
-class RagContent(BaseModel):
-    """The answer and its sources."""
-
-    message: str
-    documents: list[SourceOut]
-
-
-class UsageOut(BaseModel):
-    """What the answer cost in LLM calls and tokens."""
-
-    llm_calls: int
-    prompt_tokens: int
-    completion_tokens: int
-
-    @classmethod
-    def of(cls, answer: Answer) -> UsageOut:
-        usage = answer.usage
-        return cls(
-            llm_calls=answer.llm_calls,
-            prompt_tokens=usage.prompt_tokens,
-            completion_tokens=usage.completion_tokens,
-        )
-
-
-class ConfidenceOut(BaseModel):
-    """The LLM's own confidence in its answer (grounding.abstain.not.found decides on it)."""
-
-    signal: str = Field(description="The signal abstention is decided on, or why there is none.")
-    not_found: float | None = Field(
-        None, description="Probability the first step gave the not-found sentence's first token."
-    )
-    mean_logprob: float | None = Field(None, description="Mean log-probability of its tokens.")
-    min_logprob: float | None = Field(None, description="Lowest log-probability of its tokens.")
-    supported: float | None = Field(
-        None,
-        description="grounding.verify: the probability of yes when the LLM was asked, before "
-        "answering, whether a document says the answer.",
-    )
-
-
-class RagResponse(BaseModel):
-    """The answer of POST /ai/rag, in Datafari's envelope."""
-
-    status: Literal["OK"] = "OK"
-    content: RagContent
-    timings: dict[str, float] = Field(
-        description="Milliseconds per stage that ran, by its name: cache, rewrite, expand, "
-        "retrieve (Solr and embeddings), chunk, rerank, grade, verify, chain (prompting, LLM calls "
-        "included), grounding; llm (wall time with an LLM call in flight), total."
-    )
-    usage: UsageOut
-    grounding: GroundingOut | None = Field(
-        None,
-        description="Each sentence checked against its sources; null unless grounding.enabled.",
-    )
-    cached: bool = Field(
-        False, description="Whether the answer is one given before (the answer cache)."
-    )
-    cache_age: float | None = Field(
-        None, description="Seconds since a cached answer was made; null when not cached."
-    )
-    abstained: str | None = Field(
-        None,
-        description="Why the answer says the documents do not hold it (the LLM said so of the "
-        "sources it read); null when it answers. When the search or the reranker finds nothing "
-        "to answer from, the reply is a 428 (ragNoFileFound) whose content.reason says why.",
-    )
-    confidence: ConfidenceOut | None = Field(
-        None,
-        description="What the LLM's token probabilities say of its answer; null when no "
-        "answer was written from sources.",
-    )
-
-    @classmethod
-    def of(cls, answer: Answer) -> RagResponse:
-        return cls(
-            content=RagContent(
-                message=answer.message,
-                documents=sources_of(answer),
-            ),
-            timings=answer.timings,
-            usage=UsageOut.of(answer),
-            grounding=answer.grounding.to_json() if answer.grounding else None,
-            cached=answer.cache_age is not None,
-            cache_age=answer.cache_age,
-            abstained=answer.abstained,
-            confidence=answer.confidence,
-        )
-
-
 @router.post(
     "/ai/rag",
     response_model=RagResponse,
@@ -199,35 +110,9 @@ async def rag(
     reply = await ask(snapshot, query)
     if not body.stream:
         return RagResponse.of(await reply.complete())
+    events = RagEvents("rag", request.state.language)
     return StreamingResponse(
-        _events(reply, request.state.request_id, request.state.language),
+        drive(Ready(reply), events, request.state.request_id),
         media_type="text/event-stream",
         headers=SSE_HEADERS,
     )
-
-
-async def _events(reply: Reply, request_id: str, language: str) -> AsyncIterator[str]:
-    try:
-        async for text in reply:
-            yield sse_event({"text": text}, "token")
-        response = RagResponse.of(await reply.answer())
-        if response.grounding is not None:
-            yield sse_event(response.grounding.model_dump(), "grounding")
-        documents = [document.model_dump() for document in response.content.documents]
-        yield sse_event({"documents": documents}, "sources")
-        yield sse_event(
-            {
-                "status": "OK",
-                "message": response.content.message,
-                "timings": response.timings,
-                "usage": response.usage.model_dump(),
-                "cached": response.cached,
-                "cache_age": response.cache_age,
-                "abstained": response.abstained,
-                "confidence": response.confidence and response.confidence.model_dump(),
-            },
-            "done",
-        )
-    except Exception as error:  # the stream has begun: the error becomes an event
-        failure = as_service_error(error, request_id)
-        yield sse_event(body_of("/ai/rag", failure, language=language), "error")

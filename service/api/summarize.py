@@ -11,8 +11,8 @@ from service.api.door import caller_of
 from service.api.errors import documented_errors
 from service.api.fields import DocumentId, OptionalLanguage
 from service.api.payload import json_route
-from service.api.rag import RagContent, UsageOut
-from service.api.sources import summary_sources
+from service.api.protocols.answer import AnswerFields, UsageOut
+from service.api.protocols.datafari6 import RagContent
 from service.rag import assemble
 from service.rag.request import SummarizeQuery
 from service.retrieval import Scope
@@ -65,10 +65,9 @@ async def summarize(
     """Summarize a document; map-reduce over its parts when it exceeds one request."""
     scope = caller_of(request).scope
     reply = await assemble.summarize(snapshot, body.to_query(scope))
-    answer = await reply.complete()
-    documents = summary_sources(answer)
+    fields = AnswerFields.of(await reply.complete(), summary=True)
     return SummarizeResponse(
-        content=RagContent(message=answer.message, documents=documents),
-        timings=answer.timings,
-        usage=UsageOut.of(answer),
+        content=RagContent(message=fields.message, documents=fields.sources),
+        timings=fields.timings,
+        usage=fields.usage,
     )

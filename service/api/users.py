@@ -24,7 +24,8 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from service.api.ai import owner_of, store_of
+from service.actions.turn import store_of
+from service.api.ai import owner_of
 from service.api.auth import require_api_key
 from service.api.dependencies import CurrentSnapshot
 from service.api.errors import documented_errors

@@ -31,14 +31,10 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
 
 from service.agentic import ToolEvent
 from service.api.errors import datafari_code, user_message
 from service.errors import ServiceError
-
-if TYPE_CHECKING:
-    from service.api.ai import AiSource
 
 NDJSON_TYPE = "application/x-ndjson; charset=utf-8"
 NDJSON_HEADERS = {"Cache-Control": "no-cache, no-transform", "X-Accel-Buffering": "no"}
@@ -136,15 +132,14 @@ class EventStream:
         return self.event("message.delta", text=text)
 
     def sources(
-        self, sources: Sequence[AiSource], found: Sequence[dict[str, str]] | None = None
+        self, items: Sequence[dict[str, object]], found: Sequence[dict[str, str]] | None = None
     ) -> Iterator[str]:
         """Each source, then (a search's) what it found, then every source."""
-        items = [source.model_dump() for source in sources]
         for item in items:
             yield self.event("sources.add", source=item)
         if found is not None:
             yield self.event("search.results", docs=list(found))
-        yield self.event("sources.final", items=items)
+        yield self.event("sources.final", items=list(items))
 
     def final(self, text: str, **ours: object) -> str:
         return self.event("message.final", text=text, **{k: v for k, v in ours.items() if v})

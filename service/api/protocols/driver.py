@@ -1,0 +1,115 @@
+"""The one stream driver: runs a question's work and hands what happens to a renderer, the
+seam between the pipeline and a wire format.
+
+    started -> progress* (stages, an agent's tools, the turn opened) -> delta* -> final
+            -> progress (the turn kept) -> ended
+    or, from the first failure on: failed
+
+A renderer turns each of these into the lines of its format (Datafari 6.2's SSE, Datafari 7's
+NDJSON, OpenAI's chunks); the driver owns the order, the catching and the mapping of any
+exception to a ServiceError, so no format writes them again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+from service.actions.progress import Kept, Progress, Step
+from service.api.errors import as_service_error
+from service.errors import ServiceError
+from service.rag.reply import Answer, Reply
+
+
+class Work(Protocol):
+    """What a question asks of the service, in three steps the driver runs in order."""
+
+    async def begin(self, progress: Progress) -> None:
+        """Open what the question continues (a conversation, a memory)."""
+
+    async def run(self, progress: Progress) -> Reply | Answer:
+        """Everything up to the answer: a Reply streaming it, or an Answer written whole."""
+
+    async def keep(self, answer: Answer) -> Kept | None:
+        """Keep the answer (a conversation, a memory); the conversation it is kept in."""
+
+
+class Renderer(Protocol):
+    """One wire format's lines for what the driver hands it."""
+
+    def started(self) -> Iterable[str]: ...
+    def progress(self, step: Step) -> Iterable[str]: ...
+    def delta(self, text: str) -> Iterable[str]: ...
+    def final(self, answer: Answer) -> Iterable[str]: ...
+    def ended(self) -> Iterable[str]: ...
+    def failed(self, error: ServiceError) -> Iterable[str]: ...
+
+
+@dataclass
+class Ready:
+    """Work whose reply was made before the stream began (its failures then were plain HTTP
+    errors): nothing to open, nothing to keep."""
+
+    reply: Reply | Answer
+
+    async def begin(self, progress: Progress) -> None:
+        return None
+
+    async def run(self, progress: Progress) -> Reply | Answer:
+        return self.reply
+
+    async def keep(self, answer: Answer) -> Kept | None:
+        return None
+
+
+async def drive(work: Work, renderer: Renderer, request_id: str) -> AsyncIterator[str]:
+    """The lines of one streamed answer: the work run, its steps, text and end rendered; a
+    failure once the stream has begun is the renderer's last lines (never a broken stream)."""
+    for line in renderer.started():
+        yield line
+    try:
+        steps: asyncio.Queue[Step] = asyncio.Queue()
+        await work.begin(steps.put_nowait)
+        for step in _drained(steps):
+            for line in renderer.progress(step):
+                yield line
+        running = asyncio.ensure_future(work.run(steps.put_nowait))
+        try:
+            while not running.done() or not steps.empty():
+                waiting = asyncio.ensure_future(steps.get())
+                await asyncio.wait({running, waiting}, return_when=asyncio.FIRST_COMPLETED)
+                if waiting.done():
+                    for line in renderer.progress(waiting.result()):
+                        yield line
+                else:
+                    waiting.cancel()
+            reply = running.result()
+        finally:
+            running.cancel()
+        if isinstance(reply, Answer):
+            answer = reply
+        else:
+            async for text in reply:
+                for line in renderer.delta(text):
+                    yield line
+            answer = await reply.answer()
+        kept = await work.keep(answer)
+        for line in renderer.final(answer):
+            yield line
+        if kept is not None:
+            for line in renderer.progress(kept):
+                yield line
+        for line in renderer.ended():
+            yield line
+    except Exception as error:  # the stream has begun: the failure is its end
+        for line in renderer.failed(as_service_error(error, request_id)):
+            yield line
+
+
+def _drained(steps: asyncio.Queue[Step]) -> list[Step]:
+    drained = []
+    while not steps.empty():
+        drained.append(steps.get_nowait())
+    return drained
