@@ -4,7 +4,7 @@ speaks it (francelabs/datafari: AiPowered, ChatStream, NdjsonChatStream, StreamT
 One body for every action (`{query, action, id, agent, lang, history, filters, memoryId,
 conversationId}`, as Datafari's AiRequest): `rag` answers `query` from the documents (from the
 `id` document only when given), `summarize` summarizes the `id` document, `agentic` lets the
-LLM call our tools step by step (service.agentic) with the `agent`'s tools (agentic.agents:
+LLM call our tools step by step (service.agents) with the `agent`'s tools (agentic.agents:
 `generic` is Datafari's generic agent, its tools by its names; a name not there is generic,
 as Datafari falls back to it), `search` lists the
 documents that match `query` (no LLM). `/ai` answers Datafari's envelope whole; `/ai/stream`
@@ -49,7 +49,9 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
-from service.agentic import Agent, ToolEvent, protocol_for
+from service.agents.agent import Agent
+from service.agents.choice import choose_agent
+from service.agents.tools import AgentEvent, AnswerText
 from service.api.ai_events import NDJSON_HEADERS, NDJSON_TYPE, EventStream
 from service.api.auth import require_api_key
 from service.api.dependencies import CurrentSnapshot
@@ -68,12 +70,9 @@ from service.api.identity import Caller
 from service.api.payload import json_route
 from service.api.rag import MAX_HISTORY_MESSAGES, MAX_MESSAGE_CHARS, MAX_QUERY_CHARS, UsageOut
 from service.api.sources import SourceOut, sources_of, summary_sources
-from service.config.settings import agents_of
 from service.conversations import TITLE_CHARS, Conversation, ConversationStore
-from service.custom_tools import custom_tools
 from service.errors import (
     ConversationNotFound,
-    FeatureDisabled,
     ServiceError,
     Unauthorized,
 )
@@ -437,7 +436,7 @@ class Turn:
     async def run(
         self,
         progress: assemble.Progress | None = None,
-        on_tool: Callable[[ToolEvent], None] | None = None,
+        on_tool: Callable[[AgentEvent], None] | None = None,
     ) -> Reply | Answer:
         """Everything up to the last LLM request of the action (an agent's whole answer, a
         search's documents)."""
@@ -494,32 +493,13 @@ class Turn:
         self,
         scope: Scope,
         progress: assemble.Progress | None,
-        on_tool: Callable[[ToolEvent], None] | None,
+        on_tool: Callable[[AgentEvent], None] | None,
     ) -> Agent:
-        """The agent the request names (agentic.agents; `custom`: the tools of
-        agentic-custom-tools.json beside rag.properties, as Datafari's custom agent); none: the
-        first; any other name (Datafari's `rag` among them): `generic`, Datafari's fallback,
-        when there is one, else the first."""
-        settings = self.snapshot.settings.agentic
-        if not settings.enabled:
-            raise FeatureDisabled("agentic.enabled is false in rag.properties")
-        agents = agents_of(settings.agents)
-        named = self.body.agent
-        if named == "custom" and "custom" not in agents:
-            folder = self.request.app.state.runtime.config.path.parent
-            custom = custom_tools(folder)  # Datafari's agentic-custom-tools.json, if any
-            if custom:
-                return Agent(self.snapshot, scope, tools=tuple(custom), custom=custom,
-                             max_steps=settings.max_steps, lang=self.body.lang,
-                             protocol=protocol_for(self.snapshot.settings), progress=progress,
-                             on_tool=on_tool)  # fmt: skip
-        if named is None or named not in agents:
-            # none named: the first; any other name (Datafari's rag...): its fallback, generic
-            fallback = "generic" if named is not None and "generic" in agents else None
-            named = fallback or next(iter(agents))
-        return Agent(self.snapshot, scope, tools=agents[named], max_steps=settings.max_steps,
-                     lang=self.body.lang, protocol=protocol_for(self.snapshot.settings),
-                     progress=progress, on_tool=on_tool)  # fmt: skip
+        """The agent the request names (service.agents.choice), its final answer told to
+        `on_tool` too (a stream's message.delta)."""
+        on_text = None if on_tool is None else (lambda text: on_tool(AnswerText(text)))
+        return choose_agent(self.snapshot, self.body.agent, scope, self.body.lang, progress,
+                            on_tool, on_text)  # fmt: skip
 
     async def remember(self, answer: Answer) -> None:
         """The question and its answer, kept in the memory and the conversation."""
@@ -702,7 +682,7 @@ async def turn_events(turn: Turn) -> AsyncIterator[str]:
         yield stream.phase("service.started")
         if turn.history and action in ("rag", "agentic"):
             yield stream.phase("Rag:retrieving chat history")
-        steps: asyncio.Queue[str | ToolEvent] = asyncio.Queue()
+        steps: asyncio.Queue[str | AgentEvent] = asyncio.Queue()
         running = asyncio.ensure_future(turn.run(steps.put_nowait, steps.put_nowait))
         try:
             while not running.done() or not steps.empty():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from service.agentic import json_step, without_repeats, written_call
+from service.agents.steps import json_step, without_repeats, written_call
 from service.config.settings import agents_of
 
 TOOLS = ("search", "ask")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from service.custom_tools import FILE_NAME, MAX_FILE_BYTES, CustomToolsError, custom_tools
+from service.agents.custom import FILE_NAME, MAX_FILE_BYTES, CustomToolsError, custom_tools
 
 SEARCH = {
     "type": "solr-search",
