@@ -11,8 +11,9 @@ it has, without tools.
 
 Every document a tool returns is numbered once, in the order met; the tools show the numbers
 and the answer cites them, so the answer's sources are numbered as /ai/rag's are. The final
-answer, once decided (never a tool call a model wrote as text), is told to `on_text` in parts
-(a stream's message.delta), the parts joined being the answer's message.
+answer is told to `on_text` sentence by sentence (a stream's message.delta), the parts joined
+being the answer's message: as the LLM writes it when it answers out of steps; else once the
+turn has shown it is the answer (never a tool call a model wrote as text).
 
     >>> agent = Agent(snapshot, scope, tools=("search", "ask"), max_steps=4)
     >>> answer = await agent.run("Who built the lighthouse, and when did its lamp change?")
@@ -30,13 +31,12 @@ from typing import Any
 from service.agents.custom import CustomTool
 from service.agents.steps import (
     NEXT_STEP,
+    AnswerParts,
     Protocol,
     assistant_message,
     json_step,
-    sentences,
     step_format,
     step_instructions,
-    without_repeats,
     written_call,
 )
 from service.agents.toolbox import RequestToolbox
@@ -123,10 +123,11 @@ class Agent:
                 results.append(f"{call.name}({call.arguments[:200]}):\n{result}")
                 answered.append(result)
             self._record(messages, written, calls, answered)
+        parts = AnswerParts()  # the answer, each sentence once, told to on_text as written
         if text is None:  # out of steps: the answer from what the tools returned
             self.progress("answer")
             found = "\n\n".join(results)[-4 * MAX_RESULT_CHARS :] or "(nothing)"
-            completion = await llm.complete(
+            stream = llm.stream(
                 [
                     ChatMessage("system", system),
                     *history,
@@ -137,11 +138,13 @@ class Agent:
                     ),
                 ]
             )
-            self.toolbox.usage += completion.usage
-            text = completion.text
-        text = without_repeats(text.strip())
-        for part in sentences(text):  # decided: never a tool call written as text
-            self.on_text(part)
+            async for delta in stream:
+                self._show(parts.feed(delta))
+            self.toolbox.usage += stream.usage
+        else:  # a turn's text, whole: decided, never a tool call written as text
+            self._show(parts.feed(text))
+        self._show(parts.close())
+        text = parts.text
         answer = Answer(
             message=text,
             documents=self.toolbox.sources.cited_in(text),
@@ -157,6 +160,10 @@ class Agent:
                 "and said it does not hold the answer"
             )
         return answer
+
+    def _show(self, parts: list[str]) -> None:
+        for part in parts:
+            self.on_text(part)
 
     async def _turn(self, messages: list[dict[str, Any]]) -> tuple[str, tuple[ToolCall, ...]]:
         """One turn of the LLM: its text, and the tools it calls (none: the text answers)."""

@@ -86,12 +86,50 @@ def without_repeats(text: str) -> str:
     return " ".join(kept)
 
 
-_AFTER_A_SENTENCE = re.compile(r"(?<=[.!?]\s)")
+_BETWEEN_SENTENCES = re.compile(r"(?<=[.!?])\s+(?=\S)")
 
 
-def sentences(text: str) -> list[str]:
-    """The text in parts, each ending after a sentence's end and its space: joined, the text."""
-    return [part for part in _AFTER_A_SENTENCE.split(text) if part]
+class AnswerParts:
+    """An answer in the parts a stream may show as it is written: whole sentences, each said
+    once, the first without the text's leading blanks and each next one after one space.
+    Joined, they are without_repeats(text.strip()) of the text fed.
+
+        >>> parts = AnswerParts()
+        >>> parts.feed("It burned paraffin. It burned ") + parts.feed("paraffin. Then oil.")
+        ['It burned paraffin.']
+        >>> parts.close()
+        [' Then oil.']
+    """
+
+    def __init__(self) -> None:
+        self._pending = ""
+        self._seen: set[str] = set()
+        self.text = ""  # the parts so far, joined
+
+    def feed(self, text: str) -> list[str]:
+        """The sentences `text` completes (a sentence is complete once what follows its end's
+        blanks begins)."""
+        self._pending = (self._pending + text).lstrip()
+        shown = []
+        while (boundary := _BETWEEN_SENTENCES.search(self._pending)) is not None:
+            sentence = self._pending[: boundary.start()]
+            self._pending = self._pending[boundary.end() :]
+            shown += self._said(sentence)
+        return shown
+
+    def close(self) -> list[str]:
+        """The last sentence (the text has ended)."""
+        rest, self._pending = self._pending.rstrip(), ""
+        return self._said(rest) if rest else []
+
+    def _said(self, sentence: str) -> list[str]:
+        key = " ".join(sentence.lower().split())
+        if key in self._seen:
+            return []
+        self._seen.add(key)
+        part = f" {sentence}" if self.text else sentence
+        self.text += part
+        return [part]
 
 
 def json_step(text: str) -> tuple[str, str] | None:

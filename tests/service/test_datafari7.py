@@ -474,6 +474,15 @@ def test_the_agents_answer_streams_as_datafari_s_and_never_a_tool_call_written_a
     kinds = [event["type"] for event in sent]
     assert kinds.index("tool.result") < kinds.index("message.delta")
     assert kinds.index("message.delta") < kinds.index("sources.final")
+    # out of steps, the answer streams as the LLM writes it, each sentence said once
+    llm.reset()
+    llm.then(*(tool_call("get_document", document="lighthouse") for _ in range(3)))
+    llm.answer = lambda request: "Electrified in 1952 [1]. Electrified in 1952 [1]. By the keeper."
+    sent = events(list(client.post("/ai/stream", json=AGENT_BODY).iter_lines()))
+    assert llm.requests[-1].body["stream"] is True and llm.requests[-1].stream_completed
+    deltas = [data["text"] for data in of_type(sent, "message.delta")]
+    assert deltas == ["Electrified in 1952 [1].", " By the keeper."]
+    assert of_type(sent, "message.final")[0]["text"] == "".join(deltas)
     # the whole answer (POST /ai) is the same text, nothing streamed
     llm.reset()
     llm.answer = lambda request: "The keeper kept it lit [1]."

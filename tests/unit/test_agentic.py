@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from service.agents.steps import json_step, sentences, without_repeats, written_call
+from service.agents.steps import AnswerParts, json_step, without_repeats, written_call
 from service.agents.tools import TOOLS as REGISTRY
 from service.agents.tools import ToolEvent
 from service.api.ai_events import EventStream
@@ -112,8 +112,18 @@ def test_a_tool_call_shows_the_registrys_label(tool: str, shown: dict[str, str])
     assert line["data"] == {"id": "c1", "toolName": tool, **shown}
 
 
-def test_an_answer_in_parts_is_the_answer_joined() -> None:
-    text = "The keeper kept it lit [1]. He lived by the lamp! Did he? Yes"
-    parts = sentences(text)
-    assert "".join(parts) == text and len(parts) == 4
-    assert sentences("") == [] and sentences("One.") == ["One."]
+@pytest.mark.parametrize(
+    ("pieces", "shown"),
+    [
+        (["The keeper kept it lit [1]. He lived by the ", "lamp! Did he? Yes"],
+         ["The keeper kept it lit [1].", " He lived by the lamp!", " Did he?", " Yes"]),
+        (["  It burned paraffin.", "\n\nIt burned  paraffin.\n", "Then oil. "],
+         ["It burned paraffin.", " Then oil."]),
+        (["", " "], []),
+    ],
+)  # fmt: skip
+def test_an_answer_streams_in_sentences_each_said_once(pieces: list[str], shown: list[str]) -> None:
+    parts = AnswerParts()
+    sent = [part for piece in pieces for part in parts.feed(piece)] + parts.close()
+    assert sent == shown
+    assert "".join(sent) == parts.text == without_repeats("".join(pieces).strip())
