@@ -11,8 +11,10 @@ request sees one snapshot.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import cached_property
 
+from service.agents.custom import CustomTool
 from service.cache import AnswerCache
 from service.chains import PromptLibrary
 from service.config import Settings
@@ -38,17 +40,20 @@ class Snapshot:
         runtime: Runtime,
         settings: Settings | None = None,
         options: RequestOptions = DEFAULTS,
+        custom_tools: Mapping[str, CustomTool] | None = None,
     ) -> None:
         self._runtime = runtime
         self._base = settings or runtime.settings()
         self.options = options
         self.settings = options.apply(self._base)
+        # Datafari's custom agent's tools, read and checked with the config (not per request)
+        self.custom_tools = runtime.config.custom_tools() if custom_tools is None else custom_tools
 
     def overridden(self, options: RequestOptions) -> Snapshot:
         """This snapshot with a request's own options (its model, retrieval, top k...)."""
         if options == self.options:
             return self
-        return Snapshot(self._runtime, self._base, options)
+        return Snapshot(self._runtime, self._base, options, self.custom_tools)
 
     @cached_property
     def solr(self) -> SolrClient:

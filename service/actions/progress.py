@@ -1,12 +1,12 @@
 """What a turn reports as it goes, for whoever shows it (service.api.protocols): a stage's
-name, an agent's tool, the turn opened, the turn kept."""
+name, an agent's tool or a part of its answer, the turn opened, the turn kept."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from service.agentic import ToolEvent
+from service.agents.tools import AgentEvent
 
 
 @dataclass(frozen=True)
@@ -27,5 +27,5 @@ class Kept:
     title: str
 
 
-Step = str | ToolEvent | Opened | Kept
+Step = str | AgentEvent | Opened | Kept
 Progress = Callable[[Step], None]

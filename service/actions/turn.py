@@ -13,16 +13,15 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from pathlib import Path
 
 from service.actions.filters import narrowed
 from service.actions.progress import Kept, Opened, Progress
 from service.actions.search import search
-from service.agentic import Agent, protocol_for
-from service.config.settings import agents_of
+from service.agents.agent import Agent
+from service.agents.choice import choose_agent
+from service.agents.tools import AnswerText
 from service.conversations import TITLE_CHARS, Conversation, ConversationStore
-from service.custom_tools import custom_tools
-from service.errors import ConversationNotFound, FeatureDisabled
+from service.errors import ConversationNotFound
 from service.llm import ChatMessage
 from service.memories import KeptMemories, Memories, Memory
 from service.rag import assemble
@@ -73,14 +72,12 @@ class Turn:
         scope: Scope,
         owner: str | None,
         memories: Memories,
-        config_folder: Path,
     ) -> None:
         self.asked = asked
         self.snapshot = snapshot
         self.scope = scope  # the caller's (service.api.identity), before the filters
         self.owner = owner
         self.memories = memories  # the process's, when conversations are not kept in Solr
-        self.config_folder = config_folder  # rag.properties' (custom tools beside it)
         self.conversation: Conversation | None = None
         self.memory: Memory | None = None
 
@@ -182,29 +179,11 @@ class Turn:
         return await assemble.ask(snapshot, query, progress)
 
     def _agent(self, scope: Scope, progress: Progress | None) -> Agent:
-        """The agent the request names (agentic.agents; `custom`: the tools of
-        agentic-custom-tools.json beside rag.properties, as Datafari's custom agent); none: the
-        first; any other name (Datafari's `rag` among them): `generic`, Datafari's fallback,
-        when there is one, else the first."""
-        settings = self.snapshot.settings.agentic
-        if not settings.enabled:
-            raise FeatureDisabled("agentic.enabled is false in rag.properties")
-        agents = agents_of(settings.agents)
-        named = self.asked.agent
-        protocol = protocol_for(self.snapshot.settings)
-        if named == "custom" and "custom" not in agents:
-            custom = custom_tools(self.config_folder)  # agentic-custom-tools.json, if any
-            if custom:
-                return Agent(self.snapshot, scope, tools=tuple(custom), custom=custom,
-                             max_steps=settings.max_steps, lang=self.asked.lang,
-                             protocol=protocol, progress=progress, on_tool=progress)  # fmt: skip
-        if named is None or named not in agents:
-            # none named: the first; any other name (Datafari's rag...): its fallback, generic
-            fallback = "generic" if named is not None and "generic" in agents else None
-            named = fallback or next(iter(agents))
-        return Agent(self.snapshot, scope, tools=agents[named], max_steps=settings.max_steps,
-                     lang=self.asked.lang, protocol=protocol, progress=progress,
-                     on_tool=progress)  # fmt: skip
+        """The agent the request names (service.agents.choice); its tools' events and its
+        final answer's parts told to `progress` (a stream's tool events and message.delta)."""
+        on_text = None if progress is None else (lambda text: progress(AnswerText(text)))
+        return choose_agent(self.snapshot, self.asked.agent, scope, self.asked.lang,
+                            progress, progress, on_text)  # fmt: skip
 
     async def keep(self, answer: Answer) -> Kept | None:
         """The question and its answer, kept in the memory and the conversation; the

@@ -4,12 +4,12 @@ speaks it (francelabs/datafari: AiPowered, ChatStream, NdjsonChatStream, StreamT
 One body for every action (`{query, action, id, agent, lang, history, filters, memoryId,
 conversationId}`, as Datafari's AiRequest): `rag` answers `query` from the documents (from the
 `id` document only when given), `summarize` summarizes the `id` document, `agentic` lets the
-LLM call our tools step by step (service.agentic) with the `agent`'s tools (agentic.agents:
+LLM call our tools step by step (service.agents) with the `agent`'s tools (agentic.agents:
 `generic` is Datafari's generic agent, its tools by its names; a name not there is generic,
 as Datafari falls back to it), `search` lists the
 documents that match `query` (no LLM). `/ai` answers Datafari's envelope whole; `/ai/stream`
 writes NDJSON, one event a line, `{"type": T, "data": {...}, "ts": <epoch ms>}`
-(service.api.ai_events lists them and their order):
+(service.api.protocols.ndjson lists them and their order):
 
     stream.started, memory, phase (service.started, Rag:retrieval, ...), message.delta*,
     tool.call / tool.result / tool.error (agentic), sources.add*, sources.final,
@@ -371,7 +371,6 @@ def turn_of(
         scope=caller.scope,
         owner=caller.owner,
         memories=runtime.memories,
-        config_folder=runtime.config.path.parent,
     )
 
 

@@ -31,6 +31,7 @@ from pydantic import (
     model_validator,
 )
 
+from service.agents.tools import TOOLS
 from service.config.field_map import FieldMap, parse_fields
 from service.text.tokens import ENCODINGS, TokenCounter, token_counter
 
@@ -1163,19 +1164,7 @@ class ConversationSettings(Part):
     )
 
 
-AGENT_TOOLS = (
-    "search",
-    "ask",
-    "summarize",
-    "get_document",
-    # Datafari 7's generic agent's (service.agentic)
-    "bm25Search",
-    "hybridSearch",
-    "ragByDocument",
-    "searchChunksFromADocument",
-    "readNextChunks",
-    "entityExtraction",
-)
+AGENT_TOOLS = tuple(TOOLS)  # the registry's (service.agents.tools)
 # Datafari 7's generic agent: its tools, by its names
 GENERIC_AGENT = (
     "generic=bm25Search,hybridSearch,ragByDocument,searchChunksFromADocument,readNextChunks,"
@@ -1213,8 +1202,8 @@ class AgenticSettings(Part):
         "agentic.agents",
         "default=search,ask,summarize,get_document;" + GENERIC_AGENT,
         "The agents a request's `agent` may name, `name=tool,tool` separated by `;` (tools: "
-        "search, ask, summarize, get_document; Datafari 7's bm25Search, hybridSearch, "
-        "ragByDocument, searchChunksFromADocument, readNextChunks, entityExtraction). A name "
+        + ", ".join(AGENT_TOOLS)
+        + "). A name "
         "not listed is generic when there is one (Datafari's fallback; rag too), else the "
         "first; none named: the first.",
         min_length=1,

@@ -6,6 +6,9 @@ underscores (`chunking.chunk.size` -> `SOLR_RAG_CHUNKING_CHUNK_SIZE`, `llm.maxTo
 names (`SOLR_RAG_SOLR_AUTH_PASSWORD_FILE`, for Docker secrets); `ADMIN_TOKEN` (or a file named
 by `ADMIN_TOKEN_FILE`) sets `admin.token`.
 
+Datafari's agentic-custom-tools.json beside rag.properties (service.agents.custom) is read and
+checked with it: the config is the two files.
+
 Edits (`ConfigStore.update`) are validated as a whole file before anything is written, then
 written atomically (temp file + rename), one at a time across threads and processes (a lock
 file beside rag.properties), so no accepted change is ever lost or half-written.
@@ -27,6 +30,7 @@ from pathlib import Path
 
 from pydantic import SecretStr, ValidationError
 
+from service.agents.custom import FILE_NAME, CustomTool, checked_custom_tools
 from service.config.properties import parse_properties, with_values
 from service.config.settings import UNNAMED_MODELS, Settings, key_field, known_keys
 from service.errors import ConfigConflict, ConfigError
@@ -169,7 +173,9 @@ class ConfigStore:
     """Holds the current Settings and reloads them when rag.properties changes.
 
     A reload that fails validation keeps the previous settings (and logs why); only the first
-    load raises, so a bad file stops the service at startup.
+    load raises, so a bad file stops the service at startup. The custom agent's tools
+    (agentic-custom-tools.json beside it) are read and kept with them, reloaded when either
+    file changes.
     """
 
     def __init__(self, path: Path, env: Mapping[str, str] | None = None) -> None:
@@ -177,15 +183,22 @@ class ConfigStore:
         self._env = os.environ if env is None else env
         self._lock = threading.Lock()
         self._stamp = self._read_stamp()
+        self._tools_stamp = self._read_tools_stamp()
         self._settings = load_settings(path, self._env)
+        self._tools = checked_custom_tools(path.parent)
 
     def current(self) -> Settings:
-        stamp = self._read_stamp()
-        if stamp != self._stamp:
+        stamps = self._read_stamp(), self._read_tools_stamp()
+        if stamps != (self._stamp, self._tools_stamp):
             with self._lock:
-                if stamp != self._stamp:
-                    self._reload(stamp)
+                if stamps != (self._stamp, self._tools_stamp):
+                    self._reload(*stamps)
         return self._settings
+
+    def custom_tools(self) -> Mapping[str, CustomTool]:
+        """The custom agent's tools, as read with the current settings (none without a file)."""
+        self.current()
+        return self._tools
 
     def version(self) -> str:
         """A fingerprint of the file as it is now: what `update(expected_version=)` compares."""
@@ -270,20 +283,30 @@ class ConfigStore:
         except OSError as error:
             raise ConfigError(f"cannot read {self.path}: {error.strerror}") from None
 
-    def _reload(self, stamp: _Stamp | None) -> None:
-        self._stamp = stamp
+    def _reload(self, stamp: _Stamp | None, tools_stamp: _Stamp | None) -> None:
+        self._stamp, self._tools_stamp = stamp, tools_stamp
         try:
-            self._settings = load_settings(self.path, self._env)
-            log.info("configuration reloaded from %s", self.path)
+            settings = load_settings(self.path, self._env)
+            tools = checked_custom_tools(self.path.parent)
         except ConfigError as error:
             log.error("configuration not reloaded, keeping the previous one: %s", error)
+            return
+        self._settings, self._tools = settings, tools
+        log.info("configuration reloaded from %s", self.path)
 
     def _read_stamp(self) -> _Stamp | None:
-        try:
-            stat = self.path.stat()
-        except OSError:
-            return None
-        return _Stamp(stat.st_mtime_ns, stat.st_size)
+        return _stamp_of(self.path)
+
+    def _read_tools_stamp(self) -> _Stamp | None:
+        return _stamp_of(self.path.parent / FILE_NAME)
+
+
+def _stamp_of(path: Path) -> _Stamp | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return _Stamp(stat.st_mtime_ns, stat.st_size)
 
 
 def _fingerprint(text: str) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from service.errors import FilterRefused
+from service.errors import ConfigError, FilterRefused
 from testing.llm_server import LLMScript, Step
 from testing.service import ADMIN_TOKEN, ClientFactory, ServiceFactory
 from tests.service.test_security import DOCUMENTS, assert_no_secret
@@ -453,6 +454,41 @@ def test_the_agent_calls_our_tools_and_answers_citing_what_they_found(
         "search", "ask", "summarize", "get_document"}  # fmt: skip
 
 
+def test_the_agents_answer_streams_as_datafari_s_and_never_a_tool_call_written_as_text(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    """Issue 68, item 5: Datafari streams the agent's final answer as message.delta; the
+    deltas joined are the answer kept (message.final), and a tool call the model wrote as text
+    (small models do) is called, never shown."""
+    client = make_client(AGENTIC)
+    written = 'Let me look. {"name": "search", "arguments": {"query": "lighthouse keeper"}}'
+    llm.then(Step(content=written))
+    llm.answer = lambda request: "The keeper kept it lit [1]. He lived by the lamp. The end."
+    sent = events(list(client.post("/ai/stream", json=AGENT_BODY).iter_lines()))
+    assert [d["toolName"] for d in of_type(sent, "tool.call")] == ["search"]
+    deltas = [data["text"] for data in of_type(sent, "message.delta")]
+    (final,) = of_type(sent, "message.final")
+    assert len(deltas) == 3 and "".join(deltas) == final["text"]
+    assert final["text"] == "The keeper kept it lit [1]. He lived by the lamp. The end."
+    assert not any("{" in delta or "Let me look" in delta for delta in deltas)
+    kinds = [event["type"] for event in sent]
+    assert kinds.index("tool.result") < kinds.index("message.delta")
+    assert kinds.index("message.delta") < kinds.index("sources.final")
+    # out of steps, the answer streams as the LLM writes it, each sentence said once
+    llm.reset()
+    llm.then(*(tool_call("get_document", document="lighthouse") for _ in range(3)))
+    llm.answer = lambda request: "Electrified in 1952 [1]. Electrified in 1952 [1]. By the keeper."
+    sent = events(list(client.post("/ai/stream", json=AGENT_BODY).iter_lines()))
+    assert llm.requests[-1].body["stream"] is True and llm.requests[-1].stream_completed
+    deltas = [data["text"] for data in of_type(sent, "message.delta")]
+    assert deltas == ["Electrified in 1952 [1].", " By the keeper."]
+    assert of_type(sent, "message.final")[0]["text"] == "".join(deltas)
+    # the whole answer (POST /ai) is the same text, nothing streamed
+    llm.reset()
+    llm.answer = lambda request: "The keeper kept it lit [1]."
+    assert ok(client.post("/ai", json=AGENT_BODY))["message"] == "The keeper kept it lit [1]."
+
+
 def test_an_agent_that_keeps_calling_tools_is_stopped_and_answers(
     make_client: ClientFactory, llm: LLMScript
 ) -> None:
@@ -538,7 +574,7 @@ CUSTOM_TOOLS = [
 
 
 def test_the_custom_agent_reads_its_tools_from_agentic_custom_tools_json(
-    make_client: ClientFactory, llm: LLMScript, tmp_path: Path
+    make_client: ClientFactory, llm: LLMScript, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     (tmp_path / "agentic-custom-tools.json").write_text(json.dumps(CUSTOM_TOOLS))
     client = make_client({**AGENTIC, "agentic.max.steps": 5})
@@ -562,11 +598,20 @@ def test_the_custom_agent_reads_its_tools_from_agentic_custom_tools_json(
     assert results[1] == "nothing found"  # no document's language is that whole argument
     asked = next(r for r in llm.requests if "Which dates does this document give?" in r.prompt)
     assert "Brannoch" in asked.prompt and "Marseille" not in asked.prompt
-    # a broken file: the agent says which tool and field, as a technical error
+    # the tools are read with the config: a file broken while serving is refused as a broken
+    # rag.properties is (logged), the last good tools serving on
     (tmp_path / "agentic-custom-tools.json").write_text(json.dumps([{"name": "x", "type": "y"}]))
-    broken = client.post("/ai", json={**AGENT_BODY, "agent": "custom"})
-    error = error_of(broken, "500", "agenticTechnicalError")
-    assert "tool x" in error["reason"]
+    llm.reset()
+    llm.answer = lambda request: "The lamp [1]."
+    with caplog.at_level(logging.ERROR, logger="service.config.store"):
+        ok(client.post("/ai", json={**AGENT_BODY, "agent": "custom"}))
+    offered = {t["function"]["name"] for t in llm.requests[0].body["tools"]}
+    assert offered == {"searchByLanguage", "datesOf"}
+    assert "agentic-custom-tools.json cannot be used" in caplog.text and "tool x" in caplog.text
+    # and a service does not start on it: the error names the file, the tool and the fix
+    with pytest.raises(ConfigError, match=r"agentic-custom-tools\.json cannot be used: .*tool x.*"
+                       r"Correct the file"):  # fmt: skip
+        make_client(AGENTIC)
 
 
 def test_the_call_budget_bounds_the_agent_too(make_client: ClientFactory, llm: LLMScript) -> None:

@@ -3,10 +3,15 @@ text, a JSON step cut short by max_tokens, an answer that loops."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from service.agentic import json_step, without_repeats, written_call
-from service.config.settings import agents_of
+from service.agents.steps import AnswerParts, json_step, without_repeats, written_call
+from service.agents.tools import TOOLS as REGISTRY
+from service.agents.tools import ToolEvent
+from service.api.protocols.ndjson import EventStream
+from service.config.settings import AGENT_TOOLS, agents_of
 
 TOOLS = ("search", "ask")
 
@@ -70,3 +75,55 @@ def test_agentic_agents_that_name_no_real_tool_are_refused(text: str, why: str) 
         agents_of(text)
     assert agents_of("default=search,ask;doc-42=get_document,search") == {
         "default": ("search", "ask"), "doc-42": ("get_document", "search")}  # fmt: skip
+
+
+# -- the one tool registry (service.agents.tools) ---------------------------------------------
+
+
+def test_every_tool_agentic_agents_may_name_is_one_registry_entry() -> None:
+    assert tuple(REGISTRY) == AGENT_TOOLS
+    for name, tool in REGISTRY.items():
+        spec = tool.spec
+        assert tool.name == name and tool.label and spec["description"]
+        assert spec["parameters"]["required"] == list(spec["parameters"]["properties"])
+    with pytest.raises(ValueError, match="entityExtraction"):  # the error lists the registry's
+        agents_of("default=search,shell")
+
+
+def shown_as(label: str, icon: str, i18n_key: str) -> dict[str, str]:
+    return {"label": label, "icon": icon, "i18nKey": i18n_key}
+
+
+@pytest.mark.parametrize(
+    ("tool", "shown"),
+    [
+        # Datafari 7's generic tools: as its StreamToolExecutor sends them (GenericTools' meta)
+        ("ragByDocument", shown_as("Exploring document...", "search", "tool.ragByDocument")),
+        ("readNextChunks", shown_as("Reading a document...", "document", "tool.readNextChunks")),
+        ("summarize", shown_as("Generating a document summary...", "search", "tool.summarize")),
+        # ours: a label; a custom tool's: its name
+        ("ask", {"label": "Answering from the documents"}),
+        ("searchByLanguage", {"label": "searchByLanguage"}),
+    ],
+)
+def test_a_tool_call_shows_the_registrys_label(tool: str, shown: dict[str, str]) -> None:
+    line = json.loads(EventStream().tool(ToolEvent("call", "c1", tool)))
+    assert line["type"] == "tool.call"
+    assert line["data"] == {"id": "c1", "toolName": tool, **shown}
+
+
+@pytest.mark.parametrize(
+    ("pieces", "shown"),
+    [
+        (["The keeper kept it lit [1]. He lived by the ", "lamp! Did he? Yes"],
+         ["The keeper kept it lit [1].", " He lived by the lamp!", " Did he?", " Yes"]),
+        (["  It burned paraffin.", "\n\nIt burned  paraffin.\n", "Then oil. "],
+         ["It burned paraffin.", " Then oil."]),
+        (["", " "], []),
+    ],
+)  # fmt: skip
+def test_an_answer_streams_in_sentences_each_said_once(pieces: list[str], shown: list[str]) -> None:
+    parts = AnswerParts()
+    sent = [part for piece in pieces for part in parts.feed(piece)] + parts.close()
+    assert sent == shown
+    assert "".join(sent) == parts.text == without_repeats("".join(pieces).strip())

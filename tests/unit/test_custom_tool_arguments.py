@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from service.config.field_map import SchemaFields
-from service.custom_tools import (
+from service.agents.custom import (
     FILE_NAME,
     MAX_ARGUMENT_CHARS,
     CustomTool,
@@ -19,6 +18,7 @@ from service.custom_tools import (
     filter_rendered,
     question_rendered,
 )
+from service.config.field_map import SchemaFields
 from service.errors import FilterRefused
 from service.retrieval.facet_filter import facet_filter
 from service.text import MAX_QUERY_LENGTH, normalize_question

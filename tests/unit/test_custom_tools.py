@@ -4,11 +4,15 @@ field checked with the tool named, bounded."""
 from __future__ import annotations
 
 import json
+import logging
+import os
 from pathlib import Path
 
 import pytest
 
-from service.custom_tools import FILE_NAME, MAX_FILE_BYTES, CustomToolsError, custom_tools
+from service.agents.custom import FILE_NAME, MAX_FILE_BYTES, CustomToolsError, custom_tools
+from service.config import ConfigStore
+from service.errors import ConfigError
 
 SEARCH = {
     "type": "solr-search",
@@ -63,3 +67,54 @@ def test_a_file_that_is_not_json_or_too_large_is_refused(tmp_path: Path) -> None
     (tmp_path / FILE_NAME).write_text(" " * (MAX_FILE_BYTES + 1))
     with pytest.raises(CustomToolsError, match="KiB"):
         custom_tools(tmp_path)
+
+
+# -- read with the config (service.config.store), not per request ----------------------------
+
+
+def config_beside(folder: Path) -> Path:
+    path = folder / "rag.properties"
+    path.write_text("agentic.enabled=true\n")
+    return path
+
+
+def test_a_broken_file_stops_the_start_naming_the_file_and_the_fix(tmp_path: Path) -> None:
+    write(tmp_path, [{**SEARCH, "type": "shell"}])
+    with pytest.raises(ConfigError) as refused:
+        ConfigStore(config_beside(tmp_path), env={})
+    message = str(refused.value)
+    assert str(tmp_path / FILE_NAME) in message and "tool cfpSearch: type is" in message
+    assert "Correct the file" in message and "or remove it" in message
+
+
+def test_the_tools_are_read_with_the_config_once_not_at_each_request(tmp_path: Path) -> None:
+    write(tmp_path, [SEARCH])
+    store = ConfigStore(config_beside(tmp_path), env={})
+    kept = store.custom_tools()
+    assert kept["cfpSearch"].description == SEARCH["description"]
+    # the file changed on disk behind the store's back (its size and time as they were): what
+    # is served is what was read with the config
+    path = tmp_path / FILE_NAME
+    before = path.stat()
+    write(tmp_path, [{**SEARCH, "description": SEARCH["description"].upper()}])
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert path.stat().st_size == before.st_size
+    assert store.custom_tools() is kept
+    # a change the store sees is read again, with the config
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000))
+    assert store.custom_tools()["cfpSearch"].description == SEARCH["description"].upper()
+
+
+def test_a_file_broken_while_serving_keeps_the_last_good_tools(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    write(tmp_path, [SEARCH])
+    store = ConfigStore(config_beside(tmp_path), env={})
+    kept = store.custom_tools()
+    write(tmp_path, [SEARCH, SEARCH])
+    with caplog.at_level(logging.ERROR, logger="service.config.store"):
+        assert store.custom_tools() is kept
+        assert store.current().agentic.enabled
+    assert "configuration not reloaded" in caplog.text and "named twice" in caplog.text
+    (tmp_path / FILE_NAME).unlink()  # no file: no custom tools
+    assert store.custom_tools() == {}

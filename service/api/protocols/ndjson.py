@@ -32,7 +32,7 @@ import json
 import time
 from collections.abc import Iterator, Sequence
 
-from service.agentic import ToolEvent
+from service.agents.tools import TOOLS, AgentEvent, AnswerText, ToolEvent
 from service.api.errors import datafari_code, user_message
 from service.errors import ServiceError
 
@@ -56,28 +56,6 @@ PHASES: dict[str, str] = {
 }
 SUMMARY_PHASES = {"chunk": "summarize:chunking"}
 SUMMARY_START = "summarize:start"
-# what a tool is, for a person watching it work (tool.call's label)
-# Datafari 7's generic tools: the label, icon and i18n key its chat bot shows (GenericTools'
-# ToolMeta)
-DATAFARI_TOOLS: dict[str, tuple[str, str, str]] = {
-    "ragByDocument": ("Exploring document...", "search", "tool.ragByDocument"),
-    "bm25Search": ("Searching documents...", "search", "tool.bm25Search"),
-    "readNextChunks": ("Reading a document...", "document", "tool.readNextChunks"),
-    "searchChunksFromADocument": (
-        "Searching content from a document...",
-        "search",
-        "tool.searchChunksFromADocument",
-    ),
-    "summarize": ("Generating a document summary...", "search", "tool.summarize"),
-    "entityExtraction": ("Extracting entities...", "document", "tool.entityExtraction"),
-    "hybridSearch": ("Searching documents...", "search", "tool.hybridSearch"),
-}
-TOOL_LABELS: dict[str, str] = {
-    "search": "Searching the documents",
-    "ask": "Answering from the documents",
-    "summarize": "Summarizing a document",
-    "get_document": "Reading a document",
-}
 
 
 class EventStream:
@@ -104,10 +82,14 @@ class EventStream:
         self._phase = name
         return self.event("phase", name=name, **({"step": step} if step else {}))
 
-    def progress(self, step: str | ToolEvent, action: str) -> Iterator[str]:
-        """A stage that began (its phase, once a phase), or an agent's tool."""
+    def progress(self, step: str | AgentEvent, action: str) -> Iterator[str]:
+        """A stage that began (its phase, once a phase), an agent's tool, or a part of its
+        answer."""
         if isinstance(step, ToolEvent):
             yield self.tool(step)
+            return
+        if isinstance(step, AnswerText):
+            yield self.delta(step.text)
             return
         names = {**PHASES, **SUMMARY_PHASES} if action == "summarize" else PHASES
         name = step if step.startswith("synthesis:") else names.get(step)  # Datafari's own
@@ -118,11 +100,14 @@ class EventStream:
 
     def tool(self, step: ToolEvent) -> str:
         if step.what == "call":
-            if step.tool in DATAFARI_TOOLS:  # Datafari's generic tools, as its UI knows them
-                label, icon, i18n = DATAFARI_TOOLS[step.tool]
-                return self.event("tool.call", id=step.id, toolName=step.tool, label=label,
-                                  icon=icon, i18nKey=i18n)  # fmt: skip
-            label = TOOL_LABELS.get(step.tool, step.tool)
+            # what the tool is, for a person watching it work (the registry's label); Datafari's
+            # generic tools with the icon and i18n key its UI knows them by
+            known = TOOLS.get(step.tool)
+            if known is not None and known.icon:
+                return self.event("tool.call", id=step.id, toolName=step.tool,
+                                  label=known.label, icon=known.icon,
+                                  i18nKey=known.i18n_key)  # fmt: skip
+            label = known.label if known is not None and known.label else step.tool
             return self.event("tool.call", id=step.id, toolName=step.tool, label=label)
         if step.what == "result":
             return self.event("tool.result", id=step.id, durationMs=step.duration_ms)

@@ -19,7 +19,10 @@ Two types, as Datafari's:
   own words within the MAX_QUERY_LENGTH a question is cut at.
 
 Everything is checked when the file is read (the reason names the tool and the field), and
-bounded: MAX_TOOLS tools, MAX_PARAMETERS parameters each, MAX_FILE_BYTES in all.
+bounded: MAX_TOOLS tools, MAX_PARAMETERS parameters each, MAX_FILE_BYTES in all. The file is
+read with rag.properties (service.config.store: at start, and again when either changes), so
+a broken one stops the service at start and, later, keeps the last good tools serving, as a
+broken rag.properties does; the tools are on each request's Snapshot.
 """
 
 from __future__ import annotations
@@ -27,11 +30,13 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from service.errors import TechnicalError
+from service.agents.tools import Tool, Toolbox
+from service.errors import ConfigError, TechnicalError
 from service.text import MAX_QUERY_LENGTH
 
 FILE_NAME = "agentic-custom-tools.json"
@@ -83,6 +88,21 @@ class CustomTool:
                 "required": list(self.required),
             },
         }
+
+    @property
+    def tool(self) -> Tool:
+        """The tool as an agent offers and runs it (the registry's shape)."""
+        return Tool(self.name, self.description, self.parameters, self.required, self.run,
+                    label=self.label)  # fmt: skip
+
+    async def run(self, box: Toolbox, arguments: Mapping[str, str]) -> str:
+        """A search narrowed by the filters (each read by the facet grammar: an argument is a
+        value, never syntax), or the template asked of the `id` document."""
+        given = dict(arguments)
+        if self.kind == "rag-by-document":
+            return await box.ask(self.rendered(self.template, given), given["id"])
+        filters = tuple(self.rendered(text, given) for text in self.filters)
+        return await box.search(given["q"], self.method, filters=filters)
 
     def rendered(self, text: str, arguments: dict[str, str]) -> str:
         """`text` (one of the filters of a search, the template of a rag-by-document) with
@@ -168,6 +188,18 @@ def custom_tools(folder: Path) -> dict[str, CustomTool]:
             raise CustomToolsError(f"{FILE_NAME}: tool {tool.name!r} is named twice")
         tools[tool.name] = tool
     return tools
+
+
+def checked_custom_tools(folder: Path) -> dict[str, CustomTool]:
+    """custom_tools(folder), a broken file a ConfigError naming the file and the fix."""
+    try:
+        return custom_tools(folder)
+    except CustomToolsError as error:
+        raise ConfigError(
+            f"{folder / FILE_NAME} cannot be used: {error.reason}. Correct the file (Datafari's "
+            "format: a list of {type, name, description, parameters, properties}), or remove it "
+            "(agent custom then falls back to generic)"
+        ) from None
 
 
 def _tool(item: object, position: int) -> CustomTool:

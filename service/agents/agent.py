@@ -1,0 +1,242 @@
+"""Datafari 7's action=agentic: the LLM calls our tools (OpenAI's tools API, or JSON steps),
+step by step, then answers from what they returned.
+
+The tools are the registry's (service.agents.tools) and, for Datafari's custom agent, those of
+agentic-custom-tools.json (service.agents.custom), run with the caller's scope
+(service.agents.toolbox), so an agent reads nothing its caller may not.
+Bounded: at most agentic.max.steps tool-calling turns of at most MAX_CALLS_PER_STEP calls,
+each result cut to MAX_RESULT_CHARS, every LLM call (the tools' own included) spent from the
+request's budget, within its deadline. Out of steps (or of calls), the LLM answers with what
+it has, without tools.
+
+Every document a tool returns is numbered once, in the order met; the tools show the numbers
+and the answer cites them, so the answer's sources are numbered as /ai/rag's are. The final
+answer is told to `on_text` sentence by sentence (a stream's message.delta), the parts joined
+being the answer's message: as the LLM writes it when it answers out of steps; else once the
+turn has shown it is the answer (never a tool call a model wrote as text).
+
+    >>> agent = Agent(snapshot, scope, tools=("search", "ask"), max_steps=4)
+    >>> answer = await agent.run("Who built the lighthouse, and when did its lamp change?")
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from service.agents.custom import CustomTool
+from service.agents.steps import (
+    NEXT_STEP,
+    AnswerParts,
+    Protocol,
+    assistant_message,
+    json_step,
+    step_format,
+    step_instructions,
+    written_call,
+)
+from service.agents.toolbox import RequestToolbox
+from service.agents.tools import MAX_RESULT_CHARS, TOOLS, Tool, ToolEvent, tool_specs
+from service.chains.prompts import language_name
+from service.chains.result import says_nothing_relevant
+from service.errors import DocumentNotFound, ServiceError
+from service.llm import ChatMessage
+from service.llm.types import ToolCall
+from service.rag.reply import Answer
+from service.retrieval import Scope
+from service.snapshot import Snapshot
+
+MAX_CALLS_PER_STEP = 3
+
+
+class Agent:
+    """The tool loop of one request (the module's docstring)."""
+
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        scope: Scope,
+        *,
+        tools: tuple[str, ...],
+        max_steps: int,
+        lang: str | None = None,
+        protocol: Protocol = "tools",
+        progress: Callable[[str], None] | None = None,
+        on_tool: Callable[[ToolEvent], None] | None = None,
+        custom: Mapping[str, CustomTool] | None = None,
+        on_text: Callable[[str], None] | None = None,
+    ) -> None:
+        self.protocol = protocol
+        self.on_tool = on_tool or (lambda _: None)
+        self.on_text = on_text or (lambda _: None)
+        # the registry's tools; Datafari's custom agent's (service.agents.custom) win a name
+        custom = custom or {}
+        self.catalog: dict[str, Tool] = {
+            name: custom[name].tool if name in custom else TOOLS[name]
+            for name in tools
+            if name in custom or name in TOOLS
+        }
+        self.snapshot = snapshot
+        self.tools = tools
+        self.max_steps = max_steps
+        self.lang = lang
+        self.progress = progress or (lambda _: None)
+        self.toolbox = RequestToolbox(snapshot, scope, lang)
+
+    async def run(self, question: str, history: tuple[ChatMessage, ...] = ()) -> Answer:
+        started = time.perf_counter()
+        llm = self.snapshot.llm
+        system = self.snapshot.prompts.render(
+            "agent",
+            tools=", ".join(self.tools),
+            language=language_name(self.lang),
+            history=history,
+            format_instruction="",
+        )
+        steps = (
+            system + "\n" + step_instructions(self.catalog) if self.protocol == "json" else system
+        )
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": steps},
+            *(message.as_dict() for message in history),
+            {"role": "user", "content": question},
+        ]
+        results: list[str] = []
+        text = None
+        for _ in range(self.max_steps):
+            if llm.calls.left <= 1:  # one call is kept for the answer
+                break
+            self.progress("agent")
+            written, calls = await self._turn(messages)
+            if not calls:
+                text = written
+                break
+            calls = calls[:MAX_CALLS_PER_STEP]
+            answered = []
+            for call in calls:
+                self.progress(call.name)
+                result = await self._reported(call)
+                results.append(f"{call.name}({call.arguments[:200]}):\n{result}")
+                answered.append(result)
+            self._record(messages, written, calls, answered)
+        parts = AnswerParts()  # the answer, each sentence once, told to on_text as written
+        if text is None:  # out of steps: the answer from what the tools returned
+            self.progress("answer")
+            found = "\n\n".join(results)[-4 * MAX_RESULT_CHARS :] or "(nothing)"
+            stream = llm.stream(
+                [
+                    ChatMessage("system", system),
+                    *history,
+                    ChatMessage(
+                        "user",
+                        f"{question}\n\nWhat your tools returned:\n{found}\n\nAnswer now, "
+                        "from this only, citing the documents' numbers.",
+                    ),
+                ]
+            )
+            async for delta in stream:
+                self._show(parts.feed(delta))
+            self.toolbox.usage += stream.usage
+        else:  # a turn's text, whole: decided, never a tool call written as text
+            self._show(parts.feed(text))
+        self._show(parts.close())
+        text = parts.text
+        answer = Answer(
+            message=text,
+            documents=self.toolbox.sources.cited_in(text),
+            timings={"agent": round((time.perf_counter() - started) * 1000, 1)},
+            llm_calls=llm.calls.used,
+            usage=self.toolbox.usage,
+        )
+        if says_nothing_relevant(text):
+            answer.documents = []
+            answer.abstained = (
+                f"the agent read what its tools found ({len(self.toolbox.sources.by_id)} "
+                "documents) "
+                "and said it does not hold the answer"
+            )
+        return answer
+
+    def _show(self, parts: list[str]) -> None:
+        for part in parts:
+            self.on_text(part)
+
+    async def _turn(self, messages: list[dict[str, Any]]) -> tuple[str, tuple[ToolCall, ...]]:
+        """One turn of the LLM: its text, and the tools it calls (none: the text answers)."""
+        llm = self.snapshot.llm
+        if self.protocol == "tools":
+            turn = await llm.with_tools(messages, tool_specs(self.catalog))
+            self.toolbox.usage += turn.usage
+            if turn.calls:
+                return turn.text, turn.calls
+            written = written_call(turn.text, self.tools)  # the rest of the text: a guess
+            return ("", written) if written else (turn.text, ())
+        plain = [ChatMessage(m["role"], m["content"]) for m in messages]
+        completion = await llm.complete(plain, {"response_format": step_format(self.tools)})
+        self.toolbox.usage += completion.usage
+        step = json_step(completion.text)
+        if step is None:
+            return completion.text, ()
+        tool, value = step
+        if tool not in self.tools:  # "answer"
+            return value, ()
+        return completion.text, (ToolCall("step", tool, json.dumps({"input": value})),)
+
+    def _record(
+        self,
+        messages: list[dict[str, Any]],
+        written: str,
+        calls: tuple[ToolCall, ...],
+        results: list[str],
+    ) -> None:
+        """The calls and their results, as the protocol gives them back to the LLM."""
+        if self.protocol == "tools":
+            messages.append(assistant_message(written, calls))
+            messages.extend(
+                {"role": "tool", "tool_call_id": call.id, "content": result}
+                for call, result in zip(calls, results, strict=True)
+            )
+            return
+        messages.append({"role": "assistant", "content": written})
+        messages.append({"role": "user", "content": NEXT_STEP.format(result=results[0])})
+
+    async def _reported(self, call: ToolCall) -> str:
+        """The tool's result, its start and end told to `on_tool` (a failure as an error)."""
+        ran = ToolEvent("call", uuid.uuid4().hex, call.name)
+        self.on_tool(ran)
+        started = time.perf_counter()
+        result = await self._call(call)
+        took = round((time.perf_counter() - started) * 1000)
+        if result.startswith("error: "):
+            failed = result.removeprefix("error: ")[:300]
+            self.on_tool(replace(ran, what="error", duration_ms=took, error=failed))
+        else:
+            self.on_tool(replace(ran, what="result", duration_ms=took))
+        return result
+
+    async def _call(self, call: ToolCall) -> str:
+        """The tool's result as text (a failure too, so the LLM can go on), cut to size."""
+        try:
+            arguments = json.loads(call.arguments or "{}")
+        except json.JSONDecodeError:
+            return "error: the arguments are not JSON"
+        if call.name not in self.catalog or not isinstance(arguments, dict):
+            return f"error: no tool {call.name[:64]!r}; the tools are {', '.join(self.tools)}"
+        tool = self.catalog[call.name]
+        values = tool.arguments(arguments)
+        if values is None:
+            return f"error: the tool needs its arguments ({', '.join(tool.required)})"
+        try:
+            result = await tool.handler(self.toolbox, values)
+        except DocumentNotFound as error:  # a guessed id: say how to find a real one
+            result = (
+                f"error: {error.reason[:200]}. Search first (bm25Search or hybridSearch; "
+                "search, with our tools) and give one of the numbers or ids it returns"
+            )
+        except ServiceError as error:
+            result = f"error: {error.message} ({error.reason[:200]})"
+        return result[:MAX_RESULT_CHARS]

@@ -1,0 +1,180 @@
+"""How an agent's LLM calls tools, turn by turn: OpenAI's tools API, or JSON steps held to a
+grammar (small local models); and how a turn's text is read (a tool call a small model wrote
+as text, a JSON step cut short, an answer that loops).
+
+    >>> json_step('{"tool": "search", "input": "lighthouse lamp"}')
+    ('search', 'lighthouse lamp')
+    >>> written_call('{"name": "search", "arguments": {"query": "lamp"}}', ("search",))
+    (ToolCall(id='call-written', name='search', arguments='{"query": "lamp"}'),)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from service.agents.tools import Tool
+from service.config import Settings
+from service.llm.types import ToolCall
+from service.models import packaged
+
+Protocol = Literal["tools", "json"]
+MAX_WRITTEN_OBJECTS = 20  # JSON objects tried in a text that may hold a written tool call
+
+NEXT_STEP = (
+    "Tool result:\n{result}\n\nDoes this answer the question? If it does, reply "
+    '{{"tool": "answer", "input": "<the answer, with the document numbers in brackets>"}}; if '
+    "not, call another tool."
+)
+
+
+def protocol_for(settings: Settings) -> Protocol:
+    """agentic.protocol; auto: JSON steps for the GGUF models llama.cpp serves us (small
+    models that write their tool calls as text the server does not parse, but follow a
+    grammar), the OpenAI tools API for any other LLM."""
+    chosen = settings.agentic.protocol
+    if chosen != "auto":
+        return chosen
+    return "json" if settings.llm.model in packaged.MODELS else "tools"
+
+
+def step_format(tools: tuple[str, ...]) -> dict[str, Any]:
+    """The response format of a JSON step: one tool (or the answer) and its input."""
+    schema = {
+        "type": "object",
+        "properties": {"tool": {"enum": [*tools, "answer"]}, "input": {"type": "string"}},
+        "required": ["tool", "input"],
+    }
+    return {"type": "json_schema", "json_schema": {"name": "step", "schema": schema}}
+
+
+def _input_form(tool: Tool) -> str:
+    required = tool.required
+    return "..." if len(required) == 1 else " | ".join(f"<{name}>" for name in required)
+
+
+def step_instructions(tools: Mapping[str, Tool]) -> str:
+    """How a JSON step is written (added to the agent's instructions in the json protocol)."""
+    lines = [
+        f'- {{"tool": "{name}", "input": "{_input_form(tool)}"}}: {tool.description}'
+        for name, tool in tools.items()
+    ]
+    return (
+        "Each turn, reply with one JSON object, a tool and its input:\n"
+        + "\n".join(lines)
+        + '\n- {"tool": "answer", "input": "..."}: your answer, citing the documents\' numbers '
+        "in brackets, once the tool results hold it (or saying you could not find it).\n"
+        "Use the tools before you answer: never answer from memory."
+    )
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def without_repeats(text: str) -> str:
+    """The text without a sentence said again word for word (a small model's loop)."""
+    seen: set[str] = set()
+    kept = []
+    for sentence in _SENTENCE_END.split(text):
+        key = " ".join(sentence.lower().split())
+        if key and key in seen:
+            continue
+        seen.add(key)
+        kept.append(sentence)
+    return " ".join(kept)
+
+
+_BETWEEN_SENTENCES = re.compile(r"(?<=[.!?])\s+(?=\S)")
+
+
+class AnswerParts:
+    """An answer in the parts a stream may show as it is written: whole sentences, each said
+    once, the first without the text's leading blanks and each next one after one space.
+    Joined, they are without_repeats(text.strip()) of the text fed.
+
+        >>> parts = AnswerParts()
+        >>> parts.feed("It burned paraffin. It burned ") + parts.feed("paraffin. Then oil.")
+        ['It burned paraffin.']
+        >>> parts.close()
+        [' Then oil.']
+    """
+
+    def __init__(self) -> None:
+        self._pending = ""
+        self._seen: set[str] = set()
+        self.text = ""  # the parts so far, joined
+
+    def feed(self, text: str) -> list[str]:
+        """The sentences `text` completes (a sentence is complete once what follows its end's
+        blanks begins)."""
+        self._pending = (self._pending + text).lstrip()
+        shown = []
+        while (boundary := _BETWEEN_SENTENCES.search(self._pending)) is not None:
+            sentence = self._pending[: boundary.start()]
+            self._pending = self._pending[boundary.end() :]
+            shown += self._said(sentence)
+        return shown
+
+    def close(self) -> list[str]:
+        """The last sentence (the text has ended)."""
+        rest, self._pending = self._pending.rstrip(), ""
+        return self._said(rest) if rest else []
+
+    def _said(self, sentence: str) -> list[str]:
+        key = " ".join(sentence.lower().split())
+        if key in self._seen:
+            return []
+        self._seen.add(key)
+        part = f" {sentence}" if self.text else sentence
+        self.text += part
+        return [part]
+
+
+def json_step(text: str) -> tuple[str, str] | None:
+    """(tool, input) of a JSON step; one cut short by max_tokens (its string and object left
+    open) is closed first, so that an answer cut mid-sentence is still an answer, never the
+    JSON shown to the user."""
+    for ending in ("", '"}', "}"):
+        try:
+            step = json.loads(text.strip().rstrip("\\") + ending)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(step, dict) and isinstance(step.get("tool"), str):
+            return step["tool"], str(step.get("input", ""))
+    return None
+
+
+def written_call(text: str, tools: tuple[str, ...]) -> tuple[ToolCall, ...]:
+    """The first tool call a model wrote as text instead of in the API's field (small models
+    do: a JSON object {"name": ..., "arguments": {...}}, fenced or not, even in double braces),
+    when it names one of `tools`; the rest of such a text is the model's guess at the result,
+    and is dropped."""
+    decoder = json.JSONDecoder()
+    starts = [i for i, char in enumerate(text) if char == "{"][:MAX_WRITTEN_OBJECTS]
+    for start in starts:
+        try:
+            value, _ = decoder.raw_decode(text, start)
+        except json.JSONDecodeError:
+            continue
+        if (
+            isinstance(value, dict)
+            and value.get("name") in tools
+            and isinstance(value.get("arguments", {}), dict)
+        ):
+            arguments = json.dumps(value.get("arguments", {}))
+            return (ToolCall("call-written", str(value["name"]), arguments[:4_000]),)
+    return ()
+
+
+def assistant_message(text: str, calls: tuple[ToolCall, ...]) -> dict[str, Any]:
+    """The LLM's tool-calling turn, as the tools API takes it back."""
+    return {
+        "role": "assistant",
+        "content": text or None,
+        "tool_calls": [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in calls
+        ],
+    }

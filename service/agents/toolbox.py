@@ -1,0 +1,130 @@
+"""What an agent's tools work with (service.agents.tools' Toolbox): one request's search, its
+questions, summaries and documents, within its caller's scope, every document they show
+numbered once, in the order met, so the answer's sources are numbered as /ai/rag's are.
+
+    >>> box = RequestToolbox(snapshot, scope, lang="en")
+    >>> await box.search("lighthouse lamp", "bm25")
+    '[1] Lighthouse of Brannoch (id lighthouse):\\n...'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from service.errors import DocumentNotFound
+from service.llm import Usage
+from service.rag import assemble
+from service.rag.reply import AnswerDocument
+from service.rag.request import RagQuery, SummarizeQuery
+from service.rag.stages.fetch import fetch
+from service.retrieval import RetrievedDocument, Scope
+from service.retrieval.facet_filter import documents_matching
+from service.snapshot import Snapshot
+from service.text.citations import CITATION, cited_numbers
+
+SEARCH_RESULTS = 5
+SNIPPET_CHARS = 500
+
+
+@dataclass
+class Sources:
+    """The documents the tools met, numbered in the order met."""
+
+    by_id: dict[str, AnswerDocument] = field(default_factory=dict)
+
+    def number(self, document_id: str, title: str, url: str, content: str) -> int:
+        known = self.by_id.get(document_id)
+        if known is None:
+            known = AnswerDocument(document_id, title, url, content[:SNIPPET_CHARS],
+                                   len(self.by_id) + 1, cited=False)  # fmt: skip
+            self.by_id[document_id] = known
+        return known.number
+
+    def id_of(self, named: str) -> str:
+        """A document named by its number ("3", "[3]") or its id."""
+        digits = named.strip().strip("[]")
+        if digits.isdigit():
+            for document in self.by_id.values():
+                if document.number == int(digits):
+                    return document.id
+        return named.strip()
+
+    def cited_in(self, text: str) -> list[AnswerDocument]:
+        cited = cited_numbers(text)
+        return [
+            AnswerDocument(d.id, d.title, d.url, d.content, d.number, cited=d.number in cited)
+            for d in self.by_id.values()
+        ]
+
+
+class RequestToolbox:
+    """The Toolbox of one agent's request: its snapshot, its caller's scope, its language; the
+    LLM calls the tools make are counted in `usage`."""
+
+    def __init__(self, snapshot: Snapshot, scope: Scope, lang: str | None = None) -> None:
+        self.snapshot = snapshot
+        self.scope = scope
+        self.lang = lang
+        self.sources = Sources()
+        self.usage = Usage()
+
+    async def search(
+        self, query: str, method: str = "", *, within: str = "", filters: tuple[str, ...] = ()
+    ) -> str:
+        scope = self.scope.within((self.sources.id_of(within),)) if within else self.scope
+        if filters:
+            layout = self.snapshot.settings.solr
+            matching = await documents_matching(
+                self.snapshot.solr,
+                layout.documents_collection,
+                layout.documents_map,
+                scope,
+                list(filters),
+            )
+            scope = scope.within(matching)
+        retriever = self.snapshot.index_retriever(scope, SEARCH_RESULTS, method=method)
+        found = (await retriever.run(query))[:SEARCH_RESULTS]
+        if not found:
+            return "nothing found"
+        return "\n\n".join(self._shown(document) for document in found)
+
+    async def ask(self, question: str, document: str = "") -> str:
+        """The question's answer, its citations renumbered as the agent numbers sources."""
+        document_id = self.sources.id_of(document) if document else None
+        query = RagQuery(query=question, document_id=document_id, lang=self.lang,
+                         scope=self.scope)  # fmt: skip
+        answer = await (await assemble.ask(self.snapshot, query)).complete()
+        self.usage += answer.usage
+        numbers = {
+            d.number: self.sources.number(d.id, d.title, d.url, d.content) for d in answer.documents
+        }
+        return CITATION.sub(
+            lambda m: f"[{numbers.get(int(m.group(1)), m.group(1))}]", answer.message
+        )
+
+    async def summary(self, document: str) -> str:
+        document_id = self.sources.id_of(document)
+        query = SummarizeQuery(document_id=document_id, lang=self.lang, scope=self.scope)
+        answer = await (await assemble.summarize(self.snapshot, query)).complete()
+        self.usage += answer.usage
+        if answer.documents:
+            d = answer.documents[0]
+            number = self.sources.number(d.id, d.title, d.url, d.content)
+            return f"[{number}] {answer.message}"
+        return answer.message
+
+    async def read(self, document: str, start: int, chars: int) -> tuple[str, bool]:
+        settings = self.snapshot.settings.solr
+        found = await fetch(self.snapshot.solr, settings, self.sources.id_of(document), self.scope)
+        if found is None:
+            raise DocumentNotFound(f"no document {document[:100]!r} you may read")
+        text = found.content[start : start + chars]
+        if not text and start > 0:
+            return "", False
+        more = start + chars < len(found.content)
+        return self._shown(replace(found, content=text), chars), more
+
+    def _shown(self, document: RetrievedDocument, chars: int = SNIPPET_CHARS) -> str:
+        number = self.sources.number(document.source_id, document.title, document.url,
+                                     document.content)  # fmt: skip
+        return f"[{number}] {document.title} (id {document.source_id}):\n{document.content[:chars]}"
