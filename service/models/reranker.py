@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from service.models.encoder import MODELS_ENV, models_dir
+from service.models.pinned import MODELS_ENV, models_dir
 from service.models.pinned import ModelMissing, PinnedFile, PinnedWheel, fetch_command
 
 RERANKER = "ms-marco-MiniLM-L-12-v2"
