@@ -20,7 +20,7 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from service.models.multilingual import E5Encoder
-from service.models.pinned import ModelMissing, models_dir
+from service.models.pinned import MODELS_ENV, ModelMissing, models_dir
 
 
 @dataclass(frozen=True)
