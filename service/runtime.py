@@ -15,12 +15,12 @@ import httpx
 from service.chains import PromptLibrary, PromptStore
 from service.config import ConfigStore, Settings
 from service.config.settings import key_field
+from service.conversations import Memories
 from service.errors import ConfigError, PromptTemplateError, SolrLayoutError
 from service.ingest.sandbox import Extractor
 from service.llm import ChatClient, CircuitBreaker, EmbeddingsClient, LLMOptions
 from service.llm.budget import CallBudget
 from service.llm.embeddings import embeddings_client
-from service.memories import Memories
 from service.retrieval import SolrClient
 from service.retrieval.embedding_mode import EmbeddingMode
 from service.retrieval.in_memory import PassageVectors

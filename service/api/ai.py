@@ -70,6 +70,7 @@ from service.api.rag import MAX_HISTORY_MESSAGES, MAX_MESSAGE_CHARS, MAX_QUERY_C
 from service.api.sources import SourceOut, sources_of, summary_sources
 from service.config.settings import agents_of
 from service.conversations import TITLE_CHARS, Conversation, ConversationStore
+from service.conversations.memories import KeptMemories, Memories, Memory
 from service.custom_tools import custom_tools
 from service.errors import (
     ConversationNotFound,
@@ -78,7 +79,6 @@ from service.errors import (
     Unauthorized,
 )
 from service.llm import ChatMessage
-from service.memories import KeptMemories, Memories, Memory
 from service.rag import assemble
 from service.rag.options import RequestOptions
 from service.rag.reply import Answer, AnswerDocument, Reply
