@@ -11,7 +11,9 @@ import json
 import logging
 import os
 import re
+import sys
 from contextvars import ContextVar
+from typing import TextIO
 
 request_id_var: ContextVar[str] = ContextVar("request_id", default="-")
 
@@ -69,9 +71,22 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
+class StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to the process's stderr as it is when a record is written, not as it was when
+    logging was set up (as Python's own last-resort handler does): a stream put in its place
+    for a while and closed since (a test's captured output) is never written to."""
+
+    def __init__(self) -> None:
+        logging.Handler.__init__(self)
+
+    @property  # type: ignore[override]
+    def stream(self) -> TextIO:
+        return sys.stderr
+
+
 def configure_logging(level: str | None = None, style: str | None = None) -> None:
-    """LOG_LEVEL (INFO) and LOG_FORMAT (`text`, or `json` for log collectors)."""
-    handler = logging.StreamHandler()
+    """LOG_LEVEL (INFO) and LOG_FORMAT (`text`, or `json` for log collectors), on stderr."""
+    handler = StderrHandler()
     handler.addFilter(RequestIdFilter())
     if (style or os.environ.get("LOG_FORMAT", "text")).lower() == "json":
         handler.setFormatter(JsonFormatter())

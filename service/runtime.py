@@ -15,14 +15,13 @@ import httpx
 from service.chains import PromptLibrary, PromptStore
 from service.config import ConfigStore, Settings
 from service.config.settings import key_field
+from service.conversations import Memories
 from service.errors import ConfigError, PromptTemplateError, SolrLayoutError
 from service.ingest.sandbox import Extractor
 from service.llm import ChatClient, CircuitBreaker, EmbeddingsClient, LLMOptions
 from service.llm.budget import CallBudget
 from service.llm.embeddings import embeddings_client
-from service.memories import Memories
 from service.retrieval import SolrClient
-from service.retrieval.access import SolrAccess
 from service.retrieval.embedding_mode import EmbeddingMode
 from service.retrieval.in_memory import PassageVectors
 from service.retrieval.layout import verify_layout
@@ -119,16 +118,7 @@ class Runtime:
 
     def solr(self, settings: Settings) -> SolrClient:
         nodes, schemas = self._known_solr(settings)
-        access = SolrAccess.of(settings.solr)
-        return SolrClient(
-            self.pool(access.tls.pool_name(), verify=access.verify),
-            nodes,
-            connect_timeout=settings.solr.timeout_connect,
-            read_timeout=settings.solr.timeout_read,
-            schemas=schemas,
-            access=access,
-            write_retries=settings.solr.write_retries,
-        )
+        return SolrClient.of(settings.solr, self.pool, nodes=nodes, schemas=schemas)
 
     def solr_nodes(self, settings: Settings) -> SolrNodes:
         return self._known_solr(settings)[0]
@@ -236,7 +226,7 @@ class Runtime:
     def pool(self, upstream: str, *, verify: ssl.SSLContext | bool = True) -> httpx.AsyncClient:
         """The connection pool of one upstream (solr, llm, embeddings, rerank...), opened on
         first use; `verify`: its TLS (a Solr's own CA and client certificate: a pool's name
-        says which, see SolrAccess)."""
+        says which, see service.retrieval.access.Pools)."""
         if not self._started:
             raise RuntimeError("Runtime.start() must run before requests are served")
         if upstream not in self._pools:

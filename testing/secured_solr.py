@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from service.cli.credentials import security_document
+from service.retrieval.solr_security import security_document
 
 STORE_PASSWORD = "test-store-password"
 
@@ -153,9 +153,9 @@ def make_certificates(folder: Path, *, client_auth: bool) -> Certificates:
 def security_json(
     folder: Path, users: Mapping[str, tuple[str, Sequence[str]]], *, writers: Sequence[str]
 ) -> Path:
-    """Solr's security.json as the service's own command writes it (cli.credentials): BasicAuth
-    for `users` (name -> password, roles), anonymous requests refused; every role of `users`
-    may read, those in `writers` may also update."""
+    """Solr's security.json as the service's own command writes it (retrieval.solr_security):
+    BasicAuth for `users` (name -> password, roles), anonymous requests refused; every role of
+    `users` may read, those in `writers` may also update."""
     readers = sorted({role for _, roles in users.values() for role in roles})
     document = security_document(users, readers=readers, writers=writers)
     path = folder / "security.json"

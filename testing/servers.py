@@ -84,6 +84,10 @@ def serve_in_thread(
             host="127.0.0.1",
             port=port,
             log_level="warning",
+            # uvicorn's own logging setup would give its loggers handlers on the stderr of the
+            # moment (a test's captured stream, closed after it): its records go to the
+            # process's root logger instead
+            log_config=None,
             lifespan="on",
             **SERVER_OPTIONS,  # type: ignore[arg-type]
         )

@@ -22,6 +22,7 @@ from service.ingest import SourceDocument
 from service.ingest.indexer import indexer_for
 from service.llm import EmbeddingsClient, LLMOptions
 from service.models.server import create_model_app
+from service.observability import StderrHandler
 from service.retrieval import SolrClient
 from testing.corpus import load_corpus
 from testing.llm_server import LLMScript, create_llm_app
@@ -55,10 +56,26 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.solr)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """The handler a CLI run in the test set up goes when the test's call ends: a server the
+    test still runs in a thread (its access line, its shutdown in a fixture's teardown) then
+    logs to pytest's capture only, never onto the terminal between two phases."""
+    before = logging.getLogger().handlers[:]
+    try:
+        return (yield)
+    finally:
+        root = logging.getLogger()
+        for handler in root.handlers[:]:
+            if isinstance(handler, StderrHandler) and handler not in before:
+                root.removeHandler(handler)
+
+
 @pytest.fixture(autouse=True)
 def _logging_as_it_was() -> Iterator[None]:
     """A test that runs the CLI (which sets up logging for its process) leaves the root logger
-    as it found it: the CLI's handler writes to the test's captured stream, closed after it."""
+    as it found it (its handler writes to whatever stderr is when a record comes, so a record
+    logged in a later fixture's teardown never meets the test's captured stream, closed)."""
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
     yield

@@ -23,7 +23,7 @@ from service.agents.tools import AnswerText
 from service.conversations import TITLE_CHARS, Conversation, ConversationStore
 from service.errors import ConversationNotFound
 from service.llm import ChatMessage
-from service.memories import KeptMemories, Memories, Memory
+from service.conversations.memories import KeptMemories, Memories, Memory
 from service.rag import assemble
 from service.rag.options import RequestOptions
 from service.rag.reply import Answer, Reply

@@ -18,6 +18,9 @@ that read them (the compose stack: Solr's 8983, the service's 10001). Files alre
 their text and are given these modes and owners again (a stack made by an older version is
 tightened on its next start); a service password found in FOLDER is moved to DIR.
 
+The document itself is service.retrieval.solr_security's (the tests secure their Solr with
+it too).
+
 Passwords come from SOLR_ADMIN_PASSWORD, SOLR_SERVICE_PASSWORD, ZK_ADMIN_PASSWORD and
 ZK_READER_PASSWORD when set, else are generated (32 random URL-safe characters); files
 already there are kept, so a restart changes nothing.
@@ -26,24 +29,18 @@ already there are kept, so a restart changes nothing.
 from __future__ import annotations
 
 import argparse
-import base64
-import hashlib
 import json
 import os
 import secrets
 import sys
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from service.cli.common import Commands
+from service.retrieval.solr_security import security_document
 
 ADMIN_USER = "solr-admin"
 SERVICE_USER = "solr-rag"
-# what answering needs of Solr (search, real-time get, the schema and config checks, the
-# cluster's nodes), and what writing adds (ingestion, the answer cache, conversations)
-READ_PERMISSIONS = ("read", "schema-read", "config-read", "collection-admin-read")
-WRITE_PERMISSIONS = ("update",)
 
 
 def add(commands: Commands) -> None:
@@ -76,50 +73,6 @@ def _owner(text: str) -> tuple[int, int]:
         return int(user), int(group or user)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r}: UID or UID:GID, numbers") from None
-
-
-def password_hash(password: str, salt: bytes) -> str:
-    """Solr's BasicAuthPlugin credential: base64(sha256(sha256(salt + password))), a space,
-    base64(salt)."""
-    once = hashlib.sha256(salt + password.encode()).digest()
-    twice = hashlib.sha256(once).digest()
-    return f"{base64.b64encode(twice).decode()} {base64.b64encode(salt).decode()}"
-
-
-def security_document(
-    users: Mapping[str, tuple[str, Sequence[str]]],
-    *,
-    readers: Sequence[str],
-    writers: Sequence[str],
-) -> dict[str, object]:
-    """Solr's security.json: BasicAuth for `users` (name -> password, roles), anonymous
-    requests refused; the `readers` roles may answer, the `writers` may also update, the
-    `admin` role may do everything (the admin UI, the Collections API)."""
-    reading = sorted({*readers, *writers, "admin"})
-    permissions: list[dict[str, object]] = [
-        {"name": name, "role": reading} for name in READ_PERMISSIONS
-    ]
-    permissions.append({"name": "ping", "collection": "*", "path": "/admin/ping", "role": reading})
-    permissions += [
-        {"name": name, "role": sorted({*writers, "admin"})} for name in WRITE_PERMISSIONS
-    ]
-    permissions.append({"name": "all", "role": ["admin"]})
-    return {
-        "authentication": {
-            "class": "solr.BasicAuthPlugin",
-            "blockUnknown": True,
-            "forwardCredentials": False,
-            "credentials": {
-                name: password_hash(password, os.urandom(16))
-                for name, (password, _) in users.items()
-            },
-        },
-        "authorization": {
-            "class": "solr.RuleBasedAuthorizationPlugin",
-            "permissions": permissions,
-            "user-role": {name: list(roles) for name, (_, roles) in users.items()},
-        },
-    }
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,8 @@ from service.cli.common import (
 )
 from service.config import Settings
 from service.errors import ExtractionFailed, TechnicalError
-from service.retrieval.solr import SolrClient, solr_pool
+from service.retrieval.access import SolrPools
+from service.retrieval.solr import SolrClient
 
 if TYPE_CHECKING:
     from service.ingest.extract import SourceDocument
@@ -130,8 +131,8 @@ async def ingest_into_solr(
     if samples:
         export_samples(SAMPLES_FOLDER)
         paths = [*paths, SAMPLES_FOLDER]
-    async with httpx.AsyncClient() as http, solr_pool(settings.solr) as solr_http:
-        solr = SolrClient.configured(solr_http, settings.solr)
+    async with httpx.AsyncClient() as http, SolrPools() as pools:
+        solr = SolrClient.of(settings.solr, pools)
         collection = settings.solr.documents_collection
         mode = EmbeddingMode.of(settings)
         embeddings = embeddings_client(http, settings)

@@ -31,8 +31,9 @@ from service.config.store import env_name
 from service.metrics import MULTIPROCESS_DIR
 from service.models import packaged
 from service.processes import start_server, stop_group
+from service.retrieval.access import SolrPools
 from service.retrieval.layout import verify_layout
-from service.retrieval.solr import SolrClient, solr_pool
+from service.retrieval.solr import SolrClient
 
 log = logging.getLogger(__name__)
 
@@ -229,8 +230,8 @@ async def _check_solr_layout(settings: Settings) -> None:
     from service.llm.embeddings import embeddings_client
     from service.retrieval.embedding_mode import EmbeddingMode
 
-    async with httpx.AsyncClient() as http, solr_pool(settings.solr) as solr_http:
-        solr = SolrClient.configured(solr_http, settings.solr)
+    async with httpx.AsyncClient() as http, SolrPools() as pools:
+        solr = SolrClient.of(settings.solr, pools)
         embeddings = embeddings_client(http, settings, retries=0)
         await verify_layout(
             solr,

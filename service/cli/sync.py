@@ -15,7 +15,8 @@ import httpx
 from service.cli.common import CONFIG_HELP, DEFAULT_CONFIG, Commands, upstream_failed
 from service.config import Settings
 from service.errors import TechnicalError
-from service.retrieval.solr import SolrClient, solr_pool
+from service.retrieval.access import SolrPools
+from service.retrieval.solr import SolrClient
 
 
 def add(commands: Commands) -> None:
@@ -70,8 +71,8 @@ async def _sync_once(settings: Settings, checkpoint: Path | None, *, restart: bo
     from service.ingest.sync import PassageSync, default_checkpoint
     from service.llm.embeddings import embeddings_client
 
-    async with httpx.AsyncClient() as http, solr_pool(settings.solr) as solr_http:
-        solr = SolrClient.configured(solr_http, settings.solr)
+    async with httpx.AsyncClient() as http, SolrPools() as pools:
+        solr = SolrClient.of(settings.solr, pools)
         sync = PassageSync(
             solr,
             settings,

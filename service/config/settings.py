@@ -33,6 +33,7 @@ from pydantic import (
 
 from service.agents.tools import TOOLS
 from service.config.field_map import FieldMap, parse_fields
+from service.config.tls import TlsFiles, tls_context
 from service.text.tokens import ENCODINGS, TokenCounter, token_counter
 
 # the retrieval methods: the one list every part of the service reads
@@ -647,10 +648,15 @@ class SolrSettings(Part):
         """`user:password` of ZooKeeper's digest ACLs (solr.zk.digest.*), "" without them."""
         return f"{self.zk_user}:{self.zk_password.get_secret_value()}" if self.zk_user else ""
 
+    @property
+    def tls(self) -> TlsFiles:
+        """solr.tls.* as files, as they are on disk now."""
+        return TlsFiles.read(
+            self.tls_ca, self.tls_cert, self.tls_key, self.tls_key_password.get_secret_value()
+        )
+
     @model_validator(mode="after")
     def _credentials_fit_together(self) -> SolrSettings:
-        from service.config.tls import TlsFiles, tls_context
-
         password = bool(self.auth_password.get_secret_value())
         if self.auth_token.get_secret_value() and (self.auth_user or password):
             raise ValueError(
@@ -670,7 +676,7 @@ class SolrSettings(Part):
             raise ValueError("solr.zk.digest.user is for solr.zk.hosts, which is empty")
         if self.tls_key and not self.tls_cert:
             raise ValueError("solr.tls.key needs its certificate in solr.tls.cert")
-        tls_context(TlsFiles.of(self))  # raises ValueError naming the key and the fault
+        tls_context(self.tls)  # raises ValueError naming the key and the fault
         return self
 
     @field_validator("documents_fields", "passages_fields")

@@ -1,19 +1,15 @@
 """solr.tls.* as values: the files that make the TLS of the service's connections to Solr,
 checked when rag.properties loads (a file that is not what its key says is a config error
-naming the key), read again when a file changes on disk.
+naming the key), read again when a file changes on disk. A layout's files: `SolrSettings.tls`;
+the connections made with them: service.retrieval.access.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import ssl
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from service.config.settings import SolrSettings
 
 
 @dataclass(frozen=True)
@@ -28,24 +24,14 @@ class TlsFiles:
     stamps: tuple[tuple[int, int], ...] = ()
 
     @classmethod
-    def of(cls, layout: SolrSettings) -> TlsFiles:
-        paths = (layout.tls_ca, layout.tls_cert, layout.tls_key)
-        return cls(
-            *paths,
-            key_password=layout.tls_key_password.get_secret_value(),
-            stamps=tuple(_stamp(path) for path in paths),
-        )
+    def read(cls, ca: str, cert: str, key: str, key_password: str) -> TlsFiles:
+        """The files as they are on disk now."""
+        paths = (ca, cert, key)
+        return cls(*paths, key_password=key_password, stamps=tuple(_stamp(p) for p in paths))
 
     @property
     def any(self) -> bool:
         return bool(self.ca or self.cert)
-
-    def pool_name(self) -> str:
-        """The connection pool for this TLS (a pool's TLS is fixed when it opens)."""
-        if not self.any:
-            return "solr"
-        digest = hashlib.sha256(repr(self).encode()).hexdigest()[:12]
-        return f"solr-tls-{digest}"
 
 
 def _stamp(path: str) -> tuple[int, int]:

@@ -19,10 +19,8 @@ from typing import Literal, Protocol
 import numpy as np
 from tokenizers import Tokenizer
 
-from service.models.pinned import ModelMissing
-
-MODELS_ENV = "SOLR_RAG_MODELS"  # where the unpacked models are, when not in the checkout
-ROOT = Path(__file__).resolve().parents[2]
+from service.models.multilingual import E5Encoder
+from service.models.pinned import MODELS_ENV, ModelMissing, models_dir
 
 
 @dataclass(frozen=True)
@@ -55,11 +53,6 @@ MODELS = {
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 
 
-def models_dir() -> Path:
-    """The folder of the unpacked `.onnx` and `tokenizer.json` files."""
-    return Path(os.environ.get(MODELS_ENV) or ROOT / "models" / "onnx")
-
-
 class Encoder(Protocol):
     """What the model server asks of a sentence encoder."""
 
@@ -72,8 +65,6 @@ def load_encoder(model: str = DEFAULT_MODEL) -> Encoder:
     """The encoder of `model` (a name in MODELS), loaded; ModelMissing saying the fix when
     its files are not there."""
     if MODELS[model].engine == "e5":
-        from service.models.multilingual import E5Encoder
-
         return E5Encoder()
     return SentenceEncoder(model)
 

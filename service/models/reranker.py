@@ -22,8 +22,14 @@ from pathlib import Path
 
 import numpy as np
 
-from service.models.encoder import MODELS_ENV, models_dir
-from service.models.pinned import ModelMissing, PinnedFile, PinnedWheel, fetch_command
+from service.models.pinned import (
+    MODELS_ENV,
+    ModelMissing,
+    PinnedFile,
+    PinnedWheel,
+    fetch_command,
+    models_dir,
+)
 
 RERANKER = "ms-marco-MiniLM-L-12-v2"
 FOLDER = "ms-marco-minilm-l12-v2"  # below models_dir()

@@ -3,8 +3,15 @@ password, or a JWTAuthPlugin bearer token) and its TLS (the CA bundle that signs
 certificate, a client certificate for mutual TLS).
 
     >>> access = SolrAccess.of(settings.solr)
-    >>> httpx.AsyncClient(verify=access.verify)      # TLS lives in the connection pool
+    >>> access.pool(pools)                           # TLS lives in the connection pool
     >>> http.get(url, headers=access.headers)        # the login in each request's headers
+
+Both are paired in one place, `SolrClient.of(layout, pools)`: the client of a layout, over
+the pool of its TLS, with its login. `pools` opens (or reuses) a pool by name: the runtime's
+(`Runtime.pool`, shared by every request), or a command's own `SolrPools`:
+
+    >>> async with SolrPools() as pools:
+    ...     solr = SolrClient.of(settings.solr, pools)
 
 The login goes only to Solr's nodes (solr.url's, and the nodes their cluster or ZooKeeper
 names); the keys that hold it are declared `sent_to=SOLR_NODES` (solr.url, solr.zk.hosts,
@@ -16,9 +23,13 @@ error naming its key, never a request's failure.
 from __future__ import annotations
 
 import base64
+import hashlib
 import ssl
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from types import TracebackType
+from typing import TYPE_CHECKING, Literal, Protocol
+
+import httpx
 
 from service.config.tls import TlsFiles, tls_context
 
@@ -43,7 +54,7 @@ class SolrAccess:
     def of(cls, layout: SolrSettings) -> SolrAccess:
         token = layout.auth_token.get_secret_value()
         password = layout.auth_password.get_secret_value()
-        tls = TlsFiles.of(layout)
+        tls = layout.tls
         if token:
             return cls("token", (("Authorization", f"Bearer {token}"),), tls)
         if layout.auth_user:
@@ -56,6 +67,17 @@ class SolrAccess:
     def verify(self) -> ssl.SSLContext | bool:
         """What httpx checks Solr's certificate with."""
         return tls_context(self.tls) or True
+
+    def pool_name(self) -> str:
+        """The connection pool for this TLS (a pool's TLS is fixed when it opens)."""
+        if not self.tls.any:
+            return "solr"
+        digest = hashlib.sha256(repr(self.tls).encode()).hexdigest()[:12]
+        return f"solr-tls-{digest}"
+
+    def pool(self, pools: Pools) -> httpx.AsyncClient:
+        """The connection pool of this TLS, from `pools`."""
+        return pools(self.pool_name(), verify=self.verify)
 
     def refusal(self, status: int, method: str, path: str) -> str:
         """What to tell an operator when Solr answers 401 or 403 (no secret, no address)."""
@@ -81,3 +103,38 @@ class SolrAccess:
             "read, schema-read, config-read and collection-admin-read permissions to answer "
             "(docs/security.md)"
         )
+
+
+class Pools(Protocol):
+    """Where connection pools come from, one per name, opened with the TLS given on first use
+    (Runtime.pool, SolrPools)."""
+
+    def __call__(
+        self, upstream: str, *, verify: ssl.SSLContext | bool = True
+    ) -> httpx.AsyncClient: ...
+
+
+class SolrPools:
+    """The connection pools a command or a one-off job opens for Solr (requests use the
+    runtime's), closed when it is done: `async with SolrPools() as pools`."""
+
+    def __init__(self) -> None:
+        self._pools: dict[str, httpx.AsyncClient] = {}
+
+    def __call__(self, upstream: str, *, verify: ssl.SSLContext | bool = True) -> httpx.AsyncClient:
+        if upstream not in self._pools:
+            self._pools[upstream] = httpx.AsyncClient(verify=verify, follow_redirects=False)
+        return self._pools[upstream]
+
+    async def __aenter__(self) -> SolrPools:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        pools, self._pools = self._pools, {}
+        for pool in pools.values():
+            await pool.aclose()

@@ -16,8 +16,8 @@ times, after 1, 2, 4... s (WRITE_BACKOFF_MAX at most), so a Solr that stalls onc
 ingestion a pause, not the run.
 
 A secured Solr (service.retrieval.access): the login rides on every request's headers, the
-TLS in the connection pool the client is given (`solr_pool`); a 401 or 403 is an
-UpstreamRefused naming the key to set, never tried again.
+TLS in the connection pool the client is given (`SolrClient.of` pairs them); a 401 or 403
+is an UpstreamRefused naming the key to set, never tried again.
 """
 
 from __future__ import annotations
@@ -26,8 +26,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -44,7 +43,7 @@ from service.errors import (
 )
 from service.metrics import SOLR_FAILOVERS, upstream_error
 from service.observability import request_headers, request_id_var
-from service.retrieval.access import SolrAccess
+from service.retrieval.access import Pools, SolrAccess
 from service.retrieval.nodes import SolrNodes
 from service.retrieval.zookeeper import ZooKeeperUnavailable, live_nodes
 from service.upstream import POOL_WAIT_SECONDS, UntrustedCertificate, upstream_call
@@ -88,15 +87,6 @@ RETRY_ON: tuple[type[TechnicalError], ...] = (UpstreamUnavailable, _ServerError)
 WRITE_RETRY_ON: tuple[type[TechnicalError], ...] = (*RETRY_ON, UpstreamTimeout)
 
 
-@asynccontextmanager
-async def solr_pool(layout: SolrSettings) -> AsyncIterator[httpx.AsyncClient]:
-    """A connection pool for the Solr `layout` names, with its TLS (solr.tls.*): what a
-    command or a one-off job opens (requests use the runtime's)."""
-    verify = SolrAccess.of(layout).verify
-    async with httpx.AsyncClient(verify=verify, follow_redirects=False) as http:
-        yield http
-
-
 class SchemaCache(dict[str, tuple[float, "SchemaFields"]]):
     """Each collection's fields as Solr last listed them, and when (SchemaFields): shared by
     the clients of one Solr, so a request does not ask Solr for them again."""
@@ -109,17 +99,26 @@ class SolrClient:
     runtime's); a client of its own otherwise."""
 
     @classmethod
-    def configured(cls, http: httpx.AsyncClient, layout: SolrSettings) -> SolrClient:
-        """A client of the Solr `layout` names (solr.url and its nodes, its timeouts, its
-        login, its write retries), over `http` (a `solr_pool` of the layout, for its TLS): the
-        one way a command or a one-off job makes one (requests use the runtime's, which shares
-        what it learnt of the nodes)."""
+    def of(
+        cls,
+        layout: SolrSettings,
+        pools: Pools,
+        *,
+        nodes: SolrNodes | None = None,
+        schemas: SchemaCache | None = None,
+    ) -> SolrClient:
+        """The client of the Solr `layout` names (solr.url and its nodes, its timeouts, its
+        login, its write retries), over the pool of its TLS (solr.tls.*) that `pools` gives:
+        the one way the runtime (`Runtime.pool`, with what it learnt of the `nodes` and their
+        `schemas`) and a command (`SolrPools`) make one."""
+        access = SolrAccess.of(layout)
         return cls(
-            http,
-            SolrNodes.configured(layout),
+            access.pool(pools),
+            SolrNodes.configured(layout) if nodes is None else nodes,
             connect_timeout=layout.timeout_connect,
             read_timeout=layout.timeout_read,
-            access=SolrAccess.of(layout),
+            schemas=schemas,
+            access=access,
             write_retries=layout.write_retries,
         )
 

@@ -11,7 +11,8 @@ import yaml
 
 from service.config import Settings
 from service.models import packaged
-from service.models.encoder import MODELS, models_dir
+from service.models.encoder import MODELS
+from service.models.pinned import models_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())

@@ -19,7 +19,7 @@ from service.api.app import create_app
 from service.cli import main as cli
 from service.config import settings_from_mapping
 from service.retrieval import SolrClient
-from service.retrieval.solr import solr_pool
+from service.retrieval.access import SolrPools
 from service.retrieval.zookeeper import ZooKeeperUnavailable, live_nodes
 from testing.llm_server import LLMScript
 from testing.secured_solr import (
@@ -304,8 +304,8 @@ def test_zookeeper_under_acls_shows_the_live_nodes_only_with_the_digest(
     ).solr
 
     async def search() -> tuple[int, list[dict[str, object]]]:
-        async with solr_pool(layout) as http:
-            solr = SolrClient.configured(http, layout)
+        async with SolrPools() as pools:
+            solr = SolrClient.of(layout, pools)
             found = await solr.select("FileShare", {"q": "*:*", "defType": "lucene", "rows": 0})
             return found["response"]["numFound"], solr.nodes.report()
 

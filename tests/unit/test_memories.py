@@ -3,8 +3,8 @@ per caller and in all, forgotten after an hour unused."""
 
 from __future__ import annotations
 
-from service import memories
-from service.memories import MAX_MESSAGES, MAX_PER_OWNER, TTL_SECONDS, Memories
+from service.conversations import memories
+from service.conversations.memories import MAX_MESSAGES, MAX_PER_OWNER, TTL_SECONDS, Memories
 
 
 class Clock:

@@ -3,6 +3,7 @@ refuses at load, with the key named and the secret never echoed, and what the se
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from pathlib import Path
 
@@ -11,7 +12,8 @@ import pytest
 from service.config import settings_from_mapping
 from service.config.settings import secret_destinations
 from service.errors import ConfigError
-from service.retrieval.access import SolrAccess
+from service.retrieval.access import SolrAccess, SolrPools
+from service.retrieval.solr import SolrClient
 from testing.secured_solr import Certificates, make_certificates
 
 SECRET = "s3cret-pa55"
@@ -122,6 +124,41 @@ def test_the_login_goes_in_one_header_and_refusals_name_the_key() -> None:
     assert "solr.auth.user" in anonymous.refusal(401, "GET", "/FileShare/select")
     token = settings_from_mapping({"solr.auth.token": "abc.def"}, source="t", env={})
     assert SolrAccess.of(token.solr).headers == (("Authorization", "Bearer abc.def"),)
+
+
+def test_a_client_of_a_layout_has_its_login_and_the_pool_of_its_tls(
+    certificates: Certificates,
+) -> None:
+    """SolrClient.of pairs a layout's TLS (its pool) and login (its headers): a command's
+    SolrPools open one pool a TLS and close them all when it is done."""
+    plain = settings_from_mapping(
+        {"solr.url": "http://a:8983/solr,http://b:8983/solr", "solr.timeout.read": "7"},
+        source="t",
+        env={},
+    ).solr
+    secured = settings_from_mapping(
+        {
+            "solr.url": "https://a:8983/solr",
+            "solr.auth.token": "abc.def",
+            "solr.tls.ca": str(certificates.ca),
+        },
+        source="t",
+        env={},
+    ).solr
+
+    async def opened() -> list[SolrClient]:
+        async with SolrPools() as pools:
+            clients = [SolrClient.of(layout, pools) for layout in (plain, plain, secured)]
+            assert pools("solr") is clients[0]._http is clients[1]._http
+            assert clients[2]._http is pools(SolrAccess.of(secured).pool_name())
+            assert clients[2]._http is not clients[0]._http
+        return clients
+
+    one, _, tls = asyncio.run(opened())
+    assert one.nodes.address == "http://a:8983/solr, http://b:8983/solr"
+    assert one._timeout.read == 7 and one._access.headers == ()
+    assert tls._access.headers == (("Authorization", "Bearer abc.def"),)
+    assert one._http.is_closed and tls._http.is_closed
 
 
 def test_solr_secrets_are_sent_only_to_their_endpoint() -> None:

@@ -12,7 +12,7 @@ from service.chains.result import Chunk, number_chunks
 from service.config import settings_from_mapping
 from service.errors import ConfigError
 from service.llm.size import RequestSize, request_size
-from service.models.encoder import models_dir
+from service.models.pinned import models_dir
 from service.retrieval import RetrievedDocument
 from service.text.tokens import (
     CharacterEstimate,

@@ -1,6 +1,6 @@
 """The kept conversations' collection (conversations.collection), as Solr holds it: one record
-a conversation, found by its id, listed by owner, deleted when expired — the queries
-service.conversations needs, so that only retrieval/ and ingest/ speak to Solr."""
+a conversation, found by its id, listed by owner, deleted when expired — the queries the
+store needs, so that the rest of service.conversations never speaks to Solr."""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from service.conversations import Conversation, ConversationStore
+from service.conversations.store import Conversation, ConversationStore
 from service.errors import ConversationNotFound
 from service.llm import ChatMessage
 

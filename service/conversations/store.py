@@ -29,9 +29,9 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from service.config.settings import ConversationSettings
+from service.conversations.records import ConversationRecords
 from service.errors import ConversationNotFound, FeatureDisabled
 from service.llm import ChatMessage
-from service.retrieval.conversation_records import ConversationRecords
 from service.retrieval.solr import SolrClient
 
 CONVERSATION_ID = 32  # hex characters of a conversation's id
