@@ -21,9 +21,9 @@ from service.agents.agent import Agent
 from service.agents.choice import choose_agent
 from service.agents.tools import AnswerText
 from service.conversations import TITLE_CHARS, Conversation, ConversationStore
+from service.conversations.memories import KeptMemories, Memories, Memory
 from service.errors import ConversationNotFound
 from service.llm import ChatMessage
-from service.conversations.memories import KeptMemories, Memories, Memory
 from service.rag import assemble
 from service.rag.options import RequestOptions
 from service.rag.reply import Answer, Reply

@@ -28,12 +28,13 @@ label, message, reason}` (code "422", "428" or "500"); a body that fails validat
 `filters.id` and `filters.fq` narrow what the request reads to the documents that pass them
 (service.retrieval.facet_filter: only a facet's filters, on searchable fields), within what
 the caller may see: filters never widen it. `conversationId` continues a conversation the
-service keeps for its owner (service.conversations.store); an unknown or another owner's is ignored
-(the question is answered, in a new conversation when they are kept). `memoryId` names a short
-memory kept in the process (service.conversations.memories), made when absent. The owner is the person
-(a verified JWT's `sub`, the trusted proxy's `security.user.header`), else the API key
+service keeps for its owner (service.conversations.store); an unknown or another owner's is
+ignored (the question is answered, in a new conversation when they are kept). `memoryId` names
+a short memory (service.conversations.memories), made when absent. The owner is the person (a
+verified JWT's `sub`, the trusted proxy's `security.user.header`), else the API key
 (service.api.identity); an anonymous caller owns none: nothing of its turn is kept, and the
-answer says so (`notKept`), its client sending the history with each question.
+answer says so (`notKept`), its client sending the history with each question. The turn itself
+is service.actions'; this module validates the body and renders the answer.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from service.api.auth import require_api_key
 from service.api.conversation import RAG_MODELS, plan_of
 from service.api.dependencies import CurrentSnapshot
 from service.api.door import caller_of
-from service.api.errors import OpenAIErrorBody, documented_errors, openai_body_of
+from service.api.errors import documented_errors
 from service.api.openai_schema import (
     ChatCompletion,
     ChatCompletionChunk,
@@ -36,6 +36,7 @@ from service.api.openai_schema import (
 )
 from service.api.payload import json_route
 from service.api.protocols.driver import Ready, drive
+from service.api.protocols.envelopes import OpenAIErrorBody, openai_body_of
 from service.api.protocols.openai import Completion
 from service.api.sse import SSE_HEADERS, event_stream, sse_event
 from service.errors import (

@@ -24,3 +24,34 @@ def test_only_retrieval_and_ingestion_speak_to_solr() -> None:
         and SPEAKS_TO_SOLR.search(path.read_text(encoding="utf-8"))
     )
     assert speaking == []
+
+
+# the edges: they may import the domain, never the other way round
+EDGES = ("service.api", "service.cli", "service.web")
+# what only the domain does: an LLM call, a prompt rendered, a Solr query
+DOMAIN_WORK = re.compile(
+    r"\bllm\.(?:complete|with_tools|stream|chat)\w*\(|prompts\.render\(|documents_matching\("
+)
+
+
+def test_the_domain_never_imports_the_edges() -> None:
+    from testing.imports import import_graph
+
+    inward = sorted(
+        f"{edge.source} -> {edge.target}"
+        for edge in import_graph()
+        if not edge.source.startswith(EDGES) and edge.target.startswith(EDGES)
+    )
+    assert inward == []
+
+
+def test_api_holds_transport_only() -> None:
+    """api/ validates, identifies and renders: no LLM call, no prompt, no Solr query of its
+    own (issue 67); the OpenAI relay (openai.passthrough) is a proxy's and is allowed."""
+    working = sorted(
+        str(path.relative_to(SERVICE))
+        for path in (SERVICE / "api").rglob("*.py")
+        if DOMAIN_WORK.search(path.read_text(encoding="utf-8"))
+        or SPEAKS_TO_SOLR.search(path.read_text(encoding="utf-8"))
+    )
+    assert working == []

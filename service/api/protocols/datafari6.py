@@ -11,10 +11,10 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from service.api.errors import error_body
 from service.api.grounding import GroundingOut
 from service.api.protocols.answer import AnswerFields, ConfidenceOut, UsageOut
 from service.api.protocols.driver import Step
+from service.api.protocols.envelopes import error_body
 from service.api.sources import SourceOut
 from service.api.sse import sse_event
 from service.errors import ServiceError

@@ -12,9 +12,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from service.actions.progress import Kept, Opened, Step
-from service.api.errors import ErrorContent, ai_error_body
 from service.api.grounding import GroundingOut
 from service.api.protocols.answer import AnswerFields, ConfidenceOut, UsageOut
+from service.api.protocols.envelopes import ErrorContent, ai_error_body
 from service.api.protocols.ndjson import EventStream
 from service.api.sources import SourceOut
 from service.errors import ServiceError

@@ -33,7 +33,8 @@ import time
 from collections.abc import Iterator, Sequence
 
 from service.agents.tools import TOOLS, AgentEvent, AnswerText, ToolEvent
-from service.api.errors import datafari_code, user_message
+from service.api.messages import user_message
+from service.api.protocols.envelopes import datafari_code
 from service.errors import ServiceError
 
 NDJSON_TYPE = "application/x-ndjson; charset=utf-8"

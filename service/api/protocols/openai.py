@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from service.api.errors import openai_body_of
 from service.api.protocols.answer import AnswerFields
 from service.api.protocols.driver import Step
+from service.api.protocols.envelopes import openai_body_of
 from service.api.sse import sse_event
 from service.errors import ServiceError
 from service.rag.reply import Answer
