@@ -22,11 +22,13 @@ from service.llm.budget import CallBudget
 from service.llm.rerank import RerankClient
 from service.llm.size import RequestSize
 from service.rag.assemble import rag_pipeline
+from service.rag.honesty import Honesty
 from service.rag.options import RequestOptions
 from service.rag.pipeline import Pipeline
 from service.rag.reply import Reply
 from service.rag.request import RagQuery, SummarizeQuery
 from service.rag.stages import (
+    AfterAnswer,
     Chain,
     ChunkDocuments,
     Expand,
@@ -409,7 +411,7 @@ async def test_grading_leaves_out_low_chunks_and_refuses_when_none_is_left(http,
 
 
 def chain(llm: ChatClient) -> Chain:
-    return Chain(llm, PROMPTS, SIZE, "stuff", 2, 200, grounding=None, cache=None)
+    return Chain(llm, PROMPTS, SIZE, "stuff", 2, 200, AfterAnswer(Honesty()))
 
 
 async def test_the_chain_makes_a_reply_whose_answer_cites_its_sources(http, script) -> None:
@@ -453,7 +455,7 @@ async def test_the_short_answer_holds_the_last_request_to_its_grammar(
         document("pharos", "Sostratus built the lighthouse."),
         document("lamp", "The lamp burned paraffin until 1952."),
     )
-    stage = Chain(chat(http), PROMPTS, SIZE, strategy, 2, 200, grounding=None, cache=None,
+    stage = Chain(chat(http), PROMPTS, SIZE, strategy, 2, 200, AfterAnswer(Honesty()),
                   short=short)  # fmt: skip
     script.then(Step(content="until 1952 [1]"))
     reply = await stage.run(query)
