@@ -110,6 +110,7 @@ class Noted:
     calls_llm: bool = False
     answers: bool = False
     wants: bool = True
+    calls_kept: int = 0
     sleeps: float = 0.0
     seen: list[str] = field(default_factory=list)
 
@@ -151,6 +152,21 @@ async def test_the_loop_skips_llm_stages_when_only_the_answers_call_is_left(http
     log.clear()
     await loop(stages, chat(http, calls=2)).run(RagQuery("q"))
     assert log == ["rewrite", "chain"]
+
+
+async def test_the_loop_keeps_the_calls_the_stages_after_it_declare(http) -> None:
+    """Issue 67: a stage that declares the calls it keeps (the verification's, the answer's)
+    is left them by the stages before it, and runs on them itself."""
+    log: list[str] = []
+    stages = [
+        Noted("grade", log, calls_llm=True),
+        Noted("verify", log, calls_llm=True, calls_kept=1),
+        Noted("chain", log, answers=True, calls_kept=1),
+    ]
+    for calls, ran in ((1, ["chain"]), (2, ["verify", "chain"]), (3, ["grade", "verify", "chain"])):
+        log.clear()
+        await loop(stages, chat(http, calls=calls)).run(RagQuery("q"))
+        assert log == ran, calls
 
 
 async def test_the_loop_writes_each_stages_result_into_the_state(http) -> None:
