@@ -10,6 +10,11 @@ just the words that answer it", or the earlier "... is a name, a number or a sho
 when that answers it"); the instruction's words before a citation ("... The number of the
 document that says this is [1]").
 
+The templates' lines, headings and instructions are read from the answer templates as loaded
+(`Scaffolding.of`, which `PromptLibrary` does once per load): an operator who edits a template
+has its new words taken out, not ours. The shapes a model writes by itself (labels, a
+separator, a citation's words) and the wording of earlier releases' templates are known here.
+
 `Unscaffolded` reads the answer piece by piece: it gives out what is decided and holds back
 only what is still to judge: a line's first characters while they could begin a template
 line or a label, a sentence's first `SENTENCE_HOLD` words (the instruction's forms come
@@ -22,7 +27,7 @@ the pieces it gives out, put together, are exactly `without_scaffolding` of the 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from itertools import islice
@@ -162,8 +167,8 @@ def _telling(line: str) -> bool:
     return bool(re.search(r"[a-z]", line)) and (" " in line or line.endswith(":"))
 
 
-def _unique(items: object) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(items))  # type: ignore[call-overload]
+def _unique(items: Iterable[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(items))
 
 
 def without_scaffolding(text: str, scaffolding: Scaffolding | None = None) -> str:

@@ -24,7 +24,7 @@ class Honesty:
         grounding = settings.grounding
         return cls(
             logprobs=settings.llm.logprobs,
-            verify=settings.grounding.verify,
+            verify=grounding.verify,
             abstain_not_found=grounding.abstain_not_found,
             abstain_unsupported=grounding.abstain_unsupported,
             echo=grounding.echo,

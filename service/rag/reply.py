@@ -142,7 +142,8 @@ class Reply:
     `await reply.complete()` sends that request and returns the Answer; or `async for text in
     reply` for the answer's text as the LLM writes it, then `await reply.answer()`. One path
     (`Prepared.finish`) either way, within the request's deadline. A JSON answer is checked
-    whole before any of it is sent, so it streams as one piece.
+    whole before any of it is sent, so it streams as one piece. What of the text is shown as
+    it is written, the reply asks its `Gate` (service.rag.gate), given its `holds`.
     """
 
     llm: ChatClient
