@@ -288,8 +288,8 @@ def test_the_verification_s_call_is_kept_from_grading(
     make_client: ClientFactory, llm: LLMScript
 ) -> None:
     """Issue 67: with grading on and a tight llm.max.calls.per.request, grading used to leave
-    one call, the verification spent it and the answer failed (TooManyCalls). The chain now
-    declares both calls it makes, and grading leaves them."""
+    one call, the verification spent it and the answer failed (TooManyCalls). Verify and
+    Chain now each declare the call they keep, and grading leaves them."""
     client = make_client({
         "retrieval.method": "bm25", **VERIFIED, "rag.grading.enabled": True,
         "rag.grading.min": "LOW", "chunking.maxFiles": 5, "prompt.max.request.size": 1400,

@@ -3,7 +3,8 @@ a stage is.
 
 A stage reads the state and returns what it made: search queries (`SearchQuery`, `Queries`),
 documents (`Documents`), chunks (`Chunks`), where a new answer will be kept (`CacheMiss`), what
-the verification said (`Verification`), or the `Reply`. The loop hands each result to `State.take`, the one place the state is written."""
+the verification said (`Verification`), or the `Reply`. The loop hands each result to
+`State.take`, the one place the state is written."""
 
 from __future__ import annotations
 
