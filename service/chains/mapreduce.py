@@ -104,9 +104,9 @@ class MapReduceChain:
                 for group in groups
             ]
             if len(requests) == 1:
-                return Prepared(result, final=requests[0])
+                return Prepared(result, final=requests[0], scaffolding=self._builder.scaffolding)
             answers = await self._all(requests, result)
-        return Prepared(result, answer=answers[0])
+        return Prepared(result, answer=answers[0], scaffolding=self._builder.scaffolding)
 
     def _maps_within(self, packs: int, calls: int) -> int:
         """The most map requests that, with every reduce level they lead to, take at most

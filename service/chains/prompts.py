@@ -14,6 +14,7 @@ from jinja2 import StrictUndefined, TemplateError, meta
 from jinja2.sandbox import SandboxedEnvironment
 
 from service.chains.result import NumberedChunk
+from service.chains.scaffolding import SHIPPED, Scaffolding
 from service.errors import PromptTemplateError
 from service.llm.size import RequestSize
 from service.llm.types import ChatMessage
@@ -59,7 +60,6 @@ SPECS: dict[str, TemplateSpec] = {
 # templates added after a release: a folder of an operator's own templates that lacks them
 # takes ours, so that an upgrade never stops a service whose prompts were customised
 ADDED_LATER = frozenset({"agent", "verify", "synthesis"})
-SHIPPED = Path(__file__).resolve().parents[2] / "prompts"
 
 
 class PromptLibrary:
@@ -84,6 +84,8 @@ class PromptLibrary:
         self.fingerprint = hashlib.sha256(
             "\0".join(self._sources[name] for name in sorted(SPECS)).encode()
         ).hexdigest()[:16]
+        # what the answer templates say, as a model may copy it around its answer
+        self.scaffolding = Scaffolding.of(self._sources)
 
     def render(self, name: str, **variables: object) -> str:
         return self._templates[name].render(**variables)
@@ -236,6 +238,7 @@ class PromptBuilder:
             "not_found": question.not_found,
         }
         self._system = prompts.render(system_template, **self._common)
+        self.scaffolding = prompts.scaffolding  # cleaned out of what the LLM answers
 
     def block(self, item: NumberedChunk) -> str:
         document = item.chunk.document

@@ -63,9 +63,9 @@ class RefineChain:
             request = self._builder.messages(
                 "refine_step", sources=pack.sources, previous_answer=previous
             )
-        return Prepared(result, final=request)
+        return Prepared(result, final=request, scaffolding=self._builder.scaffolding)
 
     async def _ask(self, messages: list[ChatMessage], result: ChainResult) -> str:
         completion = await self._llm.complete(messages)
         result.add_usage(completion.usage)
-        return clean_answer(completion.text)
+        return clean_answer(completion.text, self._builder.scaffolding)

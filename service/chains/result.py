@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import anyio.to_thread
 
-from service.chains.scaffolding import Unscaffolded, without_scaffolding
+from service.chains.scaffolding import Scaffolding, without_scaffolding
 from service.errors import NoValidAnswer
 from service.llm.answer_format import PLAIN, AnswerFormat, StopCut
 from service.llm.client import ChatClient
@@ -106,10 +106,11 @@ _NOTHING_FOUND = re.compile(
 _SHORT = 200
 
 
-def clean_answer(text: str) -> str:
+def clean_answer(text: str, scaffolding: Scaffolding | None = None) -> str:
     """Datafari's clean-up (literal `\\n` back to newlines, trimmed), and the prompt's
-    scaffolding a model copied taken out (service.chains.scaffolding). Empty is no answer."""
-    answer = without_scaffolding(text.replace("\\n", "\n"))
+    scaffolding a model copied taken out (service.chains.scaffolding: the templates', our own
+    unless given). Empty is no answer."""
+    answer = without_scaffolding(text.replace("\\n", "\n"), scaffolding)
     if not answer and text.strip():
         raise NoValidAnswer(
             "the LLM wrote only the prompt's own words (its instructions or template), no answer"
@@ -151,6 +152,9 @@ class Prepared:
     # the yes/no request "does a source answer the question?" (grounding.verify), whose
     # beginning is `final`'s: only a stuff request has one
     verification: list[ChatMessage] | None = None
+    # what the templates the requests were written from say (cleaned out of the answer);
+    # None: our own templates'
+    scaffolding: Scaffolding | None = None
 
     async def complete(self, llm: ChatClient, form: AnswerFormat = PLAIN) -> ChainResult:
         async for _ in self.finish(llm, stream=False, form=form):
@@ -165,9 +169,11 @@ class Prepared:
         form: AnswerFormat = PLAIN,
         probabilities: bool = False,
     ) -> AsyncIterator[str]:
-        """The answer's text (Datafari's literal `\\n` already turned into newlines, cut at
-        the first of `form`'s stop sequences): as the LLM writes it when `stream`, else in one
-        piece; then `result.answer` holds it, cleaned and, for a JSON form, checked."""
+        """The answer's text as the LLM wrote it (Datafari's literal `\\n` already turned into
+        newlines, cut at the first of `form`'s stop sequences): piece by piece when `stream`,
+        else in one piece once it is checked; then `result.answer` holds it, cleaned of the
+        scaffolding (what a reader is shown of the pieces: service.rag.gate) and, for a JSON
+        form, checked."""
         result = self.result
         cut = StopCut(form.stop)
         payload = form.payload() | (_PROBABILITIES if probabilities else {})
@@ -181,29 +187,28 @@ class Prepared:
             text = cut.feed(completion.text.replace("\\n", "\n")) + cut.flush()
         else:
             text = ""
-            shown = Unscaffolded()  # only what the cleaning keeps is streamed
             upstream = llm.stream(self.final, payload)
             result.tokens = upstream.tokens  # read as they come (service.rag.stages.confidence)
             async with aclosing(_newlines(upstream)) as pieces:
                 async for piece in pieces:
                     kept = cut.feed(piece)
                     text += kept
-                    if kept and (fresh := shown.feed(kept)):
-                        yield fresh
+                    if kept:
+                        yield kept
                     if cut.stopped:
                         break
             text += (rest := cut.flush())
-            if fresh := shown.feed(rest) + shown.flush():
-                yield fresh
+            if rest:
+                yield rest
             result.add_usage(upstream.usage)
             result.finish_reason = upstream.finish_reason
         if cut.stopped:
             result.finish_reason = "stop"
-        result.answer = clean_answer(text)
+        result.answer = clean_answer(text, self.scaffolding)
         if form.json:  # a caller's schema: bounded (answer_format), still checked off the loop
             await anyio.to_thread.run_sync(form.check, result.answer)
         if not stream or self.final is None:
-            yield result.answer
+            yield text.replace("\\n", "\n")
 
 
 # the token probabilities of the answer, and the 5 likeliest tokens at each step

@@ -10,6 +10,11 @@ just the words that answer it", or the earlier "... is a name, a number or a sho
 when that answers it"); the instruction's words before a citation ("... The number of the
 document that says this is [1]").
 
+The templates' lines, headings and instructions are read from the answer templates as loaded
+(`Scaffolding.of`, which `PromptLibrary` does once per load): an operator who edits a template
+has its new words taken out, not ours. The shapes a model writes by itself (labels, a
+separator, a citation's words) and the wording of earlier releases' templates are known here.
+
 `Unscaffolded` reads the answer piece by piece: it gives out what is decided and holds back
 only what is still to judge: a line's first characters while they could begin a template
 line or a label, a sentence's first `SENTENCE_HOLD` words (the instruction's forms come
@@ -22,32 +27,30 @@ the pieces it gives out, put together, are exactly `without_scaffolding` of the 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cache
 from itertools import islice
+from pathlib import Path
 
 # a sentence whose first words hold the instruction's forms goes whole; later in a sentence,
 # from the forms to the sentence's end
 SENTENCE_HOLD = 6
 
-# lines of the templates: the line goes, whatever follows on it
-_TEMPLATE_LINES = (
-    "question:",
-    "documents:",
-    "documents (",
-    "more documents found",
-    "answer the question from the documents",
-    "keep it short: just the words",
-    "just the words that answer it",
-    "a name, a number or a short phrase",  # the instruction's words before issue 59
-    "then give the number of the document",
-    "write only the answer itself",
-)
-# headings of an earlier answer the refine and reduce templates show the model
-_EARLIER = (
-    "an answer written earlier",
-    "the answer so far",
-    "answers to the same question",
-    "partial answers to the question",
-)
+# the templates whose requests write an answer: the scaffolding is read from them
+ANSWERING = ("stuff", "map", "reduce", "refine_initial", "refine_step")
+# variables that show the model an earlier answer, on their own line under a heading
+_EARLIER_VARIABLES = frozenset({"previous_answer", "answers"})
+# our own templates (prompts/), read when no library is given
+SHIPPED = Path(__file__).resolve().parents[2] / "prompts"
+
+# the wording of earlier releases' templates (an operator's copy, or answers a model learnt
+# to write from them): taken out as the current templates' own lines are
+_EARLIER_RELEASES_LINES = ("a name, a number or a short phrase",)
+_EARLIER_RELEASES_HEADINGS = ("the answer so far", "answers to the same question")
+_EARLIER_RELEASES_FORMS = ("a name, a number or a short phrase", "a sentence or two otherwise")
+
+# shapes a model writes by itself, whatever the templates say: a label before the answer
 _LABEL = re.compile(
     r"^[ \t*#>]*(?:(refined|final|combined|updated|improved|new)[ \t]+)?answer([ \t]+so[ \t]+far)?"
     r"[ \t*]*:[ \t*]*",
@@ -58,13 +61,7 @@ _LABEL_FORMS = tuple(
     for kind in ("", "refined ", "final ", "combined ", "updated ", "improved ", "new ")
     for far in ("", " so far")
 )
-_INSTRUCTION = (
-    "just the words that answer it",
-    "otherwise a sentence or two",
-    # the instruction's forms before issue 59 (an operator's templates may still hold them)
-    "a name, a number or a short phrase",
-    "a sentence or two otherwise",
-)
+# ... and the words before a citation ("The number of the document that says this is [1]")
 _CITATION_WORDS = re.compile(
     r"[ \t]*(?:the[ \t]+)?(?:number[ \t]+of[ \t]+the[ \t]+)?document[ \t]+that[ \t]+says[ \t]+"
     r"(?:it|this|that|so)[ \t]+is[ \t]*:?[ \t]*(?=\[\d{1,3}\])",
@@ -77,48 +74,124 @@ _CITATION_FORMS = tuple(
     for what in ("it", "this", "that", "so")
     for colon in (" ", ": ", ":", "")
 )
-_LONGEST = max(len(form) for form in _INSTRUCTION + _CITATION_FORMS)
 _SENTENCE = re.compile(r"[^.!?\n]*[.!?]*[ \t]*\n?")
 _WORD_START = re.compile(r"(?<!\S)\S")
 _SPACES = re.compile(r"\s+")
+
+# reading a template's own words: its tags and comments out, its variables between them
+_TAG = re.compile(r"{%.*?%}|{#.*?#}", re.S)
+_VARIABLE = re.compile(r"{{\s*(\w+)[^}]*}}")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_CLAUSE_END = re.compile(r"[,;:]\s*")
+_LINE_WORDS = 4  # a line that begins with a template sentence's first words goes
+_FORM_WORDS = 6  # an instruction's clause is known by its first words
+_FORM_MIN = 5  # shorter clauses ("Keep it short") are words an answer may say
 
 
 def _folded(text: str) -> str:
     return _SPACES.sub(" ", text.lower())
 
 
-def _head(text: str) -> str:
-    """The beginning of `_folded(text)`, long enough to tell whether it begins with a form
-    or a form begins with it (every form is shorter), without folding a long text whole:
-    the test runs at every word of a sentence still being written."""
-    size = _LONGEST + 1
-    raw = size
-    while True:
-        folded = _folded(text[:raw])
-        if len(folded) > size or raw >= len(text):
-            return folded[:size] if len(folded) > size else folded
-        raw *= 2
+@dataclass(frozen=True)
+class Scaffolding:
+    """What the answer templates say that a model may copy around its answer: the beginnings
+    of their lines (a line of the answer beginning so goes), the headings of an earlier answer
+    they show, and their instructions' clauses (a sentence of the answer holding one goes).
+    Read from the templates as loaded (`of`), so an operator's edited template is what is
+    taken out; the shapes a model writes by itself (labels, a citation's words) are known.
+
+    >>> scaffolding = Scaffolding.of({"stuff": Path("prompts/stuff.j2").read_text()})
+    >>> scaffolding.without("Answer: 1952 [1]")  # "1952 [1]"
+    """
+
+    lines: tuple[str, ...]
+    earlier: tuple[str, ...]
+    forms: tuple[str, ...]
+    _longest: int = field(init=False, repr=False, compare=False)
+    _forms_at: re.Pattern[str] = field(init=False, repr=False, compare=False)
+    _any_form_at: re.Pattern[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        forms = self.forms + _CITATION_FORMS
+        object.__setattr__(self, "_longest", max(len(form) for form in forms))
+        object.__setattr__(self, "_forms_at", _pattern(self.forms))
+        object.__setattr__(self, "_any_form_at", _pattern(forms))
+
+    @classmethod
+    def of(cls, templates: Mapping[str, str]) -> Scaffolding:
+        """The scaffolding of the answer templates among `templates` (name: jinja2 source)."""
+        lines: list[str] = []
+        earlier: list[str] = []
+        forms: list[str] = []
+        for name in ANSWERING:
+            heading = ""
+            for line in _TAG.sub("", templates.get(name, "")).splitlines():
+                variables = _VARIABLE.findall(line)
+                if variables and not _VARIABLE.sub("", line).strip():
+                    if heading and set(variables) <= _EARLIER_VARIABLES:
+                        earlier.append(_words(heading, _LINE_WORDS))
+                    continue
+                for part in _VARIABLE.split(line)[::2]:  # the words between the variables
+                    for sentence in _SENTENCE_END.split(part.strip()):
+                        lines.append(_words(sentence, _LINE_WORDS))
+                        for clause in _CLAUSE_END.split(sentence):
+                            if len(clause.split()) >= _FORM_MIN:
+                                forms.append(_words(clause, _FORM_WORDS).rstrip(".!?"))
+                heading = line if line.strip() else heading
+        return cls(
+            _unique(line for line in lines if _telling(line)) + _EARLIER_RELEASES_LINES,
+            _unique(earlier) + _EARLIER_RELEASES_HEADINGS,
+            _unique(forms) + _EARLIER_RELEASES_FORMS,
+        )
+
+    @staticmethod
+    @cache
+    def shipped() -> Scaffolding:
+        """The scaffolding of our own templates (prompts/)."""
+        return Scaffolding.of(
+            {name: (SHIPPED / f"{name}.j2").read_text(encoding="utf-8") for name in ANSWERING}
+        )
+
+    def without(self, text: str) -> str:
+        """The answer without what the prompt around it said (the module's docstring)."""
+        return _finished(_Reading(self, text).scan(final=True))
 
 
-def without_scaffolding(text: str) -> str:
-    """The answer without what the prompt around it said (the module's docstring)."""
-    return _finished(_scan(text, final=True))
+def _words(text: str, count: int) -> str:
+    return _folded(" ".join(text.split()[:count]))
+
+
+def _telling(line: str) -> bool:
+    """Whether a line's first words tell a template line: words (not a fence, not a
+    bracket), and two of them or a heading's colon."""
+    return bool(re.search(r"[a-z]", line)) and (" " in line or line.endswith(":"))
+
+
+def _unique(items: Iterable[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(items))
+
+
+def without_scaffolding(text: str, scaffolding: Scaffolding | None = None) -> str:
+    """The answer without what the prompt around it said (our templates' scaffolding unless
+    `scaffolding` is given)."""
+    return (scaffolding or Scaffolding.shipped()).without(text)
 
 
 class Unscaffolded:
     """`without_scaffolding`, a piece at a time: `feed` each piece of the answer as the LLM
     writes it and show what it returns, then `flush` at the end."""
 
-    def __init__(self) -> None:
+    def __init__(self, scaffolding: Scaffolding | None = None) -> None:
+        self._scaffolding = scaffolding or Scaffolding.shipped()
         self._written = ""
         self._given = ""
 
     def feed(self, piece: str) -> str:
         self._written += piece
-        return self._give(_finished(_scan(self._written, final=False)))
+        return self._give(_finished(_Reading(self._scaffolding, self._written).scan(final=False)))
 
     def flush(self) -> str:
-        return self._give(_finished(_scan(self._written, final=True)))
+        return self._give(_finished(_Reading(self._scaffolding, self._written).scan(final=True)))
 
     @property
     def given(self) -> str:
@@ -138,128 +211,149 @@ def _finished(decided: str) -> str:
     return text.strip()
 
 
-def _scan(text: str, *, final: bool) -> str:
-    """The kept part of `text`, as far as it is decided (all of it when `final`)."""
-    kept: list[str] = []
-    earlier: list[str] | None = None  # an earlier answer's lines, held
-    position = 0
-    while position < len(text):
-        end = text.find("\n", position)
-        complete = end >= 0 or final
-        line = text[position : end + 1] if end >= 0 else text[position:]
-        position = end + 1 if end >= 0 else len(text)
-        kind, content = _line(line, complete)
-        if kind == "undecided":
-            return "".join(kept)
-        if kind == "template":
-            continue
-        if kind == "earlier":
-            earlier = [content]
-            continue
-        if kind == "separator":
-            earlier = None
-            continue
-        if kind == "label":
-            earlier = None
-            if not content.strip() and not text[position:].strip():
-                if not final:  # a bare label: the answer after it, or the label is the answer
-                    return "".join(kept)
-                content = line
+class _Reading:
+    """One reading of an answer written so far, against a Scaffolding."""
+
+    def __init__(self, scaffolding: Scaffolding, text: str) -> None:
+        self.scaffolding = scaffolding
+        self.text = text
+
+    def scan(self, *, final: bool) -> str:
+        """The kept part of the text, as far as it is decided (all of it when `final`)."""
+        text = self.text
+        kept: list[str] = []
+        earlier: list[str] | None = None  # an earlier answer's lines, held
+        position = 0
+        while position < len(text):
+            end = text.find("\n", position)
+            complete = end >= 0 or final
+            line = text[position : end + 1] if end >= 0 else text[position:]
+            position = end + 1 if end >= 0 else len(text)
+            kind, content = self._line(line, complete)
+            if kind == "undecided":
+                return "".join(kept)
+            if kind == "template":
+                continue
+            if kind == "earlier":
+                earlier = [content]
+                continue
+            if kind == "separator":
+                earlier = None
+                continue
+            if kind == "label":
+                earlier = None
+                if not content.strip() and not text[position:].strip():
+                    if not final:  # a bare label: the answer after it, or the label is the answer
+                        return "".join(kept)
+                    content = line
+            if earlier is not None:
+                earlier.append(line)
+                continue
+            sentences, done = self._sentences(content, complete)
+            kept.append(sentences)
+            if not done:
+                return "".join(kept)
         if earlier is not None:
-            earlier.append(line)
-            continue
-        sentences, done = _sentences(content, complete)
-        kept.append(sentences)
-        if not done:
-            return "".join(kept)
-    if earlier is not None:
-        if not final:
-            return "".join(kept)
-        kept.extend(_sentences(line, True)[0] for line in earlier)  # it was the answer
-    return "".join(kept)
+            if not final:
+                return "".join(kept)
+            kept.extend(self._sentences(line, True)[0] for line in earlier)  # it was the answer
+        return "".join(kept)
 
-
-def _line(line: str, complete: bool) -> tuple[str, str]:
-    """What a line is ("template", "earlier", "separator", "label", "content" or, while it
-    could still be one of them, "undecided"), and its content."""
-    text = line.rstrip("\n")
-    bare = text.strip(" \t")
-    if not bare:
-        return ("content", line) if complete else ("undecided", "")
-    if set(bare) == {"#"}:
+    def _line(self, line: str, complete: bool) -> tuple[str, str]:
+        """What a line is ("template", "earlier", "separator", "label", "content" or, while it
+        could still be one of them, "undecided"), and its content."""
+        lines, earlier = self.scaffolding.lines, self.scaffolding.earlier
+        text = line.rstrip("\n")
+        bare = text.strip(" \t")
+        if not bare:
+            return ("content", line) if complete else ("undecided", "")
+        if set(bare) == {"#"}:
+            if not complete:
+                return "undecided", ""
+            return ("separator", "") if len(bare) >= 6 else ("content", line)
+        folded = _folded(bare)
+        if folded.startswith(earlier):
+            return "earlier", ""
+        if folded.startswith(lines):
+            return "template", ""
+        label = _LABEL.match(text)
+        if label is not None:
+            rest = line[label.end() :]
+            return ("earlier", rest) if label.group(2) else ("label", rest)
         if not complete:
-            return "undecided", ""
-        return ("separator", "") if len(bare) >= 6 else ("content", line)
-    folded = _folded(bare)
-    if folded.startswith(_EARLIER):
-        return "earlier", ""
-    if folded.startswith(_TEMPLATE_LINES):
-        return "template", ""
-    label = _LABEL.match(text)
-    if label is not None:
-        rest = line[label.end() :]
-        return ("earlier", rest) if label.group(2) else ("label", rest)
-    if not complete:
-        start = _folded(text.lstrip(" \t*#>").replace("*", ""))
-        if any(form.startswith(folded) for form in _TEMPLATE_LINES + _EARLIER) or any(
-            form.startswith(start) for form in _LABEL_FORMS
-        ):
-            return "undecided", ""
-    return "content", line
+            start = _folded(text.lstrip(" \t*#>").replace("*", ""))
+            if any(form.startswith(folded) for form in lines + earlier) or any(
+                form.startswith(start) for form in _LABEL_FORMS
+            ):
+                return "undecided", ""
+        return "content", line
 
-
-def _sentences(content: str, complete: bool) -> tuple[str, bool]:
-    """The kept part of a line's content, and whether all of it is decided."""
-    kept: list[str] = []
-    for match in _SENTENCE.finditer(content):
-        sentence = match.group()
-        if not sentence:
-            continue
-        ended = complete or match.end() < len(content) or bool(re.search(r"[.!?\n]", sentence))
-        forms = _INSTRUCTION_AT.search(sentence)
-        if forms is not None:  # the instruction's forms: the sentence, or its end, goes
-            if _words_before(sentence, forms.start()) >= SENTENCE_HOLD:
-                kept.append(sentence[: forms.start()])
-            if not ended:
+    def _sentences(self, content: str, complete: bool) -> tuple[str, bool]:
+        """The kept part of a line's content, and whether all of it is decided."""
+        forms_at = self.scaffolding._forms_at
+        kept: list[str] = []
+        for match in _SENTENCE.finditer(content):
+            sentence = match.group()
+            if not sentence:
+                continue
+            ended = complete or match.end() < len(content) or bool(re.search(r"[.!?\n]", sentence))
+            forms = forms_at.search(sentence)
+            if forms is not None:  # the instruction's forms: the sentence, or its end, goes
+                if _words_before(sentence, forms.start()) >= SENTENCE_HOLD:
+                    kept.append(sentence[: forms.start()])
+                if not ended:
+                    return "".join(kept), False
+                continue
+            if ended:
+                kept.append(sentence)
+                continue
+            # the sentence is still being written: what could yet be scaffolding waits
+            first = [m.start() for m in islice(_WORD_START.finditer(sentence), SENTENCE_HOLD + 1)]
+            if len(first) <= SENTENCE_HOLD or any(
+                self._could_begin(sentence[at:], self.scaffolding.forms)
+                for at in first[:SENTENCE_HOLD]
+            ):
                 return "".join(kept), False
-            continue
-        if ended:
-            kept.append(sentence)
-            continue
-        # the sentence is still being written: what could yet be scaffolding waits
-        first = [m.start() for m in islice(_WORD_START.finditer(sentence), SENTENCE_HOLD + 1)]
-        if len(first) <= SENTENCE_HOLD or any(
-            _could_begin(sentence[at:], _INSTRUCTION) for at in first[:SENTENCE_HOLD]
-        ):
+            kept.append(sentence[: self._first_form(sentence)])
             return "".join(kept), False
-        kept.append(sentence[: _first_form(sentence)])
-        return "".join(kept), False
-    return "".join(kept), True
+        return "".join(kept), True
+
+    def _first_form(self, sentence: str) -> int:
+        """Where the first word that begins a form, or could yet, starts (the sentence's length
+        when none does): a form written whole anywhere, found by one search; one being written,
+        among the last words only (a form is shorter than what follows an earlier word)."""
+        forms = self.scaffolding.forms + _CITATION_FORMS
+        whole = self.scaffolding._any_form_at.search(sentence)
+        cut = whole.start() if whole is not None else len(sentence)
+        for start in reversed([m.start() for m in _WORD_START.finditer(sentence)]):
+            tail = self._head(sentence[start:])
+            if len(tail) > self.scaffolding._longest:
+                break
+            if start < cut and any(form.startswith(tail) for form in forms):
+                cut = start
+        return cut
+
+    def _could_begin(self, text: str, forms: tuple[str, ...]) -> bool:
+        """Whether `text` (the end of what is written) could be the beginning of one of
+        `forms`."""
+        folded = self._head(text)
+        return any(form.startswith(folded) or folded.startswith(form) for form in forms)
+
+    def _head(self, text: str) -> str:
+        """The beginning of `_folded(text)`, long enough to tell whether it begins with a form
+        or a form begins with it (every form is shorter), without folding a long text whole:
+        the test runs at every word of a sentence still being written."""
+        size = self.scaffolding._longest + 1
+        raw = size
+        while True:
+            folded = _folded(text[:raw])
+            if len(folded) > size or raw >= len(text):
+                return folded[:size] if len(folded) > size else folded
+            raw *= 2
 
 
 def _words_before(text: str, end: int) -> int:
     return sum(1 for _ in _WORD_START.finditer(text, 0, end))
-
-
-def _first_form(sentence: str) -> int:
-    """Where the first word that begins a form, or could yet, starts (the sentence's length
-    when none does): a form written whole anywhere, found by one search; one being written,
-    among the last words only (a form is shorter than what follows an earlier word)."""
-    whole = _FORM_AT.search(sentence)
-    cut = whole.start() if whole is not None else len(sentence)
-    for start in reversed([m.start() for m in _WORD_START.finditer(sentence)]):
-        tail = _head(sentence[start:])
-        if len(tail) > _LONGEST:
-            break
-        if start < cut and any(form.startswith(tail) for form in _INSTRUCTION + _CITATION_FORMS):
-            cut = start
-    return cut
-
-
-def _could_begin(text: str, forms: tuple[str, ...]) -> bool:
-    """Whether `text` (the end of what is written) could be the beginning of one of `forms`."""
-    folded = _head(text)
-    return any(form.startswith(folded) or folded.startswith(form) for form in forms)
 
 
 def _pattern(forms: tuple[str, ...]) -> re.Pattern[str]:
@@ -271,7 +365,3 @@ def _pattern(forms: tuple[str, ...]) -> re.Pattern[str]:
         return "".join(letters).replace(re.escape(" "), r"\s+")
 
     return re.compile(r"(?<!\S)(?:" + "|".join(form_pattern(f) for f in forms) + ")")
-
-
-_INSTRUCTION_AT = _pattern(_INSTRUCTION)
-_FORM_AT = _pattern(_INSTRUCTION + _CITATION_FORMS)

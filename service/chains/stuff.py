@@ -43,6 +43,7 @@ class StuffChain:
             ChainResult("", sources_of(list(chosen.items))),
             final=self._builder.messages(self.template, sources=chosen.sources),
             verification=self._builder.messages("verify", sources=chosen.sources),
+            scaffolding=self._builder.scaffolding,
         )
 
     def _packs(self, numbered: list[NumberedChunk]) -> _Packed:

@@ -52,4 +52,5 @@ class Summarizer:
         return Prepared(
             ChainResult("", sources_of(list(packs[0].items))),
             final=self._builder.messages("summarize", sources=packs[0].sources, part=""),
+            scaffolding=self._builder.scaffolding,
         )

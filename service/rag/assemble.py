@@ -23,16 +23,19 @@ from service.grounding import GroundingCheck, GroundingPolicy, LlmGroundingCheck
 from service.llm import ChatMessage
 from service.llm.size import request_size
 from service.models import packaged
+from service.rag.honesty import Honesty
 from service.rag.pipeline import Pipeline, Progress
 from service.rag.reply import Reply
 from service.rag.request import RagQuery, SummarizeQuery
 from service.rag.stages import (
+    AfterAnswer,
     CacheLookup,
     Chain,
     ChunkDocuments,
     Expand,
     Fetch,
     Grade,
+    Ground,
     RagState,
     Rerank,
     Retrieve,
@@ -40,6 +43,7 @@ from service.rag.stages import (
     Stage,
     Summarize,
     SummaryState,
+    Verify,
 )
 from service.snapshot import Snapshot
 from service.text import normalize_question, sanitize_query
@@ -65,7 +69,8 @@ async def summarize(
 
 def rag_pipeline(snapshot: Snapshot) -> RagPipeline:
     """/ai/rag and /v1/chat/completions: [cache] [rewrite] [expand] retrieve chunk [rerank]
-    [grade] chain, then [grounding] once the answer is written."""
+    [grade] [verify] chain, then, once the answer is written, its answer stages (AfterAnswer:
+    confidence, [echo], [grounding], [cache_write])."""
     settings = snapshot.settings
     llm, prompts = snapshot.llm, snapshot.prompts
     size = request_size(settings, llm.options.model)  # counted once: it may load a tokenizer
@@ -96,24 +101,15 @@ def rag_pipeline(snapshot: Snapshot) -> RagPipeline:
     if settings.retrieval.grading_enabled:
         concurrency = settings.prompt.map_concurrency
         stages.append(Grade(llm, prompts, size, settings.retrieval.grading_min, concurrency))
-    stages.append(
-        Chain(
-            llm,
-            prompts,
-            size,
-            settings.prompt.strategy,
-            settings.prompt.map_concurrency,
-            reserve,
-            grounding_policy(snapshot),
-            snapshot.answer_cache,
-            short=short_answers(settings),
-            logprobs=settings.llm.logprobs,
-            abstain_not_found=settings.grounding.abstain_not_found,
-            echo=settings.grounding.echo,
-            verify=settings.grounding.verify,
-            abstain_unsupported=settings.grounding.abstain_unsupported,
-        )
-    )
+    honesty = Honesty.of(settings)
+    strategy = settings.prompt.strategy
+    if honesty.verifying:
+        stages.append(Verify(llm, prompts, size, strategy))
+    policy = grounding_policy(snapshot)
+    after = AfterAnswer(honesty, Ground(policy) if policy else None, snapshot.answer_cache)
+    concurrency = settings.prompt.map_concurrency
+    short = short_answers(settings)
+    stages.append(Chain(llm, prompts, size, strategy, concurrency, reserve, after, short))
     return Pipeline(settings, llm, lambda query: _rag_state(snapshot, query), stages)
 
 

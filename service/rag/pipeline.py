@@ -29,9 +29,9 @@ class Pipeline(Generic[Q, S]):
     """`begin` turns the request into its state (or raises: feature off, empty question); then
     each stage the request wants runs, timed under its name, and its typed result is written
     into the state (`State.take`). A stage that calls the LLM is skipped when the request's
-    budget has only the calls kept for the end left (the answer's, and its verification's:
-    each stage's `calls_kept`). The stage that makes the Reply (a chain, or a cached answer)
-    ends the loop."""
+    budget has only the calls the stages after it keep left (each stage's `calls_kept`: the
+    verification's, the answer's). The stage that makes the Reply (a chain, or a cached
+    answer) ends the loop."""
 
     def __init__(
         self,
@@ -62,9 +62,10 @@ class Pipeline(Generic[Q, S]):
 
     async def _loop(self, state: S, progress: Progress | None) -> Reply:
         calls = self._llm.calls
-        # the calls the last stages make (the answer's, the verification's) are kept for them
-        calls.kept = max(1, sum(getattr(stage, "calls_kept", 0) for stage in self.stages))
-        for stage in self.stages:
+        for at, stage in enumerate(self.stages):
+            # the calls the stages after this one make (the verification's, the answer's)
+            # are kept for them; one is always kept for the answer
+            calls.kept = max(1, sum(calls_kept(later) for later in self.stages[at + 1 :]))
             if stage.calls_llm and calls.spare <= 0:
                 continue
             if not stage.wanted(state):
@@ -78,3 +79,10 @@ class Pipeline(Generic[Q, S]):
             state.take(result)
         names = ", ".join(stage.name for stage in self.stages)
         raise RuntimeError(f"no stage made the reply ({names}): the last must be a chain")
+
+
+def calls_kept(stage: object) -> int:
+    """The LLM calls earlier stages must leave `stage` (its `calls_kept`; none when it says
+    nothing)."""
+    kept = getattr(stage, "calls_kept", 0)
+    return kept if isinstance(kept, int) else 0

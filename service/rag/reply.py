@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Protocol
@@ -26,6 +26,7 @@ from service.grounding import Grounding
 from service.llm import ChatClient, Usage
 from service.llm.answer_format import PLAIN, AnswerFormat
 from service.metrics import observe_answer
+from service.rag.gate import Gate, Hold
 from service.text.citations import cited_numbers
 
 
@@ -141,7 +142,8 @@ class Reply:
     `await reply.complete()` sends that request and returns the Answer; or `async for text in
     reply` for the answer's text as the LLM writes it, then `await reply.answer()`. One path
     (`Prepared.finish`) either way, within the request's deadline. A JSON answer is checked
-    whole before any of it is sent, so it streams as one piece.
+    whole before any of it is sent, so it streams as one piece. What of the text is shown as
+    it is written, the reply asks its `Gate` (service.rag.gate), given its `holds`.
     """
 
     llm: ChatClient
@@ -159,8 +161,8 @@ class Reply:
     finishing: tuple[AnswerStage, ...] = ()
     # the stage whose last request this is: its time runs until the text is read
     stage: str = "chain"
-    # whether the text written so far may be streamed (service.rag.stages.echo); None: all
-    shown_when: Callable[[str], bool] | None = None
+    # what holds a streamed answer back until it is judged (service.rag.gate)
+    holds: tuple[Hold, ...] = ()
     # ask the LLM for the answer's token probabilities (llm.logprobs)
     probabilities: bool = False
     # where the text is: not asked yet, being read, read to its end
@@ -189,34 +191,24 @@ class Reply:
         texts = self.prepared.finish(
             self.llm, stream=stream, form=self.form, probabilities=self.probabilities
         )
-        written = shown = ""
-        held = stream and self.shown_when is not None  # once shown, always shown
+        gate = Gate(
+            self.prepared.scaffolding,
+            holds=self.holds if stream else (),
+            citation_last=self.form.grammar is not None,
+        )
         async for text in self.deadline.stream(texts):
-            written += text
-            if held and self.shown_when is not None and not self.shown_when(written):
-                continue  # held until the answer says something (an echo is never shown)
-            held = False
-            ready = self._ready(written)
-            if len(ready) <= len(shown):
-                continue
-            yield ready[len(shown) :]
-            shown = ready
-            # pieces already buffered would otherwise be sent in one go, without the event
-            # loop ever running: a client that left is then written to thousands of times,
-            # and the LLM stream goes on, before its disconnect is noticed
-            await asyncio.sleep(0)
+            if fresh := gate.feed(text, self.prepared.result.tokens):
+                yield fresh
+                # pieces already buffered would otherwise be sent in one go, without the
+                # event loop ever running: a client that left is then written to thousands of
+                # times, and the LLM stream goes on, before its disconnect is noticed
+                await asyncio.sleep(0)
+        if fresh := gate.flush(self.prepared.result.tokens):
+            yield fresh
         self._text = "read"
-        if stream:  # what was held, or what the answer stages made of it (an abstention)
-            message = (await self.answer()).message
-            if message.startswith(shown) and message != shown:
-                yield message[len(shown) :]
-
-    def _ready(self, written: str) -> str:
-        """What of the text written so far can be shown: a short answer's citation (" [2]",
-        which `true_citation` may renumber once the answer is whole) waits for the end."""
-        if self.form.grammar is None or (cut := written.rfind(" [")) < 0:
-            return written
-        return written[:cut]
+        # what was held, or what the answer stages made of it (an abstention)
+        if stream and (fresh := gate.rest((await self.answer()).message)):
+            yield fresh
 
     async def answer(self) -> Answer:
         """The Answer once its text is known (read now if it was never asked for), finished

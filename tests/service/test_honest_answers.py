@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import re
+import shutil
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
 from service.chains.prompts import NOT_FOUND_SENTENCES
 from testing.llm_server import LLMScript, RecordedRequest, Step
-from testing.service import ClientFactory
+from testing.service import ROOT, ClientFactory
 from tests.service.test_streaming import read_events
 
 ECHO = "the answer only restated the question"
@@ -286,8 +288,8 @@ def test_the_verification_s_call_is_kept_from_grading(
     make_client: ClientFactory, llm: LLMScript
 ) -> None:
     """Issue 67: with grading on and a tight llm.max.calls.per.request, grading used to leave
-    one call, the verification spent it and the answer failed (TooManyCalls). The chain now
-    declares both calls it makes, and grading leaves them."""
+    one call, the verification spent it and the answer failed (TooManyCalls). Verify and
+    Chain now each declare the call they keep, and grading leaves them."""
     client = make_client({
         "retrieval.method": "bm25", **VERIFIED, "rag.grading.enabled": True,
         "rag.grading.min": "LOW", "chunking.maxFiles": 5, "prompt.max.request.size": 1400,
@@ -299,3 +301,28 @@ def test_the_verification_s_call_is_kept_from_grading(
     assert body["usage"]["llm_calls"] == 3, body  # one grading, the verification, the answer
     assert "Does a document above say" in llm.requests[-2].prompt
     assert body["content"]["message"].startswith("Test answer to:")
+
+
+def test_an_edited_template_s_own_sentence_is_what_the_stream_leaves_out(
+    make_client: ClientFactory, llm: LLMScript, tmp_path: Path
+) -> None:
+    """Issue 67: the scaffolding taken out of an answer is read from the templates as loaded.
+    An operator's stuff.j2 says its instruction in other words; a model that copies them
+    before its answer has them taken out of what streams, and the stream is the kept answer."""
+    folder = tmp_path / "operator-prompts"
+    shutil.copytree(ROOT / "prompts", folder)
+    stuff = folder / "stuff.j2"
+    shipped = "Keep it short: just the words that answer it if they are enough, otherwise a "
+    edited = "Be brief and plain: name the year or the person asked about, nothing more."
+    assert shipped in stuff.read_text(encoding="utf-8")
+    stuff.write_text(
+        re.sub(re.escape(shipped) + r"sentence or two\.", edited, stuff.read_text("utf-8")),
+        encoding="utf-8",
+    )
+    client = make_client({"retrieval.method": "bm25", "prompt.templates.dir": folder})
+    llm.then(Step(content=f"{edited}\nIt was electrified in 1952, when it stopped burning "
+                          "paraffin [1]."))  # fmt: skip
+    done, streamed = _asked(client, {"query": LAMP, "stream": True})
+    assert edited in llm.requests[-1].prompt, "the operator's template was the one sent"
+    assert done["message"] == "It was electrified in 1952, when it stopped burning paraffin [1]."
+    assert streamed == done["message"]

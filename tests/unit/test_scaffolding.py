@@ -3,10 +3,14 @@ together, are `without_scaffolding` of the whole answer, however the answer was 
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.chains.scaffolding import Unscaffolded, without_scaffolding
+from service.chains import PromptLibrary
+from service.chains.scaffolding import SHIPPED, Scaffolding, Unscaffolded, without_scaffolding
 
 FRAGMENTS = [
     "Answer:", "Refined answer:", "**Final answer:**", "Answer so far:", "Question: why?",
@@ -61,3 +65,41 @@ def test_scaffolding_never_reaches_the_screen() -> None:
     )
     copied = "The answer so far:\nRollo [1]\n######\nRefined answer: The leader was Rollo [1]."
     assert "Rollo [1]\n" not in "".join(_given_while_written(copied))
+
+
+# -- read from the templates as loaded (issue 67) ----------------------------------------------
+
+SHORT = (
+    "Keep it short: just the words that answer it if they are enough, otherwise a sentence or two."
+)
+EDITED = "Be brief and plain: name the year or the person asked about, nothing more."
+
+
+def _edited(tmp_path: Path) -> PromptLibrary:
+    folder = tmp_path / "prompts"
+    shutil.copytree(SHIPPED, folder)
+    stuff = folder / "stuff.j2"
+    assert SHORT in stuff.read_text(encoding="utf-8")
+    stuff.write_text(stuff.read_text(encoding="utf-8").replace(SHORT, EDITED), encoding="utf-8")
+    return PromptLibrary(folder)
+
+
+def test_an_edited_templates_own_sentence_is_taken_out_streamed_or_whole(tmp_path: Path) -> None:
+    scaffolding = _edited(tmp_path).scaffolding
+    copied = f"{EDITED}\nIt was electrified in 1952 [1]."
+    assert without_scaffolding(copied) == copied  # our templates never said it
+    assert scaffolding.without(copied) == "It was electrified in 1952 [1]."
+    echoed = "The lamp was lit to name the year or the person asked about. In 1952 [1]."
+    assert scaffolding.without(echoed) == "In 1952 [1]."
+    for text in (copied, echoed):
+        reader = Unscaffolded(scaffolding)
+        streamed = "".join(reader.feed(character) for character in text) + reader.flush()
+        assert streamed == scaffolding.without(text)
+
+
+def test_the_shipped_templates_scaffolding_is_read_from_them() -> None:
+    shipped = Scaffolding.shipped()
+    assert PromptLibrary(SHIPPED).scaffolding == shipped
+    assert "keep it short: just" in shipped.lines and "question:" in shipped.lines
+    assert "an answer written earlier" in shipped.earlier  # the line above previous_answer
+    assert "just the words that answer it" in shipped.forms

@@ -22,11 +22,13 @@ from service.llm.budget import CallBudget
 from service.llm.rerank import RerankClient
 from service.llm.size import RequestSize
 from service.rag.assemble import rag_pipeline
+from service.rag.honesty import Honesty
 from service.rag.options import RequestOptions
 from service.rag.pipeline import Pipeline
 from service.rag.reply import Reply
 from service.rag.request import RagQuery, SummarizeQuery
 from service.rag.stages import (
+    AfterAnswer,
     Chain,
     ChunkDocuments,
     Expand,
@@ -108,6 +110,7 @@ class Noted:
     calls_llm: bool = False
     answers: bool = False
     wants: bool = True
+    calls_kept: int = 0
     sleeps: float = 0.0
     seen: list[str] = field(default_factory=list)
 
@@ -149,6 +152,21 @@ async def test_the_loop_skips_llm_stages_when_only_the_answers_call_is_left(http
     log.clear()
     await loop(stages, chat(http, calls=2)).run(RagQuery("q"))
     assert log == ["rewrite", "chain"]
+
+
+async def test_the_loop_keeps_the_calls_the_stages_after_it_declare(http) -> None:
+    """Issue 67: a stage that declares the calls it keeps (the verification's, the answer's)
+    is left them by the stages before it, and runs on them itself."""
+    log: list[str] = []
+    stages = [
+        Noted("grade", log, calls_llm=True),
+        Noted("verify", log, calls_llm=True, calls_kept=1),
+        Noted("chain", log, answers=True, calls_kept=1),
+    ]
+    for calls, ran in ((1, ["chain"]), (2, ["verify", "chain"]), (3, ["grade", "verify", "chain"])):
+        log.clear()
+        await loop(stages, chat(http, calls=calls)).run(RagQuery("q"))
+        assert log == ran, calls
 
 
 async def test_the_loop_writes_each_stages_result_into_the_state(http) -> None:
@@ -409,7 +427,7 @@ async def test_grading_leaves_out_low_chunks_and_refuses_when_none_is_left(http,
 
 
 def chain(llm: ChatClient) -> Chain:
-    return Chain(llm, PROMPTS, SIZE, "stuff", 2, 200, grounding=None, cache=None)
+    return Chain(llm, PROMPTS, SIZE, "stuff", 2, 200, AfterAnswer(Honesty()))
 
 
 async def test_the_chain_makes_a_reply_whose_answer_cites_its_sources(http, script) -> None:
@@ -453,7 +471,7 @@ async def test_the_short_answer_holds_the_last_request_to_its_grammar(
         document("pharos", "Sostratus built the lighthouse."),
         document("lamp", "The lamp burned paraffin until 1952."),
     )
-    stage = Chain(chat(http), PROMPTS, SIZE, strategy, 2, 200, grounding=None, cache=None,
+    stage = Chain(chat(http), PROMPTS, SIZE, strategy, 2, 200, AfterAnswer(Honesty()),
                   short=short)  # fmt: skip
     script.then(Step(content="until 1952 [1]"))
     reply = await stage.run(query)

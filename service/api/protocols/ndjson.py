@@ -48,6 +48,7 @@ PHASES: dict[str, str] = {
     "retrieve": "Rag:retrieval",
     "rerank": "Rag:retrieval",
     "grade": "Rag:retrieval",
+    "verify": "Rag:response generation",
     "chain": "Rag:response generation",
     "fetch": "summarize:document retrieval",
     "summarize": "summarize:generation",

@@ -4,17 +4,19 @@ typed results of `state.py` (search queries, documents, chunks, a cache miss, th
 which the loop writes into the state.
 
     /ai/rag:       CacheLookup -> Rewrite -> Expand -> Retrieve -> Chunk -> Rerank -> Grade
-                   -> Chain, then once the answer's text is known (the Reply runs them):
-                   Ground -> KeepAnswer (or, for a cached answer, Repeated)
+                   -> Verify -> Chain, then once the answer's text is known (the Reply runs
+                   them, AfterAnswer): Doubt -> RefuseEcho -> Ground -> KeepAnswer (or, for a
+                   cached answer, Repeated)
     /ai/summarize: Fetch -> Chunk -> Summarize
 
 A stage says whether it is `wanted` for this request (rewriting is not, for one document by id)
 and whether it `calls_llm` (skipped when the request's LLM call budget has only the calls the
-last stages keep left: `calls_kept`, the answer's and its verification's); `run` does its
+stages after it keep left: their `calls_kept`, Verify's and Chain's); `run` does its
 work and returns its result. The last stage returns the Reply; a stage that answers early (a
 cached answer) does the same, and the loop stops there.
 """
 
+from service.rag.stages.after_answer import AfterAnswer, Judged
 from service.rag.stages.cache_lookup import CacheLookup
 from service.rag.stages.chain import Chain
 from service.rag.stages.chunk import OFF_LOOP_CHARS, ChunkDocuments
@@ -38,12 +40,15 @@ from service.rag.stages.state import (
     StageResult,
     State,
     SummaryState,
+    Verification,
 )
 from service.rag.stages.summarize import Summarize
+from service.rag.stages.verify import Verify
 
 __all__ = [
     "MAX_WINDOWS",
     "OFF_LOOP_CHARS",
+    "AfterAnswer",
     "CacheLookup",
     "CacheMiss",
     "Chain",
@@ -55,6 +60,7 @@ __all__ = [
     "Fetch",
     "Grade",
     "Ground",
+    "Judged",
     "KeepAnswer",
     "Queries",
     "RagState",
@@ -68,6 +74,8 @@ __all__ = [
     "State",
     "Summarize",
     "SummaryState",
+    "Verification",
+    "Verify",
     "fetch",
     "repeated",
 ]

@@ -146,6 +146,10 @@ class Doubt:
             return False
         return not_found_probability(tokens[0], self.not_found) >= self.threshold
 
+    def holds(self, kept: str, tokens: Sequence[TokenChoice]) -> bool:
+        """A streamed answer is held while the doubt is past the threshold (service.rag.gate)."""
+        return self.unsure(tokens)
+
     def wanted(self, done: Finishing) -> bool:
         return bool(done.result.sources)
 

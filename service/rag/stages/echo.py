@@ -20,13 +20,14 @@ grounding and the answer cache see the abstention, never the echo.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import ClassVar
 
 from service.chains.result import ChainResult
 from service.grounding.claims import is_content, stem, tokens
+from service.llm.types import TokenChoice
 from service.rag.reply import Amendment, Finishing, source_texts
 from service.text.citations import CITATION
 from service.text.language import FRENCH, guess_language
@@ -145,6 +146,10 @@ class EchoCheck:
         something: once they do, the answer can be streamed; whatever follows cannot make
         it an echo again."""
         return self.says_something(_UNFINISHED.sub("", written))
+
+    def holds(self, kept: str, tokens: Sequence[TokenChoice]) -> bool:
+        """A streamed answer is held until its words say something (service.rag.gate)."""
+        return not self.shown_yet(kept)
 
 
 def echoes(answer: str, question: str, sources: Iterable[str]) -> bool:

@@ -2,8 +2,9 @@
 a stage is.
 
 A stage reads the state and returns what it made: search queries (`SearchQuery`, `Queries`),
-documents (`Documents`), chunks (`Chunks`), where a new answer will be kept (`CacheMiss`), or
-the `Reply`. The loop hands each result to `State.take`, the one place the state is written."""
+documents (`Documents`), chunks (`Chunks`), where a new answer will be kept (`CacheMiss`), what
+the verification said (`Verification`), or the `Reply`. The loop hands each result to
+`State.take`, the one place the state is written."""
 
 from __future__ import annotations
 
@@ -65,13 +66,22 @@ class Chunks:
 
 
 @dataclass(frozen=True)
+class Verification:
+    """What the LLM said, asked whether a document says the answer (Verify): its probability
+    of yes (None when it reported none), and what the call cost."""
+
+    supported: float | None
+    usage: Usage | None = None
+
+
+@dataclass(frozen=True)
 class CacheMiss:
     """No cached answer means the same (CacheLookup): where the new answer will be kept."""
 
     key: CacheKey
 
 
-StageResult = SearchQuery | Queries | Documents | Chunks | CacheMiss | Reply
+StageResult = SearchQuery | Queries | Documents | Chunks | CacheMiss | Verification | Reply
 
 
 @dataclass(kw_only=True)
@@ -110,9 +120,10 @@ class RagState(State):
     search_query: str  # the query sanitized for Solr; rewriting may replace it
     queries: tuple[str, ...] = ()  # several (multi-query), else the search query alone
     cache_key: CacheKey | None = None  # where a new answer is kept (answer cache on)
+    supported: float | None = None  # the verification's probability of yes (grounding.verify)
 
     def take(self, result: StageResult) -> None:
-        if isinstance(result, SearchQuery | Queries) and result.usage is not None:
+        if isinstance(result, SearchQuery | Queries | Verification) and result.usage is not None:
             self.usages.append(result.usage)  # what the LLM call that wrote them cost
         match result:
             case SearchQuery(text):
@@ -121,6 +132,8 @@ class RagState(State):
                 self.queries = queries
             case CacheMiss(key):
                 self.cache_key = key
+            case Verification(supported):
+                self.supported = supported
             case _:
                 super().take(result)
 
@@ -151,7 +164,8 @@ class Stage(Protocol[S]):
     state and returns what it made (the loop writes it into the state)."""
 
     name: str
-    calls_llm: bool
+    calls_llm: bool  # skipped when the budget has only the calls kept for later stages left
+    # a stage whose calls earlier stages must leave it also says how many: `calls_kept`
 
     def wanted(self, state: S) -> bool:
         """Whether this request needs the stage (settings that turn it off leave it out of
@@ -166,6 +180,7 @@ class EveryRequest:
     (a chain's last call, the answer's, is always kept: see Pipeline)."""
 
     calls_llm: ClassVar[bool] = False
+    calls_kept: ClassVar[int] = 0
 
     def wanted(self, state: State) -> bool:
         return True
@@ -176,6 +191,7 @@ class WritesQueries:
     document (`id`)."""
 
     calls_llm: ClassVar[bool] = True
+    calls_kept: ClassVar[int] = 0
 
     def wanted(self, state: RagState) -> bool:
         return state.query.document_id is None

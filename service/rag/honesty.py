@@ -1,0 +1,36 @@
+"""Honesty: how a question's answer is kept honest, read once from the settings (llm.logprobs,
+grounding.verify, grounding.abstain.*, grounding.echo) by `service.rag.assemble`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from service.config import Settings
+
+
+@dataclass(frozen=True)
+class Honesty:
+    """The honest-answer settings of a request: what is asked of the LLM besides the answer,
+    and when the answer becomes the not-found sentence instead."""
+
+    logprobs: bool = False  # llm.logprobs: the answer's token probabilities asked for
+    verify: bool = False  # grounding.verify: "does a document say the answer?" asked first
+    abstain_not_found: float | None = None  # grounding.abstain.not.found
+    abstain_unsupported: float | None = None  # grounding.abstain.unsupported
+    echo: bool = True  # grounding.echo: an answer that only says the question back refused
+
+    @classmethod
+    def of(cls, settings: Settings) -> Honesty:
+        grounding = settings.grounding
+        return cls(
+            logprobs=settings.llm.logprobs,
+            verify=grounding.verify,
+            abstain_not_found=grounding.abstain_not_found,
+            abstain_unsupported=grounding.abstain_unsupported,
+            echo=grounding.echo,
+        )
+
+    @property
+    def verifying(self) -> bool:
+        """Whether the verification is asked: it is read from token probabilities."""
+        return self.verify and self.logprobs

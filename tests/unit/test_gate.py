@@ -1,0 +1,68 @@
+"""The Gate (issue 67): one object decides what of an answer being written may be shown; what
+it shows, then its rest, is the answer kept."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from service.chains.scaffolding import without_scaffolding
+from service.llm.types import TokenChoice
+from service.rag.gate import Gate
+from service.rag.stages.confidence import Doubt
+from service.rag.stages.echo import EchoCheck
+
+NOT_FOUND = "I could not find the answer in the documents."
+ANSWER = "Answer: The lamp was electrified in 1952 by the harbour board [1]."
+
+
+def _shown(gate: Gate, text: str, tokens: Sequence[TokenChoice] = ()) -> list[str]:
+    pieces = [gate.feed(text[i : i + 3], tokens) for i in range(0, len(text), 3)]
+    return [*pieces, gate.flush(tokens)]
+
+
+def test_what_is_shown_then_the_rest_is_the_kept_answer() -> None:
+    gate = Gate()
+    pieces = _shown(gate, ANSWER)
+    kept = without_scaffolding(ANSWER)
+    assert "".join(pieces) == kept == gate.shown
+    assert not pieces[0], "'Answer:' is held until it is known to be a label"
+    assert gate.rest(kept) == ""
+
+
+@dataclass
+class Until:
+    """A hold that holds until the kept text holds `word`."""
+
+    word: str
+
+    def holds(self, kept: str, tokens: Sequence[TokenChoice]) -> bool:
+        return self.word not in kept
+
+
+def test_a_hold_keeps_everything_back_until_it_lets_go_then_never_again() -> None:
+    gate = Gate(holds=[Until("electrified")])
+    pieces = _shown(gate, ANSWER)
+    first = next(i for i, piece in enumerate(pieces) if piece)
+    assert "electrified" in pieces[first]  # what was held comes at once
+    assert "".join(pieces) == without_scaffolding(ANSWER)
+
+
+def test_the_doubt_and_the_echo_check_hold_a_streamed_answer() -> None:
+    doubtful = [TokenChoice("I", -0.5, (("I", -0.5), ("The", -1.2)))]
+    doubt = Doubt(NOT_FOUND, threshold=0.5)
+    gate = Gate(holds=[doubt])
+    assert "".join(_shown(gate, ANSWER, doubtful)) == ""
+    assert gate.rest(NOT_FOUND) == NOT_FOUND  # the abstention, whole
+    echo = EchoCheck.of("When was the lamp electrified?", ["The lamp burned paraffin."])
+    gate = Gate(holds=[echo])
+    assert "".join(_shown(gate, "The lamp was electrified. [1]")) == ""
+    gate = Gate(holds=[echo])
+    assert "paraffin" in "".join(_shown(gate, "It burned paraffin until 1952 [1]."))
+
+
+def test_a_short_answers_citation_waits_for_the_end() -> None:
+    gate = Gate(citation_last=True)
+    shown = "".join(_shown(gate, "until 1952 [1]"))
+    assert shown == "until 1952"
+    assert gate.rest("until 1952 [2]") == " [2]"
