@@ -842,3 +842,16 @@ def test_a_synthesis_reads_what_its_filters_leave_and_passes_over_missing_ids(
     body = {"action": "synthesize", "filters": {"id": [*missing, "lighthouse"]}}
     answer = ok(client.post("/ai", json=body))
     assert [s["id"] for s in answer["sources"]] == ["lighthouse"]
+
+
+def test_review_a_synthesis_keeps_its_final_call_within_the_budget(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    """Review (issue 67's synthesis): the summaries spend llm.max.calls.per.request as if each
+    were the whole request; with 2 calls and 2 documents both summaries are written and the
+    final call, the one that makes the synthesis, fails with TooManyCalls after every call was
+    spent. A synthesis should keep one call for its final request (leaving a document out)."""
+    client = make_client({"ai.enable.summarization": True, "llm.max.calls.per.request": 2})
+    body = {"action": "synthesize", "filters": {"id": ["lighthouse", "orchard"]}}
+    response = client.post("/ai", json=body).json()
+    assert response["status"] == "OK", (len(llm.requests), response)
