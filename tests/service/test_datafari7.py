@@ -855,3 +855,19 @@ def test_review_a_synthesis_keeps_its_final_call_within_the_budget(
     body = {"action": "synthesize", "filters": {"id": ["lighthouse", "orchard"]}}
     response = client.post("/ai", json=body).json()
     assert response["status"] == "OK", (len(llm.requests), response)
+
+
+def test_review_out_of_steps_a_tool_call_written_as_text_never_streams(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    """Review (issue 68, item 5): out of steps, the agent's last request streams its text
+    sentence by sentence, unchecked: a tool call the model writes there as text (small models
+    do, on "Answer now") streams as message.delta and is the answer kept."""
+    client = make_client(AGENTIC)
+    llm.then(*(tool_call("get_document", document="lighthouse") for _ in range(3)))
+    llm.answer = lambda request: (
+        'I will search. {"name": "search", "arguments": {"query": "lighthouse keeper"}}'
+    )
+    sent = events(list(client.post("/ai/stream", json=AGENT_BODY).iter_lines()))
+    deltas = [data["text"] for data in of_type(sent, "message.delta")]
+    assert not any('"name"' in delta for delta in deltas), deltas
