@@ -18,6 +18,7 @@ from service.agents.custom import CustomTool
 from service.cache import AnswerCache
 from service.chains import PromptLibrary
 from service.config import Settings
+from service.conversations.store import ConversationStore
 from service.ingest.indexer import Indexer, indexer_for
 from service.ingest.partitions import Partitions
 from service.llm import ChatClient, EmbeddingsClient
@@ -58,6 +59,11 @@ class Snapshot:
     @cached_property
     def solr(self) -> SolrClient:
         return self._runtime.solr(self.settings)
+
+    @cached_property
+    def conversations(self) -> ConversationStore:
+        """The conversations (and memories) kept in Solr for their owners."""
+        return ConversationStore(self.solr, self.settings.conversations)
 
     @cached_property
     def llm(self) -> ChatClient:

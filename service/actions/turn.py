@@ -20,7 +20,7 @@ from service.actions.search import search
 from service.agents.agent import Agent
 from service.agents.choice import choose_agent
 from service.agents.tools import AnswerText
-from service.conversations import TITLE_CHARS, Conversation, ConversationStore
+from service.conversations import TITLE_CHARS, Conversation
 from service.conversations.memories import KeptMemories, Memories, Memory
 from service.errors import ConversationNotFound
 from service.llm import ChatMessage
@@ -55,10 +55,6 @@ class TurnRequest:
     filter_queries: tuple[str, ...] = ()  # a facet's filters
     conversation_id: str | None = None
     memory_id: str | None = None
-
-
-def store_of(snapshot: Snapshot) -> ConversationStore:
-    return ConversationStore(snapshot.solr, snapshot.settings.conversations)
 
 
 class Turn:
@@ -135,7 +131,7 @@ class Turn:
             return
         settings = self.snapshot.settings
         if settings.conversations.enabled:  # kept in Solr: any worker reads it
-            self.memory = await KeptMemories(store_of(self.snapshot)).open(
+            self.memory = await KeptMemories(self.snapshot.conversations).open(
                 owner, self.asked.memory_id
             )
         else:
@@ -143,7 +139,7 @@ class Turn:
         named = self.asked.conversation_id
         if not settings.conversations.enabled:
             return  # a conversationId is answered without one, as Datafari does
-        store = store_of(self.snapshot)
+        store = self.snapshot.conversations
         try:
             self.conversation = await store.open(owner, named)
         except ConversationNotFound:
@@ -191,14 +187,14 @@ class Turn:
         question = self.question
         if self.memory is not None and answer.message:
             if self.memory.kept is not None:
-                await KeptMemories(store_of(self.snapshot)).remember(
+                await KeptMemories(self.snapshot.conversations).remember(
                     self.memory, question, answer.message
                 )
             else:
                 self.memories.remember(self.memory, question, answer.message)
         if self.conversation is None:
             return None
-        self.conversation = await store_of(self.snapshot).append(
+        self.conversation = await self.snapshot.conversations.append(
             self.conversation, question, answer.message
         )
         return Kept(self.conversation.id, self.title)

@@ -123,7 +123,8 @@ class Agent:
                 results.append(f"{call.name}({call.arguments[:200]}):\n{result}")
                 answered.append(result)
             self._record(messages, written, calls, answered)
-        parts = AnswerParts()  # the answer, each sentence once, told to on_text as written
+        # the answer, each sentence once, told to on_text as written (never a call written)
+        parts = AnswerParts(tuple(self.catalog))
         if text is None:  # out of steps: the answer from what the tools returned
             self.progress("answer")
             found = "\n\n".join(results)[-4 * MAX_RESULT_CHARS :] or "(nothing)"

@@ -171,11 +171,16 @@ def custom_tools(folder: Path) -> dict[str, CustomTool]:
     path = folder / FILE_NAME
     if not path.is_file():
         return {}
-    if path.stat().st_size > MAX_FILE_BYTES:
+    try:
+        with path.open("rb") as file:  # one read of at most the limit: no stat-then-read race
+            raw = file.read(MAX_FILE_BYTES + 1)
+    except OSError as error:
+        raise CustomToolsError(f"{FILE_NAME} is not readable ({type(error).__name__})") from None
+    if len(raw) > MAX_FILE_BYTES:
         raise CustomToolsError(f"{FILE_NAME} is over {MAX_FILE_BYTES // 1024} KiB")
     try:
-        listed = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
+        listed = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError) as error:  # bad UTF-8, bad JSON, a 5,000-digit number
         raise CustomToolsError(
             f"{FILE_NAME} is not readable JSON ({type(error).__name__})"
         ) from None

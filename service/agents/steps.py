@@ -87,6 +87,7 @@ def without_repeats(text: str) -> str:
 
 
 _BETWEEN_SENTENCES = re.compile(r"(?<=[.!?])\s+(?=\S)")
+_OPENING = re.compile(r"(?:\s|```(?:json)?|\{)*$")
 
 
 class AnswerParts:
@@ -101,26 +102,42 @@ class AnswerParts:
         [' Then oil.']
     """
 
-    def __init__(self) -> None:
+    def __init__(self, tools: tuple[str, ...] = ()) -> None:
+        self.tools = tools  # a call to one of them written as text is no part of the answer
         self._pending = ""
+        self._held = False  # a JSON object began: held to the end (a tool call written?)
         self._seen: set[str] = set()
         self.text = ""  # the parts so far, joined
 
     def feed(self, text: str) -> list[str]:
         """The sentences `text` completes (a sentence is complete once what follows its end's
-        blanks begins)."""
+        blanks begins); from a `{` on, nothing until the end (`close`)."""
         self._pending = (self._pending + text).lstrip()
         shown = []
-        while (boundary := _BETWEEN_SENTENCES.search(self._pending)) is not None:
+        while not self._held:
+            brace = self._pending.find("{")
+            boundary = _BETWEEN_SENTENCES.search(self._pending)
+            if brace >= 0 and (boundary is None or brace < boundary.start()):
+                self._held = True  # a sentence with an object in it: decided at the end
+                break
+            if boundary is None:
+                break
             sentence = self._pending[: boundary.start()]
             self._pending = self._pending[boundary.end() :]
             shown += self._said(sentence)
         return shown
 
     def close(self) -> list[str]:
-        """The last sentence (the text has ended)."""
-        rest, self._pending = self._pending.rstrip(), ""
-        return self._said(rest) if rest else []
+        """The sentences left (the text has ended), up to a tool call written as text: it, and
+        the model's guess at its result after it, are dropped."""
+        rest, self._pending, self._held = self._pending.rstrip(), "", False
+        if (call := _written(rest, self.tools)) is not None:
+            rest = _OPENING.sub("", rest[: call[0]])  # a fence or a second brace before it
+        shown = []
+        while (boundary := _BETWEEN_SENTENCES.search(rest)) is not None:
+            shown += self._said(rest[: boundary.start()])
+            rest = rest[boundary.end() :]
+        return shown + (self._said(rest) if rest else [])
 
     def _said(self, sentence: str) -> list[str]:
         key = " ".join(sentence.lower().split())
@@ -151,6 +168,12 @@ def written_call(text: str, tools: tuple[str, ...]) -> tuple[ToolCall, ...]:
     do: a JSON object {"name": ..., "arguments": {...}}, fenced or not, even in double braces),
     when it names one of `tools`; the rest of such a text is the model's guess at the result,
     and is dropped."""
+    found = _written(text, tools)
+    return () if found is None else (found[1],)
+
+
+def _written(text: str, tools: tuple[str, ...]) -> tuple[int, ToolCall] | None:
+    """Where the first tool call written in `text` begins, and the call."""
     decoder = json.JSONDecoder()
     starts = [i for i, char in enumerate(text) if char == "{"][:MAX_WRITTEN_OBJECTS]
     for start in starts:
@@ -158,14 +181,18 @@ def written_call(text: str, tools: tuple[str, ...]) -> tuple[ToolCall, ...]:
             value, _ = decoder.raw_decode(text, start)
         except json.JSONDecodeError:
             continue
-        if (
-            isinstance(value, dict)
-            and value.get("name") in tools
-            and isinstance(value.get("arguments", {}), dict)
-        ):
-            arguments = json.dumps(value.get("arguments", {}))
-            return (ToolCall("call-written", str(value["name"]), arguments[:4_000]),)
-    return ()
+        if not isinstance(value, dict) or value.get("name") not in tools:
+            continue
+        given = value.get("arguments", {})
+        if isinstance(given, str):  # OpenAI's own wire form: the arguments as a JSON text
+            try:
+                given = json.loads(given)
+            except json.JSONDecodeError:
+                continue
+        if isinstance(given, dict):
+            arguments = json.dumps(given)[:4_000]
+            return start, ToolCall("call-written", str(value["name"]), arguments)
+    return None
 
 
 def assistant_message(text: str, calls: tuple[ToolCall, ...]) -> dict[str, Any]:

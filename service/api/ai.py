@@ -49,10 +49,9 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 from starlette.requests import HTTPConnection
 
 from service.actions import Turn, TurnRequest
-from service.actions.turn import store_of
 from service.api.auth import require_api_key
 from service.api.dependencies import CurrentSnapshot
-from service.api.door import caller_of
+from service.api.door import caller_of, owner_of
 from service.api.errors import documented_errors, error_response, log_failure, stays_http_error
 from service.api.fields import (
     MAX_HISTORY_MESSAGES,
@@ -66,7 +65,7 @@ from service.api.payload import json_route
 from service.api.protocols.datafari7 import FEATURES, AiError, AiEvents, AiResponse, error_of
 from service.api.protocols.driver import drive
 from service.api.protocols.ndjson import NDJSON_HEADERS, NDJSON_TYPE
-from service.errors import ServiceError, Unauthorized
+from service.errors import ServiceError
 from service.llm import ChatMessage
 from service.rag.reply import Answer
 from service.snapshot import Snapshot
@@ -343,7 +342,7 @@ async def conversation(
     conversation_id: str, request: Request, snapshot: CurrentSnapshot
 ) -> JSONResponse:
     """One of the caller's conversations: its messages, oldest first (another caller's: 404)."""
-    found = await store_of(snapshot).get(owner_of(request), conversation_id[:128])
+    found = await snapshot.conversations.get(owner_of(request), conversation_id[:128])
     messages = [{"role": m.role, "content": m.content} for m in found.messages]
     return JSONResponse(
         {"status": "OK", "content": {"conversationId": found.id, "messages": messages}}
@@ -355,7 +354,7 @@ async def delete_conversation(
     conversation_id: str, request: Request, snapshot: CurrentSnapshot
 ) -> JSONResponse:
     """Deletes one of the caller's conversations, at once (another caller's: 404)."""
-    await store_of(snapshot).delete(owner_of(request), conversation_id[:128])
+    await snapshot.conversations.delete(owner_of(request), conversation_id[:128])
     return JSONResponse({"status": "OK", "content": {"conversationId": conversation_id}})
 
 
@@ -373,15 +372,3 @@ def turn_of(
         owner=caller.owner,
         memories=runtime.memories,
     )
-
-
-def owner_of(request: Request) -> str:
-    """Whose conversations the caller reads (service.api.identity: the person, else the key);
-    Unauthorized for an anonymous caller, who owns none."""
-    owner = caller_of(request).owner
-    if owner is None:
-        raise Unauthorized(
-            "the conversations are an authenticated caller's: send an API key (api.keys) or "
-            "an identity token naming its person (security.identity=jwt, with a sub)"
-        )
-    return owner

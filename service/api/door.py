@@ -35,7 +35,7 @@ from service.api.errors import error_response
 from service.api.identity import Caller, identify
 from service.api.llm_work import ALWAYS_ADMITTED, DEADLINE_SHARE, Callers, LlmPace, calls_the_llm
 from service.config.settings import Settings
-from service.errors import Forbidden, LlmBusy, ServiceError
+from service.errors import Forbidden, LlmBusy, ServiceError, Unauthorized
 from service.models.local import LOCAL_MODELS
 from service.observability import Work, work_var
 
@@ -55,6 +55,18 @@ def caller_of(connection: HTTPConnection) -> Caller:
         caller = identify(connection, connection.app.state.runtime.settings())
         state["caller"] = caller
     return caller
+
+
+def owner_of(connection: HTTPConnection) -> str:
+    """Whose conversations the caller reads (service.api.identity: the person, else the key);
+    Unauthorized for an anonymous caller, who owns none."""
+    owner = caller_of(connection).owner
+    if owner is None:
+        raise Unauthorized(
+            "the conversations are an authenticated caller's: send an API key (api.keys) or "
+            "an identity token naming its person (security.identity=jwt, with a sub)"
+        )
+    return owner
 
 
 def admission_on(settings: Settings) -> bool:

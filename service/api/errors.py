@@ -49,12 +49,6 @@ _FEATURES = (
 )
 
 
-def feature_of(request: Request) -> str:
-    """Datafari's label prefix: `summarization...` for /ai/summarize, `rag...` for /ai/rag;
-    ours (`ingestion...`, `search...`) for the other endpoints."""
-    return feature_for(request.url.path)
-
-
 def feature_for(path: str) -> str:
     return next((name for prefix, name in _FEATURES if path.startswith(prefix)), "rag")
 

@@ -1,7 +1,7 @@
 """POST /v1/chat/completions and GET /v1/models: the OpenAI API over the search index.
 
 Parse, hand the request to the pipeline, render: the rules that make a chat request a RAG
-request (KAITO RAGEngine's, seeds 000/001, grounded by default) are service.conversation's.
+request (KAITO RAGEngine's, seeds 000/001, grounded by default) are service.api.conversation's.
 Requests for the LLM as it is are relayed only with `openai.passthrough.enabled` (else a
 400), so the service is no open LLM proxy. Answers are OpenAI chat completions (or chunks,
 streamed) with the sources as `sources`, `citations` and, for the rag* models, a Sources list
@@ -115,7 +115,7 @@ def _card(model_id: str) -> Model:
     },
 )
 async def chat_completions(request: Request, snapshot: CurrentSnapshot) -> Response:
-    """An OpenAI chat completion answered from the index (service.conversation's rules), or
+    """An OpenAI chat completion answered from the index (service.api.conversation's rules), or
     relayed to the LLM as it is (openai.passthrough.enabled)."""
     chat = ChatCompletionRequest.parse(await _json_body(request))
     settings = snapshot.settings
@@ -160,7 +160,8 @@ async def _relay(snapshot: Snapshot, body: dict[str, Any]) -> Response:
                 yield chunk
         except httpx.HTTPError as error:
             broken = UpstreamBadResponse(f"the LLM broke off the stream ({type(error).__name__})")
-            yield sse_event(openai_body_of(broken)).encode()
+            # a line of its own (the upstream may have stopped mid-line), then the end
+            yield ("\n\n" + sse_event(openai_body_of(broken)) + "data: [DONE]\n\n").encode()
         finally:
             await upstream.aclose()
 

@@ -24,10 +24,9 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from service.actions.turn import store_of
-from service.api.ai import owner_of
 from service.api.auth import require_api_key
 from service.api.dependencies import CurrentSnapshot
+from service.api.door import owner_of
 from service.api.errors import documented_errors
 from service.api.payload import json_route
 from service.conversations import Conversation
@@ -61,7 +60,7 @@ def _listed(conversation: Conversation) -> dict[str, str]:
 async def _panel(owner: str, snapshot: Snapshot, conversation_id: str | None) -> JSONResponse:
     """What Datafari's panel reads: the caller's conversations, and the named one (else the
     latest) with its messages."""
-    store = store_of(snapshot)
+    store = snapshot.conversations
     conversations = await store.listed(owner)
     shown: Conversation | None = None
     if conversation_id is not None:
@@ -98,7 +97,7 @@ async def conversations(
 async def new_conversation(request: Request, snapshot: CurrentSnapshot) -> JSONResponse:
     """A new, empty conversation ("New conversation"), then the panel showing it."""
     owner = owner_of(request)
-    store = store_of(snapshot)
+    store = snapshot.conversations
     made = await store.add(await store.open(owner, None))
     return await _panel(owner, snapshot, made.id)
 
@@ -107,7 +106,7 @@ async def new_conversation(request: Request, snapshot: CurrentSnapshot) -> JSONR
 async def rename(body: Rename, request: Request, snapshot: CurrentSnapshot) -> JSONResponse:
     """One of the caller's conversations, titled anew."""
     owner = owner_of(request)
-    renamed = await store_of(snapshot).rename(owner, body.conversationId, body.title)
+    renamed = await snapshot.conversations.rename(owner, body.conversationId, body.title)
     return JSONResponse(
         {"status": "OK", "content": {"conversationId": renamed.id, "title": renamed.title}}
     )
@@ -120,7 +119,7 @@ async def delete(
     """One of the caller's conversations deleted, then the panel without it."""
     owner = owner_of(request)
     if conversationId is not None:
-        await store_of(snapshot).delete(owner, conversationId)
+        await snapshot.conversations.delete(owner, conversationId)
     return await _panel(owner, snapshot, None)
 
 
@@ -131,7 +130,7 @@ async def add_message(
     """A message kept in one of the caller's conversations (none named: a new one, titled
     with the message)."""
     owner = owner_of(request)
-    store = store_of(snapshot)
+    store = snapshot.conversations
     conversation = await store.open(owner, body.conversationId)
     kept = await store.add(conversation, ChatMessage(body.role, body.content))
     return JSONResponse({"status": "OK", "content": {"conversationId": kept.id}})

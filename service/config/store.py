@@ -291,6 +291,13 @@ class ConfigStore:
         except ConfigError as error:
             log.error("configuration not reloaded, keeping the previous one: %s", error)
             return
+        except Exception as error:  # a file no check foresaw: still the previous one serves
+            log.error(
+                "configuration not reloaded, keeping the previous one: %s reading %s",
+                type(error).__name__,
+                self.path.parent,
+            )
+            return
         self._settings, self._tools = settings, tools
         log.info("configuration reloaded from %s", self.path)
 

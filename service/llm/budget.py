@@ -7,6 +7,9 @@ still cannot run past the limit.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from service.errors import TooManyCalls
 
 
@@ -33,6 +36,16 @@ class CallBudget:
     def spare(self) -> int:
         """What a stage before the answer may still spend: what is left past the kept calls."""
         return self.left - self.kept
+
+    @contextmanager
+    def reserving(self, count: int) -> Iterator[None]:
+        """The budget `count` calls smaller while the block runs: work that plans with what is
+        left (a synthesis's summaries) leaves them for what follows (its final request)."""
+        self.limit -= count
+        try:
+            yield
+        finally:
+            self.limit += count
 
     def spend(self) -> None:
         """Counts one call; raises TooManyCalls when none is left."""

@@ -65,7 +65,7 @@ class Pipeline(Generic[Q, S]):
         for at, stage in enumerate(self.stages):
             # the calls the stages after this one make (the verification's, the answer's)
             # are kept for them; one is always kept for the answer
-            calls.kept = max(1, sum(calls_kept(later) for later in self.stages[at + 1 :]))
+            calls.kept = max(1, sum(calls_kept(later, state) for later in self.stages[at + 1 :]))
             if stage.calls_llm and calls.spare <= 0:
                 continue
             if not stage.wanted(state):
@@ -81,8 +81,10 @@ class Pipeline(Generic[Q, S]):
         raise RuntimeError(f"no stage made the reply ({names}): the last must be a chain")
 
 
-def calls_kept(stage: object) -> int:
-    """The LLM calls earlier stages must leave `stage` (its `calls_kept`; none when it says
-    nothing)."""
-    kept = getattr(stage, "calls_kept", 0)
+def calls_kept(stage: object, state: object) -> int:
+    """The LLM calls earlier stages must leave `stage`: its `keeps(state)` when it knows from
+    the request whether it will run (Verify: never for a caller's JSON), else its
+    `calls_kept`; none when it says nothing."""
+    keeps = getattr(stage, "keeps", None)
+    kept = keeps(state) if callable(keeps) else getattr(stage, "calls_kept", 0)
     return kept if isinstance(kept, int) else 0

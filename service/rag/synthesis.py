@@ -18,7 +18,13 @@ from dataclasses import dataclass, replace
 
 from service.chains.prompts import language_name
 from service.deadline import Deadline
-from service.errors import DocumentNotFound, EmptyDocument, NoFileContent, SummarySourceNotFound
+from service.errors import (
+    DocumentNotFound,
+    EmptyDocument,
+    NoFileContent,
+    SummarySourceNotFound,
+    TooManyCalls,
+)
 from service.llm import ChatMessage
 from service.rag import assemble
 from service.rag.reply import Answer, AnswerDocument
@@ -61,23 +67,37 @@ async def _synthesize(
     tell("synthesis:start")
     summaries: list[AnswerDocument] = []
     answer = Answer(message="", documents=[])
-    for document_id in ids:
-        if len(summaries) == SYNTHESIS_MAX_FILES:
-            break
-        wanted = min(SYNTHESIS_MAX_FILES, len(ids))
-        tell(f"synthesis:summary generation ({len(summaries) + 1}/{wanted})")
-        asked = SummarizeQuery(document_id=document_id, lang=query.lang, scope=query.scope)
-        try:
-            summary = await (await assemble.summarize(snapshot, asked)).complete()
-        except (DocumentNotFound, SummarySourceNotFound, EmptyDocument) as skipped:
-            log.info("synthesis: %s left out (%s)", document_id[:64], skipped.reason)
-            continue
-        answer.llm_calls += summary.llm_calls
-        answer.usage += summary.usage
-        source = summary.documents[0] if summary.documents else None
-        title, url = (source.title, source.url) if source else (document_id, "")
-        summaries.append(AnswerDocument(document_id, title, url, summary.message,
-                                        len(summaries) + 1, cited=False))  # fmt: skip
+    calls = snapshot.llm.calls
+    with calls.reserving(1):  # the final request's call: the summaries never spend it
+        for document_id in ids:
+            if len(summaries) == SYNTHESIS_MAX_FILES:
+                break
+            if calls.left <= 0:  # the documents past the budget are left out
+                if summaries:
+                    break
+                raise TooManyCalls(
+                    "a synthesis needs at least 2 LLM calls (a summary, then the synthesis): "
+                    f"raise llm.max.calls.per.request (now {calls.limit + 1})"
+                )
+            wanted = min(SYNTHESIS_MAX_FILES, len(ids))
+            tell(f"synthesis:summary generation ({len(summaries) + 1}/{wanted})")
+            asked = SummarizeQuery(document_id=document_id, lang=query.lang, scope=query.scope)
+            try:
+                summary = await (await assemble.summarize(snapshot, asked)).complete()
+            except (DocumentNotFound, SummarySourceNotFound, EmptyDocument) as skipped:
+                log.info("synthesis: %s left out (%s)", document_id[:64], skipped.reason)
+                continue
+            except TooManyCalls:
+                if not summaries:
+                    raise
+                log.info("synthesis: %s left out (llm.max.calls.per.request)", document_id[:64])
+                break
+            answer.llm_calls += summary.llm_calls
+            answer.usage += summary.usage
+            source = summary.documents[0] if summary.documents else None
+            title, url = (source.title, source.url) if source else (document_id, "")
+            summaries.append(AnswerDocument(document_id, title, url, summary.message,
+                                            len(summaries) + 1, cited=False))  # fmt: skip
     if not summaries:
         raise NoFileContent(f"none of the {len(ids)} document(s) could be read")
     tell("synthesis:generation")

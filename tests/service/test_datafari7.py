@@ -844,25 +844,24 @@ def test_a_synthesis_reads_what_its_filters_leave_and_passes_over_missing_ids(
     assert [s["id"] for s in answer["sources"]] == ["lighthouse"]
 
 
-def test_review_a_synthesis_keeps_its_final_call_within_the_budget(
+def test_a_synthesis_keeps_its_final_call_within_the_budget(
     make_client: ClientFactory, llm: LLMScript
 ) -> None:
-    """Review (issue 67's synthesis): the summaries spend llm.max.calls.per.request as if each
-    were the whole request; with 2 calls and 2 documents both summaries are written and the
-    final call, the one that makes the synthesis, fails with TooManyCalls after every call was
-    spent. A synthesis should keep one call for its final request (leaving a document out)."""
+    """Issue 67 review: the summaries never spend the synthesis's own call; with 2 calls and
+    2 documents one summary is written, the other document left out, and the synthesis made
+    (it failed with TooManyCalls after both summaries spent the budget)."""
     client = make_client({"ai.enable.summarization": True, "llm.max.calls.per.request": 2})
     body = {"action": "synthesize", "filters": {"id": ["lighthouse", "orchard"]}}
     response = client.post("/ai", json=body).json()
     assert response["status"] == "OK", (len(llm.requests), response)
+    assert len(llm.requests) == 2 and len(response["content"]["sources"]) == 1
 
 
-def test_review_out_of_steps_a_tool_call_written_as_text_never_streams(
+def test_out_of_steps_a_tool_call_written_as_text_never_streams(
     make_client: ClientFactory, llm: LLMScript
 ) -> None:
-    """Review (issue 68, item 5): out of steps, the agent's last request streams its text
-    sentence by sentence, unchecked: a tool call the model writes there as text (small models
-    do, on "Answer now") streams as message.delta and is the answer kept."""
+    """Issue 68 item 5, review: out of steps, a tool call the model writes as text in its last
+    request (small models do, on "Answer now") neither streams nor is kept."""
     client = make_client(AGENTIC)
     llm.then(*(tool_call("get_document", document="lighthouse") for _ in range(3)))
     llm.answer = lambda request: (
@@ -870,4 +869,5 @@ def test_review_out_of_steps_a_tool_call_written_as_text_never_streams(
     )
     sent = events(list(client.post("/ai/stream", json=AGENT_BODY).iter_lines()))
     deltas = [data["text"] for data in of_type(sent, "message.delta")]
-    assert not any('"name"' in delta for delta in deltas), deltas
+    assert deltas == ["I will search."], deltas
+    assert of_type(sent, "message.final")[0]["text"] == "I will search."

@@ -328,36 +328,25 @@ def test_an_edited_template_s_own_sentence_is_what_the_stream_leaves_out(
     assert streamed == done["message"]
 
 
-def test_review_a_verification_that_will_not_run_starves_grading(
+def test_a_verification_that_will_not_run_keeps_no_call_from_grading(
     make_client: ClientFactory, llm: LLMScript
 ) -> None:
-    """Review (issue 67): Verify keeps its call (calls_kept = 1) whether or not it is wanted.
-    A caller's JSON answer is never verified (Verify.wanted), yet with grading on and
-    llm.max.calls.per.request = 2 grading is skipped: the call kept for the verification is
-    never spent. Before Verify was a stage, grading had that call."""
-    client = make_client({
-        "retrieval.method": "bm25", **VERIFIED, "rag.grading.enabled": True,
-        "rag.grading.min": "LOW", "chunking.maxFiles": 5, "prompt.max.request.size": 1400,
-        "llm.maxTokens": 50, "llm.max.calls.per.request": 2,
-    })  # fmt: skip
-    llm.answer = lambda request: '{"answer": "yes"}'
-    form = {"type": "json_schema", "json_schema": {"name": "a", "schema": {"type": "object"}}}
-    question = [{"role": "user", "content": "glacier survey"}]
-    response = client.post("/v1/chat/completions",
-                           json={"model": "rag", "messages": question, "response_format": form})  # fmt: skip
-    assert response.status_code == 200, response.text
-    assert not any("Does a document above say" in r.prompt for r in llm.requests)
-    sent = [r.prompt[:60] for r in llm.requests]
-    graded = any("You grade how relevant" in prompt for prompt in sent)
-    # the control: grounding.verify off, the same request grades
-    unverified = make_client({
+    """Issue 67 review: Verify keeps a call only when it will ask. A caller's JSON answer is
+    never verified, so with grading on and llm.max.calls.per.request = 2, grading has its
+    call, as with grounding.verify off (before Verify was a stage, grading had it too)."""
+    budget = {
         "retrieval.method": "bm25", "rag.grading.enabled": True, "rag.grading.min": "LOW",
         "chunking.maxFiles": 5, "prompt.max.request.size": 1400, "llm.maxTokens": 50,
         "llm.max.calls.per.request": 2,
-    })  # fmt: skip
-    llm.reset()
-    llm.answer = lambda request: '{"answer": "yes"}'
-    unverified.post("/v1/chat/completions",
-                    json={"model": "rag", "messages": question, "response_format": form})  # fmt: skip
-    assert any("You grade how relevant" in r.prompt for r in llm.requests), "control"
-    assert graded, sent
+    }  # fmt: skip
+    form = {"type": "json_schema", "json_schema": {"name": "a", "schema": {"type": "object"}}}
+    body = {"model": "rag", "messages": [{"role": "user", "content": "glacier survey"}],
+            "response_format": form}  # fmt: skip
+    for settings in ({**budget, **VERIFIED}, budget):
+        llm.reset()
+        llm.answer = lambda request: '{"answer": "yes"}'
+        response = make_client(settings).post("/v1/chat/completions", json=body)
+        assert response.status_code == 200, response.text
+        prompts = [r.prompt for r in llm.requests]
+        assert not any("Does a document above say" in prompt for prompt in prompts)
+        assert any("You grade how relevant" in prompt for prompt in prompts), prompts

@@ -118,3 +118,26 @@ def test_a_file_broken_while_serving_keeps_the_last_good_tools(
     assert "configuration not reloaded" in caplog.text and "named twice" in caplog.text
     (tmp_path / FILE_NAME).unlink()  # no file: no custom tools
     assert store.custom_tools() == {}
+
+
+# a file json.loads refuses with a plain ValueError (an integer of more digits than Python
+# converts: 4,300): the ConfigError naming the file at start, the last good tools while serving
+HUGE_NUMBER = "[" + "9" * 5000 + "]"  # 5 KB, well within MAX_FILE_BYTES
+
+
+def test_a_file_with_a_huge_number_stops_the_start_naming_the_file(tmp_path: Path) -> None:
+    (tmp_path / FILE_NAME).write_text(HUGE_NUMBER)
+    with pytest.raises(ConfigError):
+        ConfigStore(config_beside(tmp_path), env={})
+
+
+def test_a_file_with_a_huge_number_while_serving_keeps_the_last_good_tools(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    write(tmp_path, [SEARCH])
+    store = ConfigStore(config_beside(tmp_path), env={})
+    kept = store.custom_tools()
+    (tmp_path / FILE_NAME).write_text(HUGE_NUMBER)
+    with caplog.at_level(logging.ERROR, logger="service.config.store"):
+        assert store.custom_tools() is kept  # raises ValueError today
+    assert "configuration not reloaded" in caplog.text

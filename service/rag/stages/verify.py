@@ -34,6 +34,15 @@ class Verify:
     calls_llm: ClassVar[bool] = True
     calls_kept: ClassVar[int] = 1
 
+    def keeps(self, state: RagState) -> int:
+        """The call earlier stages leave it: none when it will not ask (a caller's JSON; an
+        answer its chunks, known by now, make more than one request), else one."""
+        if state.query.options.form.json:
+            return 0
+        if self.strategy != "stuff" and state.chunks:
+            return 1 if self._stuff(state).fits_in_one_request(state.chunks) else 0
+        return 1
+
     def wanted(self, state: RagState) -> bool:
         if not state.chunks or state.query.options.form.json:
             return False
