@@ -76,18 +76,8 @@ class CustomTool:
 
     @property
     def spec(self) -> dict[str, Any]:
-        """The tool as OpenAI's tools API and our JSON steps describe it."""
-        return {
-            "description": self.description,
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    name: {"type": "string", "description": what}
-                    for name, what in self.parameters.items()
-                },
-                "required": list(self.required),
-            },
-        }
+        """The tool as OpenAI's tools API and our JSON steps describe it (the registry's)."""
+        return self.tool.spec
 
     @property
     def tool(self) -> Tool:
