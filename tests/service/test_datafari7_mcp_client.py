@@ -27,7 +27,8 @@ DEFAULT_FL = (
     "title,url,id,docId,extension,preview_content,last_modified,crawl_date,author,"
     "original_file_size,emptied,repo_source"
 )
-# the JDK's HttpClient, under Spring's RestClient; on http:// it offers HTTP/2 as an upgrade
+# RestClient's default transport, the JDK's HttpClient (its pom brings no Apache, Jetty or
+# Reactor Netty client): on http:// it offers HTTP/2 as an upgrade, answered in HTTP/1.1
 JDK = [
     ("Connection", "Upgrade, HTTP2-Settings"),
     ("HTTP2-Settings", "AAEAAEAAAAIAAAABAAMAAABkAAQBAAAAAAUAAEAA"),
