@@ -298,6 +298,7 @@ def main(argv: list[str] | None = None) -> None:
                     f"status={row['status']} {(row['message'] or row['reason'])[:80]!r}",
                     flush=True,
                 )
+                print(f"row {json.dumps(row)}", flush=True)  # a run cut short is still read
     settings = (["rerank (local cross-encoder)"] if args.rerank else []) + args.set
     settings += ["ceiling: the gold paragraph alone"] if args.ceiling else []
     settings += [f"agentic: agent {args.agent}"] if "agentic" in actions else []
