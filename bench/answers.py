@@ -21,9 +21,14 @@ answer's words; rows are also summed up by question kind and source (`title/cnil
 asked "What is <topic>?" of each (no gold answer: wrong abstentions are the measure), then
 `--unanswerable` off-topic SQuAD questions.
 
+`--action rag --action agentic`: each question asked of both, the agent (`--agent`, Datafari's
+`generic` by default) through POST /ai with the body Datafari 7's MCP server sends; the rows
+are summed up per action too.
+
     python -m bench.answers [--model NAME | --llm-url URL --llm-model NAME] [--rerank]
                             [--collection squad|french|samples] [--answerable 20]
                             [--unanswerable 10] [--set KEY=VALUE ...]
+                            [--action rag --action agentic [--agent generic]]
 """
 
 from __future__ import annotations
