@@ -21,9 +21,14 @@ answer's words; rows are also summed up by question kind and source (`title/cnil
 asked "What is <topic>?" of each (no gold answer: wrong abstentions are the measure), then
 `--unanswerable` off-topic SQuAD questions.
 
+`--action rag --action agentic`: each question asked of both, the agent (`--agent`, Datafari's
+`generic` by default) through POST /ai with the body Datafari 7's MCP server sends; the rows
+are summed up per action too.
+
     python -m bench.answers [--model NAME | --llm-url URL --llm-model NAME] [--rerank]
                             [--collection squad|french|samples] [--answerable 20]
                             [--unanswerable 10] [--set KEY=VALUE ...]
+                            [--action rag --action agentic [--agent generic]]
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ import json
 import logging
 import random
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -52,7 +58,7 @@ from bench.support import (
 )
 from service.api.app import create_app
 from service.config import settings_from_mapping
-from service.evaluation import Expected, ask, scored, summary
+from service.evaluation import Answered, Expected, ask, scored, summary
 from service.ingest import SourceDocument
 from service.ingest.indexer import indexer_for
 from service.llm.embeddings import embeddings_client
@@ -91,11 +97,12 @@ def french_sample(count: int) -> list[tuple[Expected, str]]:
     ]  # fmt: skip
 
 
-def samples_sample(offtopic: int) -> list[Expected]:
-    """The sample corpus `make run` indexes: "What is <topic>?" for each of its topics (all
-    answerable: wrong abstentions are what is measured), then `offtopic` SQuAD questions
-    (Wikipedia; nothing in Python's docs answers them), as bench.offtopic asks them."""
-    documents = corpus("samples")
+def samples_sample(offtopic: int, topics: int | None = None) -> list[Expected]:
+    """The sample corpus `make run` indexes: "What is <topic>?" for each of its topics (or its
+    first `topics`; all answerable: wrong abstentions are what is measured), then `offtopic`
+    SQuAD questions (Wikipedia; nothing in Python's docs answers them), as bench.offtopic asks
+    them."""
+    documents = corpus("samples")[:topics]
     asked = [json.loads(line) for line in (SQUAD / "questions.jsonl").open(encoding="utf-8")]
     chosen = random.Random(32).sample(asked, len(asked))
     away = [q["question"] for q in chosen if q["answerable"]][:offtopic]
@@ -183,6 +190,28 @@ def served(
                 yield http, model
 
 
+def ask_datafari(http: httpx.Client, expected: Expected, action: str, agent: str) -> Answered:
+    """POST /ai `expected`'s question as Datafari 7's clients ask it (its MCP server: `action`,
+    `agent`, empty filters and history), read as `ask`'s answer: a service error (HTTP 200,
+    status ERROR) is its code's status, so a 428 is an abstention as /ai/rag's is."""
+    asked = {"query": expected.question, "action": action, "filters": {}, "history": []}
+    asked |= {"agent": agent} if agent else {}
+    asked |= {"lang": expected.lang} if expected.lang else {}
+    started = time.perf_counter()
+    response = http.post("/ai", json=asked)
+    seconds = time.perf_counter() - started
+    try:
+        body = response.json()
+    except ValueError:
+        return Answered(response.status_code, {}, seconds)
+    content = body.get("content") or {}
+    if body.get("status") != "OK":
+        code = str((content.get("error") or {}).get("code", "500"))
+        status = int(code) if code.isdigit() else 500
+        return Answered(status, {"content": content.get("error") or {}}, seconds)
+    return Answered(response.status_code, body, seconds)
+
+
 class _Warnings(logging.Handler):
     """Counts the service's warnings by logger: a fallback (an LLM's JSON that could not be
     used by multi-query, grading or the grounding judge) is one."""
@@ -207,7 +236,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--context", type=int, default=packaged.CONTEXT_TOKENS, help="llama.cpp's context tokens"
     )
-    parser.add_argument("--answerable", type=int, default=20)
+    parser.add_argument(
+        "--answerable", type=int, help="answerable questions (default 20; samples: every topic)"
+    )
     parser.add_argument("--unanswerable", type=int, default=10)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--no-ingest", action="store_true", help="--solr-url holds the set")
@@ -226,43 +257,72 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="the ceiling row: each question asked of its gold paragraph alone (/ai/rag's id)",
     )
+    parser.add_argument(
+        "--action",
+        action="append",
+        choices=["rag", "agentic"],
+        help="rag: /ai/rag, streamed (the default); agentic: POST /ai action agentic, as "
+        "Datafari 7's MCP server asks it; given twice, each question is asked of both",
+    )
+    parser.add_argument(
+        "--agent", default="generic", help="the agent action agentic names (Datafari's default)"
+    )
     args = parser.parse_args(argv)
+    actions = args.action or ["rag"]
     warnings = _Warnings()
     logging.getLogger("service").addHandler(warnings)
     if args.collection == "french":
         if not (FRENCH / "questions.jsonl").is_file():
             raise SystemExit(f"bench.answers: no French set at {FRENCH}")
-        grouped = french_sample(args.answerable)
+        grouped = french_sample(20 if args.answerable is None else args.answerable)
         questions, groups = [q for q, _ in grouped], [g for _, g in grouped]
     elif args.collection == "samples":
-        questions = samples_sample(args.unanswerable)
+        questions = samples_sample(args.unanswerable, args.answerable)
         groups = ["off-topic" if q.no_answer else "topic" for q in questions]
     else:
-        questions = sample(args.answerable, args.unanswerable)
+        questions = sample(20 if args.answerable is None else args.answerable, args.unanswerable)
         groups = ["answerable" if q.answers else "unanswerable" for q in questions]
     rows = []
-    rerank = {"rerank.enabled": "true"} if args.rerank else {}
-    with served(args, args.collection, rerank) as (http, model):
+    overrides = {"rerank.enabled": "true"} if args.rerank else {}
+    overrides |= {"agentic.enabled": "true"} if "agentic" in actions else {}
+    with served(args, args.collection, overrides) as (http, model):
         for number, question in enumerate(questions, start=1):
-            more = {"id": next(iter(question.documents))} if args.ceiling else {}
-            row = scored(question, ask(http, question, **more))
-            rows.append(row)
-            print(
-                f"{number}/{len(questions)} {row['seconds']:.1f}s (first words "
-                f"{row['first_words'] or 0:.1f}s) f1={row['f1'] or 0:.2f} "
-                f"abstained={row['abstained']} {row['message'][:80]!r}",
-                flush=True,
-            )
+            for action in actions:
+                more = {"id": next(iter(question.documents))} if args.ceiling else {}
+                answered = (
+                    ask(http, question, **more)
+                    if action == "rag"
+                    else ask_datafari(http, question, action, args.agent)
+                )
+                row = {**scored(question, answered), "action": action}
+                rows.append(row)
+                print(
+                    f"{number}/{len(questions)} {action:7} {row['seconds']:.1f}s (first words "
+                    f"{row['first_words'] or 0:.1f}s) f1={row['f1'] or 0:.2f} "
+                    f"abstained={row['abstained']} calls={row['llm_calls']} "
+                    f"status={row['status']} {(row['message'] or row['reason'])[:80]!r}",
+                    flush=True,
+                )
+                print(f"row {json.dumps(row)}", flush=True)  # a run cut short is still read
     settings = (["rerank (local cross-encoder)"] if args.rerank else []) + args.set
     settings += ["ceiling: the gold paragraph alone"] if args.ceiling else []
-    for row, group in zip(rows, groups, strict=True):
+    settings += [f"agentic: agent {args.agent}"] if "agentic" in actions else []
+    for row, group in zip(rows, [g for g in groups for _ in actions], strict=True):
         row["group"] = group
     by_group = {group: summary([r for r in rows if r["group"] == group]) for group in set(groups)}
     result = {"model": model, "collection": args.collection, "settings": settings,
               **summary(rows), "groups": by_group,
               "warnings": dict(warnings.counts)}  # fmt: skip
+    if len(actions) > 1:  # each action's rows apart (the questions are the same)
+        result["actions"] = {
+            action: {**summary(mine := [r for r in rows if r["action"] == action]),
+                     "groups": {g: summary([r for r in mine if r["group"] == g])
+                                for g in set(groups)}}
+            for action in actions
+        }  # fmt: skip
     print(json.dumps(result, indent=1))
     name = f"answers-{model}" + ("" if args.collection == "squad" else f"-{args.collection}")
+    name += "" if actions == ["rag"] else "-" + "-".join(actions)
     save_results(name, {"summary": result, "rows": rows})
 
 

@@ -29,6 +29,7 @@ import logging
 import time
 import uuid
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from fastapi import APIRouter, WebSocket
@@ -170,13 +171,7 @@ async def _answer(websocket: WebSocket, text: str, refused: Refusals) -> int:
         refused.count += 1
         if refused.count > MAX_REFUSED:
             raise Closing(1003, "too many messages that are not ai.request")
-        if problem is not None:
-            reason = problem
-        elif message is NOT_JSON:
-            reason = "not JSON"
-        else:
-            reason = f"type {str(kind)[:64]!r}, or no data"
-        for line in stream.refused(BadRequest(f"Unsupported WebSocket message: {reason}"), None):
+        for line in _refusal(stream, message, problem):
             await _send(websocket, line)
         return 400
     try:
@@ -204,6 +199,31 @@ async def _answer(websocket: WebSocket, text: str, refused: Refusals) -> int:
             await _send(websocket, line)
         return error.status
     return events.status
+
+
+def _refusal(stream: EventStream, message: object, problem: str | None) -> Iterator[str]:
+    """Why a message is not a request. A JSON object of another `type`, or an ai.request
+    without data, is answered as Datafari's AiWebSocketHandler answers it: the error alone
+    (label "Bad request"), then the end of the stream; what is not a JSON object, or an
+    ai.request whose data is not one, is refused as an invalid body is (with its reason)."""
+    if isinstance(message, dict) and problem is None:
+        kind = message.get("type")
+        why: tuple[str, str] | None
+        if kind != "ai.request":
+            why = "Unsupported WebSocket message type", "" if kind is None else str(kind)[:64]
+        elif message.get("data") is None:
+            why = "Missing AiRequest data", "data is required"
+        else:
+            why = None
+        if why is not None:
+            yield stream.event("error", code="400", label="Bad request", message=why[0],
+                               reason=why[1])  # fmt: skip
+            yield stream.completed("ERROR")
+            return
+    if problem is None and message is NOT_JSON:
+        problem = "not JSON"
+    reason = problem or ("data is not an object" if isinstance(message, dict) else "not an object")
+    yield from stream.refused(BadRequest(f"Unsupported WebSocket message: {reason}"), None)
 
 
 async def _turn(websocket: WebSocket, text: str, refused: Refusals, request_id: str) -> None:

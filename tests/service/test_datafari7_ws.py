@@ -7,20 +7,23 @@ from __future__ import annotations
 import json
 
 import pytest
+import websockets.sync.client as ws_client
 from fastapi.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
 from service.api.ai_ws import MAX_MESSAGE_BYTES, MAX_REFUSED, READ_AHEAD
 from testing.llm_server import LLMScript, Step
-from testing.service import ClientFactory
+from testing.service import ClientFactory, ServiceFactory
 from tests.service.test_datafari7_conformance import ANSWERED, FAILED, RAG, conforming, shape
 
 
 def turn(websocket: object) -> list[dict]:
-    """The events of one answer, up to stream.completed, checked against the catalogue."""
+    """The events of one answer, up to stream.completed, checked against the catalogue (a
+    test client's socket, or a real one's)."""
     lines = []
     while True:
-        line = websocket.receive_text()  # type: ignore[attr-defined]
+        receive = getattr(websocket, "receive_text", None)
+        line = receive() if receive else websocket.recv(timeout=120)  # type: ignore[attr-defined]
         lines.append(line)
         if json.loads(line)["type"] == "stream.completed":
             return conforming("\n".join(lines))
@@ -54,14 +57,14 @@ def test_what_is_not_a_request_is_said_so_and_a_connection_of_garbage_is_closed(
         refused = turn(websocket)
         assert shape(refused) == "stream.started error stream.completed:ERROR "
         assert refused[1]["data"]["label"] == "aiBadRequest"
-        for garbage in ["not json", "[1, 2]", json.dumps({"type": "other"}), "{" * 100_000]:
+        for garbage in ["not json", "[1, 2]", "{" * 100_000]:
             websocket.send_text(garbage)
             assert shape(turn(websocket)) == "stream.started error stream.completed:ERROR "
         # what the HTTP body's JSON guard refuses, refused here with its reason
         websocket.send_text('{"type": "ai.request", "data": {"query": NaN}}')
         nan = turn(websocket)
         assert "NaN is not a JSON number" in nan[1]["data"]["reason"]
-        for _ in range(MAX_REFUSED - 5):
+        for _ in range(MAX_REFUSED - 4):
             websocket.send_text("still not json")
             turn(websocket)
         websocket.send_text("one too many")
@@ -69,6 +72,35 @@ def test_what_is_not_a_request_is_said_so_and_a_connection_of_garbage_is_closed(
             websocket.receive_text()
         assert closed.value.code == 1003
     assert llm.requests == []
+
+
+def test_a_message_of_another_type_gets_datafari_s_bad_request_alone(
+    service: ServiceFactory, llm: LLMScript
+) -> None:
+    """Issue 68: Datafari's AiWebSocketHandler answers a message that is not an ai.request
+    (or one without data) with its error, label "Bad request", then stream.completed; no
+    stream.started before it, and the connection kept for the next question. On a real
+    socket, frame by frame."""
+    url = service().replace("http://", "ws://", 1) + "/Datafari/rest/v2.0/ai/ws"
+    with ws_client.connect(url, open_timeout=30) as websocket:
+        websocket.send(json.dumps({"type": "chat.message", "data": RAG}))
+        other = turn(websocket)
+        assert shape(other) == "error stream.completed:ERROR "
+        assert other[0]["data"] == {"code": "400", "label": "Bad request",
+                                    "message": "Unsupported WebSocket message type",
+                                    "reason": "chat.message"}  # fmt: skip
+        websocket.send(json.dumps({"data": RAG}))  # no type at all
+        untyped = turn(websocket)
+        assert shape(untyped) == "error stream.completed:ERROR "
+        assert (untyped[0]["data"]["label"], untyped[0]["data"]["reason"]) == ("Bad request", "")
+        websocket.send(json.dumps({"type": "ai.request", "data": None}))
+        empty = turn(websocket)
+        assert shape(empty) == "error stream.completed:ERROR "
+        assert (empty[0]["data"]["message"], empty[0]["data"]["reason"]) == (
+            "Missing AiRequest data", "data is required")  # fmt: skip
+        websocket.send(json.dumps({"type": "ai.request", "data": RAG}))
+        assert ANSWERED.match(shape(turn(websocket)))
+    assert len(llm.requests) == 1
 
 
 def test_a_huge_message_or_a_flood_closes_the_connection(
