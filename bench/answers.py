@@ -17,12 +17,18 @@ first words (each question is asked with `stream`, read as a chat widget reads i
 ../shared/datasets/french-qa, never copied; every question answerable, asked with `lang=fr`):
 their gold answers are long passages, so the measure that counts is the recall of the gold
 answer's words; rows are also summed up by question kind and source (`title/cnil`...).
+`--half dev|test|all` (squad and french; dev by default): only the questions of that half's
+articles are asked (bench.splits, bench/data/splits.json; issue 69): tune on dev, decide on
+test; every document is still ingested, so retrieval faces them all. The last line sums the
+half up as issue 69 asks: F1, EM, contained, answerable and unanswerable questions refused,
+answer and first words p50.
 `--collection samples`: the sample corpus `make run` indexes (79 Python reference topics),
 asked "What is <topic>?" of each (no gold answer: wrong abstentions are the measure), then
 `--unanswerable` off-topic SQuAD questions.
 
     python -m bench.answers [--model NAME | --llm-url URL --llm-model NAME] [--rerank]
-                            [--collection squad|french|samples] [--answerable 20]
+                            [--collection squad|french|samples] [--half dev|test|all]
+                            [--answerable 20]
                             [--unanswerable 10] [--set KEY=VALUE ...]
 """
 
@@ -41,7 +47,7 @@ from pathlib import Path
 
 import httpx
 
-from bench import offtopic
+from bench import offtopic, splits
 from bench.support import (
     ROOT,
     fresh_solr,
@@ -65,10 +71,13 @@ SQUAD = Path(__file__).parent / "data" / "squad2"
 FRENCH = ROOT.parent / "shared" / "datasets" / "french-qa"
 
 
-def sample(answerable: int, unanswerable: int) -> list[Expected]:
-    """The same seeded sample every run: `answerable` questions, then `unanswerable` ones."""
+def sample(answerable: int, unanswerable: int, half: str = "all") -> list[Expected]:
+    """The same seeded sample every run: `answerable` questions, then `unanswerable` ones, of
+    `half`'s articles (bench.splits; "all": every article). A half's sample is the questions
+    of its articles in the order the whole set is shuffled in, so `all` is the sample as it
+    always was."""
     asked = [json.loads(line) for line in (SQUAD / "questions.jsonl").open(encoding="utf-8")]
-    shuffled = random.Random(38).sample(asked, len(asked))
+    shuffled = splits.in_half("squad2", random.Random(38).sample(asked, len(asked)), half)
     chosen = [q for q in shuffled if q["answerable"]][:answerable] + [
         q for q in shuffled if not q["answerable"]
     ][:unanswerable]
@@ -79,11 +88,16 @@ def sample(answerable: int, unanswerable: int) -> list[Expected]:
     ]  # fmt: skip
 
 
-def french_sample(count: int) -> list[tuple[Expected, str]]:
+def french_sample(count: int, half: str = "all") -> list[tuple[Expected, str]]:
     """A seeded sample of the French FAQ's questions (all answerable; read from ../shared,
-    never copied), each with its group: `title` or `paraphrase`, and `cnil` or `crpa`."""
+    never copied) of `half`'s FAQ articles (bench.splits), each with its group: `title` or
+    `paraphrase`, and `cnil` or `crpa`. `all`: the sample as it always was."""
     asked = [json.loads(line) for line in (FRENCH / "questions.jsonl").open(encoding="utf-8")]
-    chosen = random.Random(38).sample(asked, min(count, len(asked)))
+    if half == "all":
+        chosen = random.Random(38).sample(asked, min(count, len(asked)))
+    else:
+        shuffled = random.Random(38).sample(asked, len(asked))
+        chosen = splits.in_half("french-qa", shuffled, half, FRENCH)[:count]
     return [
         (Expected(q["question"], tuple(q["answers"]), frozenset([q["gold_doc"]]), lang="fr"),
          f"{q['kind']}/{q['source']}")
@@ -183,6 +197,26 @@ def served(
                 yield http, model
 
 
+HEADLINE = (
+    ("F1", "F1"),
+    ("EM", "EM"),
+    ("contained", "contained"),
+    ("refused answerable", "wrong abstentions"),
+    ("refused unanswerable", "abstained (unanswerable)"),
+    ("p50 s", "p50 s"),
+    ("first words p50 s", "first words p50 s"),
+)
+
+
+def headline(half: str, measures: dict) -> str:
+    """The measures issue 69 asks of every answer row, on one line: `half`'s token F1, exact
+    match and contained (answerable questions), answerable and unanswerable questions refused,
+    answer and first words p50 ("-": nothing to measure it on)."""
+    said = [f"{name} {'-' if measures.get(key) is None else measures[key]}"
+            for name, key in HEADLINE]  # fmt: skip
+    return f"{half} half: " + ", ".join(said)
+
+
 class _Warnings(logging.Handler):
     """Counts the service's warnings by logger: a fallback (an LLM's JSON that could not be
     used by multi-query, grading or the grounding judge) is one."""
@@ -219,6 +253,13 @@ def main(argv: list[str] | None = None) -> None:
         "sample corpus make run indexes (its topics, then --unanswerable off-topic questions)",
     )
     parser.add_argument(
+        "--half",
+        choices=["dev", "test", "all"],
+        help="squad and french: ask only the questions of that half's articles (bench.splits; "
+        "every document is still ingested); dev (the default) to tune on, test to decide, "
+        "all for every article (the sample as before the halves)",
+    )
+    parser.add_argument(
         "--rerank", action="store_true", help="rerank.enabled, by the local cross-encoder"
     )
     parser.add_argument(
@@ -227,18 +268,21 @@ def main(argv: list[str] | None = None) -> None:
         help="the ceiling row: each question asked of its gold paragraph alone (/ai/rag's id)",
     )
     args = parser.parse_args(argv)
+    if args.collection == "samples" and args.half not in (None, "all"):
+        parser.error("--half: the sample corpus has no halves (its topics are all asked)")
+    args.half = args.half or ("all" if args.collection == "samples" else "dev")
     warnings = _Warnings()
     logging.getLogger("service").addHandler(warnings)
     if args.collection == "french":
         if not (FRENCH / "questions.jsonl").is_file():
             raise SystemExit(f"bench.answers: no French set at {FRENCH}")
-        grouped = french_sample(args.answerable)
+        grouped = french_sample(args.answerable, args.half)
         questions, groups = [q for q, _ in grouped], [g for _, g in grouped]
     elif args.collection == "samples":
         questions = samples_sample(args.unanswerable)
         groups = ["off-topic" if q.no_answer else "topic" for q in questions]
     else:
-        questions = sample(args.answerable, args.unanswerable)
+        questions = sample(args.answerable, args.unanswerable, args.half)
         groups = ["answerable" if q.answers else "unanswerable" for q in questions]
     rows = []
     rerank = {"rerank.enabled": "true"} if args.rerank else {}
@@ -258,11 +302,14 @@ def main(argv: list[str] | None = None) -> None:
     for row, group in zip(rows, groups, strict=True):
         row["group"] = group
     by_group = {group: summary([r for r in rows if r["group"] == group]) for group in set(groups)}
-    result = {"model": model, "collection": args.collection, "settings": settings,
+    result = {"model": model, "collection": args.collection, "half": args.half,
+              "settings": settings,
               **summary(rows), "groups": by_group,
               "warnings": dict(warnings.counts)}  # fmt: skip
     print(json.dumps(result, indent=1))
+    print(headline(args.half, result), flush=True)
     name = f"answers-{model}" + ("" if args.collection == "squad" else f"-{args.collection}")
+    name += "" if args.half == "all" else f"-{args.half}"
     save_results(name, {"summary": result, "rows": rows})
 
 
