@@ -17,9 +17,11 @@ first words (each question is asked with `stream`, read as a chat widget reads i
 ../shared/datasets/french-qa, never copied; every question answerable, asked with `lang=fr`):
 their gold answers are long passages, so the measure that counts is the recall of the gold
 answer's words; rows are also summed up by question kind and source (`title/cnil`...).
-`--half dev|test|all` (squad and french; dev by default): only the questions of that half's
-articles are asked (bench.splits, bench/data/splits.json; issue 69): tune on dev, decide on
-test; every document is still ingested, so retrieval faces them all. The last line sums the
+`--half dev|test|both|all` (squad and french; dev by default): only the questions of that
+half's articles are asked (bench.splits, bench/data/splits.json; issue 69): tune on dev, decide
+on test; every document is still ingested, so retrieval faces them all. `both` asks the two
+halves' samples in turn in one run (one ingestion, the same load on both); Ctrl-C stops a run
+and sums up the questions answered. The last line sums the
 half up as issue 69 asks: F1, EM, contained, answerable and unanswerable questions refused,
 answer and first words p50.
 `--collection samples`: the sample corpus `make run` indexes (79 Python reference topics),
@@ -27,7 +29,7 @@ asked "What is <topic>?" of each (no gold answer: wrong abstentions are the meas
 `--unanswerable` off-topic SQuAD questions.
 
     python -m bench.answers [--model NAME | --llm-url URL --llm-model NAME] [--rerank]
-                            [--collection squad|french|samples] [--half dev|test|all]
+                            [--collection squad|french|samples] [--half dev|test|both|all]
                             [--answerable 20]
                             [--unanswerable 10] [--set KEY=VALUE ...]
 """
@@ -38,6 +40,7 @@ import argparse
 import asyncio
 import collections
 import contextlib
+import itertools
 import json
 import logging
 import random
@@ -254,10 +257,13 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument(
         "--half",
-        choices=["dev", "test", "all"],
+        choices=["dev", "test", "both", "all"],
         help="squad and french: ask only the questions of that half's articles (bench.splits; "
         "every document is still ingested); dev (the default) to tune on, test to decide, "
-        "all for every article (the sample as before the halves)",
+        "both for each half's sample in one run (one ingestion; the halves' questions "
+        "interleaved, answerable and unanswerable spread, so that a run stopped early with "
+        "Ctrl-C still sums both halves up alike), all for every article (the sample as before "
+        "the halves)",
     )
     parser.add_argument(
         "--rerank", action="store_true", help="rerank.enabled, by the local cross-encoder"
@@ -273,44 +279,75 @@ def main(argv: list[str] | None = None) -> None:
     args.half = args.half or ("all" if args.collection == "samples" else "dev")
     warnings = _Warnings()
     logging.getLogger("service").addHandler(warnings)
-    if args.collection == "french":
-        if not (FRENCH / "questions.jsonl").is_file():
-            raise SystemExit(f"bench.answers: no French set at {FRENCH}")
-        grouped = french_sample(args.answerable, args.half)
-        questions, groups = [q for q, _ in grouped], [g for _, g in grouped]
-    elif args.collection == "samples":
-        questions = samples_sample(args.unanswerable)
-        groups = ["off-topic" if q.no_answer else "topic" for q in questions]
-    else:
-        questions = sample(args.answerable, args.unanswerable, args.half)
-        groups = ["answerable" if q.answers else "unanswerable" for q in questions]
-    rows = []
+    if args.collection == "french" and not (FRENCH / "questions.jsonl").is_file():
+        raise SystemExit(f"bench.answers: no French set at {FRENCH}")
+    halves = list(splits.HALVES) if args.half == "both" else [args.half]
+    per_half = [[(question, group, half) for question, group in asked(args, half)]
+                for half in halves]  # fmt: skip
+    chosen = (
+        interleaved([mixed(questions) for questions in per_half])
+        if len(halves) > 1
+        else (per_half[0])
+    )
+    rows: list[dict] = []
     rerank = {"rerank.enabled": "true"} if args.rerank else {}
     with served(args, args.collection, rerank) as (http, model):
-        for number, question in enumerate(questions, start=1):
-            more = {"id": next(iter(question.documents))} if args.ceiling else {}
-            row = scored(question, ask(http, question, **more))
-            rows.append(row)
-            print(
-                f"{number}/{len(questions)} {row['seconds']:.1f}s (first words "
-                f"{row['first_words'] or 0:.1f}s) f1={row['f1'] or 0:.2f} "
-                f"abstained={row['abstained']} {row['message'][:80]!r}",
-                flush=True,
-            )
+        try:
+            for number, (question, group, half) in enumerate(chosen, start=1):
+                more = {"id": next(iter(question.documents))} if args.ceiling else {}
+                row = {**scored(question, ask(http, question, **more)), "group": group}
+                rows.append({**row, "half": half})
+                print(
+                    f"{number}/{len(chosen)} {half} {row['seconds']:.1f}s (first words "
+                    f"{row['first_words'] or 0:.1f}s) f1={row['f1'] or 0:.2f} "
+                    f"abstained={row['abstained']} {row['message'][:80]!r}",
+                    flush=True,
+                )
+        except KeyboardInterrupt:
+            print(f"interrupted: the {len(rows)} questions answered are summed up", flush=True)
     settings = (["rerank (local cross-encoder)"] if args.rerank else []) + args.set
     settings += ["ceiling: the gold paragraph alone"] if args.ceiling else []
-    for row, group in zip(rows, groups, strict=True):
-        row["group"] = group
-    by_group = {group: summary([r for r in rows if r["group"] == group]) for group in set(groups)}
-    result = {"model": model, "collection": args.collection, "half": args.half,
-              "settings": settings,
-              **summary(rows), "groups": by_group,
-              "warnings": dict(warnings.counts)}  # fmt: skip
-    print(json.dumps(result, indent=1))
-    print(headline(args.half, result), flush=True)
+    if len(rows) < len(chosen):
+        settings += [f"interrupted after {len(rows)} of {len(chosen)} questions"]
+    results = {}
+    for half in halves:
+        mine = [r for r in rows if r["half"] == half]
+        groups = sorted({r["group"] for r in mine})
+        by_group = {group: summary([r for r in mine if r["group"] == group]) for group in groups}
+        results[half] = {"model": model, "collection": args.collection, "half": half,
+                         "settings": settings, **summary(mine), "groups": by_group,
+                         "warnings": dict(warnings.counts)}  # fmt: skip
+        print(json.dumps(results[half], indent=1))
+    for half in halves:
+        print(headline(half, results[half]), flush=True)
     name = f"answers-{model}" + ("" if args.collection == "squad" else f"-{args.collection}")
     name += "" if args.half == "all" else f"-{args.half}"
-    save_results(name, {"summary": result, "rows": rows})
+    summed = results[halves[0]] if len(halves) == 1 else results
+    save_results(name, {"summary": summed, "rows": rows})
+
+
+def asked(args: argparse.Namespace, half: str) -> list[tuple[Expected, str]]:
+    """The questions the arguments ask of `half`, each with its group in the report."""
+    if args.collection == "french":
+        return french_sample(args.answerable, half)
+    if args.collection == "samples":
+        return [(q, "off-topic" if q.no_answer else "topic")
+                for q in samples_sample(args.unanswerable)]  # fmt: skip
+    return [(q, "answerable" if q.answers else "unanswerable")
+            for q in sample(args.answerable, args.unanswerable, half)]  # fmt: skip
+
+
+def mixed(questions: list[tuple[Expected, str, str]]) -> list[tuple[Expected, str, str]]:
+    """`questions` with the answerable and unanswerable ones spread evenly (each kind's order
+    kept), so that any first part of a run holds both kinds in their proportion."""
+    kinds = [[q for q in questions if q[0].no_answer == no_answer] for no_answer in (False, True)]
+    place = {id(q): (n + 0.5) / len(kind) for kind in kinds for n, q in enumerate(kind)}
+    return sorted(questions, key=lambda q: place[id(q)])
+
+
+def interleaved(lists: list[list[tuple[Expected, str, str]]]) -> list[tuple[Expected, str, str]]:
+    """One of each list in turn (the halves asked alike, under the same load)."""
+    return [item for items in itertools.zip_longest(*lists) for item in items if item is not None]
 
 
 if __name__ == "__main__":

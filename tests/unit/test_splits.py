@@ -3,6 +3,7 @@ every run, balanced; and bench.answers asking one half's questions only."""
 
 from __future__ import annotations
 
+import argparse
 import collections
 import json
 import random
@@ -146,3 +147,18 @@ def test_the_split_file_names_articles_not_text() -> None:
     raw = splits.SPLITS.read_text(encoding="utf-8")
     assert set(json.loads(raw)) == {"squad2", "french-qa"}
     assert "CNIL" not in raw and len(raw) < 20_000  # ids and titles only
+
+
+def test_both_halves_are_asked_in_turn_each_kind_spread_over_the_run() -> None:
+    def half_of(half: str) -> list[tuple[answers.Expected, str, str]]:
+        return [(q, group, half) for q, group in answers.asked(asking, half)]
+
+    asking = argparse.Namespace(collection="squad", answerable=6, unanswerable=3)
+    dev, test = answers.mixed(half_of("dev")), answers.mixed(half_of("test"))
+    assert sorted(q.question for q, _, _ in dev) == sorted(q.question for q, _, _ in half_of("dev"))
+    # the 2:1 of the sample at every third question, each kind in its own order
+    assert [g for _, g, _ in dev] == ["answerable", "unanswerable", "answerable"] * 3
+    assert [q for q, _, _ in dev if q.answers] == [q for q, _, _ in half_of("dev") if q.answers]
+    chosen = answers.interleaved([dev, test])
+    assert [h for _, _, h in chosen] == ["dev", "test"] * 9
+    assert answers.interleaved([dev[:2], test]) == [dev[0], test[0], dev[1], *test[1:]]
