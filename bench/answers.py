@@ -21,6 +21,7 @@ answer's words; rows are also summed up by question kind and source (`title/cnil
 half's articles are asked (bench.splits, bench/data/splits.json; issue 69): tune on dev, decide
 on test; every document is still ingested, so retrieval faces them all. `both` asks the two
 halves' samples in turn in one run (one ingestion, the same load on both); Ctrl-C stops a run
+(or `kill -INT`)
 and sums up the questions answered. The last line sums the
 half up as issue 69 asks: F1, EM, contained, answerable and unanswerable questions refused,
 answer and first words p50.
@@ -44,6 +45,7 @@ import itertools
 import json
 import logging
 import random
+import signal
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -290,6 +292,9 @@ def main(argv: list[str] | None = None) -> None:
         else (per_half[0])
     )
     rows: list[dict] = []
+    # `kill -INT` stops a run started in the background too (a shell without job control
+    # starts its background jobs with SIGINT ignored)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     rerank = {"rerank.enabled": "true"} if args.rerank else {}
     with served(args, args.collection, rerank) as (http, model):
         try:
