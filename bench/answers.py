@@ -20,10 +20,9 @@ answer's words; rows are also summed up by question kind and source (`title/cnil
 `--half dev|test|both|all` (squad and french; dev by default): only the questions of that
 half's articles are asked (bench.splits, bench/data/splits.json; issue 69): tune on dev, decide
 on test; every document is still ingested, so retrieval faces them all. `both` asks the two
-halves' samples in turn in one run (one ingestion, the same load on both); Ctrl-C stops a run
-(or `kill -INT`)
-and sums up the questions answered. The last line sums the
-half up as issue 69 asks: F1, EM, contained, answerable and unanswerable questions refused,
+halves' samples in turn in one run (one ingestion, the same load on both); Ctrl-C (or `kill
+-INT`) stops a run and sums up the questions answered. The last line sums the half up as issue
+69 asks: F1, EM, contained, answerable and unanswerable questions refused,
 answer and first words p50.
 `--collection samples`: the sample corpus `make run` indexes (79 Python reference topics),
 asked "What is <topic>?" of each (no gold answer: wrong abstentions are the measure), then
