@@ -17,6 +17,13 @@ first words (each question is asked with `stream`, read as a chat widget reads i
 ../shared/datasets/french-qa, never copied; every question answerable, asked with `lang=fr`):
 their gold answers are long passages, so the measure that counts is the recall of the gold
 answer's words; rows are also summed up by question kind and source (`title/cnil`...).
+`--half dev|test|both|all` (squad and french; dev by default): only the questions of that
+half's articles are asked (bench.splits, bench/data/splits.json; issue 69): tune on dev, decide
+on test; every document is still ingested, so retrieval faces them all. `both` asks the two
+halves' samples in turn in one run (one ingestion, the same load on both); Ctrl-C (or `kill
+-INT`) stops a run and sums up the questions answered. The last line sums the half up as issue
+69 asks: F1, EM, contained, answerable and unanswerable questions refused,
+answer and first words p50.
 `--collection samples`: the sample corpus `make run` indexes (79 Python reference topics),
 asked "What is <topic>?" of each (no gold answer: wrong abstentions are the measure), then
 `--unanswerable` off-topic SQuAD questions.
@@ -26,7 +33,8 @@ asked "What is <topic>?" of each (no gold answer: wrong abstentions are the meas
 are summed up per action too.
 
     python -m bench.answers [--model NAME | --llm-url URL --llm-model NAME] [--rerank]
-                            [--collection squad|french|samples] [--answerable 20]
+                            [--collection squad|french|samples] [--half dev|test|both|all]
+                            [--answerable 20]
                             [--unanswerable 10] [--set KEY=VALUE ...]
                             [--action rag --action agentic [--agent generic]]
 """
@@ -37,9 +45,11 @@ import argparse
 import asyncio
 import collections
 import contextlib
+import itertools
 import json
 import logging
 import random
+import signal
 import tempfile
 import time
 from collections.abc import Iterator
@@ -47,7 +57,7 @@ from pathlib import Path
 
 import httpx
 
-from bench import offtopic
+from bench import offtopic, splits
 from bench.support import (
     ROOT,
     fresh_solr,
@@ -71,10 +81,13 @@ SQUAD = Path(__file__).parent / "data" / "squad2"
 FRENCH = ROOT.parent / "shared" / "datasets" / "french-qa"
 
 
-def sample(answerable: int, unanswerable: int) -> list[Expected]:
-    """The same seeded sample every run: `answerable` questions, then `unanswerable` ones."""
+def sample(answerable: int, unanswerable: int, half: str = "all") -> list[Expected]:
+    """The same seeded sample every run: `answerable` questions, then `unanswerable` ones, of
+    `half`'s articles (bench.splits; "all": every article). A half's sample is the questions
+    of its articles in the order the whole set is shuffled in, so `all` is the sample as it
+    always was."""
     asked = [json.loads(line) for line in (SQUAD / "questions.jsonl").open(encoding="utf-8")]
-    shuffled = random.Random(38).sample(asked, len(asked))
+    shuffled = splits.in_half("squad2", random.Random(38).sample(asked, len(asked)), half)
     chosen = [q for q in shuffled if q["answerable"]][:answerable] + [
         q for q in shuffled if not q["answerable"]
     ][:unanswerable]
@@ -85,11 +98,16 @@ def sample(answerable: int, unanswerable: int) -> list[Expected]:
     ]  # fmt: skip
 
 
-def french_sample(count: int) -> list[tuple[Expected, str]]:
+def french_sample(count: int, half: str = "all") -> list[tuple[Expected, str]]:
     """A seeded sample of the French FAQ's questions (all answerable; read from ../shared,
-    never copied), each with its group: `title` or `paraphrase`, and `cnil` or `crpa`."""
+    never copied) of `half`'s FAQ articles (bench.splits), each with its group: `title` or
+    `paraphrase`, and `cnil` or `crpa`. `all`: the sample as it always was."""
     asked = [json.loads(line) for line in (FRENCH / "questions.jsonl").open(encoding="utf-8")]
-    chosen = random.Random(38).sample(asked, min(count, len(asked)))
+    if half == "all":
+        chosen = random.Random(38).sample(asked, min(count, len(asked)))
+    else:
+        shuffled = random.Random(38).sample(asked, len(asked))
+        chosen = splits.in_half("french-qa", shuffled, half, FRENCH)[:count]
     return [
         (Expected(q["question"], tuple(q["answers"]), frozenset([q["gold_doc"]]), lang="fr"),
          f"{q['kind']}/{q['source']}")
@@ -212,6 +230,26 @@ def ask_datafari(http: httpx.Client, expected: Expected, action: str, agent: str
     return Answered(response.status_code, body, seconds)
 
 
+HEADLINE = (
+    ("F1", "F1"),
+    ("EM", "EM"),
+    ("contained", "contained"),
+    ("refused answerable", "wrong abstentions"),
+    ("refused unanswerable", "abstained (unanswerable)"),
+    ("p50 s", "p50 s"),
+    ("first words p50 s", "first words p50 s"),
+)
+
+
+def headline(half: str, measures: dict) -> str:
+    """The measures issue 69 asks of every answer row, on one line: `half`'s token F1, exact
+    match and contained (answerable questions), answerable and unanswerable questions refused,
+    answer and first words p50 ("-": nothing to measure it on)."""
+    said = [f"{name} {'-' if measures.get(key) is None else measures[key]}"
+            for name, key in HEADLINE]  # fmt: skip
+    return f"{half} half: " + ", ".join(said)
+
+
 class _Warnings(logging.Handler):
     """Counts the service's warnings by logger: a fallback (an LLM's JSON that could not be
     used by multi-query, grading or the grounding judge) is one."""
@@ -250,6 +288,16 @@ def main(argv: list[str] | None = None) -> None:
         "sample corpus make run indexes (its topics, then --unanswerable off-topic questions)",
     )
     parser.add_argument(
+        "--half",
+        choices=["dev", "test", "both", "all"],
+        help="squad and french: ask only the questions of that half's articles (bench.splits; "
+        "every document is still ingested); dev (the default) to tune on, test to decide, "
+        "both for each half's sample in one run (one ingestion; the halves' questions "
+        "interleaved, answerable and unanswerable spread, so that a run stopped early with "
+        "Ctrl-C still sums both halves up alike), all for every article (the sample as before "
+        "the halves)",
+    )
+    parser.add_argument(
         "--rerank", action="store_true", help="rerank.enabled, by the local cross-encoder"
     )
     parser.add_argument(
@@ -269,61 +317,102 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     actions = args.action or ["rag"]
+    if args.collection == "samples" and args.half not in (None, "all"):
+        parser.error("--half: the sample corpus has no halves (its topics are all asked)")
+    args.half = args.half or ("all" if args.collection == "samples" else "dev")
     warnings = _Warnings()
     logging.getLogger("service").addHandler(warnings)
-    if args.collection == "french":
-        if not (FRENCH / "questions.jsonl").is_file():
-            raise SystemExit(f"bench.answers: no French set at {FRENCH}")
-        grouped = french_sample(20 if args.answerable is None else args.answerable)
-        questions, groups = [q for q, _ in grouped], [g for _, g in grouped]
-    elif args.collection == "samples":
-        questions = samples_sample(args.unanswerable, args.answerable)
-        groups = ["off-topic" if q.no_answer else "topic" for q in questions]
-    else:
-        questions = sample(20 if args.answerable is None else args.answerable, args.unanswerable)
-        groups = ["answerable" if q.answers else "unanswerable" for q in questions]
-    rows = []
+    if args.collection == "french" and not (FRENCH / "questions.jsonl").is_file():
+        raise SystemExit(f"bench.answers: no French set at {FRENCH}")
+    halves = list(splits.HALVES) if args.half == "both" else [args.half]
+    per_half = [[(question, group, half) for question, group in asked(args, half)]
+                for half in halves]  # fmt: skip
+    chosen = (
+        interleaved([mixed(questions) for questions in per_half])
+        if len(halves) > 1
+        else (per_half[0])
+    )
+    rows: list[dict] = []
+    # `kill -INT` stops a run started in the background too (a shell without job control
+    # starts its background jobs with SIGINT ignored)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     overrides = {"rerank.enabled": "true"} if args.rerank else {}
     overrides |= {"agentic.enabled": "true"} if "agentic" in actions else {}
     with served(args, args.collection, overrides) as (http, model):
-        for number, question in enumerate(questions, start=1):
-            for action in actions:
-                more = {"id": next(iter(question.documents))} if args.ceiling else {}
-                answered = (
-                    ask(http, question, **more)
-                    if action == "rag"
-                    else ask_datafari(http, question, action, args.agent)
-                )
-                row = {**scored(question, answered), "action": action}
-                rows.append(row)
-                print(
-                    f"{number}/{len(questions)} {action:7} {row['seconds']:.1f}s (first words "
-                    f"{row['first_words'] or 0:.1f}s) f1={row['f1'] or 0:.2f} "
-                    f"abstained={row['abstained']} calls={row['llm_calls']} "
-                    f"status={row['status']} {(row['message'] or row['reason'])[:80]!r}",
-                    flush=True,
-                )
-                print(f"row {json.dumps(row)}", flush=True)  # a run cut short is still read
+        try:
+            for number, (question, group, half) in enumerate(chosen, start=1):
+                for action in actions:
+                    more = {"id": next(iter(question.documents))} if args.ceiling else {}
+                    answered = (
+                        ask(http, question, **more)
+                        if action == "rag"
+                        else ask_datafari(http, question, action, args.agent)
+                    )
+                    row = {**scored(question, answered), "group": group, "action": action}
+                    rows.append({**row, "half": half})
+                    print(
+                        f"{number}/{len(chosen)} {half} {action:7} {row['seconds']:.1f}s (first "
+                        f"words {row['first_words'] or 0:.1f}s) f1={row['f1'] or 0:.2f} "
+                        f"abstained={row['abstained']} calls={row['llm_calls']} "
+                        f"status={row['status']} {(row['message'] or row['reason'])[:80]!r}",
+                        flush=True,
+                    )
+                    print(f"row {json.dumps(row)}", flush=True)  # a run cut short is still read
+        except KeyboardInterrupt:
+            print(f"interrupted: the {len(rows)} questions answered are summed up", flush=True)
     settings = (["rerank (local cross-encoder)"] if args.rerank else []) + args.set
     settings += ["ceiling: the gold paragraph alone"] if args.ceiling else []
     settings += [f"agentic: agent {args.agent}"] if "agentic" in actions else []
-    for row, group in zip(rows, [g for g in groups for _ in actions], strict=True):
-        row["group"] = group
-    by_group = {group: summary([r for r in rows if r["group"] == group]) for group in set(groups)}
-    result = {"model": model, "collection": args.collection, "settings": settings,
-              **summary(rows), "groups": by_group,
-              "warnings": dict(warnings.counts)}  # fmt: skip
-    if len(actions) > 1:  # each action's rows apart (the questions are the same)
-        result["actions"] = {
-            action: {**summary(mine := [r for r in rows if r["action"] == action]),
-                     "groups": {g: summary([r for r in mine if r["group"] == g])
-                                for g in set(groups)}}
-            for action in actions
-        }  # fmt: skip
-    print(json.dumps(result, indent=1))
+    if len(rows) < len(chosen):
+        settings += [f"interrupted after {len(rows)} of {len(chosen)} questions"]
+    results = {}
+    for half in halves:
+        mine = [r for r in rows if r["half"] == half]
+        groups = sorted({r["group"] for r in mine})
+        by_group = {group: summary([r for r in mine if r["group"] == group]) for group in groups}
+        results[half] = {"model": model, "collection": args.collection, "half": half,
+                         "settings": settings, **summary(mine), "groups": by_group,
+                         "warnings": dict(warnings.counts)}  # fmt: skip
+        if len(actions) > 1:  # each action's rows apart (the questions are the same)
+            results[half]["actions"] = {
+                action: {**summary(its := [r for r in mine if r["action"] == action]),
+                         "groups": {g: summary([r for r in its if r["group"] == g])
+                                    for g in groups}}
+                for action in actions
+            }  # fmt: skip
+        print(json.dumps(results[half], indent=1))
+    for half in halves:
+        print(headline(half, results[half]), flush=True)
     name = f"answers-{model}" + ("" if args.collection == "squad" else f"-{args.collection}")
+    name += "" if args.half == "all" else f"-{args.half}"
     name += "" if actions == ["rag"] else "-" + "-".join(actions)
-    save_results(name, {"summary": result, "rows": rows})
+    summed = results[halves[0]] if len(halves) == 1 else results
+    save_results(name, {"summary": summed, "rows": rows})
+
+
+def asked(args: argparse.Namespace, half: str) -> list[tuple[Expected, str]]:
+    """The questions the arguments ask of `half`, each with its group in the report."""
+    answerable = 20 if args.answerable is None else args.answerable
+    if args.collection == "french":
+        return french_sample(answerable, half)
+    if args.collection == "samples":
+        return [(q, "off-topic" if q.no_answer else "topic")
+                for q in samples_sample(args.unanswerable, args.answerable)]  # fmt: skip
+    return [(q, "answerable" if q.answers else "unanswerable")
+            for q in sample(answerable, args.unanswerable, half)]  # fmt: skip
+
+
+def mixed(questions: list[tuple[Expected, str, str]]) -> list[tuple[Expected, str, str]]:
+    """`questions` with the answerable and unanswerable ones spread evenly (each kind's order
+    kept), so that any first part of a run holds both kinds in their proportion."""
+    kinds = [[q for q in questions if q[0].no_answer == no_answer] for no_answer in (False, True)]
+    place = {id(q): (n + 0.5) / len(kind) for kind in kinds for n, q in enumerate(kind)}
+    return sorted(questions, key=lambda q: place[id(q)])
+
+
+def interleaved(lists: list[list[tuple[Expected, str, str]]]) -> list[tuple[Expected, str, str]]:
+    """One of each list in turn (the halves asked alike, under the same load)."""
+    return [item for items in itertools.zip_longest(*lists) for item in items if item is not None]
 
 
 if __name__ == "__main__":

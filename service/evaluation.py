@@ -126,7 +126,20 @@ def _common(prediction: str, gold: str, lang: str) -> tuple[list[str], list[str]
     return predicted, expected, common
 
 
+def exact_match(prediction: str, gold: str, lang: str = "en") -> float:
+    """1.0 when the prediction is the gold answer once both are normalized, else 0.0."""
+    return float(normalized(prediction, lang) == normalized(gold, lang))
+
+
+def contains(prediction: str, gold: str, lang: str = "en") -> bool:
+    """Whether the normalized prediction holds the normalized gold answer (as characters: "in
+    1952" holds "1952"; an empty gold answer is held by anything)."""
+    return normalized(gold, lang) in normalized(prediction, lang)
+
+
 def f1(prediction: str, gold: str, lang: str = "en") -> float:
+    """SQuAD's token F1: the harmonic mean of the shared tokens' share of the prediction and of
+    the gold answer (tokens counted with repeats); 1.0 when both are empty."""
     predicted, expected, common = _common(prediction, gold, lang)
     if not predicted or not expected or not common:
         return float(predicted == expected)
@@ -222,12 +235,8 @@ def score(expected: Expected, status: int, body: dict[str, Any], seconds: float)
         "cites_gold": bool(expected.documents & cited_ids) if expected.documents else None,
         "f1": max(f1(said, a, lang) for a in expected.answers) if answered else None,
         "recall": max(recall(said, a, lang) for a in expected.answers) if answered else None,
-        "em": max(float(normalized(said, lang) == normalized(a, lang)) for a in expected.answers)
-        if answered
-        else None,
-        "contained": any(normalized(a, lang) in normalized(said, lang) for a in expected.answers)
-        if answered
-        else None,
+        "em": max(exact_match(said, a, lang) for a in expected.answers) if answered else None,
+        "contained": any(contains(said, a, lang) for a in expected.answers) if answered else None,
         "llm_calls": usage.get("llm_calls", 0),
         "completion_tokens": usage.get("completion_tokens", 0),
         "llm_seconds": timings.get("llm", 0.0) / 1000,

@@ -9,6 +9,8 @@ from service.evaluation import (
     Answered,
     Expected,
     QuestionFileError,
+    contains,
+    exact_match,
     f1,
     normalized,
     read_questions,
@@ -31,6 +33,32 @@ def test_squad_normalization_and_token_f1() -> None:
     assert f1("The Norse leader was Rollo.", "Rollo") == pytest.approx(2 * (1 / 4) / (1 + 1 / 4))
     assert f1("an apple", "Apple!") == 1.0
     assert f1("", "") == 1.0 and f1("x", "") == 0.0
+
+
+def test_token_f1_counts_shared_tokens_with_their_repeats() -> None:
+    # 2 shared of 3 predicted and 4 gold tokens: precision 2/3, recall 1/2, F1 4/7
+    assert f1("red blue green", "red blue cyan teal") == pytest.approx(4 / 7)
+    # "the" is no token; "paris" shared once although predicted twice: P 1/2, R 1, F1 2/3
+    assert f1("Paris, Paris!", "the Paris") == pytest.approx(2 / 3)
+    assert f1("Warsaw", "Kraków") == 0.0  # nothing shared
+    assert f1("1952 [1]", "1952") < 1.0  # the citation is the caller's to remove
+
+
+def test_exact_match_is_equality_after_normalization() -> None:
+    assert exact_match("The Rhine.", "rhine") == 1.0
+    assert exact_match("an Expansion", "expansions") == 0.0  # no stemming
+    assert exact_match("Expansions are the stages", "expansions") == 0.0
+    assert exact_match("Les élus", "élus", "fr") == 1.0 and exact_match("Les élus", "élus") == 0.0
+    row = score(Expected("What?", ("ctenes", "comb rows")), 200, reply("Ctenes [1].", []), 1)
+    assert row["em"] == 1.0 and row["f1"] == 1.0 and row["contained"]
+
+
+def test_contained_is_the_gold_answer_inside_the_answer() -> None:
+    assert contains("Expansions are the stages of a compound engine.", "expansions")
+    assert contains("In 1952, by the city", "1952") and not contains("1953", "1952")
+    assert not contains("business", "business district")  # the gold must be whole
+    row = score(Expected("What?", ("O2",)), 200, reply("Oxygen, symbol O [1].", []), 1)
+    assert not row["contained"] and row["em"] == 0.0
 
 
 def test_french_articles_and_elision_are_normalized_away_english_as_squad_does() -> None:
