@@ -323,6 +323,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--embeddings-url", help="an OpenAI-compatible /v1 (default: ours)")
     parser.add_argument("--squad", type=int, default=300, help="answerable SQuAD questions")
     parser.add_argument("--only", nargs="*", choices=list(CONFIGURATIONS), help="these rows")
+    parser.add_argument("--sample", type=int, help="a seeded sample of each collection's queries")
     parser.add_argument("--rerank", action="store_true", help="rows reranked too (module doc)")
     parser.add_argument("--rerank-tokens", type=int, nargs="+", default=[512],
                         help="a pair's tokens at most (several: a row each)")  # fmt: skip
@@ -345,7 +346,13 @@ def main(argv: list[str] | None = None) -> None:
                "squad": lambda: load_squad(args.squad), "french": load_french,
                "french-pages": load_french_pages}  # fmt: skip
     collections = [c for c in (loaders[n]() for n in args.collections) if c is not None]
-    encoder = CrossEncoder() if args.rerank else None
+    if args.sample:  # the same queries for every row: a cheaper run of costly rows
+        collections = [
+            Collection(c.name, c.documents, random.Random(70).sample(
+                c.queries, min(args.sample, len(c.queries))), c.judgments)
+            for c in collections
+        ]  # fmt: skip
+    encoder = CrossEncoder(cache_size=0) if args.rerank else None  # each cut costed in full
     cuts = tuple((t, d) for t in args.rerank_tokens for d in args.rerank_depth)
     rows: list[str] = []
     for name in names:

@@ -20,6 +20,8 @@ from typing import Any
 import httpx
 import pytest
 
+from service.config import Settings
+from service.config.properties import parse_properties
 from service.rag.assemble import rag_pipeline
 from service.rag.pipeline import Pipeline
 from service.rag.request import RagQuery
@@ -139,7 +141,11 @@ async def test_a_question_calls_the_reranker_once_and_the_encoder_once(shipped) 
         assert answer.documents, answer  # answered from the passages: every stage ran
         assert len(reranks.requests) == number, f"question {number}: {reranks.requests}"
         assert len(script.embedded) == number, f"question {number}: {script.embedded}"
-    assert all(len(request["documents"]) == len(PASSAGES) for request in reranks.requests)
+    shipped_settings = Settings.of(parse_properties(SHIPPED.read_text(encoding="utf-8")))
+    rerank = shipped_settings.rerank
+    for request in reranks.requests:  # at most rerank.max.chunks, each cut to its tokens
+        assert len(request["documents"]) == min(len(PASSAGES), rerank.max_chunks)
+        assert request.get("max_tokens_per_doc") == rerank.max_tokens
 
 
 async def test_a_second_rerank_request_is_the_sentence_windows_one(shipped) -> None:
