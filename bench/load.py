@@ -59,9 +59,8 @@ from pathlib import Path
 import httpx
 
 from bench.support import ROOT, percentile, save_results, tree_cpu_seconds
-from service.cli import start_server
 from service.models import packaged
-from service.processes import stop_group
+from service.processes import start_server, stop_group
 from testing.corpus import load_corpus
 from testing.hostile_schemas import HOSTILE_SCHEMAS
 from testing.llama import llama_server

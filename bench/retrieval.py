@@ -12,14 +12,18 @@ recall@10, MRR@10 (a document's rank is that of its best passage), p50/p95 ms, a
 over the collections.
 
     python -m bench.retrieval [--solr-url URL] [--embeddings-url URL] [--squad N]
-                              [--only NAME ...] [--rerank] [--rerank-tokens 512]
-                              [--rerank-depth 30]
+                              [--only NAME ...] [--rerank] [--rerank-tokens 512 [128 ...]]
+                              [--rerank-depth 30 [10 ...]]
 
 `--rerank`: each row also reranked by the local cross-encoder (service.models.reranker:
 ms-marco-MiniLM-L-12-v2), scored once per query over the row's first `--rerank-depth` hits
 (30; the service reranks the `solr.topK` passages it retrieved, 10 as shipped), then
 judged in several orders: the cross-encoder's alone (`+ rerank`), and fused with retrieval's
-by reciprocal rank (`+ rerank rrf`) or by weighted z-scores (`+ rerank blend`).
+by reciprocal rank (`+ rerank rrf`) or by weighted z-scores (`+ rerank blend`). Several
+cuts (`--rerank-tokens`, a pair's tokens at most) or depths give a row each, named
+`@ TOKENS/DEPTH` when more than one is asked, with the cross-encoder's CPU ms a query
+(`ce_cpu_ms`: the process's CPU time, every onnxruntime thread counted; wall is noisy on a
+shared box).
 """
 
 from __future__ import annotations
@@ -187,7 +191,7 @@ async def measure(
     embeddings_url: str,
     names: list[str],
     encoder: CrossEncoder | None = None,
-    depth: int = RERANK_DEPTH,
+    cuts: tuple[tuple[int, int], ...] = ((512, RERANK_DEPTH),),
     model: str = "all-MiniLM-L6-v2",
     overrides: dict[str, str] | None = None,
 ) -> dict[str, dict[str, float]]:
@@ -196,7 +200,10 @@ async def measure(
             "chunking.maxFiles": str(CANDIDATES), "solr.topK": str(CANDIDATES),
             **(overrides or {})}  # fmt: skip
     rows: dict[str, dict[str, float]] = {}
-    orders = ["", *RERANKED] if encoder is not None else [""]
+    # "" (retrieval's order) or (order, (tokens, depth)): each reranked row
+    orders: list[tuple[str, tuple[int, int] | None]] = [("", None)]
+    if encoder is not None:
+        orders += [(order, cut) for cut in cuts for order in RERANKED]
     async with httpx.AsyncClient(timeout=120) as http:
         solr = SolrClient(http, solr_url, read_timeout=300)
         settings = settings_from_mapping(base, source="bench", env={})
@@ -222,7 +229,11 @@ async def measure(
                 embeddings,
                 reads=settings.embeddings.reads(),
             )
-            scores = {order: {"ndcg": [], "recall": [], "mrr": [], "ms": []} for order in orders}
+            scores = {
+                row_name("", order, cut, cuts): {"ndcg": [], "recall": [], "mrr": [], "ms": [],
+                                                 "cpu": []}
+                for order, cut in orders
+            }  # fmt: skip
             spreads: list[float] = []  # the kNN ranking's best minus last cosine (vector rows)
             for key, text in collection.queries:
                 gains = collection.judgments[key]
@@ -231,13 +242,14 @@ async def measure(
                 took = (time.perf_counter() - started) * 1000
                 if settings.retrieval.method == "vector" and len(hits) > 1:
                     spreads.append(2 * (hits[0].score - min(hit.score for hit in hits)))
-                for order in orders:
-                    ranking, extra_ms = [hit.source_id for hit in hits], 0.0
-                    if order:
-                        ranking, extra_ms = reranked(encoder, text, hits, order, depth)
+                for order, cut in orders:
+                    ranking, extra_ms, cpu_ms = [hit.source_id for hit in hits], 0.0, 0.0
+                    if cut is not None:
+                        ranking, extra_ms, cpu_ms = reranked(encoder, text, hits, order, *cut)
                     ranked = list(dict.fromkeys(ranking))
-                    judged = scores[order]
+                    judged = scores[row_name("", order, cut, cuts)]
                     judged["ms"].append(took + extra_ms)
+                    judged["cpu"].append(cpu_ms)
                     judged["ndcg"].append(cranfield.ndcg(ranked, gains))
                     judged["recall"].append(cranfield.recall(ranked, gains))
                     judged["mrr"].append(cranfield.reciprocal_rank(ranked, gains))
@@ -251,6 +263,8 @@ async def measure(
                     "p50_ms": round(statistics.median(ms), 1),
                     "p95_ms": round(ms[int(0.95 * (len(ms) - 1))], 1),
                 }
+                if order:
+                    rows[row]["ce_cpu_ms"] = round(statistics.fmean(judged["cpu"]), 1)
                 if spreads:  # hybrid.flat.spread's scale: its quartiles on this collection
                     cut = statistics.quantiles(spreads, n=4)
                     rows[row]["knn_spread_quartiles"] = [round(value, 3) for value in cut]
@@ -259,23 +273,38 @@ async def measure(
 
 
 RERANKED = (" + rerank", " + rerank rrf", " + rerank blend")
-_SCORED: dict[tuple[str, tuple[str, ...]], tuple[list[float], float]] = {}
+_SCORED: dict[tuple[str, tuple[str, ...], int], tuple[list[float], float, float]] = {}
+
+
+def row_name(name: str, order: str, cut: tuple[int, int] | None, cuts: tuple) -> str:
+    """`name` and its order, and the cut (`@ tokens/depth`) when several are measured."""
+    if cut is None or len(cuts) == 1:
+        return f"{name}{order}"
+    return f"{name}{order} @ {cut[0]}/{cut[1]}"
 
 
 def reranked(
-    encoder: CrossEncoder, question: str, hits: list, order: str, depth: int = RERANK_DEPTH
-) -> tuple[list[str], float]:
-    """The hits' documents in `order` (RERANKED), and the cross-encoder's milliseconds (the
-    first `depth` hits scored once, whatever the order asked)."""
+    encoder: CrossEncoder,
+    question: str,
+    hits: list,
+    order: str,
+    tokens: int = 512,
+    depth: int = RERANK_DEPTH,
+) -> tuple[list[str], float, float]:
+    """The hits' documents in `order` (RERANKED), and the cross-encoder's wall and CPU
+    milliseconds (the first `depth` hits scored once, each pair cut to `tokens`, whatever the
+    order asked)."""
     top = hits[:depth]
     texts = tuple(f"{hit.title}\n{hit.content}" if hit.title else hit.content for hit in top)
-    key = (question, texts)
+    key = (question, texts, tokens)
     if key not in _SCORED:
-        started = time.perf_counter()
-        found = encoder.scores(question, list(texts)).scores if texts else []
-        _SCORED.clear()  # one query's scores kept: its orders are judged together
-        _SCORED[key] = (found, (time.perf_counter() - started) * 1000)
-    ce, ms = _SCORED[key]
+        if any(other[0] != question for other in _SCORED):
+            _SCORED.clear()  # one query's scores kept: its orders are judged together
+        started, cpu = time.perf_counter(), time.process_time()
+        found = encoder.scores(question, list(texts), tokens).scores if texts else []
+        took = (time.perf_counter() - started) * 1000
+        _SCORED[key] = (found, took, (time.process_time() - cpu) * 1000)
+    ce, ms, cpu_ms = _SCORED[key]
     positions = range(len(top))
     if order == " + rerank":
         chosen = sorted(positions, key=lambda i: -ce[i])
@@ -285,7 +314,7 @@ def reranked(
     else:  # blend: z-scores, the cross-encoder's and retrieval's, weighted equally
         chosen = blended([float(hit.score) for hit in top], ce)
     ranking = [top[i].source_id for i in chosen] + [hit.source_id for hit in hits[depth:]]
-    return ranking, ms
+    return ranking, ms, cpu_ms
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -294,9 +323,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--embeddings-url", help="an OpenAI-compatible /v1 (default: ours)")
     parser.add_argument("--squad", type=int, default=300, help="answerable SQuAD questions")
     parser.add_argument("--only", nargs="*", choices=list(CONFIGURATIONS), help="these rows")
+    parser.add_argument("--sample", type=int, help="a seeded sample of each collection's queries")
     parser.add_argument("--rerank", action="store_true", help="rows reranked too (module doc)")
-    parser.add_argument("--rerank-tokens", type=int, default=512, help="a pair's tokens at most")
-    parser.add_argument("--rerank-depth", type=int, default=RERANK_DEPTH, help="hits reranked")
+    parser.add_argument("--rerank-tokens", type=int, nargs="+", default=[512],
+                        help="a pair's tokens at most (several: a row each)")  # fmt: skip
+    parser.add_argument("--rerank-depth", type=int, nargs="+", default=[RERANK_DEPTH],
+                        help="hits reranked (several: a row each)")  # fmt: skip
     parser.add_argument(
         "--collections",
         nargs="*",
@@ -314,8 +346,19 @@ def main(argv: list[str] | None = None) -> None:
                "squad": lambda: load_squad(args.squad), "french": load_french,
                "french-pages": load_french_pages}  # fmt: skip
     collections = [c for c in (loaders[n]() for n in args.collections) if c is not None]
-    encoder = CrossEncoder(max_tokens=args.rerank_tokens) if args.rerank else None
-    rows = [f"{name}{order}" for name in names for order in ("", *(RERANKED if encoder else ()))]
+    if args.sample:  # the same queries for every row: a cheaper run of costly rows
+        collections = [
+            Collection(c.name, c.documents, random.Random(70).sample(
+                c.queries, min(args.sample, len(c.queries))), c.judgments)
+            for c in collections
+        ]  # fmt: skip
+    encoder = CrossEncoder(cache_size=0) if args.rerank else None  # each cut costed in full
+    cuts = tuple((t, d) for t in args.rerank_tokens for d in args.rerank_depth)
+    rows: list[str] = []
+    for name in names:
+        rows.append(name)
+        if encoder is not None:
+            rows += [row_name(name, o, cut, cuts) for cut in cuts for o in RERANKED]
     table: dict[str, dict[str, dict[str, float]]] = {}
     with (
         given_or_started(args.solr_url, fresh_solr) as solr_url,
@@ -330,7 +373,7 @@ def main(argv: list[str] | None = None) -> None:
                     embeddings_url,
                     names,
                     encoder,
-                    args.rerank_depth,
+                    cuts,
                     args.embeddings_model,
                     overrides,
                 )

@@ -998,6 +998,15 @@ class RerankSettings(Part):
         ge=1,
         le=1000,
     )
+    max_tokens: int | None = _key(
+        "rerank.max.tokens",
+        None,
+        "Tokens of a (question, chunk) pair the rerank API reads at most, the chunk cut first "
+        "(sent as Cohere's max_tokens_per_doc; the local cross-encoder's cost is about "
+        "proportional to it). Blank: not sent, the API's own (the local one: 512).",
+        ge=16,
+        le=8192,
+    )
     timeout: float = _key(
         "rerank.timeout", 30.0, "Seconds to wait for the rerank API's answer.", gt=0, le=3600
     )

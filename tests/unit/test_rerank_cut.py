@@ -1,0 +1,36 @@
+"""rerank.max.tokens (issue 70): each (question, chunk) pair cut by the rerank API to that many
+tokens, sent as Cohere v2's `max_tokens_per_doc`; blank, the field is not sent (an API that
+does not know it is never sent it)."""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+import pytest
+
+from service.config import Settings
+from service.llm.rerank import rerank_client
+from testing.rerank_server import RerankScript, create_rerank_app
+
+
+@pytest.mark.parametrize("cut", [None, 128])
+async def test_the_cut_is_sent_only_when_set(cut: int | None) -> None:
+    script = RerankScript()
+    values = {"rerank.enabled": "true", "rerank.endpoint": "http://rerank.test/v1/"}
+    if cut is not None:
+        values["rerank.max.tokens"] = str(cut)
+    transport = httpx.ASGITransport(app=create_rerank_app(script))
+    async with httpx.AsyncClient(transport=transport) as http:
+        client = rerank_client(http, Settings.of(values))
+        ranked = await client.rank("Who lit the lamp?", ["The keeper lit the lamp.", "Tides."], 1)
+    assert [item.index for item in ranked] == [0]
+    (request,) = script.requests
+    assert ("max_tokens_per_doc" in request) == (cut is not None)
+    assert request.get("max_tokens_per_doc") == cut
+
+
+@pytest.mark.parametrize("value", [8, 100_000, "many"])
+def test_the_cut_is_validated(value: object) -> None:
+    with pytest.raises(ValueError, match=re.escape("rerank.max.tokens")):
+        Settings.of({"rerank.max.tokens": value})
