@@ -11,7 +11,7 @@ request sees one snapshot.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import cached_property
 
 from service.agents.custom import CustomTool
@@ -26,6 +26,7 @@ from service.llm.rerank import RerankClient, rerank_client
 from service.rag.options import DEFAULTS, RequestOptions
 from service.retrieval import Retriever, Scope, SolrClient, VectorRetriever
 from service.retrieval.embedding_mode import EmbeddingMode
+from service.retrieval.facet_filter import documents_matching
 from service.retrieval.factory import build_retriever, vector_retriever
 from service.retrieval.in_memory import InMemorySearch
 from service.runtime import Runtime
@@ -128,6 +129,22 @@ class Snapshot:
             in_memory=self.in_memory,
             reads=settings.embeddings.reads(),
         )
+
+    async def narrowed(
+        self, scope: Scope, ids: Sequence[str] | None = None, queries: Sequence[str] = ()
+    ) -> Scope:
+        """`scope` narrowed to the documents among `ids` (None: any) that pass every filter
+        query (a facet's, read by service.retrieval.facet_filter; any other refused): what
+        Datafari 7's `filters`, its search API's `fq` and a custom tool's filters leave."""
+        if ids is None and not queries:
+            return scope
+        if not queries:
+            return scope.within(ids or ())
+        layout = self.settings.solr
+        documents = await documents_matching(
+            self.solr, layout.documents_collection, layout.documents_map, scope, queries, ids
+        )
+        return scope.within(documents)
 
     def index_retriever(
         self, scope: Scope, count: int, method: str = "", *, operator: str = ""

@@ -4,7 +4,6 @@ synthesize, agentic; what a turn opens (a conversation, a memory) and keeps.
     turn.py     Turn: the caller's scope narrowed by the filters, the conversation and memory,
                 the action's pipeline, what is kept after
     search.py   the search action: the documents that match, no answer written
-    filters.py  a request's filters as the scope they leave
 """
 
 from service.actions.turn import NOT_KEPT, Turn, TurnRequest

@@ -6,7 +6,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from service.actions.filters import narrowed
 from service.rag.reply import Answer, AnswerDocument
 from service.retrieval import Scope
 from service.retrieval.base import RetrievedDocument
@@ -51,7 +50,7 @@ async def documents_found(
     matches in all."""
     if not words:
         return [], 0
-    scope = await narrowed(snapshot, scope, None, filters)
+    scope = await snapshot.narrowed(scope, None, filters)
     depth = min(MAX_DEPTH, max(count, 1))  # rows=0 counts: one is read
     retriever = snapshot.index_retriever(scope, depth, "bm25", operator=operator)
     found = (await retriever.run(words))[:count]

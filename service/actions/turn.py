@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from service.actions.filters import narrowed
 from service.actions.progress import Kept, Opened, Progress
 from service.actions.search import search
 from service.agents.agent import Agent
@@ -150,7 +149,7 @@ class Turn:
         """Everything up to the last LLM request of the action (an agent's whole answer, a
         search's documents)."""
         asked, snapshot = self.asked, self.snapshot
-        scope = await narrowed(snapshot, self.scope, asked.filter_ids, asked.filter_queries)
+        scope = await snapshot.narrowed(self.scope, asked.filter_ids, asked.filter_queries)
         if asked.action == "summarize":
             query = SummarizeQuery(document_id=asked.document_id, lang=asked.lang, scope=scope)
             return await assemble.summarize(snapshot, query, progress)

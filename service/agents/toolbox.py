@@ -18,7 +18,6 @@ from service.rag.reply import AnswerDocument
 from service.rag.request import RagQuery, SummarizeQuery
 from service.rag.stages.fetch import fetch
 from service.retrieval import RetrievedDocument, Scope
-from service.retrieval.facet_filter import documents_matching
 from service.snapshot import Snapshot
 from service.text.citations import CITATION, cited_numbers
 
@@ -72,16 +71,7 @@ class RequestToolbox:
         self, query: str, method: str = "", *, within: str = "", filters: tuple[str, ...] = ()
     ) -> str:
         scope = self.scope.within((self.sources.id_of(within),)) if within else self.scope
-        if filters:
-            layout = self.snapshot.settings.solr
-            matching = await documents_matching(
-                self.snapshot.solr,
-                layout.documents_collection,
-                layout.documents_map,
-                scope,
-                list(filters),
-            )
-            scope = scope.within(matching)
+        scope = await self.snapshot.narrowed(scope, None, filters)
         retriever = self.snapshot.index_retriever(scope, SEARCH_RESULTS, method=method)
         found = (await retriever.run(query))[:SEARCH_RESULTS]
         if not found:

@@ -35,13 +35,11 @@ class Verify:
     calls_kept: ClassVar[int] = 1
 
     def keeps(self, state: RagState) -> int:
-        """The call earlier stages leave it: none when it will not ask (a caller's JSON; an
-        answer its chunks, known by now, make more than one request), else one."""
+        """The call earlier stages leave it: none when it will not ask (a caller's JSON; once
+        the chunks are known, whatever `wanted` says of them), else one."""
         if state.query.options.form.json:
             return 0
-        if self.strategy != "stuff" and state.chunks:
-            return 1 if self._stuff(state).fits_in_one_request(state.chunks) else 0
-        return 1
+        return 1 if not state.chunks or self.wanted(state) else 0
 
     def wanted(self, state: RagState) -> bool:
         if not state.chunks or state.query.options.form.json:
