@@ -410,3 +410,34 @@ def test_a_page_behind_a_proxy_that_rewrites_host_still_asks(
     assert refused.status_code == 403 and "origin" in refused.text
     forwarded = {**person, "X-Forwarded-Host": "search.example.org"}  # nginx's $host: no port
     assert people.post("/ai/rag", headers=forwarded, json={"query": QUESTION}).status_code == 200
+
+
+def test_two_people_behind_one_key_never_continue_each_other_s_turns_over_a_socket(
+    people: tuple[TestClient, dict, dict, dict], llm: LLMScript
+) -> None:
+    """What the HTTP test above asks, over /ai/ws: A's conversation and memory, named in B's
+    and C's turns on sockets of their own, are neither read nor continued; A's own socket,
+    its next turn, reads them."""
+    client, a, b, c = people
+    secret = f"A-SOCKET {uuid.uuid4().hex}"
+
+    def ended(events: list[dict]) -> dict:
+        assert events[-1]["data"] == {"status": "OK"}, events
+        return {e["type"]: e["data"] for e in events}
+
+    with client.websocket_connect("/ai/ws", headers=a) as socket:
+        first = ended(_socket_turn(socket, {"query": f"{QUESTION} {secret}"}))
+    mine = first["conversation"]["conversationId"]
+    memory = first["memory"]["memoryId"]
+    for other in (b, c):
+        with client.websocket_connect("/ai/ws", headers=other) as socket:
+            llm.reset()
+            asked = {"query": QUESTION, "conversationId": mine, "memoryId": memory}
+            theirs = ended(_socket_turn(socket, asked))
+        assert secret not in prompts(llm)
+        assert theirs["conversation"]["conversationId"] != mine
+        assert theirs["memory"]["memoryId"] != memory
+    with client.websocket_connect("/ai/ws", headers=a) as socket:
+        llm.reset()
+        again = ended(_socket_turn(socket, {"query": QUESTION, "conversationId": mine}))
+    assert secret in prompts(llm) and again["conversation"]["conversationId"] == mine
