@@ -6,14 +6,15 @@ agentic-custom-tools.json (service.agents.custom), run with the caller's scope
 (service.agents.toolbox), so an agent reads nothing its caller may not.
 Bounded: at most agentic.max.steps tool-calling turns of at most MAX_CALLS_PER_STEP calls,
 each result cut to MAX_RESULT_CHARS, every LLM call (the tools' own included) spent from the
-request's budget, within its deadline. Out of steps (or of calls), the LLM answers with what
-it has, without tools.
+request's budget, within its deadline; the calls the answer needs are kept for it. Out of steps
+(or of calls), the answer is written from what the tools found.
 
-Every document a tool returns is numbered once, in the order met; the tools show the numbers
-and the answer cites them, so the answer's sources are numbered as /ai/rag's are. The final
-answer is told to `on_text` sentence by sentence (a stream's message.delta), the parts joined
-being the answer's message: as the LLM writes it when it answers out of steps; else once the
-turn has shown it is the answer (never a tool call a model wrote as text).
+The answer is rag's: once the tools found documents, rag's stages from the chunking on write
+it from them (service.rag.assemble.answer_from: reranked, cut to the span, cited, verified,
+echo-checked, grounded, refused as /ai/rag's answer is, and streamed as it is, a Reply); when
+they found nothing, rag answers the question itself (never the LLM from memory). Only what a
+tool returns that is no document (a custom tool's figures) is answered by the agent's LLM: told
+to `on_text` sentence by sentence (a stream's message.delta), never a tool call written as text.
 
     >>> agent = Agent(snapshot, scope, tools=("search", "ask"), max_steps=4)
     >>> answer = await agent.run("Who built the lighthouse, and when did its lamp change?")
@@ -46,7 +47,11 @@ from service.chains.result import says_nothing_relevant
 from service.errors import DocumentNotFound, ServiceError
 from service.llm import ChatMessage
 from service.llm.types import ToolCall
-from service.rag.reply import Answer
+from service.rag import assemble
+from service.rag.honesty import Honesty
+from service.rag.options import RequestOptions
+from service.rag.reply import Answer, Reply
+from service.rag.request import RagQuery
 from service.retrieval import Scope
 from service.snapshot import Snapshot
 
@@ -87,7 +92,12 @@ class Agent:
         self.progress = progress or (lambda _: None)
         self.toolbox = RequestToolbox(snapshot, scope, lang)
 
-    async def run(self, question: str, history: tuple[ChatMessage, ...] = ()) -> Answer:
+    async def run(self, question: str, history: tuple[ChatMessage, ...] = ()) -> Reply | Answer:
+        """The answer: once the tools found documents, rag's answer from them (a Reply: cut,
+        cited, verified, echo-checked, grounded and refused as /ai/rag's); when they found
+        nothing (no tool called, only errors or empty results), rag's own answer to the
+        question; when they returned something else (a custom tool's figures), the LLM's
+        answer from it, written sentence by sentence to `on_text`."""
         started = time.perf_counter()
         llm = self.snapshot.llm
         system = self.snapshot.prompts.render(
@@ -105,10 +115,12 @@ class Agent:
             *(message.as_dict() for message in history),
             {"role": "user", "content": question},
         ]
+        # the calls the answer needs are kept for it: the verification's and the answer's
+        kept = 2 if Honesty.of(self.snapshot.settings).verifying else 1
         results: list[str] = []
         text = None
         for _ in range(self.max_steps):
-            if llm.calls.left <= 1:  # one call is kept for the answer
+            if llm.calls.left <= kept:
                 break
             self.progress("agent")
             written, calls = await self._turn(messages)
@@ -120,14 +132,43 @@ class Agent:
             for call in calls:
                 self.progress(call.name)
                 result = await self._reported(call)
-                results.append(f"{call.name}({call.arguments[:200]}):\n{result}")
+                if not result.startswith("error: ") and result != "nothing found":
+                    results.append(f"{call.name}({call.arguments[:200]}):\n{result}")
                 answered.append(result)
             self._record(messages, written, calls, answered)
-        # the answer, each sentence once, told to on_text as written (never a call written)
+        self.progress("answer")
+        agent_ms = round((time.perf_counter() - started) * 1000, 1)
+        query = RagQuery(query=question, history=history, lang=self.lang, scope=self.toolbox.scope,
+                         options=RequestOptions(always_use_history=bool(history)))  # fmt: skip
+        found = tuple(self.toolbox.found.values())
+        if found or not results:
+            # the documents the tools found, or (none) the question searched as rag searches
+            reply = await (
+                assemble.answer_from(self.snapshot, query, found)
+                if found
+                else assemble.ask(self.snapshot, query)
+            )
+            reply.extra_usage = (*self.toolbox.usages, *reply.extra_usage)
+            reply.started = started
+            reply.timings["agent"] = agent_ms
+            return reply
+        return await self._own_answer(question, history, system, results, text, started)
+
+    async def _own_answer(
+        self,
+        question: str,
+        history: tuple[ChatMessage, ...],
+        system: str,
+        results: list[str],
+        text: str | None,
+        started: float,
+    ) -> Answer:
+        """The LLM's answer from what tools returned that is no document (a custom tool's
+        figures), each sentence once, told to on_text as written (never a call written)."""
+        llm = self.snapshot.llm
         parts = AnswerParts(tuple(self.catalog))
-        if text is None:  # out of steps: the answer from what the tools returned
-            self.progress("answer")
-            found = "\n\n".join(results)[-4 * MAX_RESULT_CHARS :] or "(nothing)"
+        if not text:  # out of steps: the answer from what the tools returned
+            found = "\n\n".join(results)[-4 * MAX_RESULT_CHARS :]
             stream = llm.stream(
                 [
                     ChatMessage("system", system),
@@ -141,7 +182,7 @@ class Agent:
             )
             async for delta in stream:
                 self._show(parts.feed(delta))
-            self.toolbox.usage += stream.usage
+            self.toolbox.spend(stream.usage)
         else:  # a turn's text, whole: decided, never a tool call written as text
             self._show(parts.feed(text))
         self._show(parts.close())
@@ -156,9 +197,7 @@ class Agent:
         if says_nothing_relevant(text):
             answer.documents = []
             answer.abstained = (
-                f"the agent read what its tools found ({len(self.toolbox.sources.by_id)} "
-                "documents) "
-                "and said it does not hold the answer"
+                "the agent read what its tools returned and said it does not hold the answer"
             )
         return answer
 
@@ -171,14 +210,14 @@ class Agent:
         llm = self.snapshot.llm
         if self.protocol == "tools":
             turn = await llm.with_tools(messages, tool_specs(self.catalog))
-            self.toolbox.usage += turn.usage
+            self.toolbox.spend(turn.usage)
             if turn.calls:
                 return turn.text, turn.calls
             written = written_call(turn.text, self.tools)  # the rest of the text: a guess
             return ("", written) if written else (turn.text, ())
         plain = [ChatMessage(m["role"], m["content"]) for m in messages]
         completion = await llm.complete(plain, {"response_format": step_format(self.tools)})
-        self.toolbox.usage += completion.usage
+        self.toolbox.spend(completion.usage)
         step = json_step(completion.text)
         if step is None:
             return completion.text, ()

@@ -25,8 +25,7 @@ MAX_WRITTEN_OBJECTS = 20  # JSON objects tried in a text that may hold a written
 
 NEXT_STEP = (
     "Tool result:\n{result}\n\nDoes this answer the question? If it does, reply "
-    '{{"tool": "answer", "input": "<the answer, with the document numbers in brackets>"}}; if '
-    "not, call another tool."
+    '{{"tool": "answer", "input": ""}}; if not, call another tool.'
 )
 
 
@@ -41,12 +40,19 @@ def protocol_for(settings: Settings) -> Protocol:
 
 
 def step_format(tools: tuple[str, ...]) -> dict[str, Any]:
-    """The response format of a JSON step: one tool (or the answer) and its input."""
-    schema = {
-        "type": "object",
-        "properties": {"tool": {"enum": [*tools, "answer"]}, "input": {"type": "string"}},
-        "required": ["tool", "input"],
-    }
+    """The response format of a JSON step: one tool and its input, or "answer" with an empty
+    input: the answer is then written from what the tools found, by rag's stages (a small
+    model's own answer, long and loosely cited, is never kept: writing it only costs time)."""
+
+    def step(tool: dict[str, Any], value: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "type": "object",
+            "properties": {"tool": tool, "input": value},
+            "required": ["tool", "input"],
+        }
+
+    answer = step({"const": "answer"}, {"type": "string", "maxLength": 0})
+    schema = {"anyOf": [step({"enum": list(tools)}, {"type": "string"}), answer]}
     return {"type": "json_schema", "json_schema": {"name": "step", "schema": schema}}
 
 
@@ -64,8 +70,8 @@ def step_instructions(tools: Mapping[str, Tool]) -> str:
     return (
         "Each turn, reply with one JSON object, a tool and its input:\n"
         + "\n".join(lines)
-        + '\n- {"tool": "answer", "input": "..."}: your answer, citing the documents\' numbers '
-        "in brackets, once the tool results hold it (or saying you could not find it).\n"
+        + '\n- {"tool": "answer", "input": ""}: once the tool results hold the answer (or no '
+        "tool finds it): the answer is then written from the documents your tools found.\n"
         "Use the tools before you answer: never answer from memory."
     )
 

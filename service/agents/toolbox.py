@@ -65,7 +65,9 @@ class RequestToolbox:
         self.scope = scope
         self.lang = lang
         self.sources = Sources()
-        self.usage = Usage()
+        self.usages: list[Usage] = []  # one a call the agent and its tools made
+        # what the tools found, by id, in the order met: what the answer is written from
+        self.found: dict[str, RetrievedDocument] = {}
 
     async def search(
         self, query: str, method: str = "", *, within: str = "", filters: tuple[str, ...] = ()
@@ -76,6 +78,8 @@ class RequestToolbox:
         found = (await retriever.run(query))[:SEARCH_RESULTS]
         if not found:
             return "nothing found"
+        for document in found:
+            self._keep(document)
         return "\n\n".join(self._shown(document) for document in found)
 
     async def ask(self, question: str, document: str = "") -> str:
@@ -84,7 +88,9 @@ class RequestToolbox:
         query = RagQuery(query=question, document_id=document_id, lang=self.lang,
                          scope=self.scope)  # fmt: skip
         answer = await (await assemble.ask(self.snapshot, query)).complete()
-        self.usage += answer.usage
+        self.spend(answer.usage, answer.llm_calls)
+        for d in answer.documents:
+            self._keep(RetrievedDocument(d.id, d.title, d.url, d.content))
         numbers = {
             d.number: self.sources.number(d.id, d.title, d.url, d.content) for d in answer.documents
         }
@@ -96,9 +102,10 @@ class RequestToolbox:
         document_id = self.sources.id_of(document)
         query = SummarizeQuery(document_id=document_id, lang=self.lang, scope=self.scope)
         answer = await (await assemble.summarize(self.snapshot, query)).complete()
-        self.usage += answer.usage
+        self.spend(answer.usage, answer.llm_calls)
         if answer.documents:
             d = answer.documents[0]
+            self._keep(RetrievedDocument(d.id, d.title, d.url, d.content))
             number = self.sources.number(d.id, d.title, d.url, d.content)
             return f"[{number}] {answer.message}"
         return answer.message
@@ -108,11 +115,24 @@ class RequestToolbox:
         found = await fetch(self.snapshot.solr, settings, self.sources.id_of(document), self.scope)
         if found is None:
             raise DocumentNotFound(f"no document {document[:100]!r} you may read")
+        self._keep(found)
         text = found.content[start : start + chars]
         if not text and start > 0:
             return "", False
         more = start + chars < len(found.content)
         return self._shown(replace(found, content=text), chars), more
+
+    @property
+    def usage(self) -> Usage:
+        """What the LLM calls of the agent and its tools cost, summed."""
+        return sum(self.usages, Usage())
+
+    def spend(self, usage: Usage, calls: int = 1) -> None:
+        """An LLM call's usage (or `calls` calls', summed) counted."""
+        self.usages += [usage, *(Usage() for _ in range(calls - 1))]
+
+    def _keep(self, document: RetrievedDocument) -> None:
+        self.found.setdefault(document.id, document)
 
     def _shown(self, document: RetrievedDocument, chars: int = SNIPPET_CHARS) -> str:
         number = self.sources.number(document.source_id, document.title, document.url,

@@ -67,6 +67,9 @@ _CITATION_WORDS = re.compile(
     r"(?:it|this|that|so)[ \t]+is[ \t]*:?[ \t]*(?=\[\d{1,3}\])",
     re.I,
 )
+# the same words ending what is left of a sentence a form was cut from: they would cite
+# whatever comes next, so they go with the form, whole and streamed alike
+_CITATION_HEAD = re.compile(_CITATION_WORDS.pattern.removesuffix(r"(?=\[\d{1,3}\])") + "$", re.I)
 _CITATION_FORMS = tuple(
     f"{the}{number}document that says {what} is{colon}["
     for the in ("the ", "")
@@ -300,7 +303,9 @@ class _Reading:
             forms = forms_at.search(sentence)
             if forms is not None:  # the instruction's forms: the sentence, or its end, goes
                 if _words_before(sentence, forms.start()) >= SENTENCE_HOLD:
-                    kept.append(sentence[: forms.start()])
+                    head = sentence[: forms.start()]
+                    cited = _CITATION_HEAD.search(head)
+                    kept.append(head[: cited.start()] if cited else head)
                 if not ended:
                     return "".join(kept), False
                 continue
@@ -331,7 +336,8 @@ class _Reading:
                 break
             if start < cut and any(form.startswith(tail) for form in forms):
                 cut = start
-        return cut
+        cited = _CITATION_HEAD.search(sentence, 0, cut)  # they go if a form follows: held
+        return cited.start() if cited else cut
 
     def _could_begin(self, text: str, forms: tuple[str, ...]) -> bool:
         """Whether `text` (the end of what is written) could be the beginning of one of

@@ -13,6 +13,7 @@ A new stage is one class (`service.rag.stages`), one settings part and one line 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import replace
 
 from service.chains import Question
@@ -34,6 +35,7 @@ from service.rag.stages import (
     ChunkDocuments,
     Expand,
     Fetch,
+    Given,
     Grade,
     Ground,
     RagState,
@@ -45,6 +47,7 @@ from service.rag.stages import (
     SummaryState,
     Verify,
 )
+from service.retrieval import RetrievedDocument
 from service.snapshot import Snapshot
 from service.text import normalize_question, sanitize_query
 from service.text.language import answer_language
@@ -60,6 +63,19 @@ async def ask(snapshot: Snapshot, query: RagQuery, progress: Progress | None = N
     return await rag_pipeline(snapshot.overridden(query.options)).run(query, progress)
 
 
+async def answer_from(
+    snapshot: Snapshot,
+    query: RagQuery,
+    documents: Sequence[RetrievedDocument],
+    progress: Progress | None = None,
+) -> Reply:
+    """The answer to `query` from `documents` an earlier step found (an agent's tools): rag's
+    stages from the chunking on (rerank, grading, verification, the chain and its answer
+    stages), so that answer is cut, cited, checked and refused as /ai/rag's is."""
+    pipeline = rag_pipeline(snapshot.overridden(query.options), given=tuple(documents))
+    return await pipeline.run(query, progress)
+
+
 async def summarize(
     snapshot: Snapshot, query: SummarizeQuery, progress: Progress | None = None
 ) -> Reply:
@@ -67,22 +83,27 @@ async def summarize(
     return await summarize_pipeline(snapshot).run(query, progress)
 
 
-def rag_pipeline(snapshot: Snapshot) -> RagPipeline:
+def rag_pipeline(
+    snapshot: Snapshot, given: tuple[RetrievedDocument, ...] | None = None
+) -> RagPipeline:
     """/ai/rag and /v1/chat/completions: [cache] [rewrite] [expand] retrieve chunk [rerank]
     [grade] [verify] chain, then, once the answer is written, its answer stages (AfterAnswer:
-    confidence, [echo], [grounding], [cache_write])."""
+    confidence, [echo], [grounding], [cache_write]). With `given` documents (an agent's), they
+    stand for retrieve, and nothing before it runs (no search, no cached answer)."""
     settings = snapshot.settings
     llm, prompts = snapshot.llm, snapshot.prompts
     size = request_size(settings, llm.options.model)  # counted once: it may load a tokenizer
     reserve = size.of_answer(settings.llm.max_tokens)
-    stages: list[Stage[RagState]] = []
-    if snapshot.answer_cache is not None:
-        stages.append(CacheLookup(snapshot.answer_cache, lambda q: variant(snapshot, q), llm))
-    if settings.chat.rewriting_enabled:
-        stages.append(Rewrite(llm, prompts))
-    if settings.retrieval.queries_count > 1:
-        stages.append(Expand(llm, prompts, settings.retrieval.queries_count))
-    stages.append(Retrieve(settings.retrieval, settings.solr, snapshot.solr, snapshot.retriever))
+    stages: list[Stage[RagState]] = [Given(given)] if given is not None else []
+    if given is None:
+        if snapshot.answer_cache is not None:
+            stages.append(CacheLookup(snapshot.answer_cache, lambda q: variant(snapshot, q), llm))
+        if settings.chat.rewriting_enabled:
+            stages.append(Rewrite(llm, prompts))
+        if settings.retrieval.queries_count > 1:
+            stages.append(Expand(llm, prompts, settings.retrieval.queries_count))
+        retrieve = Retrieve(settings.retrieval, settings.solr, snapshot.solr, snapshot.retriever)
+        stages.append(retrieve)
     stages.append(ChunkDocuments(settings.prompt))
     if snapshot.rerank is not None:
         rerank = settings.rerank

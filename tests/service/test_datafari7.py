@@ -15,8 +15,9 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+from service.chains.prompts import NOT_FOUND_SENTENCES
 from service.errors import ConfigError, FilterRefused
-from testing.llm_server import LLMScript, Step
+from testing.llm_server import LLMScript, RecordedRequest, Step
 from testing.service import ADMIN_TOKEN, ClientFactory, ServiceFactory
 from tests.service.test_security import DOCUMENTS, assert_no_secret
 
@@ -415,6 +416,11 @@ def test_a_conversation_id_never_made_here_is_ignored_and_the_question_answered(
     assert "conversationId" not in off  # conversations off: answered, none kept
 
 
+def _last_turn(llm: LLMScript) -> RecordedRequest:
+    """The agent's last tool-calling turn (rag's answer, without tools, comes after it)."""
+    return [request for request in llm.requests if "tools" in request.body][-1]
+
+
 def tool_call(name: str, **arguments: object) -> Step:
     """The LLM's turn that calls one tool, as OpenAI's tools API writes it."""
     call = {"id": f"call-{name}", "type": "function",
@@ -474,14 +480,15 @@ def test_the_agents_answer_streams_as_datafari_s_and_never_a_tool_call_written_a
     kinds = [event["type"] for event in sent]
     assert kinds.index("tool.result") < kinds.index("message.delta")
     assert kinds.index("message.delta") < kinds.index("sources.final")
-    # out of steps, the answer streams as the LLM writes it, each sentence said once
+    # out of steps, the answer streams as the LLM writes it: rag's answer from what was read
     llm.reset()
     llm.then(*(tool_call("get_document", document="lighthouse") for _ in range(3)))
-    llm.answer = lambda request: "Electrified in 1952 [1]. Electrified in 1952 [1]. By the keeper."
+    llm.answer = lambda request: "Electrified in 1952 [1]. By the keeper."
     sent = events(list(client.post("/ai/stream", json=AGENT_BODY).iter_lines()))
     assert llm.requests[-1].body["stream"] is True and llm.requests[-1].stream_completed
+    assert "Documents:" in llm.requests[-1].prompt  # rag's prompt, the document in it
     deltas = [data["text"] for data in of_type(sent, "message.delta")]
-    assert deltas == ["Electrified in 1952 [1].", " By the keeper."]
+    assert len(deltas) > 1 and "".join(deltas) == "Electrified in 1952 [1]. By the keeper."
     assert of_type(sent, "message.final")[0]["text"] == "".join(deltas)
     # the whole answer (POST /ai) is the same text, nothing streamed
     llm.reset()
@@ -498,11 +505,11 @@ def test_an_agent_that_keeps_calling_tools_is_stopped_and_answers(
     llm.answer = lambda request: "From what I read: electrified in 1952 [1]."
     answer = ok(client.post("/ai", json=AGENT_BODY))
     assert answer["message"] == "From what I read: electrified in 1952 [1]."
-    # three tool-calling turns (agentic.max.steps), then one answer without tools
+    # three tool-calling turns (agentic.max.steps), then rag's answer from what was read
     assert len(llm.requests) == 4
     assert all("tools" in request.body for request in llm.requests[:3])
     assert "tools" not in llm.requests[3].body
-    assert "What your tools returned" in llm.requests[3].prompt
+    assert "Documents:" in llm.requests[3].prompt and "Brannoch" in llm.requests[3].prompt
 
 
 def test_datafari_s_generic_agent_calls_its_tools_by_their_names(
@@ -535,7 +542,7 @@ def test_datafari_s_generic_agent_calls_its_tools_by_their_names(
                       "entityExtraction"]  # fmt: skip
     (failed,) = of_type(sent, "tool.error")
     assert "documentId, part" in failed["error"]
-    results = [m["content"] for m in llm.requests[-1].body["messages"] if m["role"] == "tool"]
+    results = [m["content"] for m in _last_turn(llm).body["messages"] if m["role"] == "tool"]
     assert "lighthouse" in results[0].lower()  # bm25Search
     assert "apple" in results[1].lower()  # hybridSearch
     assert "horn" in results[2].lower()  # the lighthouse's passage about the horn
@@ -593,7 +600,7 @@ def test_the_custom_agent_reads_its_tools_from_agentic_custom_tools_json(
     assert [d["toolName"] for d in of_type(sent, "tool.call")] == [
         "searchByLanguage", "searchByLanguage", "datesOf"]  # fmt: skip
     assert of_type(sent, "tool.error") == []
-    results = [m["content"] for m in llm.requests[-1].body["messages"] if m["role"] == "tool"]
+    results = [m["content"] for m in _last_turn(llm).body["messages"] if m["role"] == "tool"]
     assert "marseille" in results[0].lower() and "brannoch" not in results[0].lower()
     assert results[1] == "nothing found"  # no document's language is that whole argument
     asked = next(r for r in llm.requests if "Which dates does this document give?" in r.prompt)
@@ -616,9 +623,12 @@ def test_the_custom_agent_reads_its_tools_from_agentic_custom_tools_json(
 
 def test_the_call_budget_bounds_the_agent_too(make_client: ClientFactory, llm: LLMScript) -> None:
     client = make_client({**AGENTIC, "agentic.max.steps": 20, "llm.max.calls.per.request": 4})
-    llm.then(*(tool_call("search", query="lighthouse") for _ in range(30)))
-    ok(client.post("/ai", json=AGENT_BODY))
-    assert len(llm.requests) == 4
+    # it calls a tool while the budget lets it (a 4th turn would take the answer's call) ...
+    llm.then(*(tool_call("search", query="lighthouse") for _ in range(3)))
+    llm.answer = lambda request: "The keeper [1]."
+    assert ok(client.post("/ai", json=AGENT_BODY))["message"] == "The keeper [1]."
+    # ... and rag's answer takes the last call
+    assert len(llm.requests) == 4 and "tools" not in llm.requests[-1].body
 
 
 def test_a_model_that_cannot_call_tools_is_said_so(
@@ -638,7 +648,7 @@ def test_agents_are_named_in_rag_properties(make_client: ClientFactory, llm: LLM
     for name in ("generic", "rag", "nope", None):
         llm.answer = lambda request: "The lamp [1]."
         ok(client.post("/ai", json={**AGENT_BODY, "agent": name}))
-        assert [t["function"]["name"] for t in llm.requests[-1].body["tools"]] == ["search"]
+        assert [t["function"]["name"] for t in _last_turn(llm).body["tools"]] == ["search"]
     llm.reset()
     llm.then(tool_call("search", query="lighthouse"))
     llm.answer = lambda request: "I could not find it in the documents."
@@ -676,16 +686,66 @@ def test_json_steps_let_a_small_local_model_call_the_tools(
     client = make_client({**AGENTIC, "agentic.protocol": "json"})
     llm.then(
         Step(content='{"tool": "search", "input": "lighthouse lamp electrified"}'),
-        Step(content='{"tool": "answer", "input": "In 1952 [1]."}'),
+        Step(content='{"tool": "answer", "input": ""}'),
     )
+    llm.answer = lambda request: "In 1952 [1]."
     answer = ok(client.post("/ai", json=AGENT_BODY))
     assert answer["message"] == "In 1952 [1]."
     assert answer["documents"][0]["id"] == "lighthouse" and answer["documents"][0]["cited"]
-    first, second = llm.requests
-    assert first.body["response_format"]["json_schema"]["schema"]["properties"]["tool"] == {
-        "enum": ["search", "ask", "summarize", "get_document", "answer"]}  # fmt: skip
+    first, second, written = llm.requests
+    tool, done = first.body["response_format"]["json_schema"]["schema"]["anyOf"]
+    assert tool["properties"]["tool"] == {"enum": ["search", "ask", "summarize", "get_document"]}
+    # "answer" takes no text: rag's stages write the answer from what the tools found
+    assert done["properties"] == {"tool": {"const": "answer"},
+                                  "input": {"type": "string", "maxLength": 0}}  # fmt: skip
     assert "tools" not in first.body
     assert "The lamp burned paraffin until 1952" in second.body["messages"][-1]["content"]
+    assert "response_format" not in written.body and "Documents:" in written.prompt
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_agent_s_answer_is_verified_and_refused_as_rag_s(
+    make_client: ClientFactory, llm: LLMScript, stream: bool
+) -> None:
+    """Issue 68 (and 69, item 4): what decides rag's refusals decides the agent's. Its tools
+    found the lighthouse; the verification (grounding.verify) says no document says the
+    answer: the agent abstains as /ai/rag does, with no sources, and its own answer is never
+    asked (nor streamed)."""
+    verified = {"grounding.verify": True, "grounding.abstain.unsupported": 0.5}
+    client = make_client({**AGENTIC, **verified, "retrieval.method": "bm25"})
+    llm.then(
+        tool_call("search", query="lighthouse lamp"),
+        Step(content="The keeper lit it [1]."),  # the agent decides it has the answer
+        Step(content="no", first_top={"no": 0.8, "yes": 0.2}),  # the verification
+    )
+    llm.answer = lambda request: "A guess the documents do not hold [1]."
+    if stream:
+        sent = events(list(client.post("/ai/stream", json=AGENT_BODY).iter_lines()))
+        final = of_type(sent, "message.final")[0]["text"]
+        shown = "".join(data["text"] for data in of_type(sent, "message.delta"))
+        assert final == shown == NOT_FOUND_SENTENCES["en"], sent
+        assert of_type(sent, "sources.final")[0]["items"] == []
+    else:
+        answer = ok(client.post("/ai", json=AGENT_BODY))
+        assert answer["message"] == NOT_FOUND_SENTENCES["en"] and answer["sources"] == []
+    assert len(llm.requests) == 3  # two agent turns, the verification: no answer asked
+    assert "Does a document above say" in llm.requests[2].prompt
+    assert "Brannoch" in llm.requests[2].prompt  # asked of what the agent's search found
+
+
+def test_an_agent_that_calls_no_tool_answers_as_rag_never_from_memory(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    """A model that answers at once, without a tool, answers from its memory: the question is
+    searched and answered as /ai/rag answers it instead, from the documents, cited."""
+    client = make_client(AGENTIC)
+    llm.then(Step(content="Lighthouses are kept by keepers, as everyone knows."))
+    llm.answer = lambda request: "The keeper of Brannoch [1]."
+    answer = ok(client.post("/ai", json=AGENT_BODY))
+    assert answer["message"] == "The keeper of Brannoch [1]."
+    assert answer["sources"][0]["id"] == "lighthouse" and answer["sources"][0]["cited"]
+    first, written = llm.requests
+    assert "tools" in first.body and "Brannoch" in written.prompt
 
 
 def test_a_conversation_expires_after_its_time(make_client: ClientFactory, llm: LLMScript) -> None:
@@ -816,7 +876,7 @@ def test_the_generic_agent_s_guessed_id_still_finds_the_answer(
     llm.answer = lambda request: "In 1952 [1]."
     sent = events(list(client.post("/ai/stream", json={**AGENT_BODY, "agent": "generic"})
                        .iter_lines()))  # fmt: skip
-    results = [m["content"] for m in llm.requests[-1].body["messages"] if m["role"] == "tool"]
+    results = [m["content"] for m in _last_turn(llm).body["messages"] if m["role"] == "tool"]
     assert results[0].startswith("It was electrified in 1952")  # the answer, as it is
     asked = next(r for r in llm.requests if "When was the lamp electrified?" in r.prompt)
     assert "Brannoch" in asked.prompt  # retrieved from the whole index
@@ -861,9 +921,11 @@ def test_out_of_steps_a_tool_call_written_as_text_never_streams(
     make_client: ClientFactory, llm: LLMScript
 ) -> None:
     """Issue 68 item 5, review: out of steps, a tool call the model writes as text in its last
-    request (small models do, on "Answer now") neither streams nor is kept."""
+    request (small models do, on "Answer now") neither streams nor is kept. (Its own answer is
+    asked only when the tools returned no document: here each question asked was refused.)"""
     client = make_client(AGENTIC)
-    llm.then(*(tool_call("get_document", document="lighthouse") for _ in range(3)))
+    refused = Step(content="I could not find the answer in the documents.")
+    llm.then(*(step for _ in range(3) for step in (tool_call("ask", question="keeper?"), refused)))
     llm.answer = lambda request: (
         'I will search. {"name": "search", "arguments": {"query": "lighthouse keeper"}}'
     )

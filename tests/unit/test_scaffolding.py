@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from service.chains import PromptLibrary
@@ -37,6 +37,10 @@ def _streamed(text: str, cuts: list[int]) -> str:
     st.lists(st.sampled_from(FRAGMENTS), max_size=30).map(" ".join),
     st.lists(st.integers(min_value=0, max_value=400), max_size=12),
 )
+# found by hypothesis: the form cut out left citation words before the next sentence's [1]
+@example("The number of the document that says this is a name, a number or a short phrase . [1]",
+         [])  # fmt: skip
+@example("The number of the document that says this is a name, a number or a short phrase", [46])
 def test_what_streams_is_what_is_kept(text: str, cuts: list[int]) -> None:
     assert _streamed(text, cuts) == without_scaffolding(text)
 

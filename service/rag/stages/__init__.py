@@ -7,6 +7,8 @@ which the loop writes into the state.
                    -> Verify -> Chain, then once the answer's text is known (the Reply runs
                    them, AfterAnswer): Doubt -> RefuseEcho -> Ground -> KeepAnswer (or, for a
                    cached answer, Repeated)
+    an agent:      Given (the documents its tools found) -> Chunk -> Rerank -> Grade -> Verify
+                   -> Chain, and the same answer stages
     /ai/summarize: Fetch -> Chunk -> Summarize
 
 A stage says whether it is `wanted` for this request (rewriting is not, for one document by id)
@@ -26,7 +28,7 @@ from service.rag.stages.grade import Grade
 from service.rag.stages.ground import Ground
 from service.rag.stages.keep_answer import KeepAnswer, Repeated, repeated
 from service.rag.stages.rerank import MAX_WINDOWS, Rerank
-from service.rag.stages.retrieve import Retrieve
+from service.rag.stages.retrieve import Given, Retrieve
 from service.rag.stages.rewrite import Rewrite
 from service.rag.stages.state import (
     CacheMiss,
@@ -58,6 +60,7 @@ __all__ = [
     "EveryRequest",
     "Expand",
     "Fetch",
+    "Given",
     "Grade",
     "Ground",
     "Judged",

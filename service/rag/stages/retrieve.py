@@ -80,3 +80,15 @@ class Retrieve(EveryRequest):
         raise NoDocumentFound(
             f"the {self.retrieval.in_force} search found nothing for {queries[0]!r}"
         )
+
+
+@dataclass
+class Given(EveryRequest):
+    """The documents an earlier step found (an agent's tools), in Retrieve's place: the answer
+    is written, checked and refused from them as from Retrieve's."""
+
+    documents: tuple[RetrievedDocument, ...]
+    name: ClassVar[str] = "gathered"
+
+    async def run(self, state: RagState) -> Documents:
+        return Documents(list(self.documents))
