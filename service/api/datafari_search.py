@@ -9,8 +9,9 @@ JSON shape over the documents collection, within what the caller may see.
      "response": {"numFound": 2, "start": 0, "docs": [{"id": ..., "docId": ..., "title": [...],
                   "url": ..., "preview_content": [...], "extension": ..., "score": ...}]}}
 
-Honoured: `q` (BM25, the documents collection), `q.op` (AND, OR), `rows` (at most MAX_ROWS),
-`start` (start + rows at most MAX_DEPTH), `fl` (among FIELDS; others left out), `sort` (by
+Honoured: `q` (BM25, the documents collection), `q.op` (AND, OR), `rows` (more than MAX_ROWS,
+or past MAX_DEPTH, are cut to them: an MCP host asks any number, and a 4xx fails its tool),
+`start` (at most MAX_DEPTH), `fl` (among FIELDS; others left out), `sort` (by
 relevance only: `score desc`), `fq` (each read by the facet grammar, as /ai's filters: a
 facet's filter, never widening the caller's scope), `wt=json`. Every other Solr parameter
 (local params, `qt`, `shards`, `stream.*`, `defType`, `rq`...) is ignored: nothing of the
@@ -49,7 +50,8 @@ router = APIRouter(
     tags=["search"], dependencies=[Depends(require_api_key)], route_class=json_route()
 )
 
-MAX_ROWS = 50
+MAX_ROWS = 100  # documents a page, at most (more asked: these)
+MAX_ROWS_ASKED = 1_000_000
 MAX_FILTERS = 10
 PREVIEW_CHARS = 500  # of a document's text, as its preview_content
 FIELDS = ("id", "docId", "title", "url", "preview_content", "extension", "score")
@@ -74,7 +76,7 @@ async def select(
     q: str = Query(min_length=1, max_length=MAX_QUERY_PARAM, description="The words searched."),
     action: str | None = Query(None, max_length=64, description="`rag`: an answer instead."),
     fl: str = Query("", max_length=1000, description=f"Fields among {', '.join(FIELDS)}."),
-    rows: int = Query(10, ge=0, le=MAX_ROWS, description="Documents to return."),
+    rows: int = Query(10, ge=0, le=MAX_ROWS_ASKED, description="Documents (100 at most)."),
     start: int = Query(0, ge=0, le=MAX_DEPTH, description="Documents to skip."),
     operator: str = Query("", alias="q.op", max_length=8, description="AND or OR."),
     sort: str = Query("", max_length=100, description="`score desc` (by relevance)."),
@@ -100,8 +102,7 @@ async def select(
         raise BadRequest("q.op is AND or OR")
     if " ".join(sort.lower().split()) not in SCORE_ORDER:
         raise BadRequest("sort: this search orders by relevance only (score desc)")
-    if start + rows > MAX_DEPTH:
-        raise BadRequest(f"start + rows is at most {MAX_DEPTH}")
+    rows = min(rows, MAX_ROWS, MAX_DEPTH - start)
     started = time.perf_counter()
     words = sanitize_query(q)
     scope = caller_of(request).scope

@@ -226,12 +226,17 @@ def test_the_search_api_reads_words_and_facets_never_solr_syntax(
 
 
 def test_the_search_api_is_bounded_and_says_what_it_refuses(client: TestClient) -> None:
-    for refused in ({"q": "x", "rows": 51}, {"q": "x", "start": 90, "rows": 20},
+    for refused in ({"q": "x", "rows": 10**7}, {"q": "x", "start": 10**6, "rows": 20},
                     {"q": "x", "wt": "xml"}, {"q": "x", "sort": "title asc"},
                     {"q": "x", "q.op": "NEAR"}, {"q": "x", "action": "facets"},
                     {"q": "x", "fq": ["title:a"] * 11}):  # fmt: skip
         response = client.get("/search/select", params=refused)
         assert response.status_code == 400, (refused, response.text)
+    # more rows than a page holds, or past the depth searched: cut, as an MCP host asks any
+    for asked, start, given in ((500, 0, "100"), (20, 95, "5"), (51, 0, "51")):
+        response = client.get("/search/select", params={"q": "x", "rows": asked, "start": start})
+        assert response.status_code == 200, response.text
+        assert response.json()["responseHeader"]["params"]["rows"] == given
 
 
 def test_the_search_api_keeps_within_the_caller_s_groups(make_client: ClientFactory) -> None:
