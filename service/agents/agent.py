@@ -44,6 +44,7 @@ from service.agents.toolbox import RequestToolbox
 from service.agents.tools import MAX_RESULT_CHARS, TOOLS, Tool, ToolEvent, tool_specs
 from service.chains.prompts import language_name
 from service.chains.result import says_nothing_relevant
+from service.deadline import Deadline
 from service.errors import DocumentNotFound, ServiceError
 from service.llm import ChatMessage
 from service.llm.types import ToolCall
@@ -99,6 +100,7 @@ class Agent:
         question; when they returned something else (a custom tool's figures), the LLM's
         answer from it, written sentence by sentence to `on_text`."""
         started = time.perf_counter()
+        deadline = Deadline(self.snapshot.settings.server.request_timeout)  # the whole turn's
         llm = self.snapshot.llm
         system = self.snapshot.prompts.render(
             "agent",
@@ -123,7 +125,7 @@ class Agent:
             if llm.calls.left <= kept:
                 break
             self.progress("agent")
-            written, calls = await self._turn(messages)
+            written, calls = await deadline.run(self._turn(messages))
             if not calls:
                 text = written
                 break
@@ -131,7 +133,7 @@ class Agent:
             answered = []
             for call in calls:
                 self.progress(call.name)
-                result = await self._reported(call)
+                result = await deadline.run(self._reported(call))
                 if not result.startswith("error: ") and result != "nothing found":
                     results.append(f"{call.name}({call.arguments[:200]}):\n{result}")
                 answered.append(result)
@@ -144,15 +146,17 @@ class Agent:
         if found or not results:
             # the documents the tools found, or (none) the question searched as rag searches
             reply = await (
-                assemble.answer_from(self.snapshot, query, found)
+                assemble.answer_from(self.snapshot, query, found, deadline=deadline)
                 if found
-                else assemble.ask(self.snapshot, query)
+                else assemble.ask(self.snapshot, query, deadline=deadline)
             )
             reply.extra_usage = (*self.toolbox.usages, *reply.extra_usage)
             reply.started = started
             reply.timings["agent"] = agent_ms
             return reply
-        return await self._own_answer(question, history, system, results, text, started)
+        return await deadline.run(
+            self._own_answer(question, history, system, results, text, started)
+        )
 
     async def _own_answer(
         self,

@@ -19,6 +19,7 @@ from dataclasses import replace
 from service.chains import Question
 from service.chains.prompts import FORMAT_INSTRUCTIONS, language_name, not_found_sentence
 from service.config import Settings
+from service.deadline import Deadline
 from service.errors import BadRequest, FeatureDisabled
 from service.grounding import GroundingCheck, GroundingPolicy, LlmGroundingCheck
 from service.llm import ChatMessage
@@ -56,11 +57,16 @@ RagPipeline = Pipeline[RagQuery, RagState]
 SummarizePipeline = Pipeline[SummarizeQuery, SummaryState]
 
 
-async def ask(snapshot: Snapshot, query: RagQuery, progress: Progress | None = None) -> Reply:
+async def ask(
+    snapshot: Snapshot,
+    query: RagQuery,
+    progress: Progress | None = None,
+    deadline: Deadline | None = None,
+) -> Reply:
     """The answer to `query`, up to its last LLM request: its options applied to the
     snapshot, the stages they turn on built and run (each named to `progress` as it
-    begins)."""
-    return await rag_pipeline(snapshot.overridden(query.options)).run(query, progress)
+    begins), within `deadline` when it is part of a longer work (an agent's)."""
+    return await rag_pipeline(snapshot.overridden(query.options)).run(query, progress, deadline)
 
 
 async def answer_from(
@@ -68,12 +74,13 @@ async def answer_from(
     query: RagQuery,
     documents: Sequence[RetrievedDocument],
     progress: Progress | None = None,
+    deadline: Deadline | None = None,
 ) -> Reply:
     """The answer to `query` from `documents` an earlier step found (an agent's tools): rag's
     stages from the chunking on (rerank, grading, verification, the chain and its answer
     stages), so that answer is cut, cited, checked and refused as /ai/rag's is."""
     pipeline = rag_pipeline(snapshot.overridden(query.options), given=tuple(documents))
-    return await pipeline.run(query, progress)
+    return await pipeline.run(query, progress, deadline)
 
 
 async def summarize(

@@ -50,11 +50,14 @@ class Pipeline(Generic[Q, S]):
         """The model the answers come from (the request's, or llm.model)."""
         return self._llm.options.model
 
-    async def run(self, query: Q, progress: Progress | None = None) -> Reply:
+    async def run(
+        self, query: Q, progress: Progress | None = None, deadline: Deadline | None = None
+    ) -> Reply:
         """The request's one way in: everything up to the final LLM request, within the
-        request's deadline, which the returned Reply keeps for that last request.
+        request's deadline (a new one, or what is left of the `deadline` of the work this
+        request is part of: an agent's), which the returned Reply keeps for that last request.
         `progress` is told each stage's name as it begins (a stream shows the steps)."""
-        deadline = Deadline(self.settings.server.request_timeout)
+        deadline = deadline or Deadline(self.settings.server.request_timeout)
         state = self._begin(query)
         reply = await deadline.run(self._loop(state, progress))
         reply.deadline = deadline

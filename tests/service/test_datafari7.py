@@ -9,6 +9,7 @@ import asyncio
 import json
 import logging
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -731,6 +732,20 @@ def test_the_agent_s_answer_is_verified_and_refused_as_rag_s(
     assert len(llm.requests) == 3  # two agent turns, the verification: no answer asked
     assert "Does a document above say" in llm.requests[2].prompt
     assert "Brannoch" in llm.requests[2].prompt  # asked of what the agent's search found
+
+
+def test_an_agent_s_turn_and_its_answer_share_one_request_timeout(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    """The agent's steps and rag's answer after them are one request: request.timeout bounds
+    their sum (each of the four calls alone would fit; the answer's stages began a timeout of
+    their own)."""
+    client = make_client({**AGENTIC, "request.timeout": 1.5})
+    slow = replace(tool_call("get_document", document="lighthouse"), delay=0.6)
+    llm.then(slow, slow, slow)
+    llm.delay = 0.6
+    late = client.post("/ai", json=AGENT_BODY).json()
+    assert late["status"] == "ERROR" and "timeout" in late["content"]["error"]["reason"], late
 
 
 def test_an_agent_that_calls_no_tool_answers_as_rag_never_from_memory(
