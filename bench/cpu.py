@@ -6,11 +6,14 @@ that answers at once run in other processes or threads: their CPU is not counted
 is the test corpus, ingested with its passages (hybrid needs them).
 
     python -m bench.cpu [--solr-url URL] [--requests 200] [--only bm25 hybrid ...]
+                        [--repeat N]      # each configuration N times, in turn: the median
                         [--profile DIR]   # py-spy flame graphs of each configuration
 
 Configurations: bm25 and hybrid without grounding, hybrid with grounding (embeddings method),
 and the answer cache (hybrid): every question new (a miss) and every question one asked
-before (a hit).
+before (a hit); `bm25 shipped` and `hybrid shipped`: the shipped rag.properties (every
+shipped stage: rerank through the model server, grounding by embeddings, the echo check, the
+verification, logprobs; jobs, conversations and agents on), only the retrieval method set.
 """
 
 from __future__ import annotations
@@ -29,7 +32,14 @@ from pathlib import Path
 import httpx
 
 from bench.load import QUERIES, service_command
-from bench.support import fresh_solr, given_or_started, model_server, save_results, tree_cpu_seconds
+from bench.support import (
+    fresh_solr,
+    given_or_started,
+    model_server,
+    save_results,
+    shipped_properties,
+    tree_cpu_seconds,
+)
 from service.config import settings_from_mapping
 from service.ingest.indexer import indexer_for
 from service.llm.embeddings import embeddings_client
@@ -51,7 +61,12 @@ CONFIGURATIONS: dict[str, dict[str, str]] = {
     },
     "cache miss": {"retrieval.method": "hybrid", "cache.enabled": "true"},
     "cache hit": {"retrieval.method": "hybrid", "cache.enabled": "true"},
+    # the shipped rag.properties (rerank, grounding by embeddings, echo check, verification,
+    # logprobs, jobs, conversations, agents), the retrieval method aside (issue 70)
+    "bm25 shipped": {"retrieval.method": "bm25"},
+    "hybrid shipped": {"retrieval.method": "hybrid"},
 }
+SHIPPED = {"bm25 shipped", "hybrid shipped"}
 
 
 def ingest(solr_url: str, embeddings_url: str) -> None:
@@ -135,9 +150,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--solr-url", help="a Solr with our configsets (default: one started)")
     parser.add_argument("--requests", type=int, default=200, help="measured per configuration")
     parser.add_argument("--only", nargs="*", choices=list(CONFIGURATIONS), help="a subset")
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each, in turn")
     parser.add_argument("--profile", type=Path, help="py-spy flame graphs into this folder")
     args = parser.parse_args(argv)
     names = args.only or list(CONFIGURATIONS)
+    runs: dict[str, list[float]] = {name: [] for name in names}
     rows = []
     with (
         given_or_started(args.solr_url, fresh_solr) as solr_url,
@@ -146,16 +163,22 @@ def main(argv: list[str] | None = None) -> int:
         tempfile.TemporaryDirectory(prefix="bench-cpu-") as folder,
     ):
         ingest(solr_url, embeddings_url)
-        for name in names:
+        for name in [name for _ in range(args.repeat) for name in names]:
             port = free_port()
             base = f"http://127.0.0.1:{port}"
-            overrides = {
-                "ai.embeddings.endpoint": embeddings_url,
-                "grounding.enabled": "false",
-                "solr.startup.check": "false",
-                **CONFIGURATIONS[name],
-            }
-            command = service_command(solr_url, llm_url, Path(folder), port, overrides)
+            if name in SHIPPED:
+                upstreams = _shipped(solr_url, llm_url, embeddings_url)
+                config = shipped_properties(Path(folder), {**upstreams, **CONFIGURATIONS[name]})
+                command = [sys.executable, "-m", "service.cli", "serve", "--config",
+                           str(config), "--port", str(port)]  # fmt: skip
+            else:
+                overrides = {
+                    "ai.embeddings.endpoint": embeddings_url,
+                    "grounding.enabled": "false",
+                    "solr.startup.check": "false",
+                    **CONFIGURATIONS[name],
+                }
+                command = service_command(solr_url, llm_url, Path(folder), port, overrides)
             server = start_server(command, f"{base}/health/live", what="service", env=QUIET)
             try:
                 row = measure(name, base, server.pid, args.requests, args.profile)
@@ -167,8 +190,27 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
             rows.append(row)
+            runs[name].append(row["service_cpu_ms"])
+    if args.repeat > 1:
+        for name, cpu in runs.items():
+            listed = ", ".join(f"{ms:.2f}" for ms in cpu)
+            print(f"{name:20} median {statistics.median(cpu):7.2f} ms CPU a question ({listed})")
     save_results("cpu", rows)
     return 0
+
+
+def _shipped(solr_url: str, llm_url: str, embeddings_url: str) -> dict[str, str]:
+    """The shipped rag.properties' upstreams pointed at the run's."""
+    return {
+        "solr.url": solr_url,
+        "solr.startup.check": "false",
+        "ai.api.endpoint": f"{llm_url}/v1/",
+        "llm.model": "bench",  # a remote LLM: not one of the packaged GGUF models
+        "ai.embeddings.endpoint": embeddings_url,
+        "rerank.endpoint": embeddings_url,
+        "llm.max.concurrent.per.caller": "0",
+        "prompt.templates.dir": str(Path(__file__).resolve().parents[1] / "prompts"),
+    }
 
 
 if __name__ == "__main__":

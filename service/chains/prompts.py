@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,8 +146,13 @@ class PromptStore:
 
 
 def _folder_stamp(folder: Path) -> tuple[tuple[str, int], ...]:
+    """Each template's name and modification time, read on every request: by os.scandir,
+    a quarter cheaper than pathlib's glob (issue 70)."""
     try:
-        return tuple(sorted((p.name, p.stat().st_mtime_ns) for p in folder.glob("*.j2")))
+        with os.scandir(folder) as entries:
+            return tuple(
+                sorted((e.name, e.stat().st_mtime_ns) for e in entries if e.name.endswith(".j2"))
+            )
     except OSError:
         return ()
 

@@ -23,6 +23,8 @@ import socket
 import uuid
 from dataclasses import asdict
 
+from service.config import Settings
+from service.config.tls import TlsFiles
 from service.errors import BadRequest, ExtractionFailed, ServiceError
 from service.ingest.extract import SourceDocument, extract_bytes
 from service.ingest.folder import (
@@ -49,10 +51,19 @@ class JobRunner:
     def __init__(self, runtime: Runtime) -> None:
         self._runtime = runtime
         self.worker = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._store: tuple[Settings, TlsFiles, JobStore] | None = None
 
     def store(self) -> JobStore:
-        snapshot = Snapshot(self._runtime)
-        return JobStore(snapshot.solr, snapshot.settings.jobs)
+        """The jobs collection of the settings in force: built again only when they change
+        (a reload) or Solr's TLS files do (a certificate replaced on disk), not on every poll
+        (issue 70: a Snapshot and a Solr client a second cost an idle service CPU)."""
+        settings = self._runtime.settings()
+        tls = settings.solr.tls
+        kept = self._store
+        if kept is None or kept[0] is not settings or kept[1] != tls:
+            snapshot = Snapshot(self._runtime, settings)
+            kept = self._store = settings, tls, JobStore(snapshot.solr, snapshot.settings.jobs)
+        return kept[2]
 
     async def run_forever(self) -> None:
         """Claims and runs jobs until cancelled (the service stops)."""

@@ -275,15 +275,16 @@ class JobStore:
         documents; None when there is none, the deployment runs jobs.max.running, or another
         worker claimed it first."""
         now = _now_ms()
-        held = f"state_s:running AND lease_l:[{now + 1} TO *]"
-        if await self._count(held) >= self.settings.max_running:
-            return None
+        # what waits first: an idle service asks Solr once a poll, not twice (issue 70)
         waiting = f"state_s:queued OR (state_s:running AND lease_l:[* TO {now}])"
         found = await self._select(
             {"q": waiting, "sort": "created_dt asc", "rows": 1, "fl": "id,_version_"}
         )
         docs = found["response"]["docs"]
         if not docs:
+            return None
+        held = f"state_s:running AND lease_l:[{now + 1} TO *]"
+        if await self._count(held) >= self.settings.max_running:
             return None
         job = await self.get(docs[0]["id"])
         if job.held(now) or job.state in FINISHED:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import orjson
 
 from service.errors import (
     ModelNotServed,
@@ -151,7 +152,7 @@ class OpenAICompatibleClient:
         with self.busy.track():
             response = await self._send(path, payload, stream=False)
         try:
-            return response.json()
+            return parsed(response.content)
         except (json.JSONDecodeError, UnicodeDecodeError):
             raise UpstreamBadResponse(f"{self._where} answered with invalid JSON") from None
 
@@ -383,7 +384,7 @@ class CompletionStream:
     def _read(self, data: str) -> list[str]:
         where = self._client._where
         try:
-            chunk = json.loads(data)
+            chunk = parsed(data)
         except json.JSONDecodeError:
             raise UpstreamBadResponse(f"{where} streamed a chunk that is not JSON") from None
         if not isinstance(chunk, dict):
@@ -405,6 +406,16 @@ class CompletionStream:
             if isinstance(content, str) and content:
                 deltas.append(content)
         return deltas
+
+
+def parsed(body: bytes | str) -> Any:
+    """An upstream's JSON, by orjson: several times faster than json on what these APIs send
+    (an embeddings response is thousands of floats; every streamed token is a chunk), the
+    same values; json reads what orjson refuses (NaN, another encoding than UTF-8)."""
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return json.loads(body)
 
 
 def _error_message(response: httpx.Response) -> str:

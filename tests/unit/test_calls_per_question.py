@@ -75,14 +75,21 @@ class Listed:
         return list(self.found)
 
 
-def routed(llm: Any, rerank: Any) -> Any:
-    """One ASGI app: /rerank to the rerank app, everything else to the LLM's."""
+def routed(llm: Any, rerank: Any, seen: list[str] | None = None) -> Any:
+    """One ASGI app: /rerank to the rerank app, everything else to the LLM's; the path of
+    every HTTP request it receives appended to `seen`."""
 
     async def app(scope: dict, receive: Any, send: Any) -> None:
-        target = rerank if scope.get("path", "").endswith("/rerank") else llm
+        path = scope.get("path", "")
+        if seen is not None and scope.get("type") == "http":
+            seen.append(path)
+        target = rerank if path.endswith("/rerank") else llm
         await target(scope, receive, send)
 
     return app
+
+
+SEEN: list[str] = []  # every upstream request of the `shipped` fixture's pipeline, by path
 
 
 @pytest.fixture
@@ -98,7 +105,8 @@ async def shipped(
     )
     path = tmp_path / "rag.properties"
     path.write_text(settings + "\n", encoding="utf-8")
-    app = routed(create_llm_app(script), create_rerank_app(reranks))
+    SEEN.clear()
+    app = routed(create_llm_app(script), create_rerank_app(reranks), SEEN)
     runtime = Runtime(path, transport=httpx.ASGITransport(app=app))
     await runtime.start()
     try:
@@ -162,3 +170,26 @@ async def test_a_second_rerank_request_is_the_sentence_windows_one(shipped) -> N
     await reply.complete()
     assert len(reranks.requests) == 2 and len(script.embedded) == 1
     assert len(reranks.requests[1]["documents"]) < len(reranks.requests[0]["documents"]) * 5
+
+
+async def test_a_question_sends_four_requests_upstream(shipped) -> None:
+    """Every upstream request one question makes on shipped settings, retrieval aside (Solr's
+    and the question's embedding: the integration suite's), exactly: the rerank request, the
+    verification (one token: does a document say the answer?), the answer, and the grounding
+    check's one embeddings request for every sentence it embeds. The service's own CPU a
+    question is mostly the HTTP of these (issue 70): a stage that starts sending one more, an
+    embeddings request a text or a second verification, fails here."""
+    pipeline, script, _ = shipped
+    for number, question in enumerate(QUESTIONS, start=1):
+        before = len(SEEN)
+        reply = await pipeline.run(RagQuery(question))
+        answer = await reply.complete()
+        assert answer.documents, answer
+        asked = SEEN[before:]
+        assert sorted(asked) == sorted(
+            ["/v1/rerank", "/v1/chat/completions", "/v1/chat/completions", "/v1/embeddings"]
+        ), f"question {number}: {asked}"
+        assert len(script.requests) == 2 * number  # the verification and the answer
+        verification, answering = script.requests[-2:]
+        assert verification.body.get("max_tokens") == 1 and not verification.body.get("stream")
+        assert answering.body.get("max_tokens") != 1

@@ -66,23 +66,24 @@ class Ready:
 
 async def drive(work: Work, renderer: Renderer, request_id: str) -> AsyncIterator[str]:
     """The lines of one streamed answer: the work run, its steps, text and end rendered; a
-    failure once the stream has begun is the renderer's last lines (never a broken stream)."""
-    for line in renderer.started():
-        yield line
+    failure once the stream has begun is the renderer's last lines (never a broken stream).
+    What one event renders is yielded as one piece (one write to the client, not one a
+    line), and the answer's end (final, kept, ended) as one."""
+    if lines := "".join(renderer.started()):
+        yield lines
     try:
         steps: asyncio.Queue[Step] = asyncio.Queue()
         await work.begin(steps.put_nowait)
-        for step in _drained(steps):
-            for line in renderer.progress(step):
-                yield line
+        if lines := "".join(line for step in _drained(steps) for line in renderer.progress(step)):
+            yield lines
         running = asyncio.ensure_future(work.run(steps.put_nowait))
         try:
             while not running.done() or not steps.empty():
                 waiting = asyncio.ensure_future(steps.get())
                 await asyncio.wait({running, waiting}, return_when=asyncio.FIRST_COMPLETED)
                 if waiting.done():
-                    for line in renderer.progress(waiting.result()):
-                        yield line
+                    if lines := "".join(renderer.progress(waiting.result())):
+                        yield lines
                 else:
                     waiting.cancel()
             reply = running.result()
@@ -92,20 +93,17 @@ async def drive(work: Work, renderer: Renderer, request_id: str) -> AsyncIterato
             answer = reply
         else:
             async for text in reply:
-                for line in renderer.delta(text):
-                    yield line
+                if lines := "".join(renderer.delta(text)):
+                    yield lines
             answer = await reply.answer()
         kept = await work.keep(answer)
-        for line in renderer.final(answer):
-            yield line
-        if kept is not None:
-            for line in renderer.progress(kept):
-                yield line
-        for line in renderer.ended():
-            yield line
+        # the end's events in one piece: one write to the socket, not one each
+        ending = [*renderer.final(answer), *(renderer.progress(kept) if kept is not None else ())]
+        if lines := "".join([*ending, *renderer.ended()]):
+            yield lines
     except Exception as error:  # the stream has begun: the failure is its end
-        for line in renderer.failed(as_service_error(error, request_id)):
-            yield line
+        if lines := "".join(renderer.failed(as_service_error(error, request_id))):
+            yield lines
 
 
 def _drained(steps: asyncio.Queue[Step]) -> list[Step]:
