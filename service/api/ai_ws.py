@@ -192,8 +192,12 @@ async def _answer(websocket: WebSocket, text: str, refused: Refusals) -> int:
         with door.question(caller, settings):
             turn = turn_of(body, websocket, request_snapshot(websocket), caller)
             events = AiEvents(body.action, websocket.state.language)
-            async for line in drive(turn, events, websocket.state.request_id):
-                await _send(websocket, line)
+            # the driver writes an event's lines (the answer's end's) as one piece: a
+            # WebSocket message is one event
+            async for lines in drive(turn, events, websocket.state.request_id):
+                for line in lines.split("\n"):
+                    if line:
+                        await _send(websocket, line)
     except ServiceError as error:  # over the caller's cap, or the LLM full
         for line in stream.refused(error, websocket.state.language):
             await _send(websocket, line)
