@@ -146,7 +146,13 @@ class Runtime:
             self._embedding_mode = key, EmbeddingMode.of(settings)
         return self._embedding_mode[1]
 
-    def llm(self, settings: Settings, *, model_chosen_by_caller: bool = False) -> ChatClient:
+    def llm(
+        self,
+        settings: Settings,
+        *,
+        model_chosen_by_caller: bool = False,
+        calls: CallBudget | None = None,
+    ) -> ChatClient:
         """The LLM of `settings` (a request's options applied: its model, max_tokens,
         temperature), with a call budget of its own; `model_chosen_by_caller`: the request
         named the model, so the LLM's 404 for it is the caller's error."""
@@ -164,7 +170,7 @@ class Runtime:
                 model_chosen_by_caller=model_chosen_by_caller,
             ),
             self.breaker(settings, "llm", settings.llm.endpoint),
-            CallBudget(settings.llm.max_calls),  # a client is built per request
+            calls or CallBudget(settings.llm.max_calls),  # a client is built per request
         )
 
     def embeddings(self, settings: Settings, *, model: str | None = None) -> EmbeddingsClient:

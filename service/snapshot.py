@@ -22,6 +22,7 @@ from service.conversations.store import ConversationStore
 from service.ingest.indexer import Indexer, indexer_for
 from service.ingest.partitions import Partitions
 from service.llm import ChatClient, EmbeddingsClient
+from service.llm.budget import CallBudget
 from service.llm.rerank import RerankClient, rerank_client
 from service.rag.options import DEFAULTS, RequestOptions
 from service.retrieval import Retriever, Scope, SolrClient, VectorRetriever
@@ -43,8 +44,10 @@ class Snapshot:
         settings: Settings | None = None,
         options: RequestOptions = DEFAULTS,
         custom_tools: Mapping[str, CustomTool] | None = None,
+        calls: CallBudget | None = None,
     ) -> None:
         self._runtime = runtime
+        self._calls = calls  # the request's call budget, when this is one of its snapshots
         self._base = settings or runtime.settings()
         self.options = options
         self.settings = options.apply(self._base)
@@ -55,7 +58,15 @@ class Snapshot:
         """This snapshot with a request's own options (its model, retrieval, top k...)."""
         if options == self.options:
             return self
-        return Snapshot(self._runtime, self._base, options, self.custom_tools)
+        # one request, one call budget: its options' snapshot spends the calls this one does
+        # (an agent's answer, after its turns, made with the conversation's history)
+        return Snapshot(self._runtime, self._base, options, self.custom_tools, self.calls)
+
+    @cached_property
+    def calls(self) -> CallBudget:
+        """The request's LLM call budget (llm.max.calls.per.request), shared by the
+        snapshots its options make of this one."""
+        return self._calls or CallBudget(self.settings.llm.max_calls)
 
     @cached_property
     def solr(self) -> SolrClient:
@@ -70,7 +81,9 @@ class Snapshot:
     def llm(self) -> ChatClient:
         """The configured LLM, or the model, max_tokens and temperature the request names;
         with the request's own call budget."""
-        return self._runtime.llm(self.settings, model_chosen_by_caller=self.options.names_model)
+        return self._runtime.llm(
+            self.settings, model_chosen_by_caller=self.options.names_model, calls=self.calls
+        )
 
     @cached_property
     def embeddings(self) -> EmbeddingsClient:

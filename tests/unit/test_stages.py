@@ -544,3 +544,22 @@ async def test_a_runtime_with_a_transport_reaches_its_upstreams_without_sockets(
         assert await Snapshot(runtime).llm.list_models() == ["test-model"]
     finally:
         await runtime.stop()
+
+
+async def test_a_request_s_options_share_its_call_budget(tmp_path, script) -> None:
+    """One request, one llm.max.calls.per.request: the snapshot a request's options make (an
+    agent's answer with the conversation's history) spent a whole budget of its own."""
+    path = tmp_path / "rag.properties"
+    path.write_text("solr.startup.check=false\nllm.max.calls.per.request=3\n")
+    runtime = Runtime(path, transport=httpx.ASGITransport(app=create_llm_app(script)))
+    await runtime.start()
+    try:
+        snapshot = Snapshot(runtime)
+        snapshot.llm.calls.spend()
+        answering = snapshot.overridden(RequestOptions(always_use_history=True))
+        assert answering is not snapshot and answering.llm is not snapshot.llm
+        assert answering.llm.calls.left == 2
+        answering.llm.calls.spend()
+        assert snapshot.llm.calls.left == 1
+    finally:
+        await runtime.stop()
