@@ -133,7 +133,8 @@ class Agent:
             answered = []
             for call in calls:
                 self.progress(call.name)
-                result = await deadline.run(self._reported(call))
+                with llm.calls.reserving(kept):  # a tool's own calls (ask's rag) never them
+                    result = await deadline.run(self._reported(call))
                 if not result.startswith("error: ") and result != "nothing found":
                     results.append(f"{call.name}({call.arguments[:200]}):\n{result}")
                 answered.append(result)

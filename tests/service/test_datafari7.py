@@ -632,6 +632,20 @@ def test_the_call_budget_bounds_the_agent_too(make_client: ClientFactory, llm: L
     assert len(llm.requests) == 4 and "tools" not in llm.requests[-1].body
 
 
+def test_the_agent_s_tools_never_spend_the_calls_kept_for_its_answer(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    """The ask tool runs rag (an LLM call of its own): it spent the call kept for the answer,
+    and the question failed with TooManyCalls (a 400) once the tools had found documents."""
+    client = make_client({**AGENTIC, "llm.max.calls.per.request": 2})
+    llm.then(tool_call("ask", question="What did the lamp burn?"))
+    llm.answer = lambda request: "Paraffin [1]."
+    answer = ok(client.post("/ai", json=AGENT_BODY))
+    assert answer["message"] == "Paraffin [1]."
+    assert len(llm.requests) == 2 and "tools" not in llm.requests[-1].body
+    assert llm.requests[-1].prompt.count("Who kept the lighthouse lamp lit?") >= 1
+
+
 def test_a_model_that_cannot_call_tools_is_said_so(
     make_client: ClientFactory, llm: LLMScript
 ) -> None:
