@@ -128,8 +128,10 @@ class RequestToolbox:
         return sum(self.usages, Usage())
 
     def spend(self, usage: Usage, calls: int = 1) -> None:
-        """An LLM call's usage (or `calls` calls', summed) counted."""
-        self.usages += [usage, *(Usage() for _ in range(calls - 1))]
+        """An LLM call's usage (or `calls` calls', summed) counted; none for an answer that
+        made no call (a cached one)."""
+        if calls > 0:
+            self.usages += [usage, *(Usage() for _ in range(calls - 1))]
 
     def _keep(self, document: RetrievedDocument) -> None:
         self.found.setdefault(document.id, document)

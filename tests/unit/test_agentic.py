@@ -8,10 +8,12 @@ import json
 import pytest
 
 from service.agents.steps import AnswerParts, json_step, without_repeats, written_call
+from service.agents.toolbox import RequestToolbox
 from service.agents.tools import TOOLS as REGISTRY
 from service.agents.tools import ToolEvent
 from service.api.protocols.ndjson import EventStream
 from service.config.settings import AGENT_TOOLS, agents_of
+from service.llm import Usage
 
 TOOLS = ("search", "ask")
 
@@ -127,3 +129,13 @@ def test_an_answer_streams_in_sentences_each_said_once(pieces: list[str], shown:
     sent = [part for piece in pieces for part in parts.feed(piece)] + parts.close()
     assert sent == shown
     assert "".join(sent) == parts.text == without_repeats("".join(pieces).strip())
+
+
+def test_a_tool_s_answer_that_made_no_llm_call_is_counted_as_none() -> None:
+    """A tool's ask answered from the answer cache made no LLM call: it was counted as one
+    (the agent's llm_calls said more calls than the request made)."""
+    box = RequestToolbox(None, None)  # type: ignore[arg-type]
+    box.spend(Usage(), 0)
+    assert box.usages == []
+    box.spend(Usage(prompt_tokens=7, completion_tokens=2), 2)
+    assert len(box.usages) == 2 and box.usage.prompt_tokens == 7
