@@ -411,17 +411,25 @@ class CompletionStream:
 def parsed(body: bytes | str) -> Any:
     """An upstream's JSON, by orjson: several times faster than json on what these APIs send
     (an embeddings response is thousands of floats; every streamed token is a chunk), the
-    same values; json reads what orjson refuses (NaN, another encoding than UTF-8)."""
+    same values; json reads what orjson refuses (NaN, another encoding than UTF-8). What
+    neither reads (nested too deep, a number too long, bytes that are no text) is a
+    json.JSONDecodeError, as invalid JSON is: the upstream's fault, never a 500."""
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError:
+        pass
+    try:
         return json.loads(body)
+    except json.JSONDecodeError:
+        raise
+    except (ValueError, RecursionError) as error:  # UnicodeDecodeError is a ValueError
+        raise json.JSONDecodeError(f"unreadable: {type(error).__name__}", "", 0) from None
 
 
 def _error_message(response: httpx.Response) -> str:
     try:
-        body = response.json()
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        body = parsed(response.content)
+    except json.JSONDecodeError:
         return response.reason_phrase or "no details"
     error = body.get("error") if isinstance(body, dict) else None
     if isinstance(error, dict):
