@@ -61,10 +61,11 @@ _LABEL_FORMS = tuple(
     for kind in ("", "refined ", "final ", "combined ", "updated ", "improved ", "new ")
     for far in ("", " so far")
 )
-# ... and the words before a citation ("The number of the document that says this is [1]")
+# ... and the words before a citation ("The number of the document that says this is [1]"),
+# from a word's start, as the forms are found
 _CITATION_WORDS = re.compile(
-    r"[ \t]*(?:the[ \t]+)?(?:number[ \t]+of[ \t]+the[ \t]+)?document[ \t]+that[ \t]+says[ \t]+"
-    r"(?:it|this|that|so)[ \t]+is[ \t]*:?[ \t]*(?=\[\d{1,3}\])",
+    r"[ \t]*(?<!\S)(?:the[ \t]+)?(?:number[ \t]+of[ \t]+the[ \t]+)?document[ \t]+that[ \t]+"
+    r"says[ \t]+(?:it|this|that|so)[ \t]+is[ \t]*:?[ \t]*(?=\[\d{1,3}\])",
     re.I,
 )
 # the same words ending what is left of a sentence a form was cut from: they would cite

@@ -41,6 +41,9 @@ def _streamed(text: str, cuts: list[int]) -> str:
 @example("The number of the document that says this is a name, a number or a short phrase . [1]",
          [])  # fmt: skip
 @example("The number of the document that says this is a name, a number or a short phrase", [46])
+# the citation's words taken out whole from inside a word ("Answer:The"), where the stream
+# (forms begin at a word) had shown that word
+@example("Answer: Answer:The document that says this is [1] ", [])
 def test_what_streams_is_what_is_kept(text: str, cuts: list[int]) -> None:
     assert _streamed(text, cuts) == without_scaffolding(text)
 
