@@ -135,7 +135,9 @@ class Agent:
                 self.progress(call.name)
                 with llm.calls.reserving(kept):  # a tool's own calls (ask's rag) never them
                     result = await deadline.run(self._reported(call))
-                if not result.startswith("error: ") and result != "nothing found":
+                # searchChunksFromADocument's "nothing found in 'x'" found nothing too
+                empty = result == "nothing found" or result.startswith("nothing found in '")
+                if not result.startswith("error: ") and not empty:
                     results.append(f"{call.name}({call.arguments[:200]}):\n{result}")
                 answered.append(result)
             self._record(messages, written, calls, answered)

@@ -777,6 +777,24 @@ def test_an_agent_that_calls_no_tool_answers_as_rag_never_from_memory(
     assert "tools" in first.body and "Brannoch" in written.prompt
 
 
+def test_a_search_in_one_document_that_finds_nothing_is_answered_as_rag_never_from_memory(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    """searchChunksFromADocument says "nothing found in 'lighthouse'", not "nothing found": it
+    counted as a tool's result, and the model's answer from memory was the agent's answer."""
+    client = make_client({**AGENTIC, "retrieval.method": "bm25"})
+    llm.then(
+        tool_call("searchChunksFromADocument", documentId="lighthouse", query="zqxv wkpf"),
+        Step(content="Lighthouses are kept by keepers, as everyone knows."),
+    )
+    llm.answer = lambda request: "The keeper of Brannoch [1]."
+    answer = ok(client.post("/ai", json={**AGENT_BODY, "agent": "generic"}))
+    result = llm.requests[1].body["messages"][-1]["content"]
+    assert result == "nothing found in 'lighthouse'"
+    assert answer["message"] == "The keeper of Brannoch [1]."
+    assert answer["sources"][0]["id"] == "lighthouse" and answer["sources"][0]["cited"]
+
+
 def test_a_conversation_expires_after_its_time(make_client: ClientFactory, llm: LLMScript) -> None:
     """conversations.ttl.hours after its last message, a conversation is gone (waiting longer
     than that only makes it more so: no slow machine can break this)."""
