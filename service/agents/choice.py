@@ -33,10 +33,12 @@ def choose_agent(
     on_text: Callable[[str], None] | None = None,
 ) -> Agent:
     """The agent `named` (the module's docstring), working within `scope`; FeatureDisabled
-    when agentic.enabled is off."""
+    when agentic.enabled is off, or ai.enable.rag (rag writes the agent's answer)."""
     settings = snapshot.settings.agentic
     if not settings.enabled:
         raise FeatureDisabled("agentic.enabled is false in rag.properties")
+    if not snapshot.settings.server.enable_rag:  # the answer is rag's: refused before the steps
+        raise FeatureDisabled("an agent's answer is rag's: ai.enable.rag is false")
     agents = agents_of(settings.agents)
 
     def agent(tools: tuple[str, ...], custom: Mapping[str, CustomTool] | None = None) -> Agent:

@@ -795,6 +795,19 @@ def test_a_search_in_one_document_that_finds_nothing_is_answered_as_rag_never_fr
     assert answer["sources"][0]["id"] == "lighthouse" and answer["sources"][0]["cited"]
 
 
+def test_an_agent_whose_answer_rag_may_not_write_is_refused_before_its_steps(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    """The agent's answer is rag's: with ai.enable.rag off it can never be written, and the
+    agent took all its steps (LLM calls, searches) before it was refused."""
+    client = make_client({**AGENTIC, "ai.enable.rag": False})
+    llm.then(*(tool_call("search", query="lighthouse") for _ in range(3)))
+    response = client.post("/ai", json=AGENT_BODY)
+    assert response.json()["status"] == "ERROR", response.text
+    assert "ai.enable.rag" in response.text
+    assert llm.requests == []
+
+
 def test_a_conversation_expires_after_its_time(make_client: ClientFactory, llm: LLMScript) -> None:
     """conversations.ttl.hours after its last message, a conversation is gone (waiting longer
     than that only makes it more so: no slow machine can break this)."""
