@@ -45,7 +45,7 @@ from service.agents.tools import MAX_RESULT_CHARS, TOOLS, Tool, ToolEvent, tool_
 from service.chains.prompts import language_name
 from service.chains.result import says_nothing_relevant
 from service.deadline import Deadline
-from service.errors import DocumentNotFound, ServiceError
+from service.errors import BadRequest, DocumentNotFound, ServiceError
 from service.llm import ChatMessage
 from service.llm.types import ToolCall
 from service.rag import assemble
@@ -55,8 +55,10 @@ from service.rag.reply import Answer, Reply
 from service.rag.request import RagQuery
 from service.retrieval import Scope
 from service.snapshot import Snapshot
+from service.text import sanitize_query
 
 MAX_CALLS_PER_STEP = 3
+MAX_ANSWER_DOCUMENTS = 20  # of those the tools found, the answer is written from the first
 
 
 class Agent:
@@ -100,6 +102,8 @@ class Agent:
         question; when they returned something else (a custom tool's figures), the LLM's
         answer from it, written sentence by sentence to `on_text`."""
         started = time.perf_counter()
+        if not sanitize_query(question):  # what rag's answer would refuse: before any step
+            raise BadRequest("the query is empty once sanitized")
         deadline = Deadline(self.snapshot.settings.server.request_timeout)  # the whole turn's
         llm = self.snapshot.llm
         system = self.snapshot.prompts.render(
@@ -145,7 +149,9 @@ class Agent:
         agent_ms = round((time.perf_counter() - started) * 1000, 1)
         query = RagQuery(query=question, history=history, lang=self.lang, scope=self.toolbox.scope,
                          options=RequestOptions(always_use_history=bool(history)))  # fmt: skip
-        found = tuple(self.toolbox.found.values())
+        # the first documents met (steps x calls x results, whole documents read: bounded
+        # here as rag's retrieval is, before chunking and reranking)
+        found = tuple(self.toolbox.found.values())[:MAX_ANSWER_DOCUMENTS]
         if found or not results:
             # the documents the tools found, or (none) the question searched as rag searches
             reply = await (

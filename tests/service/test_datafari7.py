@@ -762,6 +762,18 @@ def test_an_agent_s_turn_and_its_answer_share_one_request_timeout(
     assert late["status"] == "ERROR" and "timeout" in late["content"]["error"]["reason"], late
 
 
+def test_an_agent_s_question_rag_would_refuse_is_refused_before_its_steps(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    """Review: a question with no words once sanitized was refused by the answer's stages,
+    after every step of the agent had been taken (LLM calls, searches)."""
+    client = make_client(AGENTIC)
+    llm.then(*(tool_call("search", query="lighthouse") for _ in range(3)))
+    response = client.post("/ai", json={**AGENT_BODY, "query": "???"})
+    assert response.json()["status"] == "ERROR", response.text
+    assert "empty once sanitized" in response.text and llm.requests == []
+
+
 def test_an_agent_that_calls_no_tool_answers_as_rag_never_from_memory(
     make_client: ClientFactory, llm: LLMScript
 ) -> None:
