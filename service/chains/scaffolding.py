@@ -62,9 +62,11 @@ _LABEL_FORMS = tuple(
     for far in ("", " so far")
 )
 # ... and the words before a citation ("The number of the document that says this is [1]")
+# ("This can be found in [1]", "This answer is found in [1]": issue 69)
 _CITATION_WORDS = re.compile(
-    r"[ \t]*(?:the[ \t]+)?(?:number[ \t]+of[ \t]+the[ \t]+)?document[ \t]+that[ \t]+says[ \t]+"
-    r"(?:it|this|that|so)[ \t]+is[ \t]*:?[ \t]*(?=\[\d{1,3}\])",
+    r"[ \t]*(?:(?:the[ \t]+)?(?:number[ \t]+of[ \t]+the[ \t]+)?document[ \t]+that[ \t]+says[ \t]+"
+    r"(?:it|this|that|so)[ \t]+is|this(?:[ \t]+answer|[ \t]+information)?[ \t]+(?:can[ \t]+be|is)"
+    r"[ \t]+found[ \t]+in)[ \t]*:?[ \t]*(?=\[\d{1,3}\])",
     re.I,
 )
 _CITATION_FORMS = tuple(
@@ -72,6 +74,11 @@ _CITATION_FORMS = tuple(
     for the in ("the ", "")
     for number in ("number of the ", "")
     for what in ("it", "this", "that", "so")
+    for colon in (" ", ": ", ":", "")
+) + tuple(
+    f"this{what} {can} found in{colon}["
+    for what in ("", " answer", " information")
+    for can in ("can be", "is")
     for colon in (" ", ": ", ":", "")
 )
 _SENTENCE = re.compile(r"[^.!?\n]*[.!?]*[ \t]*\n?")
