@@ -63,6 +63,8 @@ def test_a_citation_points_at_a_source_that_holds_the_answer(written: str, kept:
         ("Qui peut consulter les images ?", False),  # French FAQ answers: paragraphs
         ("Why did the river flood?", False),  # an explanation: a sentence or two
         ("How does the lamp work?", False),
+        ("What does the assert statement do?", False),  # the README's: what it does
+        ("What does Kwh mean?", False),
         ("Is the lighthouse still lit?", False),  # yes or no, and why
         ("Pourquoi le phare a-t-il été électrifié ?", False),
         ("When did the lamp stop burning paraffin, and what did the orchard grow?", False),
