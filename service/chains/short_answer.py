@@ -51,7 +51,8 @@ _ASKS_PHRASE = re.compile(
 _ASKS_EXPLANATION = re.compile(
     r"\b(why|explain|describe|pourquoi|comment|expliquez|d\u00e9crivez)\b"
     r"|\bhow\b(?! (many|much|long|old|far|big|large|often|tall|high|deep|wide|fast)\b)"
-    r"|\b(do|mean|work)\W*$"  # "What does the assert statement do?": what it does, a sentence
+    # "What does the assert statement do?": what it does, a sentence ("for work?" is a noun)
+    r"|\b(do|does|did)\b.*\b(do|mean|work)\W*$"
     r"|^\s*(is|are|was|were|do|does|did|can|could|should|would|will|has|have|had|may|must|"
     r"est-ce|puis-je|peut-on|peut-il|peut-elle|faut-il|dois-je|ai-je|suis-je)\b",
     re.I,

@@ -65,6 +65,7 @@ def test_a_citation_points_at_a_source_that_holds_the_answer(written: str, kept:
         ("How does the lamp work?", False),
         ("What does the assert statement do?", False),  # the README's: what it does
         ("What does Kwh mean?", False),
+        ("What gender is less willing to relocate for work?", True),
         ("Is the lighthouse still lit?", False),  # yes or no, and why
         ("Pourquoi le phare a-t-il été électrifié ?", False),
         ("When did the lamp stop burning paraffin, and what did the orchard grow?", False),
