@@ -327,11 +327,9 @@ def main(argv: list[str] | None = None) -> None:
     halves = list(splits.HALVES) if args.half == "both" else [args.half]
     per_half = [[(question, group, half) for question, group in asked(args, half)]
                 for half in halves]  # fmt: skip
-    chosen = (
-        interleaved([mixed(questions) for questions in per_half])
-        if len(halves) > 1
-        else (per_half[0])
-    )
+    # answerable and unanswerable spread over the run, one half or both: a run stopped early
+    # sums up both kinds
+    chosen = interleaved([mixed(questions) for questions in per_half])
     rows: list[dict] = []
     # `kill -INT` stops a run started in the background too (a shell without job control
     # starts its background jobs with SIGINT ignored)

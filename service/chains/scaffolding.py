@@ -61,11 +61,13 @@ _LABEL_FORMS = tuple(
     for kind in ("", "refined ", "final ", "combined ", "updated ", "improved ", "new ")
     for far in ("", " so far")
 )
-# ... and the words before a citation ("The number of the document that says this is [1]"),
-# from a word's start, as the forms are found
+# ... and the words before a citation ("The number of the document that says this is [1]";
+# "This can be found in [1]", "This answer is found in [1]": issue 69), from a word's start,
+# as the forms are found
 _CITATION_WORDS = re.compile(
-    r"[ \t]*(?<!\S)(?:the[ \t]+)?(?:number[ \t]+of[ \t]+the[ \t]+)?document[ \t]+that[ \t]+"
-    r"says[ \t]+(?:it|this|that|so)[ \t]+is[ \t]*:?[ \t]*(?=\[\d{1,3}\])",
+    r"[ \t]*(?<!\S)(?:(?:the[ \t]+)?(?:number[ \t]+of[ \t]+the[ \t]+)?document[ \t]+that[ \t]+"
+    r"says[ \t]+(?:it|this|that|so)[ \t]+is|this(?:[ \t]+answer|[ \t]+information)?[ \t]+"
+    r"(?:can[ \t]+be|is)[ \t]+found[ \t]+in)[ \t]*:?[ \t]*(?=\[\d{1,3}\])",
     re.I,
 )
 # the same words ending what is left of a sentence a form was cut from: they would cite
@@ -76,6 +78,11 @@ _CITATION_FORMS = tuple(
     for the in ("the ", "")
     for number in ("number of the ", "")
     for what in ("it", "this", "that", "so")
+    for colon in (" ", ": ", ":", "")
+) + tuple(
+    f"this{what} {can} found in{colon}["
+    for what in ("", " answer", " information")
+    for can in ("can be", "is")
     for colon in (" ", ": ", ":", "")
 )
 _SENTENCE = re.compile(r"[^.!?\n]*[.!?]*[ \t]*\n?")

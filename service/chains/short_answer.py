@@ -15,6 +15,13 @@ sentence ended, then "how,何时,何时..."). The citation is then made true (`t
 the answer's words must be in the source it cites; else, or when it cites none, the source
 that holds most of them is cited (the answer kept as written, only its number changes); an
 answer that no source holds keeps what it cites, for grounding to judge.
+
+Asked "When had the Six Ministries existed?", the 1.5B writes the question back around its
+answer ("The Six Ministries existed since the Sui and Tang dynasties. [1]") whatever the prompt
+says (few-shot phrase answers in the prompt, measured: unchanged). For a question a phrase
+answers (`phrase_answers`: who, what, when, where, which, how many..., not why, how or a yes/no
+question), `phrase` keeps of a one-sentence answer the run of words the question does not say
+("Sui and Tang dynasties [1]"): the answer the model wrote, cut, never a word added.
 """
 
 from __future__ import annotations
@@ -24,12 +31,35 @@ from collections.abc import Sequence
 
 from service.chains.prompts import NOT_FOUND_SENTENCES
 from service.chains.result import Source
-from service.grounding.claims import content_words
+from service.grounding.claims import content_words, is_content, stem, tokens
+from service.text.language import FRENCH
 
 NOT_FOUND = NOT_FOUND_SENTENCES["en"]
 MAX_WORDS = 60  # a safety net: a cap that binds makes the model stretch its last word
 MAX_WORD_CHARS = 40
 _CITATION = re.compile(r"\s*\[(\d{1,3})\]\s*$")
+# a question a phrase answers: an English question word that asks for a thing, a time, a
+# place, a count (French questions left out: on the French FAQ's dev half, "Qui peut
+# consulter ...?", "Quelles informations ...?" ask for a list, its answers are paragraphs, and
+# the cut lowered F1: bench/RESULTS.md "Issue 69, items 2-3")
+_ASKS_PHRASE = re.compile(
+    r"\b(what|which|who|whom|whose|when|where|how (many|much|long|old|far|big|large|often|"
+    r"tall|high|deep|wide|fast))\b",
+    re.I,
+)
+# ... unless it asks for an explanation, or whether (a yes or a no, and why)
+_ASKS_EXPLANATION = re.compile(
+    r"\b(why|explain|describe|pourquoi|comment|expliquez|d\u00e9crivez)\b"
+    r"|\bhow\b(?! (many|much|long|old|far|big|large|often|tall|high|deep|wide|fast)\b)"
+    # "What does the assert statement do?": what it does, a sentence ("for work?" is a noun)
+    r"|\b(do|does|did)\b.*\b(do|mean|work)\W*$"
+    r"|^\s*(is|are|was|were|do|does|did|can|could|should|would|will|has|have|had|may|must|"
+    r"est-ce|puis-je|peut-on|peut-il|peut-elle|faut-il|dois-je|ai-je|suis-je)\b",
+    re.I,
+)
+_ANOTHER_SENTENCE = re.compile(r"[.!?]\s+\S")
+_EDGE = re.compile(r"^[\W_]+|[\W_]+$")  # punctuation around a phrase's words
+_ROOT = 5  # words compared by their stem's first letters (the echo check's measure)
 
 
 def grammar(numbers: Sequence[int], max_words: int = MAX_WORDS, not_found: str = NOT_FOUND) -> str:
@@ -67,6 +97,58 @@ def true_citation(answer: str, sources: Sequence[Source]) -> str:
     if held.get(best, 0) == 0 or held.get(number, 0) >= held[best]:
         return answer  # none holds it (grounding judges), or the cited one holds it best
     return f"{text.rstrip()} [{best}]"
+
+
+def phrase_answers(question: str) -> bool:
+    """Whether a phrase answers `question` (who, what, when, how many...; not why, how, a
+    question answered yes or no, which want a sentence, nor one of two parts, "When ..., and
+    what ...?", which wants both)."""
+    asks = len(_ASKS_PHRASE.findall(question))
+    return asks == 1 and not _ASKS_EXPLANATION.search(question)
+
+
+def phrase(answer: str, question: str) -> str:
+    """Of a one-sentence short answer ("words [n]"), the run of its words the question does
+    not say, with its citation: the words from one new word to the last new word before a
+    word of the question (function words between kept as written); of several runs, the one
+    with most new words, the first of equals. The answer as it is when it says more than one
+    sentence, the not-found sentence, or nothing the question does not say."""
+    if answer.strip() in NOT_FOUND_SENTENCES.values():
+        return answer
+    cited = _CITATION.search(answer)
+    text = answer[: cited.start()] if cited else answer
+    if _ANOTHER_SENTENCE.search(text.strip()):
+        return answer  # more than a sentence: an explanation, kept whole
+    asked = {_root(token) for token in tokens(question)}
+    words = text.split()
+    best: tuple[int, int, int] = (0, 0, 0)  # new words, first, last (a run of `words`)
+    run: list[int] = []  # the current run's new words' indexes
+    for index, word in enumerate(words):
+        kinds = {_kind(token, asked) for token in tokens(word)}
+        if "new" in kinds:
+            run.append(index)
+        elif "asked" in kinds:
+            run = []
+        if run and len(run) > best[0]:
+            best = (len(run), run[0], run[-1])
+    if not best[0]:
+        return answer  # nothing new: the echo check judges it
+    said = _EDGE.sub("", " ".join(words[best[1] : best[2] + 1]))
+    if not said:
+        return answer
+    return f"{said} [{cited.group(1)}]" if cited else said
+
+
+def _root(token: str) -> str:
+    return stem(token)[:_ROOT]
+
+
+def _kind(token: str, asked: set[str]) -> str:
+    """A token's part in an answer: a word of the question's (asked), a content word it does
+    not say (new), or a function word (English or French)."""
+    if not is_content(token) or token in FRENCH:
+        return "function"
+    return "asked" if _root(token) in asked else "new"
 
 
 def _literal(text: str) -> str:

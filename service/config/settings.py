@@ -896,6 +896,15 @@ class PromptSettings(Part):
         "moved to the source that holds the answer's words), sentence (as the prompt asks), or "
         "auto (short for the service's own local models, sentence otherwise).",
     )
+    answer_phrase: bool = _key(
+        "prompt.answer.phrase",
+        True,
+        "A short answer (prompt.answer.form) to a question a phrase answers (who, what, when, "
+        "where, which, how many...; not why, how or a yes/no question) is cut to its words the "
+        "question does not say, with its citation ('The Six Ministries existed since the Sui "
+        "and Tang dynasties. [1]' -> 'since the Sui and Tang dynasties [1]'); streamed once "
+        "whole. false: the answer as the model wrote it.",
+    )
     max_request_size: int = _key(
         "prompt.max.request.size",
         40000,

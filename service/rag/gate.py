@@ -4,7 +4,8 @@ the answer the service keeps.
 Text is held while it is still to judge: the prompt's scaffolding the model may be copying
 (service.chains.scaffolding), an answer whose first step doubts it (its holds: the not-found
 doubt, service.rag.stages.confidence; the early refusal of an echo, service.rag.stages.echo),
-and a short answer's citation, made true once the answer is whole. Once the answer is known,
+and a short answer's citation, made true once the answer is whole; a short answer cut to its
+phrase is held whole (`WHOLE`). Once the answer is known,
 what was held, or what the answer stages made of it (an abstention), is what follows.
 
     >>> gate = Gate(prepared.scaffolding, holds=(doubt, echo))
@@ -26,6 +27,17 @@ class Hold(Protocol):
     tokens seen so far; once the text is shown, it is shown (later words cannot hold it)."""
 
     def holds(self, kept: str, tokens: Sequence[TokenChoice]) -> bool: ...
+
+
+class Whole:
+    """Holds an answer until it is whole: a short answer cut to its phrase once written
+    (service.chains.short_answer.phrase) is known only at its end."""
+
+    def holds(self, kept: str, tokens: Sequence[TokenChoice]) -> bool:
+        return True
+
+
+WHOLE = Whole()
 
 
 class Gate:

@@ -1,5 +1,6 @@
 """Honesty: how a question's answer is kept honest, read once from the settings (llm.logprobs,
-grounding.verify, grounding.abstain.*, grounding.echo) by `service.rag.assemble`."""
+grounding.verify, grounding.abstain.*, grounding.echo, prompt.answer.phrase) by
+`service.rag.assemble`."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ class Honesty:
     abstain_not_found: float | None = None  # grounding.abstain.not.found
     abstain_unsupported: float | None = None  # grounding.abstain.unsupported
     echo: bool = True  # grounding.echo: an answer that only says the question back refused
+    # prompt.answer.phrase: a short answer to a question a phrase answers cut to that phrase
+    phrase: bool = False
 
     @classmethod
     def of(cls, settings: Settings) -> Honesty:
@@ -28,6 +31,7 @@ class Honesty:
             abstain_not_found=grounding.abstain_not_found,
             abstain_unsupported=grounding.abstain_unsupported,
             echo=grounding.echo,
+            phrase=settings.prompt.answer_phrase,
         )
 
     @property

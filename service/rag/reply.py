@@ -20,13 +20,13 @@ from typing import Any, ClassVar, Protocol
 
 from service.chains import ChainResult
 from service.chains.result import Prepared, says_nothing_relevant
-from service.chains.short_answer import true_citation
+from service.chains.short_answer import phrase, true_citation
 from service.deadline import Deadline
 from service.grounding import Grounding
 from service.llm import ChatClient, Usage
 from service.llm.answer_format import PLAIN, AnswerFormat
 from service.metrics import observe_answer
-from service.rag.gate import Gate, Hold
+from service.rag.gate import WHOLE, Gate, Hold
 from service.text.citations import cited_numbers
 
 
@@ -165,6 +165,8 @@ class Reply:
     holds: tuple[Hold, ...] = ()
     # ask the LLM for the answer's token probabilities (llm.logprobs)
     probabilities: bool = False
+    # the question a short answer is cut to the phrase of (prompt.answer.phrase); None: kept
+    phrase_of: str | None = None
     # where the text is: not asked yet, being read, read to its end
     _text: str = field(default="unread", init=False, repr=False)
     _answer: Answer | None = field(default=None, init=False, repr=False)
@@ -193,7 +195,7 @@ class Reply:
         )
         gate = Gate(
             self.prepared.scaffolding,
-            holds=self.holds if stream else (),
+            holds=(*self.holds, *self._whole()) if stream else (),
             citation_last=self.form.grammar is not None,
         )
         async for text in self.deadline.stream(texts):
@@ -210,6 +212,10 @@ class Reply:
         if stream and (fresh := gate.rest((await self.answer()).message)):
             yield fresh
 
+    def _whole(self) -> tuple[Hold, ...]:
+        """A short answer cut to its phrase is streamed once whole (the cut known at its end)."""
+        return (WHOLE,) if self.phrase_of is not None and self.form.grammar is not None else ()
+
     async def answer(self) -> Answer:
         """The Answer once its text is known (read now if it was never asked for), finished
         by the reply's answer stages (grounding may change it, or refuse it: NoValidAnswer;
@@ -224,6 +230,8 @@ class Reply:
         result = self.prepared.result
         if self.form.grammar is not None:  # the short answer: its citation made true
             result.answer = true_citation(result.answer, result.sources)
+            if self.phrase_of is not None:  # a question a phrase answers: that phrase
+                result.answer = phrase(result.answer, self.phrase_of)
         found_nothing = not cited_numbers(result.answer) and says_nothing_relevant(result.answer)
         answer = answer_of(result, result.answer)
         for usage in self.extra_usage:

@@ -284,6 +284,29 @@ def test_a_short_answers_citation_is_streamed_as_it_is_kept(
     assert streamed == done["message"] and done["message"].startswith("The lamp burned")
 
 
+def test_a_short_answer_is_the_phrase_the_question_asks_for_streamed_as_kept(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    """Issue 69, item 2: the 1.5B says the question back around the phrase that answers it;
+    for a question a phrase answers the kept answer is that phrase with its citation, and what
+    streamed is that answer. A question that asks how keeps its sentence."""
+    client = make_client({"retrieval.method": "bm25", "prompt.answer.form": "short"})
+    llm.answer = lambda request: "The lighthouse lamp was electrified in 1952 [1]"
+    for stream in (True, False):
+        done, streamed = _asked(client, {"query": LAMP, "stream": stream})
+        assert "grammar" in llm.requests[-1].body  # the short answer's form was asked
+        assert re.fullmatch(r"1952 \[\d\]", done["message"]), done["message"]
+        assert streamed == (done["message"] if stream else "")
+    done, streamed = _asked(client, {"query": "How was the lighthouse lamp electrified?",
+                                     "stream": True})  # fmt: skip
+    assert done["message"].startswith("The lighthouse lamp was electrified in 1952")
+    assert streamed == done["message"]
+    off = make_client({"retrieval.method": "bm25", "prompt.answer.form": "short",
+                       "prompt.answer.phrase": False})  # fmt: skip
+    done, _ = _asked(off, {"query": LAMP, "stream": True})
+    assert done["message"].startswith("The lighthouse lamp was electrified in 1952")
+
+
 def test_the_verification_s_call_is_kept_from_grading(
     make_client: ClientFactory, llm: LLMScript
 ) -> None:

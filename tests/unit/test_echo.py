@@ -117,3 +117,41 @@ def test_an_answer_in_another_language_than_its_sources_is_not_checked() -> None
     question = "Quand la lampe du phare a-t-elle été électrifiée ?"
     assert not echoes("La lampe a été électrifiée en mille neuf cent cinquante-deux. [1]",
                       question, [LIGHTHOUSE])  # fmt: skip
+
+
+# issue 69, item 3: a true answer whose word begins as a word of the question does (the same
+# first five letters) was refused as the question said back
+CATASTROPHISM = (
+    "Catastrophism held that the Earth's features were shaped by sudden, short-lived, violent "
+    "catastrophic events."
+)
+PHAGOCYTES = "The phagosome fuses with a lysosome, forming a phagolysosome that kills the microbe."
+
+
+@pytest.mark.parametrize(
+    ("question", "answer", "source"),
+    [
+        ("What theory says the Earth was shaped by catastrophic events?",
+         "Catastrophism [1]", CATASTROPHISM),
+        ("What does the phagosome fuse with a lysosome to form?", "A phagolysosome [1]",
+         PHAGOCYTES),
+    ],
+)  # fmt: skip
+def test_another_word_beginning_as_a_question_word_says_something(
+    question: str, answer: str, source: str
+) -> None:
+    assert not echoes(answer, question, [source])
+
+
+@pytest.mark.parametrize(
+    ("question", "answer"),
+    [
+        # the question's word inflected or derived is still the question's
+        ("What theory says the Earth was shaped by catastrophic events?",
+         "Catastrophically shaped events [1]"),
+        ("When was the lighthouse lamp electrified?", "The electrification of the lamp [1]"),
+    ],
+)  # fmt: skip
+def test_the_question_s_word_inflected_stays_an_echo(question: str, answer: str) -> None:
+    source = CATASTROPHISM + " " + LIGHTHOUSE + " Electrification came late."
+    assert echoes(answer, question, [source])

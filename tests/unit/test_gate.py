@@ -7,8 +7,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from service.chains.scaffolding import without_scaffolding
+from service.chains.short_answer import phrase
 from service.llm.types import TokenChoice
-from service.rag.gate import Gate
+from service.rag.gate import WHOLE, Gate
 from service.rag.stages.confidence import Doubt
 from service.rag.stages.echo import EchoCheck
 
@@ -66,3 +67,14 @@ def test_a_short_answers_citation_waits_for_the_end() -> None:
     shown = "".join(_shown(gate, "until 1952 [1]"))
     assert shown == "until 1952"
     assert gate.rest("until 1952 [2]") == " [2]"
+
+
+def test_an_answer_cut_to_its_phrase_is_shown_whole_at_the_end() -> None:
+    """A short answer cut to its phrase (prompt.answer.phrase) is known only once written:
+    nothing of the sentence the model wrote is shown, then the phrase whole."""
+    written = "The lamp was electrified in 1952 [1]"
+    gate = Gate(holds=[WHOLE], citation_last=True)
+    assert "".join(_shown(gate, written)) == ""
+    kept = phrase(written, "When was the lamp electrified?")
+    assert kept == "1952 [1]"
+    assert gate.rest(kept) == kept

@@ -18,6 +18,7 @@ FRAGMENTS = [
     "a name, a number or a short phrase", "a sentence or two otherwise", "A lambda is",
     "just the words that answer it", "otherwise a sentence or two", "Keep it short:",
     "The number of the document that says this is", "the document that says it is:", "[1]",
+    "This can be found in", "This answer is found in",
     "[2]", "In 1952", "It raises an AssertionError", "the lamp", "was lit", "at dusk", "Rollo",
     ".", ",", "?", " ", " ", "\n", "\n\n", "#", "-", "*", "\\n", "1.5", "Ans", "Doc",
 ]  # fmt: skip
@@ -72,6 +73,14 @@ def test_scaffolding_never_reaches_the_screen() -> None:
     )
     copied = "The answer so far:\nRollo [1]\n######\nRefined answer: The leader was Rollo [1]."
     assert "Rollo [1]\n" not in "".join(_given_while_written(copied))
+
+
+def test_a_sentence_about_where_the_answer_is_never_reaches_the_screen() -> None:
+    """Issue 69: "This can be found in [1]" after the answer is where, not what."""
+    answer = "The type before Norman was Anglo-Saxon. This can be found in [1]"
+    assert "found in" not in "".join(_given_while_written(answer))
+    assert without_scaffolding(answer) == "The type before Norman was Anglo-Saxon. [1]"
+    assert without_scaffolding("It is found in bones [1]") == "It is found in bones [1]"
 
 
 # -- read from the templates as loaded (issue 67) ----------------------------------------------

@@ -6,7 +6,13 @@ from __future__ import annotations
 import pytest
 
 from service.chains.result import Source
-from service.chains.short_answer import NOT_FOUND, grammar, true_citation
+from service.chains.short_answer import (
+    NOT_FOUND,
+    grammar,
+    phrase,
+    phrase_answers,
+    true_citation,
+)
 from service.retrieval.base import RetrievedDocument
 
 
@@ -46,3 +52,58 @@ def test_the_grammar_cites_only_the_sources_sent() -> None:
 )
 def test_a_citation_points_at_a_source_that_holds_the_answer(written: str, kept: str) -> None:
     assert true_citation(written, SOURCES) == kept
+
+
+@pytest.mark.parametrize(
+    ("question", "asks"),
+    [
+        ("When had the Six Ministries existed?", True),
+        ("UChicago claims to have what kind of learning experience?", True),
+        ("How many prime numbers exist?", True),
+        ("Qui peut consulter les images ?", False),  # French FAQ answers: paragraphs
+        ("Why did the river flood?", False),  # an explanation: a sentence or two
+        ("How does the lamp work?", False),
+        ("What does the assert statement do?", False),  # the README's: what it does
+        ("What does Kwh mean?", False),
+        ("What gender is less willing to relocate for work?", True),
+        ("Is the lighthouse still lit?", False),  # yes or no, and why
+        ("Pourquoi le phare a-t-il été électrifié ?", False),
+        ("When did the lamp stop burning paraffin, and what did the orchard grow?", False),
+        ("Tell me about the lighthouse.", False),  # no question word: as written
+    ],
+)
+def test_a_phrase_answers_who_what_when_not_why_how_or_whether(question: str, asks: bool) -> None:
+    assert phrase_answers(question) is asks
+
+
+@pytest.mark.parametrize(
+    ("question", "written", "kept"),
+    [
+        # the question said back around the span: the span, its citation kept
+        ("When had the Six Ministries existed?",
+         "The Six Ministries existed since the Sui and Tang dynasties. [1]",
+         "since the Sui and Tang dynasties [1]"),
+        ("What are the stages in a compound engine called?",
+         "Expansions are the stages in a compound engine called. [1]", "Expansions [1]"),
+        ("What rituals did Kublai follow to help his image?",
+         "Kublai evoked his public image as a sage emperor by following the rituals of "
+         "Confucian propriety and ancestor veneration [2]",
+         "Confucian propriety and ancestor veneration [2]"),  # the run with most new words
+        ("Any even number larger than what cannot be considered prime?",
+         "Any even number larger than 2 cannot be considered prime. [1]", "2 [1]"),
+        ("What cell type is used for immune response?",
+         "Phagocytic cells are used for immune response.", "Phagocytic"),  # none cited
+        # kept as written: already the phrase, two sentences, nothing new, not found
+        ("How many drugs were specialty drugs?", "19 [1]", "19 [1]"),
+        ("What happened to the lamp?",
+         "It was electrified in 1952. It stopped burning paraffin. [2]",
+         "It was electrified in 1952. It stopped burning paraffin. [2]"),
+        ("What is the lamp of the lighthouse?", "The lamp of the lighthouse. [1]",
+         "The lamp of the lighthouse. [1]"),
+        ("Who lit the lamp?", NOT_FOUND, NOT_FOUND),
+    ],
+)  # fmt: skip
+def test_the_phrase_is_the_answer_s_words_the_question_does_not_say(
+    question: str, written: str, kept: str
+) -> None:
+    assert phrase(written, question) == kept

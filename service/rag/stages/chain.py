@@ -75,7 +75,15 @@ class Chain(EveryRequest):
             finishing=self.after.stages(state, judged),
             holds=() if judged is None else _holds(judged),
             probabilities=self.after.honesty.logprobs,
+            phrase_of=self._phrase_of(state, form),
         )
+
+    def _phrase_of(self, state: RagState, form: AnswerFormat) -> str | None:
+        """The question a short answer is cut to the phrase of (prompt.answer.phrase): a
+        question a phrase answers, with the short answer's grammar."""
+        question = state.question.text
+        wanted = self.after.honesty.phrase and form.grammar is not None
+        return question if wanted and short_answer.phrase_answers(question) else None
 
     def _form(self, query: RagQuery, prepared: Prepared, not_found: str) -> AnswerFormat:
         """The caller's form; the short answer's grammar added when it applies: a stuff

@@ -11,7 +11,9 @@ phrases either (a run from one content word to the next, as "rather than the end
 source holds and the question does not, so that "Religious education [1]" answers "What type
 of education is taught at religious schools?" though each of its words is the question's),
 the answer says nothing the documents say: it becomes the not-found sentence, `abstained`
-says why, and it lists no sources.
+says why, and it lists no sources. A word that only begins as one of the question's
+("Catastrophism" for "... catastrophic events ...?": the same first five letters, neither
+stem the other's beginning) is another word, new when a source holds it (issue 69, item 3).
 
 Cheap and deterministic (words, no model): it runs first among the answer stages, so that
 grounding and the answer cache see the abstention, never the echo.
@@ -100,6 +102,23 @@ def _read(text: str) -> list[tuple[str, bool]]:
     return read
 
 
+def _stems(text: str) -> frozenset[str]:
+    """A text's content words by their whole stems (a figure in words by its digits): what
+    tells apart two words that begin alike ("catastrophism", "catastrophic")."""
+    found = set()
+    for token in tokens(CITATION.sub(" ", text)):
+        word = _FIGURES.get(token) or stem(token)
+        if is_content(token) and word not in _FRENCH_FUNCTION:
+            found.add(word)
+    return frozenset(found)
+
+
+def _inflected(word: str, other: str) -> bool:
+    """Whether two stems of the same first letters are one word inflected or derived
+    (electrifi/electrific, dispens/dispenser): one begins with the other."""
+    return word.startswith(other) or other.startswith(word)
+
+
 @dataclass(frozen=True)
 class EchoCheck:
     """Whether an answer says something beyond the question's words that the sources say."""
@@ -110,16 +129,20 @@ class EchoCheck:
     known_phrases: frozenset[tuple[str, ...]]  # the sources'
     asked_verdicts: frozenset[str]  # the yes, no, true... the question says itself
     language: str = ""  # the sources' language, when their words tell it
+    asked_stems: frozenset[str] = frozenset()  # the question's words, whole stems
+    known_stems: frozenset[str] = frozenset()  # the sources'
 
     @classmethod
     def of(cls, question: str, sources: Iterable[str]) -> EchoCheck:
         known: set[str] = set()
         known_phrases: set[tuple[str, ...]] = set()
+        known_stems: set[str] = set()
         texts = list(sources)
         for text in texts:
             words, runs = _reading(text)
             known |= words
             known_phrases |= runs
+            known_stems |= _stems(text)
         asked, asked_phrases = _reading(question)
         return cls(
             asked,
@@ -128,6 +151,8 @@ class EchoCheck:
             frozenset(known_phrases),
             frozenset(tokens(question)) & _ANSWERS,
             guess_language(" ".join(texts)[:2000]),
+            _stems(question),
+            frozenset(known_stems),
         )
 
     def says_something(self, answer: str) -> bool:
@@ -139,7 +164,21 @@ class EchoCheck:
         words, runs = _reading(answer)
         if (words - self.asked) & self.known:
             return True
+        if self._another_word(answer):
+            return True
         return bool((runs - self.asked_phrases) & self.known_phrases)
+
+    def _another_word(self, answer: str) -> bool:
+        """Whether the answer says a word a source holds that only begins as a word of the
+        question does ("Catastrophism" for "... catastrophic events ...?", "phagolysosome"
+        for "... the phagosome ...?"): another word, not the question's said back."""
+        for word in _stems(answer) - self.asked_stems:
+            root = word[:_ROOT]
+            alike = [asked for asked in self.asked_stems if asked[:_ROOT] == root]
+            another = not any(_inflected(word, asked) for asked in alike)
+            if alike and another and word in self.known_stems:
+                return True
+        return False
 
     def shown_yet(self, written: str) -> bool:
         """Whether the words written so far (the last one, maybe unfinished, left out) say
