@@ -53,12 +53,16 @@ _ASKS_EXPLANATION = re.compile(
     r"|\bhow\b(?! (many|much|long|old|far|big|large|often|tall|high|deep|wide|fast)\b)"
     # "What does the assert statement do?": what it does, a sentence ("for work?" is a noun)
     r"|\b(do|does|did)\b.*\b(do|mean|work)\W*$"
+    # "... structural geologists do what with measurements?": an action, said in a sentence
+    r"|\b(do|does|did)\s+what\b"
     r"|^\s*(is|are|was|were|do|does|did|can|could|should|would|will|has|have|had|may|must|"
     r"est-ce|puis-je|peut-on|peut-il|peut-elle|faut-il|dois-je|ai-je|suis-je)\b",
     re.I,
 )
 _ANOTHER_SENTENCE = re.compile(r"[.!?]\s+\S")
 _EDGE = re.compile(r"^[\W_]+|[\W_]+$")  # punctuation around a phrase's words
+# a verb that only links the question's words to the answer's ("The tasks ... include X")
+_LINKING = re.compile(r"^(?:include[sd]?|including|consists? of|consisted of)\s+(?=\S)", re.I)
 _ROOT = 5  # words compared by their stem's first letters (the echo check's measure)
 
 
@@ -133,7 +137,7 @@ def phrase(answer: str, question: str) -> str:
             best = (len(run), run[0], run[-1])
     if not best[0]:
         return answer  # nothing new: the echo check judges it
-    said = _EDGE.sub("", " ".join(words[best[1] : best[2] + 1]))
+    said = _LINKING.sub("", _EDGE.sub("", " ".join(words[best[1] : best[2] + 1])))
     if not said:
         return answer
     return f"{said} [{cited.group(1)}]" if cited else said
