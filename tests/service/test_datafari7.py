@@ -51,6 +51,12 @@ def ok(response: httpx.Response) -> dict:
     return body["content"]
 
 
+def _timed_out(response: httpx.Response) -> None:
+    """Datafari's error envelope of a request past its request.timeout."""
+    late = response.json()
+    assert late["status"] == "ERROR" and "timeout" in late["content"]["error"]["reason"], late
+
+
 def error_of(response: httpx.Response, code: str, label: str, status: int = 200) -> dict:
     """Datafari 7's error envelope: content.error with Datafari's code, and the 6.2 fields
     beside it; a service error is an HTTP 200, as Datafari answers it."""
@@ -758,8 +764,7 @@ def test_an_agent_s_turn_and_its_answer_share_one_request_timeout(
     slow = replace(tool_call("get_document", document="lighthouse"), delay=0.6)
     llm.then(slow, slow, slow)
     llm.delay = 0.6
-    late = client.post("/ai", json=AGENT_BODY).json()
-    assert late["status"] == "ERROR" and "timeout" in late["content"]["error"]["reason"], late
+    _timed_out(client.post("/ai", json=AGENT_BODY))
 
 
 def test_an_agent_s_question_rag_would_refuse_is_refused_before_its_steps(
@@ -928,8 +933,7 @@ def test_a_synthesis_reports_every_call_and_keeps_one_deadline(
     slow = make_client({"ai.enable.summarization": True, "request.timeout": 1.5})
     llm.reset()
     llm.delay = 0.8
-    late = slow.post("/ai", json=body).json()
-    assert late["status"] == "ERROR" and "timeout" in late["content"]["error"]["reason"], late
+    _timed_out(slow.post("/ai", json=body))
 
 
 def test_the_generic_agent_s_guessed_id_still_finds_the_answer(
