@@ -45,7 +45,7 @@ from service.agents.tools import MAX_RESULT_CHARS, TOOLS, Tool, ToolEvent, tool_
 from service.chains.prompts import language_name
 from service.chains.result import says_nothing_relevant
 from service.deadline import Deadline
-from service.errors import BadRequest, DocumentNotFound, ServiceError
+from service.errors import DocumentNotFound, ServiceError
 from service.llm import ChatMessage
 from service.llm.types import ToolCall
 from service.rag import assemble
@@ -55,7 +55,6 @@ from service.rag.reply import Answer, Reply
 from service.rag.request import RagQuery
 from service.retrieval import Scope
 from service.snapshot import Snapshot
-from service.text import sanitize_query
 
 MAX_CALLS_PER_STEP = 3
 MAX_ANSWER_DOCUMENTS = 20  # of those the tools found, the answer is written from the first
@@ -102,8 +101,7 @@ class Agent:
         question; when they returned something else (a custom tool's figures), the LLM's
         answer from it, written sentence by sentence to `on_text`."""
         started = time.perf_counter()
-        if not sanitize_query(question):  # what rag's answer would refuse: before any step
-            raise BadRequest("the query is empty once sanitized")
+        assemble.searched(question)  # what rag's answer would refuse, refused before any step
         deadline = Deadline(self.snapshot.settings.server.request_timeout)  # the whole turn's
         llm = self.snapshot.llm
         system = self.snapshot.prompts.render(

@@ -208,13 +208,19 @@ def variant(snapshot: Snapshot, request: RagQuery) -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
 
 
+def searched(question: str) -> str:
+    """The question as Solr is asked it (sanitized); BadRequest when nothing is left of it."""
+    search_query = sanitize_query(question)
+    if not search_query:
+        raise BadRequest("the query is empty once sanitized")
+    return search_query
+
+
 def _rag_state(snapshot: Snapshot, request: RagQuery) -> RagState:
     settings = snapshot.settings
     if not settings.server.enable_rag:
         raise FeatureDisabled("ai.enable.rag is false in rag.properties")
-    search_query = sanitize_query(request.query)
-    if not search_query:
-        raise BadRequest("the query is empty once sanitized")
+    search_query = searched(request.query)
     # the answer's language: the caller's, else the question's, named in the prompt unless it
     # is English (the prompts' default, "the language of the question", is what a small
     # model drifts from in another language)
