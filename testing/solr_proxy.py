@@ -36,6 +36,7 @@ class ProxyLog:
     fail_with: int = 0  # an HTTP status every search gets instead of Solr's answer
     stall_updates: int = 0  # the next this many updates are held `stall_seconds`, then sent
     stall_seconds: float = 0.0
+    update_seconds: float = 0.0  # every update is held this long (a Solr busy embedding)
     updates: int = 0  # updates received
     searches: list[Search] = field(default_factory=list)
 
@@ -72,6 +73,7 @@ def create_solr_proxy(solr_url: str, log: ProxyLog) -> FastAPI:
             if log.stall_updates > 0:  # a Solr that stalls: the client gives up meanwhile
                 log.stall_updates -= 1
                 await asyncio.sleep(log.stall_seconds)
+            await asyncio.sleep(log.update_seconds)
         headers = {
             k: v
             for k, v in request.headers.items()

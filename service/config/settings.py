@@ -545,7 +545,8 @@ class SolrSettings(Part):
         3,
         "Times a write to Solr (documents by id, deletes, commits: each idempotent) is sent "
         "again after Solr timed out, was unreachable or answered 5xx, waiting 1, 2, 4... s "
-        "(at most 8 s) between tries; a slow or restarting Solr then costs a pause, not an "
+        "(at most 8 s) between tries, each try after a timeout waiting twice as long as the "
+        "last (at most 300 s); a slow or restarting Solr then costs a pause, not an "
         "ingestion run.",
         ge=0,
         le=10,

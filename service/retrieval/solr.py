@@ -13,7 +13,8 @@ Writes are retried too: every update the service sends is idempotent (documents 
 ids, deletes name ids or queries, a commit commits), so sending one twice changes nothing; a
 write that every node failed (timed out, unreachable, 5xx) is sent again solr.write.retries
 times, after 1, 2, 4... s (WRITE_BACKOFF_MAX at most), so a Solr that stalls once costs an
-ingestion a pause, not the run.
+ingestion a pause, not the run. A write that timed out is given twice the read timeout on its
+next try (up to WRITE_PATIENCE_MAX_SECONDS): a busy Solr embedding passages is still at work.
 
 A secured Solr (service.retrieval.access): the login rides on every request's headers, the
 TLS in the connection pool the client is given (`SolrClient.of` pairs them); a 401 or 403
@@ -63,6 +64,7 @@ SCHEMA_SECONDS = 60.0  # how long a collection's fields are taken as known
 MAX_SCHEMAS = 64  # collections whose fields are remembered
 PING_TIMEOUT = httpx.Timeout(2.0)  # two nodes' tries fit in a health probe's 5 s
 WRITE_BACKOFF_MAX = 8.0  # seconds between two tries of a write, at most
+WRITE_PATIENCE_MAX_SECONDS = 300.0  # a retried write's read timeout grows to this, at most
 
 
 class _ServerError(UpstreamBadResponse):
@@ -267,12 +269,17 @@ class SolrClient:
         solr.write.retries times, after a pause that doubles."""
         if not write or not self._write_retries:
             return await self._on_some_node(method, path, retry_on, **kwargs)
+        patience = self._timeout
         for attempt in range(self._write_retries + 1):
             try:
-                return await self._on_some_node(method, path, WRITE_RETRY_ON, **kwargs)
+                return await self._on_some_node(
+                    method, path, WRITE_RETRY_ON, timeout=patience, **kwargs
+                )
             except WRITE_RETRY_ON as error:
                 if attempt == self._write_retries:
                     raise
+                if isinstance(error, UpstreamTimeout):  # a busy Solr: wait longer next time
+                    patience = _longer(patience)
                 pause = min(2.0**attempt, WRITE_BACKOFF_MAX)
                 log.warning(
                     "%s; the write is sent again in %gs (try %d of %d)",
@@ -408,6 +415,19 @@ class SolrClient:
             return _parsed(response.content)
         except (json.JSONDecodeError, UnicodeDecodeError):
             raise UpstreamBadResponse(f"{where} answered {path} with something not JSON") from None
+
+
+def _longer(timeout: httpx.Timeout) -> httpx.Timeout:
+    """A write's read timeout for its next try once it timed out: twice the last, up to
+    WRITE_PATIENCE_MAX_SECONDS (never below solr.timeout.read). Solr may still be at work on
+    the last try (embedding its passages on a busy box): the same wait would time out again,
+    each try adding to its load."""
+    read = timeout.read or 0.0
+    return httpx.Timeout(
+        max(read, min(read * 2, WRITE_PATIENCE_MAX_SECONDS)),
+        connect=timeout.connect,
+        pool=timeout.pool,
+    )
 
 
 def _parsed(body: bytes) -> dict[str, Any]:

@@ -65,6 +65,29 @@ def test_an_ingestion_finishes_when_solr_stalls_once(
     assert found["response"]["numFound"] == 1
 
 
+def test_a_write_that_timed_out_is_given_longer_next_time(
+    folder: Path,
+    tmp_path: Path,
+    solr_url: str,
+    model_server_url: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A Solr slower than solr.timeout.read on every update (one embedding its passages on a
+    busy box): the same wait would time out on every try; a doubled one holds."""
+    log = ProxyLog(update_seconds=1.5)  # each update outlasts solr.timeout.read (1 s)
+    with serve_in_thread(create_solr_proxy(solr_url, log), health_path="/proxy-health") as base:
+        path = config(
+            tmp_path,
+            f"{base}/solr",
+            model_server_url,
+            **{"solr.timeout.read": 1, "solr.write.retries": 3},
+        )
+        done = cli(["ingest", str(folder), "--source", SOURCE, "--config", str(path)])
+    err = capsys.readouterr().err
+    assert done == 0, err
+    assert "the write is sent again" in err  # the first try did time out
+
+
 def test_a_solr_that_is_down_ends_a_command_with_one_line(
     folder: Path,
     tmp_path: Path,
