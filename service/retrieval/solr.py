@@ -91,7 +91,12 @@ WRITE_RETRY_ON: tuple[type[TechnicalError], ...] = (*RETRY_ON, UpstreamTimeout)
 
 class SchemaCache(dict[str, tuple[float, "SchemaFields"]]):
     """Each collection's fields as Solr last listed them, and when (SchemaFields): shared by
-    the clients of one Solr, so a request does not ask Solr for them again."""
+    the clients of one Solr, so a request does not ask Solr for them again; and the readings
+    under way (`reading`), so requests that come together wait for one reading, not one each."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reading: dict[str, asyncio.Task[SchemaFields]] = {}
 
 
 class SolrClient:
@@ -221,13 +226,31 @@ class SolrClient:
     async def schema_fields(self, collection: str) -> SchemaFields:
         """The collection's declared and dynamic fields (which are searchable), asked of Solr
         at most once every SCHEMA_SECONDS: what a filter or a search may name."""
-        now = time.monotonic()
         held = self._schemas.get(collection)
-        if held is not None and now - held[0] < SCHEMA_SECONDS:
+        if held is not None and time.monotonic() - held[0] < SCHEMA_SECONDS:
             return held[1]
+        reading = self._schemas.reading.get(collection)
+        loop = asyncio.get_running_loop()
+        if reading is None or reading.done() or reading.get_loop() is not loop:
+            reading = asyncio.ensure_future(self._read_schema(collection))
+            self._schemas.reading[collection] = reading
+            reading.add_done_callback(lambda task: self._read(collection, task))
+        # a caller that gives up (its deadline) leaves the reading to the others
+        return await asyncio.shield(reading)
+
+    def _read(self, collection: str, task: asyncio.Task[SchemaFields]) -> None:
+        if self._schemas.reading.get(collection) is task:
+            del self._schemas.reading[collection]
+        if not task.cancelled():
+            task.exception()  # its callers were told; none left: not "never retrieved"
+
+    async def _read_schema(self, collection: str) -> SchemaFields:
+        now = time.monotonic()
         params = {"wt": "json", "showDefaults": "true"}
-        declared = await self._request("GET", f"/{collection}/schema/fields", params=params)
-        dynamic = await self._request("GET", f"/{collection}/schema/dynamicfields", params=_JSON)
+        declared, dynamic = await asyncio.gather(
+            self._request("GET", f"/{collection}/schema/fields", params=params),
+            self._request("GET", f"/{collection}/schema/dynamicfields", params=_JSON),
+        )
         fields = declared.get("fields", [])
         schema = SchemaFields(
             declared=frozenset(str(f.get("name")) for f in fields),
