@@ -41,7 +41,14 @@ from service.agents.steps import (
     written_call,
 )
 from service.agents.toolbox import RequestToolbox
-from service.agents.tools import MAX_RESULT_CHARS, TOOLS, Tool, ToolEvent, tool_specs
+from service.agents.tools import (
+    MAX_RESULT_CHARS,
+    TOOLS,
+    Tool,
+    ToolEvent,
+    found_nothing,
+    tool_specs,
+)
 from service.chains.prompts import language_name
 from service.chains.result import says_nothing_relevant
 from service.deadline import Deadline
@@ -49,7 +56,6 @@ from service.errors import DocumentNotFound, ServiceError
 from service.llm import ChatMessage
 from service.llm.types import ToolCall
 from service.rag import assemble
-from service.rag.honesty import Honesty
 from service.rag.options import RequestOptions
 from service.rag.reply import Answer, Reply
 from service.rag.request import RagQuery
@@ -119,8 +125,8 @@ class Agent:
             *(message.as_dict() for message in history),
             {"role": "user", "content": question},
         ]
-        # the calls the answer needs are kept for it: the verification's and the answer's
-        kept = 2 if Honesty.of(self.snapshot.settings).verifying else 1
+        # the calls rag's answer needs are kept for it: the verification's and the answer's
+        kept = assemble.answer_calls(self.snapshot.settings)
         results: list[str] = []
         text = None
         for _ in range(self.max_steps):
@@ -137,9 +143,7 @@ class Agent:
                 self.progress(call.name)
                 with llm.calls.reserving(kept):  # a tool's own calls (ask's rag) never them
                     result = await deadline.run(self._reported(call))
-                # searchChunksFromADocument's "nothing found in 'x'" found nothing too
-                empty = result == "nothing found" or result.startswith("nothing found in '")
-                if not result.startswith("error: ") and not empty:
+                if not result.startswith("error: ") and not found_nothing(result):
                     results.append(f"{call.name}({call.arguments[:200]}):\n{result}")
                 answered.append(result)
             self._record(messages, written, calls, answered)

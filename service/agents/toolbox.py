@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from service.agents.tools import NOTHING_FOUND
 from service.errors import DocumentNotFound
 from service.llm import Usage
 from service.rag import assemble
@@ -77,7 +78,7 @@ class RequestToolbox:
         retriever = self.snapshot.index_retriever(scope, SEARCH_RESULTS, method=method)
         found = (await retriever.run(query))[:SEARCH_RESULTS]
         if not found:
-            return "nothing found"
+            return NOTHING_FOUND
         for document in found:
             self._keep(document)
         return "\n\n".join(self._shown(document) for document in found)

@@ -27,6 +27,8 @@ from typing import Any, Literal, Protocol
 
 from service.errors import DocumentNotFound
 
+NOTHING_FOUND = "nothing found"  # a search's result when it found nothing
+
 log = logging.getLogger(__name__)
 
 MAX_RESULT_CHARS = 3_000  # a tool's result, at most
@@ -182,7 +184,7 @@ async def _entities(box: Toolbox, given: Mapping[str, str]) -> str:
 async def _search_in_document(box: Toolbox, given: Mapping[str, str]) -> str:
     named = given["documentId"]
     found = await box.search(given["query"], within=named)
-    return f"nothing found in {named[:100]!r}" if found == "nothing found" else found
+    return f"{NOTHING_FOUND} in {named[:100]!r}" if found == NOTHING_FOUND else found
 
 
 async def _read_next(box: Toolbox, given: Mapping[str, str]) -> str:
@@ -261,3 +263,9 @@ register("entityExtraction", "List the entities of some kinds (people, places, d
 def tool_specs(tools: Mapping[str, Tool]) -> list[dict[str, Any]]:
     """The OpenAI `tools` of these tools."""
     return [{"type": "function", "function": {"name": name, **t.spec}} for name, t in tools.items()]
+
+
+def found_nothing(result: str) -> bool:
+    """Whether a tool's result says it found nothing: a search's NOTHING_FOUND, or one
+    within a document (`searchChunksFromADocument`: "nothing found in 'x'")."""
+    return result == NOTHING_FOUND or result.startswith(f"{NOTHING_FOUND} in '")

@@ -141,6 +141,14 @@ def rag_pipeline(
     return Pipeline(settings, llm, lambda query: _rag_state(snapshot, query), stages)
 
 
+def answer_calls(settings: Settings) -> int:
+    """The LLM calls rag's answer makes once it has its documents (the stages rag_pipeline
+    adds after them that call the LLM: Verify's when verifying, Chain's): what the agent's
+    steps leave it."""
+    verify = Verify.calls_kept if Honesty.of(settings).verifying else 0
+    return verify + Chain.calls_kept
+
+
 def short_answers(settings: Settings) -> bool:
     """prompt.answer.form: short, or auto with one of the GGUF models llama.cpp serves us (the
     only LLMs known to take a grammar)."""
