@@ -119,6 +119,12 @@ def test_every_cut_is_served_by_one_model(model_server_url: str) -> None:
     assert _rss_mb() - before < 150  # twenty sessions held about 700 MB more
 
 
+def test_the_rerankers_idle_threads_sleep() -> None:
+    options = reranker.CrossEncoder()._session.get_session_options()
+    for entry in ("session.intra_op.allow_spinning", "session.inter_op.allow_spinning"):
+        assert options.get_session_config_entry(entry) == "0"
+
+
 def test_a_pair_asked_again_is_answered_from_its_kept_score() -> None:
     """Issue 70: a (question, passage) pair is run through the model once; asked again (the
     same question's passages, a retried request, sentence windows' second request), its kept

@@ -53,6 +53,14 @@ def test_encoder_matches_sentence_transformers() -> None:
     assert min(reference_cosines(SentenceEncoder())) >= 0.9999
 
 
+def test_the_encoders_idle_threads_sleep() -> None:
+    """onnxruntime's threads spin while idle unless told not to: 40% of a short text's CPU
+    (issue 70); the reranker's sleep too (tests/service/test_reranker.py)."""
+    options = SentenceEncoder()._session.get_session_options()
+    for entry in ("session.intra_op.allow_spinning", "session.inter_op.allow_spinning"):
+        assert options.get_session_config_entry(entry) == "0"
+
+
 def test_the_int8_export_is_close_to_the_reference_but_not_exact() -> None:
     """What docs/operations.md promises of all-MiniLM-L6-v2-q: 0.97 cosine or more to
     fp32's vectors."""
