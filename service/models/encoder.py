@@ -101,6 +101,10 @@ class SentenceEncoder:
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads or os.cpu_count() or 1
         options.inter_op_num_threads = 1
+        # idle threads sleep: spinning between and after batches was 40% of a short text's
+        # CPU (bench/RESULTS.md, issue 70), and the vectors are the same
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.add_session_config_entry("session.inter_op.allow_spinning", "0")
         self._session = onnxruntime.InferenceSession(
             str(weights), options, providers=["CPUExecutionProvider"]
         )
