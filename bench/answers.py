@@ -347,6 +347,7 @@ def main(argv: list[str] | None = None) -> None:
                         else ask_datafari(http, question, action, args.agent)
                     )
                     row = {**scored(question, answered), "group": group, "action": action}
+                    row |= replayable(question, answered)
                     rows.append({**row, "half": half})
                     print(
                         f"{number}/{len(chosen)} {half} {action:7} {row['seconds']:.1f}s (first "
@@ -386,6 +387,17 @@ def main(argv: list[str] | None = None) -> None:
     name += "" if actions == ["rag"] else "-" + "-".join(actions)
     summed = results[halves[0]] if len(halves) == 1 else results
     save_results(name, {"summary": summed, "rows": rows})
+
+
+def replayable(question: Expected, answered: Answered) -> dict:
+    """What a row needs for the answer stages to be replayed on it offline (issue 69: the
+    phrase cut, the echo check): the gold answers and each source's text the LLM read."""
+    content = answered.body.get("content") if answered.status == 200 else None
+    documents = content.get("documents", []) if isinstance(content, dict) else []
+    return {
+        "golds": list(question.answers),
+        "sources": [d.get("content", "") for d in documents if isinstance(d, dict)],
+    }
 
 
 def asked(args: argparse.Namespace, half: str) -> list[tuple[Expected, str]]:

@@ -21,7 +21,13 @@ answer ("The Six Ministries existed since the Sui and Tang dynasties. [1]") what
 says (few-shot phrase answers in the prompt, measured: unchanged). For a question a phrase
 answers (`phrase_answers`: who, what, when, where, which, how many..., not why, how or a yes/no
 question), `phrase` keeps of a one-sentence answer the run of words the question does not say
-("Sui and Tang dynasties [1]"): the answer the model wrote, cut, never a word added.
+("Sui and Tang dynasties [1]"): the answer the model wrote, cut, never a word added. Of
+several runs, the one the question's form asks for (issue 69: the longest run was cut away
+when the gold span was another one): a how many's a figure ("40", not "fortresses from the
+Middle Ages"), a when's a date, a who's or a where's a name; else the longest. A name the run
+begins or ends inside is kept whole ("Rhine Gorge", though the question says "Rhine"), and
+the thing a "What (kind of) X" asks for when the answer names it right after the run
+("Killer T cells" for "What type of immune cells ...?").
 """
 
 from __future__ import annotations
@@ -64,6 +70,45 @@ _EDGE = re.compile(r"^[\W_]+|[\W_]+$")  # punctuation around a phrase's words
 # a verb that only links the question's words to the answer's ("The tasks ... include X")
 _LINKING = re.compile(r"^(?:include[sd]?|including|consists? of|consisted of)\s+(?=\S)", re.I)
 _ROOT = 5  # words compared by their stem's first letters (the echo check's measure)
+_CAPITALIZED = re.compile(r"^[\"'(\u201c]?[A-Z\u00c0-\u00de]")  # a name's word (or a title's)
+_EDGE_END = re.compile(r"[,;:)\u201d\"]$")  # a word that ends a name: "Bonn," or "Rhine)"
+_DIGIT = re.compile(r"\d")
+# a figure or a time said in words, as an answer says it ("forty", "the 19th century")
+_FIGURE_WORDS = frozenset(
+    {"two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
+     "fifteen", "twenty", "thirty", "forty", "fifty", "hundred", "hundreds", "thousand",
+     "thousands", "million", "millions", "billion", "billions", "dozen", "dozens", "half"}
+)  # fmt: skip
+_TIME_WORDS = frozenset(
+    {"january", "february", "march", "april", "may", "june", "july", "august", "september",
+     "october", "november", "december", "century", "centuries", "decade", "decades", "bc", "ad",
+     "bce", "spring", "summer", "autumn", "winter"}
+)  # fmt: skip
+
+
+def _has_figure(said: list[str]) -> bool:
+    return any(_DIGIT.search(word) or word.lower().strip(".,;:") in _FIGURE_WORDS for word in said)
+
+
+def _has_time(said: list[str]) -> bool:
+    return _has_figure(said) or any(word.lower().strip(".,;:") in _TIME_WORDS for word in said)
+
+
+def _has_name(said: list[str]) -> bool:
+    return any(_CAPITALIZED.match(word) for word in said)
+
+
+# "What X ...?", "Which kind of X ...?": X is the thing asked for
+_ASKS_THING = re.compile(r"\b(?:what|which)\s+(?:(?:kinds?|types?|sorts?|forms?)\s+of\s+)?", re.I)
+# what a question's form asks for, the first that matches (a question matching none: the run
+# with most new words)
+_FORMS = (
+    (re.compile(r"\bhow (many|much|long|old|far|big|large|often|tall|high|deep|wide|fast)\b", re.I),
+     _has_figure),
+    (re.compile(r"\bwhen\b|\b(what|which) (year|century|decade|date|day|month|time|period|era)s?\b",
+                re.I), _has_time),
+    (re.compile(r"\b(who|whom|whose)\b|\bwhere\b", re.I), _has_name),
+)  # fmt: skip
 
 
 def grammar(numbers: Sequence[int], max_words: int = MAX_WORDS, not_found: str = NOT_FOUND) -> str:
@@ -114,33 +159,104 @@ def phrase_answers(question: str) -> bool:
 def phrase(answer: str, question: str) -> str:
     """Of a one-sentence short answer ("words [n]"), the run of its words the question does
     not say, with its citation: the words from one new word to the last new word before a
-    word of the question (function words between kept as written); of several runs, the one
-    with most new words, the first of equals. The answer as it is when it says more than one
-    sentence, the not-found sentence, or nothing the question does not say."""
+    word of the question (function words between kept as written). Of several runs, the one
+    the question's form asks for (`_FORMS`: a who a name, a when a date, a how many a
+    figure), else the one with most new words, the first of equals; a name is kept whole
+    ("Rhine Gorge" for "Where does the Middle Rhine flow ...?", though the question says
+    "Rhine"). The answer as it is when it says more than one sentence, the not-found
+    sentence, or nothing the question does not say."""
     if answer.strip() in NOT_FOUND_SENTENCES.values():
         return answer
     cited = _CITATION.search(answer)
     text = answer[: cited.start()] if cited else answer
     if _ANOTHER_SENTENCE.search(text.strip()):
         return answer  # more than a sentence: an explanation, kept whole
-    asked = {_root(token) for token in tokens(question)}
     words = text.split()
-    best: tuple[int, int, int] = (0, 0, 0)  # new words, first, last (a run of `words`)
-    run: list[int] = []  # the current run's new words' indexes
+    found = _runs(words, {_root(token) for token in tokens(question)})
+    if not found:
+        return answer  # nothing new: the echo check judges it
+    fits = [run for run in found if _fits(words, run, question)]
+    first, last = max(fits or found, key=lambda run: len(run[2]))[:2]
+    first, last = _whole_name(words, first, _with_thing(words, last, question))
+    said = _LINKING.sub("", _EDGE.sub("", " ".join(words[first : last + 1])))
+    if not said:
+        return answer
+    return f"{said} [{cited.group(1)}]" if cited else said
+
+
+def _runs(words: list[str], asked: set[str]) -> list[tuple[int, int, list[int]]]:
+    """The runs of `words` the question (`asked`, its words' roots) does not say, in order:
+    (first, last, the new words' indexes), a run ending before a word of the question."""
+    found: list[tuple[int, int, list[int]]] = []
+    run: list[int] = []
     for index, word in enumerate(words):
         kinds = {_kind(token, asked) for token in tokens(word)}
         if "new" in kinds:
             run.append(index)
-        elif "asked" in kinds:
+        elif "asked" in kinds and run:
+            found.append((run[0], run[-1], run))
             run = []
-        if run and len(run) > best[0]:
-            best = (len(run), run[0], run[-1])
-    if not best[0]:
-        return answer  # nothing new: the echo check judges it
-    said = _LINKING.sub("", _EDGE.sub("", " ".join(words[best[1] : best[2] + 1])))
-    if not said:
-        return answer
-    return f"{said} [{cited.group(1)}]" if cited else said
+    if run:
+        found.append((run[0], run[-1], run))
+    return found
+
+
+def _fits(words: list[str], run: tuple[int, int, list[int]], question: str) -> bool:
+    """Whether a run is what the question's form asks for (`_FORMS`); False when the
+    question asks for no form in particular."""
+    said = words[run[0] : run[1] + 1]
+    for asks, fits in _FORMS:
+        if asks.search(question):
+            return fits(said)
+    return False
+
+
+def _with_thing(words: list[str], last: int, question: str) -> int:
+    """The run's last word, after the thing a "What (kind of) X ...?" asks for when the
+    answer names it right after the run: "Killer T" + "cells" for "What type of immune
+    cells ...?" ("Killer T cells"), "Regulatory" + "T cells" for "What kind of T cells
+    ...?"."""
+    asks = _ASKS_THING.search(question)
+    if not asks:
+        return last
+    thing: set[str] = set()
+    for token in tokens(question[asks.end() :]):
+        if not is_content(token) or len(thing) == 4:
+            break
+        thing.add(_root(token))
+    end = last
+    while end + 1 < len(words) and end - last < len(thing):
+        said = [token for token in tokens(words[end + 1]) if is_content(token)]
+        if not said or any(_root(token) not in thing for token in said):
+            break
+        end += 1
+        if _EDGE_END.search(words[end]) or words[end].endswith("."):
+            break
+    return end
+
+
+def _whole_name(words: list[str], first: int, last: int) -> tuple[int, int]:
+    """A run that begins or ends inside a name (capitalized words in a row, after the
+    sentence's first word, capitalized as any first word is) widened to the whole name:
+    "Gorge" of "the Rhine Gorge" is "Rhine Gorge"."""
+    named_first = first > 0 and _CAPITALIZED.match(words[first])
+    if not named_first and (last == 0 or not _CAPITALIZED.match(words[last])):
+        return first, last
+    if named_first:
+        while first > 0 and _named(words[first - 1]) and not _EDGE_END.search(words[first - 1]):
+            first -= 1
+    if last > 0 and _CAPITALIZED.match(words[last]) and not _EDGE_END.search(words[last]):
+        while last + 1 < len(words) and _named(words[last + 1]):
+            last += 1
+            if _EDGE_END.search(words[last]):
+                break
+    return first, last
+
+
+def _named(word: str) -> bool:
+    """Whether a word can be part of a name: capitalized, and no function word ("The")."""
+    said = tokens(word)
+    return bool(_CAPITALIZED.match(word) and said and all(is_content(t) for t in said))
 
 
 def _root(token: str) -> str:

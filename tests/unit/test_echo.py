@@ -155,3 +155,32 @@ def test_another_word_beginning_as_a_question_word_says_something(
 def test_the_question_s_word_inflected_stays_an_echo(question: str, answer: str) -> None:
     source = CATASTROPHISM + " " + LIGHTHOUSE + " Electrification came late."
     assert echoes(answer, question, [source])
+
+
+EMPIRES = "The Ethiopian Empire is far older than the British Empire, which came much later."
+
+
+@pytest.mark.parametrize(
+    "answer",
+    ["Ethiopian [1]", "The Ethiopian Empire. [1]", "British [1]"],
+)
+def test_an_answer_choosing_one_of_the_question_s_alternatives_says_something(answer: str) -> None:
+    question = "Which is older, the British Empire or the Ethiopian Empire?"
+    assert not echoes(answer, question, [EMPIRES])
+
+
+@pytest.mark.parametrize(
+    ("question", "answer"),
+    [
+        # both alternatives said back: no choice made
+        ("Which is older, the British Empire or the Ethiopian Empire?",
+         "The British Empire or the Ethiopian Empire is older. [1]"),
+        ("Which is older, the British Empire or the Ethiopian Empire?", "Empire [1]"),
+        # "or" between two sides of the same words offers no choice
+        ("Which prime has p+1 or p-1 of a certain shape?", "p+1 or p-1 of a certain shape [1]"),
+    ],
+)  # fmt: skip
+def test_an_answer_naming_both_alternatives_or_neither_stays_an_echo(
+    question: str, answer: str
+) -> None:
+    assert echoes(answer, question, [EMPIRES + " A prime has p+1 of a certain shape."])

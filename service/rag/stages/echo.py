@@ -68,6 +68,8 @@ _FIGURES = (
     | {"vingt": "20"}
 )
 _UNFINISHED = re.compile(r"\w+$")  # a word the LLM may still be writing
+_OR = frozenset({"or"})  # between a question's alternatives ("ou" folds as "où" does: not French)
+_CHOICE_WORDS = 3  # an alternative: at most this many content words beside "or"
 
 
 def said(text: str) -> frozenset[str]:
@@ -113,6 +115,34 @@ def _stems(text: str) -> frozenset[str]:
     return frozenset(found)
 
 
+def _choices(question: str) -> frozenset[tuple[frozenset[str], frozenset[str]]]:
+    """The alternatives a question offers ("Which is older, the British Empire or the
+    Ethiopian Empire?": ({briti}, {ethio})): the content words in a row just before each
+    "or", and those just after it (its function words skipped first), each less the other's
+    (an "or" between two sides not told apart by their words offers no choice)."""
+    read = _read(question)
+    found = set()
+    for at, (word, content) in enumerate(read):
+        if content or word not in _OR:
+            continue
+        before: set[str] = set()
+        for back in range(at - 1, -1, -1):
+            if not read[back][1] or len(before) == _CHOICE_WORDS:
+                break
+            before.add(read[back][0])
+        after: set[str] = set()
+        ahead = at + 1
+        while ahead < len(read) and not read[ahead][1]:
+            ahead += 1
+        for word_after, content_after in read[ahead:]:
+            if not content_after or len(after) == _CHOICE_WORDS:
+                break
+            after.add(word_after)
+        if before - after and after - before:  # two alternatives, each its own words
+            found.add((frozenset(before - after), frozenset(after - before)))
+    return frozenset(found)
+
+
 def _inflected(word: str, other: str) -> bool:
     """Whether two stems of the same first letters are one word inflected or derived
     (electrifi/electrific, dispens/dispenser): one begins with the other."""
@@ -131,6 +161,7 @@ class EchoCheck:
     language: str = ""  # the sources' language, when their words tell it
     asked_stems: frozenset[str] = frozenset()  # the question's words, whole stems
     known_stems: frozenset[str] = frozenset()  # the sources'
+    choices: frozenset[tuple[frozenset[str], frozenset[str]]] = frozenset()  # "A or B?"
 
     @classmethod
     def of(cls, question: str, sources: Iterable[str]) -> EchoCheck:
@@ -153,6 +184,7 @@ class EchoCheck:
             guess_language(" ".join(texts)[:2000]),
             _stems(question),
             frozenset(known_stems),
+            _choices(question),
         )
 
     def says_something(self, answer: str) -> bool:
@@ -166,7 +198,15 @@ class EchoCheck:
             return True
         if self._another_word(answer):
             return True
+        if self._chosen(words):
+            return True
         return bool((runs - self.asked_phrases) & self.known_phrases)
+
+    def _chosen(self, words: frozenset[str]) -> bool:
+        """Whether the answer names one of the alternatives the question offers and not the
+        other ("Ethiopian [1]" for "... the British Empire or the Ethiopian Empire?"): a
+        choice made, though every word of it is the question's."""
+        return any(bool(words & first) != bool(words & second) for first, second in self.choices)
 
     def _another_word(self, answer: str) -> bool:
         """Whether the answer says a word a source holds that only begins as a word of the
