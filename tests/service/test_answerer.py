@@ -268,7 +268,7 @@ def test_the_model_is_asked_whether_a_document_says_it_before_it_answers(
 ) -> None:
     """Issue 59, item 1 (grounding.verify, shipped on): llama.cpp answers the one-token
     yes/no request with its likeliest tokens, so every answer reports `supported`; an answered
-    question is one whose yes passed grounding.abstain.unsupported (0.6 shipped), and the
+    question is one whose yes passed grounding.abstain.unsupported (0.55 shipped), and the
     answer's request found the documents in llama.cpp's prompt cache."""
     client = answerer()
     body = client.post("/ai/rag", json={"query": ANSWERED[0]}).json()
