@@ -181,3 +181,13 @@ def test_the_model_server_cuts_to_the_nearest_sentences_when_asked(model_server_
         f"{model_server_url}/v1/rerank", json={**body, "passage_cut": "middle"}, timeout=120
     )
     assert refused.status_code in (400, 422)
+
+
+@pytest.mark.parametrize("nearest", [False, True])
+def test_a_question_longer_than_the_cut_is_cut_too(nearest: bool) -> None:
+    """A long question (CISI's run to 100 tokens and more) and a small cut: the pair is cut
+    question and passage alike, not refused by the tokenizer."""
+    question = " ".join([QUESTION] * 20)
+    scored = reranker.CrossEncoder(cache_size=0).scores(question, PASSAGES, 64, nearest=nearest)
+    assert len(scored.scores) == len(PASSAGES)
+    assert scored.tokens <= 64 * len(PASSAGES)
