@@ -193,7 +193,7 @@ async def measure(
     embeddings_url: str,
     names: list[str],
     encoder: CrossEncoder | None = None,
-    cuts: tuple[tuple[int, int, bool, int], ...] = ((512, RERANK_DEPTH, False, 0),),
+    cuts: tuple[tuple[int, int, bool], ...] = ((512, RERANK_DEPTH, False),),
     model: str = "all-MiniLM-L6-v2",
     overrides: dict[str, str] | None = None,
 ) -> dict[str, dict[str, float]]:
@@ -203,7 +203,7 @@ async def measure(
             **(overrides or {})}  # fmt: skip
     rows: dict[str, dict[str, float]] = {}
     # "" (retrieval's order) or (order, (tokens, depth)): each reranked row
-    orders: list[tuple[str, tuple[int, int, bool, int] | None]] = [("", None)]
+    orders: list[tuple[str, tuple[int, int, bool] | None]] = [("", None)]
     if encoder is not None:
         orders += [(order, cut) for cut in cuts for order in RERANKED]
     async with httpx.AsyncClient(timeout=120) as http:
@@ -275,16 +275,15 @@ async def measure(
 
 
 RERANKED = (" + rerank", " + rerank rrf", " + rerank blend")
-_SCORED: dict[tuple[str, tuple[str, ...], int, bool, int], tuple[list[float], float, float]] = {}
+_SCORED: dict[tuple[str, tuple[str, ...], int, bool], tuple[list[float], float, float]] = {}
 
 
-def row_name(name: str, order: str, cut: tuple[int, int, bool, int] | None, cuts: tuple) -> str:
+def row_name(name: str, order: str, cut: tuple[int, int, bool] | None, cuts: tuple) -> str:
     """`name` and its order, and the cut (`@ tokens/depth`, ` nearest` when the passages
     were cut to their sentences nearest the question) when several are measured."""
     if cut is None or len(cuts) == 1:
         return f"{name}{order}"
-    how = (" nearest" if cut[2] else "") + (" lead" if cut[3] else "")
-    return f"{name}{order} @ {cut[0]}/{cut[1]}{how}"
+    return f"{name}{order} @ {cut[0]}/{cut[1]}{' nearest' if cut[2] else ''}"
 
 
 def reranked(
@@ -295,22 +294,19 @@ def reranked(
     tokens: int = 512,
     depth: int = RERANK_DEPTH,
     nearest: bool = False,
-    lead: int = 0,
 ) -> tuple[list[str], float, float]:
     """The hits' documents in `order` (RERANKED), and the cross-encoder's wall and CPU
     milliseconds (the first `depth` hits scored once, each pair cut to `tokens`, whatever the
     order asked)."""
     top = hits[:depth]
     texts = tuple(f"{hit.title}\n{hit.content}" if hit.title else hit.content for hit in top)
-    key = (question, texts, tokens, nearest, lead)
+    key = (question, texts, tokens, nearest)
     if key not in _SCORED:
         if any(other[0] != question for other in _SCORED):
             _SCORED.clear()  # one query's scores kept: its orders are judged together
         started, cpu = time.perf_counter(), time.process_time()
         found = (
-            encoder.scores(question, list(texts), tokens, nearest=nearest, lead=lead).scores
-            if texts
-            else []
+            encoder.scores(question, list(texts), tokens, nearest=nearest).scores if texts else []
         )
         took = (time.perf_counter() - started) * 1000
         _SCORED[key] = (found, took, (time.process_time() - cpu) * 1000)
@@ -337,8 +333,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rerank", action="store_true", help="rows reranked too (module doc)")
     parser.add_argument("--rerank-tokens", nargs="+", default=["512"],
                         help="a pair's tokens at most (several: a row each); 128n: a long "
-                        "passage cut to its sentences nearest the question; 128f: its "
-                        "first sentence, then the nearest")  # fmt: skip
+                        "passage cut to its sentences nearest the question")  # fmt: skip
     parser.add_argument("--rerank-depth", type=int, nargs="+", default=[RERANK_DEPTH],
                         help="hits reranked (several: a row each)")  # fmt: skip
     parser.add_argument(
@@ -366,7 +361,7 @@ def main(argv: list[str] | None = None) -> None:
         ]  # fmt: skip
     encoder = CrossEncoder(cache_size=0) if args.rerank else None  # each cut costed in full
     cuts = tuple(
-        (int(t.rstrip("nf")), d, t[-1] in "nf", int(t.endswith("f")))
+        (int(t.rstrip("n")), d, t.endswith("n"))
         for t in args.rerank_tokens
         for d in args.rerank_depth
     )

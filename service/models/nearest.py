@@ -53,11 +53,10 @@ def nearest_sentences(
     passages: Sequence[str],
     budget: int,
     count: Callable[[list[str]], list[int]],
-    lead: int = 0,
 ) -> list[str]:
     """Each passage whose tokens (`count`: a token count for each text given) are more than
-    `budget`, cut to the sentences nearest `question` that fit in it, in their order (its
-    first `lead` sentences before any, when they fit); the others as they are."""
+    `budget`, cut to the sentences nearest `question` that fit in it, in their order; the
+    others as they are."""
     lengths = count(list(passages))
     long = [i for i, length in enumerate(lengths) if length > budget]
     if not long:
@@ -75,7 +74,7 @@ def nearest_sentences(
         scores = [sum(math.log(1 + len(shared) / df[w]) for w in words) for words in shared]
         # the nearest first, then (no word shared) the first ones: a passage's start says
         # what it is about
-        order = sorted(range(len(cut[i])), key=lambda j: (j >= lead, -scores[j], j))
+        order = sorted(range(len(cut[i])), key=lambda j: (-scores[j], j))
         chosen, left = [], budget
         for j in order:
             if sizes[j] <= left:

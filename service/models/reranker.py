@@ -131,7 +131,7 @@ class CrossEncoder:
         if not spinning:  # idle threads sleep: no CPU burned between and after batches
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             options.add_session_config_entry("session.inter_op.allow_spinning", "0")
-        self._cache: OrderedDict[tuple[str, str, tuple[int, bool, int]], tuple[float, int]] = (
+        self._cache: OrderedDict[tuple[str, str, tuple[int, bool]], tuple[float, int]] = (
             OrderedDict()
         )
         self._cache_size = cache_size
@@ -148,7 +148,6 @@ class CrossEncoder:
         max_tokens: int | None = None,
         *,
         nearest: bool = False,
-        lead: int = 0,
     ) -> Scored:
         """The passages scored, each (question, passage) pair cut to `max_tokens` (the
         encoder's own by default; never more than MAX_TOKENS), the passage cut first: at its
@@ -156,7 +155,7 @@ class CrossEncoder:
         if len(passages) > MAX_PAIRS:
             raise ValueError(f"at most {MAX_PAIRS} documents a request")
         cut = min(max_tokens or self.max_tokens, MAX_TOKENS)
-        key = (cut, nearest, lead)
+        key = (cut, nearest)
         found: dict[int, tuple[float, int]] = {}  # passage -> (score, tokens)
         for i, passage in enumerate(passages):
             if (kept := self._cache.get((question, passage, key))) is not None:
@@ -168,7 +167,7 @@ class CrossEncoder:
             self._tokenizer.no_truncation()
             left = cut - len(self._tokenizer.encode(question, add_special_tokens=False).ids) - 3
             if nearest and left > 0:
-                texts = self._nearest(question, texts, left, lead)
+                texts = self._nearest(question, texts, left)
             # a question that leaves its passage no room is cut too (the tokenizer refuses
             # to cut only the passage then)
             strategy = "only_second" if left > 0 else "longest_first"
@@ -185,7 +184,7 @@ class CrossEncoder:
         ordered = [found[i] for i in range(len(passages))]
         return Scored([score for score, _ in ordered], sum(tokens for _, tokens in ordered))
 
-    def _nearest(self, question: str, passages: list[str], left: int, lead: int) -> list[str]:
+    def _nearest(self, question: str, passages: list[str], left: int) -> list[str]:
         """The passages longer than `left` tokens (what a pair has left after the question
         and the three special tokens: [CLS] question [SEP] passage [SEP]), cut to their
         sentences nearest the question."""
@@ -194,9 +193,9 @@ class CrossEncoder:
             found = self._tokenizer.encode_batch(texts, add_special_tokens=False)
             return [len(encoding.ids) for encoding in found]
 
-        return nearest_sentences(question, passages, left, count, lead)
+        return nearest_sentences(question, passages, left, count)
 
-    def _keep(self, key: tuple[str, str, tuple[int, bool, int]], scored: tuple[float, int]) -> None:
+    def _keep(self, key: tuple[str, str, tuple[int, bool]], scored: tuple[float, int]) -> None:
         self._cache[key] = scored
         if len(self._cache) > self._cache_size:
             self._cache.popitem(last=False)
