@@ -21,7 +21,9 @@ ms-marco-MiniLM-L-12-v2), scored once per query over the row's first `--rerank-d
 judged in several orders: the cross-encoder's alone (`+ rerank`), and fused with retrieval's
 by reciprocal rank (`+ rerank rrf`) or by weighted z-scores (`+ rerank blend`). Several
 cuts (`--rerank-tokens`, a pair's tokens at most) or depths give a row each, named
-`@ TOKENS/DEPTH` when more than one is asked, with the cross-encoder's CPU ms a query
+`@ TOKENS/DEPTH` when more than one is asked (a cut written `128n` gives `@ 128/DEPTH
+nearest`: a passage longer than the cut is cut to its sentences nearest the question,
+service.models.nearest, rather than at its end), with the cross-encoder's CPU ms a query
 (`ce_cpu_ms`: the process's CPU time, every onnxruntime thread counted; wall is noisy on a
 shared box).
 """
@@ -191,7 +193,7 @@ async def measure(
     embeddings_url: str,
     names: list[str],
     encoder: CrossEncoder | None = None,
-    cuts: tuple[tuple[int, int], ...] = ((512, RERANK_DEPTH),),
+    cuts: tuple[tuple[int, int, bool], ...] = ((512, RERANK_DEPTH, False),),
     model: str = "all-MiniLM-L6-v2",
     overrides: dict[str, str] | None = None,
 ) -> dict[str, dict[str, float]]:
@@ -201,7 +203,7 @@ async def measure(
             **(overrides or {})}  # fmt: skip
     rows: dict[str, dict[str, float]] = {}
     # "" (retrieval's order) or (order, (tokens, depth)): each reranked row
-    orders: list[tuple[str, tuple[int, int] | None]] = [("", None)]
+    orders: list[tuple[str, tuple[int, int, bool] | None]] = [("", None)]
     if encoder is not None:
         orders += [(order, cut) for cut in cuts for order in RERANKED]
     async with httpx.AsyncClient(timeout=120) as http:
@@ -273,14 +275,15 @@ async def measure(
 
 
 RERANKED = (" + rerank", " + rerank rrf", " + rerank blend")
-_SCORED: dict[tuple[str, tuple[str, ...], int], tuple[list[float], float, float]] = {}
+_SCORED: dict[tuple[str, tuple[str, ...], int, bool], tuple[list[float], float, float]] = {}
 
 
-def row_name(name: str, order: str, cut: tuple[int, int] | None, cuts: tuple) -> str:
-    """`name` and its order, and the cut (`@ tokens/depth`) when several are measured."""
+def row_name(name: str, order: str, cut: tuple[int, int, bool] | None, cuts: tuple) -> str:
+    """`name` and its order, and the cut (`@ tokens/depth`, ` nearest` when the passages
+    were cut to their sentences nearest the question) when several are measured."""
     if cut is None or len(cuts) == 1:
         return f"{name}{order}"
-    return f"{name}{order} @ {cut[0]}/{cut[1]}"
+    return f"{name}{order} @ {cut[0]}/{cut[1]}{' nearest' if cut[2] else ''}"
 
 
 def reranked(
@@ -290,18 +293,21 @@ def reranked(
     order: str,
     tokens: int = 512,
     depth: int = RERANK_DEPTH,
+    nearest: bool = False,
 ) -> tuple[list[str], float, float]:
     """The hits' documents in `order` (RERANKED), and the cross-encoder's wall and CPU
     milliseconds (the first `depth` hits scored once, each pair cut to `tokens`, whatever the
     order asked)."""
     top = hits[:depth]
     texts = tuple(f"{hit.title}\n{hit.content}" if hit.title else hit.content for hit in top)
-    key = (question, texts, tokens)
+    key = (question, texts, tokens, nearest)
     if key not in _SCORED:
         if any(other[0] != question for other in _SCORED):
             _SCORED.clear()  # one query's scores kept: its orders are judged together
         started, cpu = time.perf_counter(), time.process_time()
-        found = encoder.scores(question, list(texts), tokens).scores if texts else []
+        found = (
+            encoder.scores(question, list(texts), tokens, nearest=nearest).scores if texts else []
+        )
         took = (time.perf_counter() - started) * 1000
         _SCORED[key] = (found, took, (time.process_time() - cpu) * 1000)
     ce, ms, cpu_ms = _SCORED[key]
@@ -325,8 +331,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--only", nargs="*", choices=list(CONFIGURATIONS), help="these rows")
     parser.add_argument("--sample", type=int, help="a seeded sample of each collection's queries")
     parser.add_argument("--rerank", action="store_true", help="rows reranked too (module doc)")
-    parser.add_argument("--rerank-tokens", type=int, nargs="+", default=[512],
-                        help="a pair's tokens at most (several: a row each)")  # fmt: skip
+    parser.add_argument("--rerank-tokens", nargs="+", default=["512"],
+                        help="a pair's tokens at most (several: a row each); 128n: a long "
+                        "passage cut to its sentences nearest the question")  # fmt: skip
     parser.add_argument("--rerank-depth", type=int, nargs="+", default=[RERANK_DEPTH],
                         help="hits reranked (several: a row each)")  # fmt: skip
     parser.add_argument(
@@ -353,7 +360,11 @@ def main(argv: list[str] | None = None) -> None:
             for c in collections
         ]  # fmt: skip
     encoder = CrossEncoder(cache_size=0) if args.rerank else None  # each cut costed in full
-    cuts = tuple((t, d) for t in args.rerank_tokens for d in args.rerank_depth)
+    cuts = tuple(
+        (int(t.rstrip("n")), d, t.endswith("n"))
+        for t in args.rerank_tokens
+        for d in args.rerank_depth
+    )
     rows: list[str] = []
     for name in names:
         rows.append(name)

@@ -39,6 +39,7 @@ from service.text.tokens import ENCODINGS, TokenCounter, token_counter
 # the retrieval methods: the one list every part of the service reads
 Retrieval = Literal["bm25", "vector", "hybrid"]
 RerankOrder = Literal["reranker", "blend"]
+RerankCut = Literal["end", "nearest"]
 RETRIEVAL_METHODS: tuple[Retrieval, ...] = get_args(Retrieval)
 # ZooKeeper's connect string: host:port pairs, then an optional chroot; empty: none
 ZK_HOSTS = r"^$|^[A-Za-z0-9.\-]+:[0-9]{1,5}(,[A-Za-z0-9.\-]+:[0-9]{1,5})*(/[A-Za-z0-9_.\-/]*)?$"
@@ -1016,6 +1017,15 @@ class RerankSettings(Part):
         "proportional to it). Blank: not sent, the API's own (the local one: 512).",
         ge=16,
         le=8192,
+    )
+    cut: RerankCut = _key(
+        "rerank.cut",
+        "end",
+        "How a chunk longer than rerank.max.tokens is cut: end (its first tokens kept, what "
+        "every rerank API does) or nearest (its sentences that share most words with the "
+        "question kept, in their order, as many as fit: the model server's, sent as "
+        "passage_cut; another API may refuse it). A French passage costs the English "
+        "cross-encoder twice the tokens: cut at its end it loses its second half.",
     )
     timeout: float = _key(
         "rerank.timeout", 30.0, "Seconds to wait for the rerank API's answer.", gt=0, le=3600

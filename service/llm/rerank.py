@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import httpx
 
 from service.config import Settings
+from service.config.settings import RerankCut
 from service.errors import UpstreamBadResponse
 from service.llm.breaker import CircuitBreaker
 from service.llm.client import LLMOptions, OpenAICompatibleClient
@@ -31,7 +32,9 @@ class Ranked:
 
 class RerankClient(OpenAICompatibleClient):
     """`rank(query, texts, top_n)` -> the `top_n` most relevant texts' indexes, best first;
-    with `max_tokens`, each (query, text) pair cut to that many tokens by the API."""
+    with `max_tokens`, each (query, text) pair cut to that many tokens by the API: at the
+    text's end, or (`cut="nearest"`, the local model server's) to its sentences nearest the
+    query."""
 
     what = "the rerank API"
     upstream = "rerank"
@@ -43,9 +46,11 @@ class RerankClient(OpenAICompatibleClient):
         breaker: CircuitBreaker | None = None,
         *,
         max_tokens: int | None = None,
+        cut: RerankCut = "end",
     ) -> None:
         super().__init__(http, options, breaker)
         self.max_tokens = max_tokens
+        self.cut = cut
 
     async def rank(self, query: str, texts: Sequence[str], top_n: int) -> list[Ranked]:
         payload: dict[str, object] = {
@@ -57,6 +62,8 @@ class RerankClient(OpenAICompatibleClient):
         }
         if self.max_tokens is not None:  # Cohere v2's name, and the local model server's
             payload["max_tokens_per_doc"] = self.max_tokens
+        if self.cut != "end":  # ours: an API that does not know it is never sent it
+            payload["passage_cut"] = self.cut
         body = await self._post("rerank", payload)
         return self._ranked(body, len(texts))[:top_n]
 
@@ -97,4 +104,5 @@ def rerank_client(
         ),
         breaker,
         max_tokens=rerank.max_tokens,
+        cut=rerank.cut,
     )

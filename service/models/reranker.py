@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from service.models.nearest import nearest_sentences
 from service.models.pinned import (
     MODELS_ENV,
     ModelMissing,
@@ -130,7 +131,9 @@ class CrossEncoder:
         if not spinning:  # idle threads sleep: no CPU burned between and after batches
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             options.add_session_config_entry("session.inter_op.allow_spinning", "0")
-        self._cache: OrderedDict[tuple[str, str, int], tuple[float, int]] = OrderedDict()
+        self._cache: OrderedDict[tuple[str, str, tuple[int, bool]], tuple[float, int]] = (
+            OrderedDict()
+        )
         self._cache_size = cache_size
         self.pairs_scored = 0  # pairs run through the model (not answered from the cache)
         self._session = onnxruntime.InferenceSession(
@@ -139,34 +142,60 @@ class CrossEncoder:
         self._inputs = {i.name for i in self._session.get_inputs()}
 
     def scores(
-        self, question: str, passages: Sequence[str], max_tokens: int | None = None
+        self,
+        question: str,
+        passages: Sequence[str],
+        max_tokens: int | None = None,
+        *,
+        nearest: bool = False,
     ) -> Scored:
         """The passages scored, each (question, passage) pair cut to `max_tokens` (the
-        encoder's own by default; never more than MAX_TOKENS), the passage cut first."""
+        encoder's own by default; never more than MAX_TOKENS), the passage cut first: at its
+        end, or (`nearest`) to its sentences nearest the question (service.models.nearest)."""
         if len(passages) > MAX_PAIRS:
             raise ValueError(f"at most {MAX_PAIRS} documents a request")
         cut = min(max_tokens or self.max_tokens, MAX_TOKENS)
+        key = (cut, nearest)
         found: dict[int, tuple[float, int]] = {}  # passage -> (score, tokens)
         for i, passage in enumerate(passages):
-            if (kept := self._cache.get((question, passage, cut))) is not None:
-                self._cache.move_to_end((question, passage, cut))
+            if (kept := self._cache.get((question, passage, key))) is not None:
+                self._cache.move_to_end((question, passage, key))
                 found[i] = kept
         asked = [i for i in range(len(passages)) if i not in found]
         if asked:
-            self._tokenizer.enable_truncation(cut, strategy="only_second")
-            encodings = self._tokenizer.encode_batch([(question, passages[i]) for i in asked])
+            texts = [passages[i] for i in asked]
+            self._tokenizer.no_truncation()
+            left = cut - len(self._tokenizer.encode(question, add_special_tokens=False).ids) - 3
+            if nearest and left > 0:
+                texts = self._nearest(question, texts, left)
+            # a question that leaves its passage no room is cut too (the tokenizer refuses
+            # to cut only the passage then)
+            strategy = "only_second" if left > 0 else "longest_first"
+            self._tokenizer.enable_truncation(cut, strategy=strategy)
+            encodings = self._tokenizer.encode_batch([(question, text) for text in texts])
             by_length = sorted(range(len(asked)), key=lambda j: len(encodings[j].ids))
             for start in range(0, len(by_length), self.batch_size):
                 batch = by_length[start : start + self.batch_size]
                 scores = self._scores([encodings[j] for j in batch])
                 for j, score in zip(batch, scores, strict=True):
                     found[asked[j]] = (score, len(encodings[j].ids))
-                    self._keep((question, passages[asked[j]], cut), found[asked[j]])
+                    self._keep((question, passages[asked[j]], key), found[asked[j]])
             self.pairs_scored += len(asked)
         ordered = [found[i] for i in range(len(passages))]
         return Scored([score for score, _ in ordered], sum(tokens for _, tokens in ordered))
 
-    def _keep(self, key: tuple[str, str, int], scored: tuple[float, int]) -> None:
+    def _nearest(self, question: str, passages: list[str], left: int) -> list[str]:
+        """The passages longer than `left` tokens (what a pair has left after the question
+        and the three special tokens: [CLS] question [SEP] passage [SEP]), cut to their
+        sentences nearest the question."""
+
+        def count(texts: list[str]) -> list[int]:
+            found = self._tokenizer.encode_batch(texts, add_special_tokens=False)
+            return [len(encoding.ids) for encoding in found]
+
+        return nearest_sentences(question, passages, left, count)
+
+    def _keep(self, key: tuple[str, str, tuple[int, bool]], scored: tuple[float, int]) -> None:
         self._cache[key] = scored
         if len(self._cache) > self._cache_size:
             self._cache.popitem(last=False)

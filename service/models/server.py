@@ -21,7 +21,7 @@ import threading
 import time
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Literal
 
 import anyio.to_thread
 import numpy as np
@@ -128,6 +128,9 @@ class RerankRequest(BaseModel):
     top_n: int | None = Field(None, ge=1)
     # Cohere v2's name: each (query, document) pair is cut to this many tokens
     max_tokens_per_doc: int = Field(reranker.MAX_TOKENS, ge=16, le=reranker.MAX_TOKENS)
+    # ours: a document longer than the cut cut at its end, or to its sentences nearest the
+    # query (service.models.nearest)
+    passage_cut: Literal["end", "nearest"] = "end"
 
 
 def _openai_error(status: int, message: str, kind: str) -> JSONResponse:
@@ -262,14 +265,17 @@ def create_model_app(*, embeddings: bool = True) -> FastAPI:
         tokens = request.max_tokens_per_doc
         # a document's tokens past the cut cost their tokenizing all the same: no more
         # characters than the cut can use are read
-        documents = [d[: tokens * MAX_CHARS_PER_TOKEN] for d in request.documents]
+        # (the nearest sentences may be anywhere in what the longest cut reads)
+        nearest = request.passage_cut == "nearest"
+        read = (reranker.MAX_TOKENS if nearest else tokens) * MAX_CHARS_PER_TOKEN
+        documents = [d[:read] for d in request.documents]
         query = request.query[: tokens * MAX_CHARS_PER_TOKEN]
 
         def scored() -> reranker.Scored:
             with lock:  # one batch at a time (and the cut is the tokenizer's state)
                 if not rerankers:
                     rerankers.append(reranker.CrossEncoder())
-                return rerankers[0].scores(query, documents, tokens)
+                return rerankers[0].scores(query, documents, tokens, nearest=nearest)
 
         try:
             found = await anyio.to_thread.run_sync(scored)

@@ -158,3 +158,42 @@ def test_pairs_batched_by_length_are_scored_in_the_callers_order() -> None:
     alone = [encoder.scores(QUESTION, [text]).scores[0] for text in texts]
     assert together == pytest.approx(alone, abs=1.0)
     assert max(range(len(texts)), key=lambda i: together[i]) == 1
+
+
+def test_a_long_passage_cut_to_its_nearest_sentences_keeps_what_the_question_asks() -> None:
+    """Issue 70 (`rerank.cut=nearest`): a passage longer than the cut, the answer in its last
+    sentence, scores as relevant once cut to its sentences nearest the question; cut at its
+    end (the tokenizer's way), it reads only the sentences before."""
+    long = " ".join([PASSAGES[0], PASSAGES[2]] * 6 + [PASSAGES[1]])
+    encoder = reranker.CrossEncoder(cache_size=0)
+    at_end = encoder.scores(QUESTION, [long, PASSAGES[3]], 64).scores
+    nearest = encoder.scores(QUESTION, [long, PASSAGES[3]], 64, nearest=True)
+    assert at_end[0] < at_end[1]  # the summit's weather wins over a passage cut before its cairn
+    assert nearest.scores[0] > nearest.scores[1]
+    assert nearest.scores[1] == pytest.approx(at_end[1], abs=0.5)  # a short one: as it was
+    assert nearest.tokens <= 2 * 64
+
+
+def test_the_model_server_cuts_to_the_nearest_sentences_when_asked(model_server_url: str) -> None:
+    long = " ".join([PASSAGES[0], PASSAGES[2]] * 6 + [PASSAGES[1]])
+    body = {"query": QUESTION, "documents": [PASSAGES[3], long], "max_tokens_per_doc": 64}
+    for cut, first in (("end", 0), ("nearest", 1)):
+        response = httpx.post(
+            f"{model_server_url}/v1/rerank", json={**body, "passage_cut": cut}, timeout=120
+        )
+        assert response.status_code == 200, response.text
+        assert response.json()["results"][0]["index"] == first
+    refused = httpx.post(
+        f"{model_server_url}/v1/rerank", json={**body, "passage_cut": "middle"}, timeout=120
+    )
+    assert refused.status_code in (400, 422)
+
+
+@pytest.mark.parametrize("nearest", [False, True])
+def test_a_question_longer_than_the_cut_is_cut_too(nearest: bool) -> None:
+    """A long question (CISI's run to 100 tokens and more) and a small cut: the pair is cut
+    question and passage alike, not refused by the tokenizer."""
+    question = " ".join([QUESTION] * 20)
+    scored = reranker.CrossEncoder(cache_size=0).scores(question, PASSAGES, 64, nearest=nearest)
+    assert len(scored.scores) == len(PASSAGES)
+    assert scored.tokens <= 64 * len(PASSAGES)

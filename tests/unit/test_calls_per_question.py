@@ -155,6 +155,7 @@ async def test_a_question_calls_the_reranker_once_and_the_encoder_once(shipped) 
     for request in reranks.requests:  # at most rerank.max.chunks, each cut to its tokens
         assert len(request["documents"]) == min(len(PASSAGES), rerank.max_chunks)
         assert request.get("max_tokens_per_doc") == rerank.max_tokens
+        assert request.get("passage_cut", "end") == rerank.cut
 
 
 async def test_a_second_rerank_request_is_the_sentence_windows_one(shipped) -> None:

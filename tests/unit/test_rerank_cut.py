@@ -1,6 +1,7 @@
 """rerank.max.tokens (issue 70): each (question, chunk) pair cut by the rerank API to that many
 tokens, sent as Cohere v2's `max_tokens_per_doc`; blank, the field is not sent (an API that
-does not know it is never sent it)."""
+does not know it is never sent it). `rerank.cut=nearest` asks the local model server to cut a
+long chunk to its sentences nearest the question instead, sent as `passage_cut`."""
 
 from __future__ import annotations
 
@@ -34,3 +35,22 @@ async def test_the_cut_is_sent_only_when_set(cut: int | None) -> None:
 def test_the_cut_is_validated(value: object) -> None:
     with pytest.raises(ValueError, match=re.escape("rerank.max.tokens")):
         Settings.of({"rerank.max.tokens": value})
+
+
+@pytest.mark.parametrize("cut", ["end", "nearest"])
+async def test_the_nearest_cut_is_sent_only_when_asked(cut: str) -> None:
+    script = RerankScript()
+    values = {"rerank.enabled": "true", "rerank.endpoint": "http://rerank.test/v1/",
+              "rerank.max.tokens": "128", "rerank.cut": cut}  # fmt: skip
+    transport = httpx.ASGITransport(app=create_rerank_app(script))
+    async with httpx.AsyncClient(transport=transport) as http:
+        await rerank_client(http, Settings.of(values)).rank("Who lit the lamp?", ["A.", "B."], 1)
+    (request,) = script.requests
+    assert request.get("passage_cut") == (None if cut == "end" else "nearest")
+    assert request["max_tokens_per_doc"] == 128
+
+
+def test_the_cut_is_end_or_nearest() -> None:
+    assert Settings.of({}).rerank.cut == "end"
+    with pytest.raises(ValueError, match=re.escape("rerank.cut")):
+        Settings.of({"rerank.cut": "middle"})
