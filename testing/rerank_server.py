@@ -33,6 +33,8 @@ class RerankScript:
     status: int = 200
     shape: str = "cohere"  # or "tei": a bare list of {index, score}
     body: str | None = None  # answered as it is (a broken API)
+    # the only fields it takes (an API that answers 422 to any other); None: any
+    known: frozenset[str] | None = None
 
     def reset(self) -> None:
         self.requests.clear()
@@ -40,6 +42,7 @@ class RerankScript:
         self.status = 200
         self.shape = "cohere"
         self.body = None
+        self.known = None
 
 
 def create_rerank_app(script: RerankScript) -> FastAPI:
@@ -56,6 +59,9 @@ def create_rerank_app(script: RerankScript) -> FastAPI:
         script.authorizations.append(request.headers.get("authorization", ""))
         if script.body is not None:
             return Response(script.body, media_type="application/json")
+        unknown = sorted(set(body) - script.known) if script.known is not None else []
+        if unknown:
+            return JSONResponse({"detail": f"extra fields not permitted: {unknown}"}, 422)
         if script.status != 200:
             return JSONResponse({"error": "scripted failure"}, status_code=script.status)
         documents = body.get("documents") or []

@@ -9,6 +9,7 @@ Infinity share (TEI's answer too).
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,6 +21,18 @@ from service.config.settings import RerankCut
 from service.errors import UpstreamBadResponse
 from service.llm.breaker import CircuitBreaker
 from service.llm.client import LLMOptions, OpenAICompatibleClient
+
+log = logging.getLogger(__name__)
+
+# the rerank URLs that refused passage_cut (an API other than the local model server's): never
+# sent it again by this process
+_CUT_REFUSED: set[str] = set()
+MAX_REFUSING_ENDPOINTS = 64
+
+
+def _refused_request(error: UpstreamBadResponse) -> bool:
+    """Whether the API refused the request as malformed (400, 422), not failed on it."""
+    return "answered HTTP 400:" in error.reason or "answered HTTP 422:" in error.reason
 
 
 @dataclass(frozen=True)
@@ -62,9 +75,25 @@ class RerankClient(OpenAICompatibleClient):
         }
         if self.max_tokens is not None:  # Cohere v2's name, and the local model server's
             payload["max_tokens_per_doc"] = self.max_tokens
-        if self.cut != "end":  # ours: an API that does not know it is never sent it
+        url = self._url("rerank")
+        if self.cut != "end" and url not in _CUT_REFUSED:  # ours (the local model server's)
             payload["passage_cut"] = self.cut
-        body = await self._post("rerank", payload)
+        try:
+            body = await self._post("rerank", payload)
+        except UpstreamBadResponse as error:
+            if "passage_cut" not in payload or not _refused_request(error):
+                raise
+            # another rerank API that refuses what it does not know: cut at the end from now
+            # on, said once (the fix is rerank.cut=end)
+            if len(_CUT_REFUSED) < MAX_REFUSING_ENDPOINTS:
+                _CUT_REFUSED.add(url)
+            log.warning(
+                "the rerank API refused passage_cut (%s): chunks are cut at their end instead; "
+                "set rerank.cut=end for an API other than the local model server",
+                error.reason[:200],
+            )
+            del payload["passage_cut"]
+            body = await self._post("rerank", payload)
         return self._ranked(body, len(texts))[:top_n]
 
     def _ranked(self, body: object, count: int) -> list[Ranked]:

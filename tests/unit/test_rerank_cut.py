@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from service.config import Settings
+from service.errors import UpstreamBadResponse
 from service.llm.rerank import rerank_client
 from testing.rerank_server import RerankScript, create_rerank_app
 
@@ -54,3 +55,38 @@ def test_the_cut_is_end_or_nearest() -> None:
     assert Settings.of({}).rerank.cut == "end"
     with pytest.raises(ValueError, match=re.escape("rerank.cut")):
         Settings.of({"rerank.cut": "middle"})
+
+
+COHERE_FIELDS = frozenset({"model", "query", "documents", "top_n", "return_documents",
+                           "max_tokens_per_doc"})  # fmt: skip
+
+
+async def test_an_api_that_refuses_the_nearest_cut_is_asked_again_without_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """rerank.cut=nearest (shipped) with rerank.endpoint pointed at an API that answers 422 to
+    a field it does not know: the question is reranked all the same (cut at the end), the
+    log says the fix once, and that API is not sent passage_cut again."""
+    script = RerankScript(known=COHERE_FIELDS)
+    values = {"rerank.enabled": "true", "rerank.endpoint": "http://strict-rerank.test/v1/",
+              "rerank.max.tokens": "256", "rerank.cut": "nearest"}  # fmt: skip
+    transport = httpx.ASGITransport(app=create_rerank_app(script))
+    async with httpx.AsyncClient(transport=transport) as http:
+        client = rerank_client(http, Settings.of(values))
+        first = await client.rank("Who lit the lamp?", ["Tides.", "The keeper lit the lamp."], 1)
+        again = await client.rank("Who lit the lamp?", ["Tides.", "The keeper lit the lamp."], 1)
+    assert [item.index for item in first] == [1] == [item.index for item in again]
+    assert [("passage_cut" in request) for request in script.requests] == [True, False, False]
+    assert sum("set rerank.cut=end" in record.getMessage() for record in caplog.records) == 1
+
+
+async def test_an_api_failing_otherwise_is_not_asked_again() -> None:
+    script = RerankScript(status=500)
+    values = {"rerank.enabled": "true", "rerank.endpoint": "http://failing-rerank.test/v1/",
+              "rerank.cut": "nearest", "rerank.max.tokens": "256"}  # fmt: skip
+    transport = httpx.ASGITransport(app=create_rerank_app(script))
+    async with httpx.AsyncClient(transport=transport) as http:
+        client = rerank_client(http, Settings.of(values))
+        with pytest.raises(UpstreamBadResponse):
+            await client.rank("Who lit the lamp?", ["Tides.", "The keeper lit the lamp."], 1)
+    assert all("passage_cut" in request for request in script.requests)
