@@ -184,7 +184,7 @@ async def _entities(box: Toolbox, given: Mapping[str, str]) -> str:
 async def _search_in_document(box: Toolbox, given: Mapping[str, str]) -> str:
     named = given["documentId"]
     found = await box.search(given["query"], within=named)
-    return f"{NOTHING_FOUND} in {named[:100]!r}" if found == NOTHING_FOUND else found
+    return f"{NOTHING_FOUND} in '{named[:100]}'" if found == NOTHING_FOUND else found
 
 
 async def _read_next(box: Toolbox, given: Mapping[str, str]) -> str:
@@ -268,4 +268,4 @@ def tool_specs(tools: Mapping[str, Tool]) -> list[dict[str, Any]]:
 def found_nothing(result: str) -> bool:
     """Whether a tool's result says it found nothing: a search's NOTHING_FOUND, or one
     within a document (`searchChunksFromADocument`: "nothing found in 'x'")."""
-    return result == NOTHING_FOUND or result.startswith(f"{NOTHING_FOUND} in '")
+    return result == NOTHING_FOUND or result.startswith(f"{NOTHING_FOUND} in ")

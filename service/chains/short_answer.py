@@ -33,7 +33,7 @@ the thing a "What (kind of) X" asks for when the answer names it right after the
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from service.chains.prompts import NOT_FOUND_SENTENCES
 from service.chains.result import Source
@@ -175,7 +175,10 @@ def phrase(answer: str, question: str) -> str:
     found = _runs(words, {_root(token) for token in tokens(question)})
     if not found:
         return answer  # nothing new: the echo check judges it
-    fits = [run for run in found if _fits(words, run, question)]
+    form = _form(question)
+    # the answer's first word is capitalized as any first word is: not a name for the form
+    plain = [words[0].lower(), *words[1:]]
+    fits = [run for run in found if form and form(plain[run[0] : run[1] + 1])]
     first, last = max(fits or found, key=lambda run: len(run[2]))[:2]
     first, last = _whole_name(words, first, _with_thing(words, last, question))
     said = _LINKING.sub("", _EDGE.sub("", " ".join(words[first : last + 1])))
@@ -201,14 +204,13 @@ def _runs(words: list[str], asked: set[str]) -> list[tuple[int, int, list[int]]]
     return found
 
 
-def _fits(words: list[str], run: tuple[int, int, list[int]], question: str) -> bool:
-    """Whether a run is what the question's form asks for (`_FORMS`); False when the
-    question asks for no form in particular."""
-    said = words[run[0] : run[1] + 1]
+def _form(question: str) -> Callable[[list[str]], bool] | None:
+    """What the question's form asks a run to hold (`_FORMS`: a name, a date, a figure), read
+    once a question; None when it asks for no form in particular."""
     for asks, fits in _FORMS:
         if asks.search(question):
-            return fits(said)
-    return False
+            return fits
+    return None
 
 
 def _with_thing(words: list[str], last: int, question: str) -> int:

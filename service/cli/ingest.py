@@ -132,7 +132,7 @@ async def ingest_into_solr(
         export_samples(SAMPLES_FOLDER)
         paths = [*paths, SAMPLES_FOLDER]
     async with httpx.AsyncClient() as http, SolrPools() as pools:
-        solr = SolrClient.of(settings.solr, pools)
+        solr = SolrClient.of(settings.solr, pools, patient=True)
         collection = settings.solr.documents_collection
         mode = EmbeddingMode.of(settings)
         embeddings = embeddings_client(http, settings)

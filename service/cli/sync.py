@@ -72,7 +72,7 @@ async def _sync_once(settings: Settings, checkpoint: Path | None, *, restart: bo
     from service.llm.embeddings import embeddings_client
 
     async with httpx.AsyncClient() as http, SolrPools() as pools:
-        solr = SolrClient.of(settings.solr, pools)
+        solr = SolrClient.of(settings.solr, pools, patient=True)
         sync = PassageSync(
             solr,
             settings,

@@ -28,6 +28,9 @@ log = logging.getLogger(__name__)
 # sent it again by this process
 _CUT_REFUSED: set[str] = set()
 MAX_REFUSING_ENDPOINTS = 64
+# a question's characters sent (the local model server takes 4,000, and its cross-encoder
+# reads 512 tokens of question and passage together): a longer one is reranked all the same
+MAX_QUERY_CHARS = 4_000
 
 
 def _refused_request(error: UpstreamBadResponse) -> bool:
@@ -68,7 +71,7 @@ class RerankClient(OpenAICompatibleClient):
     async def rank(self, query: str, texts: Sequence[str], top_n: int) -> list[Ranked]:
         payload: dict[str, object] = {
             "model": self.options.model,
-            "query": query,
+            "query": query[:MAX_QUERY_CHARS],
             "documents": list(texts),
             "top_n": min(top_n, len(texts)),
             "return_documents": False,
@@ -83,8 +86,10 @@ class RerankClient(OpenAICompatibleClient):
         except UpstreamBadResponse as error:
             if "passage_cut" not in payload or not _refused_request(error):
                 raise
-            # another rerank API that refuses what it does not know: cut at the end from now
-            # on, said once (the fix is rerank.cut=end)
+            del payload["passage_cut"]
+            body = await self._post("rerank", payload)  # fails alike: not the cut's fault
+            # another rerank API, refusing what it does not know: cut at the end from now on,
+            # said once (the fix is rerank.cut=end)
             if len(_CUT_REFUSED) < MAX_REFUSING_ENDPOINTS:
                 _CUT_REFUSED.add(url)
             log.warning(
@@ -92,8 +97,6 @@ class RerankClient(OpenAICompatibleClient):
                 "set rerank.cut=end for an API other than the local model server",
                 error.reason[:200],
             )
-            del payload["passage_cut"]
-            body = await self._post("rerank", payload)
         return self._ranked(body, len(texts))[:top_n]
 
     def _ranked(self, body: object, count: int) -> list[Ranked]:

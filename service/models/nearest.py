@@ -26,7 +26,9 @@ from pathlib import Path
 STEM = 5  # characters of a word compared
 # a sentence ends at . ! ? ; before a space (any case follows: abstracts are often lower-cased),
 # and at a line break
-_END = re.compile(r"(?<=[.!?;])\s+|\s*\n\s*")
+# linear on long runs of white space (a "\s*\n\s*" branch was quadratic on them); pieces are
+# stripped after, so the leading spaces it no longer takes change nothing
+_END = re.compile(r"(?<=[.!?;])\s+|\n\s*")
 _WORD = re.compile(r"[a-z0-9]+")
 STOP_WORDS = frozenset(
     word

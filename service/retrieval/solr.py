@@ -14,7 +14,9 @@ ids, deletes name ids or queries, a commit commits), so sending one twice change
 write that every node failed (timed out, unreachable, 5xx) is sent again solr.write.retries
 times, after 1, 2, 4... s (WRITE_BACKOFF_MAX at most), so a Solr that stalls once costs an
 ingestion a pause, not the run. A write that timed out is given twice the read timeout on its
-next try (up to WRITE_PATIENCE_MAX_SECONDS): a busy Solr embedding passages is still at work.
+next try (up to WRITE_PATIENCE_MAX_SECONDS) by a command's client (`patient`: ingest, sync): a
+busy Solr embedding passages is still at work. The service's own writes (a conversation kept
+after its answer) keep solr.timeout.read.
 
 A secured Solr (service.retrieval.access): the login rides on every request's headers, the
 TLS in the connection pool the client is given (`SolrClient.of` pairs them); a 401 or 403
@@ -113,6 +115,7 @@ class SolrClient:
         *,
         nodes: SolrNodes | None = None,
         schemas: SchemaCache | None = None,
+        patient: bool = False,
     ) -> SolrClient:
         """The client of the Solr `layout` names (solr.url and its nodes, its timeouts, its
         login, its write retries), over the pool of its TLS (solr.tls.*) that `pools` gives:
@@ -127,6 +130,7 @@ class SolrClient:
             schemas=schemas,
             access=access,
             write_retries=layout.write_retries,
+            patient=patient,
         )
 
     def __init__(
@@ -139,10 +143,14 @@ class SolrClient:
         schemas: SchemaCache | None = None,
         access: SolrAccess | None = None,
         write_retries: int = 0,
+        patient: bool = False,
     ) -> None:
+        """`patient`: a write that timed out waits twice as long on its next try (`_longer`):
+        a command's (ingest, sync), never the service's, whose requests have their deadline."""
         self._http = http
         self._access = access or SolrAccess()
         self._write_retries = write_retries
+        self._patient = patient
         self.nodes = SolrNodes.parse(nodes) if isinstance(nodes, str) else nodes
         self._timeout = httpx.Timeout(read_timeout, connect=connect_timeout, pool=POOL_WAIT_SECONDS)
         self._schemas = SchemaCache() if schemas is None else schemas
@@ -301,7 +309,7 @@ class SolrClient:
             except WRITE_RETRY_ON as error:
                 if attempt == self._write_retries:
                     raise
-                if isinstance(error, UpstreamTimeout):  # a busy Solr: wait longer next time
+                if self._patient and isinstance(error, UpstreamTimeout):  # a busy Solr
                     patience = _longer(patience)
                 pause = min(2.0**attempt, WRITE_BACKOFF_MAX)
                 log.warning(
@@ -445,7 +453,9 @@ def _longer(timeout: httpx.Timeout) -> httpx.Timeout:
     WRITE_PATIENCE_MAX_SECONDS (never below solr.timeout.read). Solr may still be at work on
     the last try (embedding its passages on a busy box): the same wait would time out again,
     each try adding to its load."""
-    read = timeout.read or 0.0
+    if timeout.read is None:  # no limit: none to grow
+        return timeout
+    read = timeout.read
     return httpx.Timeout(
         max(read, min(read * 2, WRITE_PATIENCE_MAX_SECONDS)),
         connect=timeout.connect,

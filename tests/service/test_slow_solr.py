@@ -11,6 +11,8 @@ import httpx
 import pytest
 
 from service.cli import main as cli
+from service.errors import UpstreamTimeout
+from service.retrieval.solr import SolrClient
 from testing.servers import free_port, serve_in_thread
 from testing.service import write_properties
 from testing.solr_proxy import ProxyLog, create_solr_proxy
@@ -86,6 +88,24 @@ def test_a_write_that_timed_out_is_given_longer_next_time(
     err = capsys.readouterr().err
     assert done == 0, err
     assert "the write is sent again" in err  # the first try did time out
+
+
+async def test_the_services_own_writes_keep_their_timeout(solr_url: str) -> None:
+    """Only a command waits longer on a slow write: the service's client (a conversation kept
+    after its answer, no deadline over it) gives up after solr.timeout.read each try."""
+    log = ProxyLog(update_seconds=1.5)
+    with serve_in_thread(create_solr_proxy(solr_url, log), health_path="/proxy-health") as base:
+        async with httpx.AsyncClient() as http:
+            solr = SolrClient(http, f"{base}/solr", read_timeout=1, write_retries=1)
+            with pytest.raises(UpstreamTimeout):
+                await solr.add("FileShare", [{"id": f"{SOURCE}/never.txt"}])
+    httpx.post(  # the proxy sent the writes on once held: taken out again
+        f"{solr_url}/FileShare/update",
+        params={"commit": "true"},
+        json={"delete": {"id": f"{SOURCE}/never.txt"}},
+        timeout=60,
+    )
+    assert log.updates == 2  # each try timed out at 1 s
 
 
 def test_a_solr_that_is_down_ends_a_command_with_one_line(

@@ -139,3 +139,24 @@ def test_a_tool_s_answer_that_made_no_llm_call_is_counted_as_none() -> None:
     assert box.usages == []
     box.spend(Usage(prompt_tokens=7, completion_tokens=2), 2)
     assert len(box.usages) == 2 and box.usage.prompt_tokens == 7
+
+
+@pytest.mark.parametrize(
+    "named", ["report.pdf", "O'Brien report.pdf", 'the "quoted" one', "l'été 2024.txt"]
+)
+async def test_nothing_found_in_a_document_reads_as_nothing_found_whatever_its_name(
+    named: str,
+) -> None:
+    """searchChunksFromADocument's "nothing found in '<id>'" is found nothing, an id with a
+    quote of either kind too (repr quoted such an id with the other kind)."""
+    from service.agents.tools import NOTHING_FOUND, TOOLS, found_nothing
+
+    class Empty:
+        async def search(self, query: str, method: str = "", **_: object) -> str:
+            return NOTHING_FOUND
+
+    result = await TOOLS["searchChunksFromADocument"].handler(
+        Empty(), {"documentId": named, "query": "lamp"}
+    )
+    assert found_nothing(result)
+    assert not found_nothing("The keeper lit the lamp: nothing found in the logs was wrong.")

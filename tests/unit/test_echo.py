@@ -178,9 +178,21 @@ def test_an_answer_choosing_one_of_the_question_s_alternatives_says_something(an
         ("Which is older, the British Empire or the Ethiopian Empire?", "Empire [1]"),
         # "or" between two sides of the same words offers no choice
         ("Which prime has p+1 or p-1 of a certain shape?", "p+1 or p-1 of a certain shape [1]"),
+        # one side named with more of the question's words: the question said back
+        ("What happens when water is heated or cooled?", "water is heated [1]"),
     ],
 )  # fmt: skip
 def test_an_answer_naming_both_alternatives_or_neither_stays_an_echo(
     question: str, answer: str
 ) -> None:
     assert echoes(answer, question, [EMPIRES + " A prime has p+1 of a certain shape."])
+
+
+def test_a_question_of_many_ors_offers_its_first_alternatives_only() -> None:
+    """Bounded work for a hostile question ("or or or ..."): the first _MAX_ORS "or"s are
+    read; a choice offered after them is not one."""
+    filler = " ".join(f"alpha{i} or beta{i}" for i in range(12))
+    question = f"Which of {filler}, the British Empire or the Ethiopian Empire?"
+    assert echoes("Ethiopian [1]", question, [EMPIRES])
+    first = "Which is older, the British Empire or the Ethiopian Empire, " + filler + "?"
+    assert not echoes("Ethiopian [1]", first, [EMPIRES])

@@ -90,3 +90,35 @@ async def test_an_api_failing_otherwise_is_not_asked_again() -> None:
         with pytest.raises(UpstreamBadResponse):
             await client.rank("Who lit the lamp?", ["Tides.", "The keeper lit the lamp."], 1)
     assert all("passage_cut" in request for request in script.requests)
+
+
+async def test_a_long_question_leaves_the_nearest_cut_on() -> None:
+    """A question longer than the local model server takes (4,000 characters: a 400 if sent
+    whole) is cut, reranked with passage_cut, and never makes the endpoint be marked as one
+    refusing passage_cut."""
+    script = RerankScript(known=COHERE_FIELDS | {"passage_cut"})
+    values = {"rerank.enabled": "true", "rerank.endpoint": "http://long-question.test/v1/",
+              "rerank.cut": "nearest", "rerank.max.tokens": "256"}  # fmt: skip
+    transport = httpx.ASGITransport(app=create_rerank_app(script))
+    async with httpx.AsyncClient(transport=transport) as http:
+        client = rerank_client(http, Settings.of(values))
+        await client.rank("why? " * 4000, ["Tides.", "The keeper lit the lamp."], 1)
+        await client.rank("Who lit the lamp?", ["Tides.", "The keeper lit the lamp."], 1)
+    assert [len(request["query"]) for request in script.requests] == [4000, 17]
+    assert all(request.get("passage_cut") == "nearest" for request in script.requests)
+
+
+async def test_a_request_refused_for_another_reason_keeps_the_cut() -> None:
+    """A 422 that sending the request without passage_cut does not mend (the API refuses
+    something else): the error is the caller's, and the cut stays on for the next."""
+    script = RerankScript(known=frozenset({"model", "query", "documents", "passage_cut"}))
+    values = {"rerank.enabled": "true", "rerank.endpoint": "http://other-refusal.test/v1/",
+              "rerank.cut": "nearest"}  # fmt: skip
+    transport = httpx.ASGITransport(app=create_rerank_app(script))
+    async with httpx.AsyncClient(transport=transport) as http:
+        client = rerank_client(http, Settings.of(values))
+        with pytest.raises(UpstreamBadResponse):
+            await client.rank("Who lit the lamp?", ["Tides.", "The keeper lit the lamp."], 1)
+        script.known = None
+        await client.rank("Who lit the lamp?", ["Tides.", "The keeper lit the lamp."], 1)
+    assert script.requests[-1].get("passage_cut") == "nearest"

@@ -143,3 +143,9 @@ def test_the_phrase_is_the_run_the_question_s_form_asks_for(
     question: str, written: str, kept: str
 ) -> None:
     assert phrase(written, question) == kept
+
+
+def test_the_answer_s_first_word_is_no_name_for_a_where() -> None:
+    """Capitalized as any first word is: "Historians" is not the place a where asks for."""
+    answer = "Historians believe the treaty was signed in Versailles [1]"
+    assert phrase(answer, "Where was the treaty signed?") == "Versailles [1]"

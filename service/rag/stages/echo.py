@@ -70,6 +70,8 @@ _FIGURES = (
 _UNFINISHED = re.compile(r"\w+$")  # a word the LLM may still be writing
 _OR = frozenset({"or"})  # between a question's alternatives ("ou" folds as "où" does: not French)
 _CHOICE_WORDS = 3  # an alternative: at most this many content words beside "or"
+_SKIPPED = 3  # function words skipped after "or" ("or the", "or in the")
+_MAX_ORS = 8  # the "or"s of a question read for alternatives
 
 
 def said(text: str) -> frozenset[str]:
@@ -115,31 +117,32 @@ def _stems(text: str) -> frozenset[str]:
     return frozenset(found)
 
 
-def _choices(question: str) -> frozenset[tuple[frozenset[str], frozenset[str]]]:
+def _choices(question: str) -> frozenset[tuple[frozenset[str], frozenset[str], frozenset[str]]]:
     """The alternatives a question offers ("Which is older, the British Empire or the
-    Ethiopian Empire?": ({briti}, {ethio})): the content words in a row just before each
-    "or", and those just after it (its function words skipped first), each less the other's
-    (an "or" between two sides not told apart by their words offers no choice)."""
+    Ethiopian Empire?": ({briti}, {ethio}) and both sides' words {briti, empir, ethio}): the
+    content words in a row just before each "or", and those just after it (a few function
+    words skipped first), each less the other's (an "or" between two sides not told apart by
+    their words offers no choice). The first _MAX_ORS "or"s only: bounded work."""
     read = _read(question)
     found = set()
-    for at, (word, content) in enumerate(read):
-        if content or word not in _OR:
-            continue
+    ors = [at for at, (word, content) in enumerate(read) if not content and word in _OR]
+    for at in ors[:_MAX_ORS]:
         before: set[str] = set()
         for back in range(at - 1, -1, -1):
             if not read[back][1] or len(before) == _CHOICE_WORDS:
                 break
             before.add(read[back][0])
-        after: set[str] = set()
         ahead = at + 1
-        while ahead < len(read) and not read[ahead][1]:
+        while ahead < min(len(read), at + 1 + _SKIPPED) and not read[ahead][1]:
             ahead += 1
-        for word_after, content_after in read[ahead:]:
-            if not content_after or len(after) == _CHOICE_WORDS:
+        after: set[str] = set()
+        for word_after, content_after in read[ahead : ahead + _CHOICE_WORDS]:
+            if not content_after:
                 break
             after.add(word_after)
         if before - after and after - before:  # two alternatives, each its own words
-            found.add((frozenset(before - after), frozenset(after - before)))
+            found.add((frozenset(before - after), frozenset(after - before),
+                       frozenset(before | after)))  # fmt: skip
     return frozenset(found)
 
 
@@ -161,7 +164,8 @@ class EchoCheck:
     language: str = ""  # the sources' language, when their words tell it
     asked_stems: frozenset[str] = frozenset()  # the question's words, whole stems
     known_stems: frozenset[str] = frozenset()  # the sources'
-    choices: frozenset[tuple[frozenset[str], frozenset[str]]] = frozenset()  # "A or B?"
+    # "A or B?": each side's own words, and both sides' (service.rag.stages.echo._choices)
+    choices: frozenset[tuple[frozenset[str], frozenset[str], frozenset[str]]] = frozenset()
 
     @classmethod
     def of(cls, question: str, sources: Iterable[str]) -> EchoCheck:
@@ -204,9 +208,13 @@ class EchoCheck:
 
     def _chosen(self, words: frozenset[str]) -> bool:
         """Whether the answer names one of the alternatives the question offers and not the
-        other ("Ethiopian [1]" for "... the British Empire or the Ethiopian Empire?"): a
-        choice made, though every word of it is the question's."""
-        return any(bool(words & first) != bool(words & second) for first, second in self.choices)
+        other, and nothing else of the question ("Ethiopian [1]" for "... the British Empire
+        or the Ethiopian Empire?"; not "water is heated" for "What happens when water is
+        heated or cooled?"): a choice made, though every word of it is the question's."""
+        return any(
+            bool(words & first) != bool(words & second) and words <= sides
+            for first, second, sides in self.choices
+        )
 
     def _another_word(self, answer: str) -> bool:
         """Whether the answer says a word a source holds that only begins as a word of the
