@@ -44,20 +44,32 @@ def config(tmp_path: Path, solr_url: str, model_server_url: str, **keys: object)
     )
 
 
-def test_an_ingestion_finishes_when_solr_stalls_once(
+@pytest.mark.parametrize(
+    "log",
+    [
+        # one write held longer than solr.timeout.read: sent again
+        ProxyLog(stall_updates=1, stall_seconds=4),
+        # every write slower than solr.timeout.read (a Solr embedding its passages on a busy
+        # box): the same wait would time out on every try; a doubled one holds
+        ProxyLog(update_seconds=1.5),
+    ],
+    ids=["stalls once", "slow on every write"],
+)
+def test_an_ingestion_finishes_when_solr_is_slow(
+    log: ProxyLog,
     folder: Path,
     tmp_path: Path,
     solr_url: str,
     model_server_url: str,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    log = ProxyLog(stall_updates=1, stall_seconds=4)  # longer than solr.timeout.read
     with serve_in_thread(create_solr_proxy(solr_url, log), health_path="/proxy-health") as base:
-        path = config(tmp_path, f"{base}/solr", model_server_url, **{"solr.timeout.read": 1})
+        keys = {"solr.timeout.read": 1, "solr.write.retries": 3}
+        path = config(tmp_path, f"{base}/solr", model_server_url, **keys)
         done = cli(["ingest", str(folder), "--source", SOURCE, "--config", str(path)])
     err = capsys.readouterr().err
     assert done == 0, err
-    assert log.stall_updates == 0 and log.updates >= 2  # the stalled write was sent again
+    assert log.stall_updates == 0 and log.updates >= 2  # the slow write was sent again
     assert "the write is sent again" in err
     found = httpx.get(
         f"{solr_url}/FileShare/select",
@@ -65,29 +77,6 @@ def test_an_ingestion_finishes_when_solr_stalls_once(
         timeout=30,
     ).json()
     assert found["response"]["numFound"] == 1
-
-
-def test_a_write_that_timed_out_is_given_longer_next_time(
-    folder: Path,
-    tmp_path: Path,
-    solr_url: str,
-    model_server_url: str,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    """A Solr slower than solr.timeout.read on every update (one embedding its passages on a
-    busy box): the same wait would time out on every try; a doubled one holds."""
-    log = ProxyLog(update_seconds=1.5)  # each update outlasts solr.timeout.read (1 s)
-    with serve_in_thread(create_solr_proxy(solr_url, log), health_path="/proxy-health") as base:
-        path = config(
-            tmp_path,
-            f"{base}/solr",
-            model_server_url,
-            **{"solr.timeout.read": 1, "solr.write.retries": 3},
-        )
-        done = cli(["ingest", str(folder), "--source", SOURCE, "--config", str(path)])
-    err = capsys.readouterr().err
-    assert done == 0, err
-    assert "the write is sent again" in err  # the first try did time out
 
 
 async def test_the_services_own_writes_keep_their_timeout(solr_url: str) -> None:
