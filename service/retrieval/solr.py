@@ -255,10 +255,9 @@ class SolrClient:
     async def _read_schema(self, collection: str) -> SchemaFields:
         now = time.monotonic()
         params = {"wt": "json", "showDefaults": "true"}
-        declared, dynamic = await asyncio.gather(
-            self._request("GET", f"/{collection}/schema/fields", params=params),
-            self._request("GET", f"/{collection}/schema/dynamicfields", params=_JSON),
-        )
+        # one after the other: a Solr that fails is asked once, its failure counted once
+        declared = await self._request("GET", f"/{collection}/schema/fields", params=params)
+        dynamic = await self._request("GET", f"/{collection}/schema/dynamicfields", params=_JSON)
         fields = declared.get("fields", [])
         schema = SchemaFields(
             declared=frozenset(str(f.get("name")) for f in fields),
