@@ -44,6 +44,7 @@ SPECS: dict[str, TemplateSpec] = {
     "source": _spec("number", "title", "url", required=("content",)),
     "stuff": _spec(required=("sources", "question")),
     "verify": _spec(required=("sources", "question")),
+    "again": _spec(required=("question",)),
     "map": _spec(required=("sources", "question", "no_answer")),
     "reduce": _spec(required=("answers", "question")),
     "refine_initial": _spec(required=("sources", "question")),
@@ -60,7 +61,7 @@ SPECS: dict[str, TemplateSpec] = {
 }
 # templates added after a release: a folder of an operator's own templates that lacks them
 # takes ours, so that an upgrade never stops a service whose prompts were customised
-ADDED_LATER = frozenset({"agent", "verify", "synthesis"})
+ADDED_LATER = frozenset({"agent", "verify", "synthesis", "again"})
 
 
 class PromptLibrary:

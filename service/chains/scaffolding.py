@@ -38,7 +38,7 @@ from pathlib import Path
 SENTENCE_HOLD = 6
 
 # the templates whose requests write an answer: the scaffolding is read from them
-ANSWERING = ("stuff", "map", "reduce", "refine_initial", "refine_step")
+ANSWERING = ("stuff", "map", "reduce", "refine_initial", "refine_step", "again")
 # variables that show the model an earlier answer, on their own line under a heading
 _EARLIER_VARIABLES = frozenset({"previous_answer", "answers"})
 # our own templates (prompts/), read when no library is given

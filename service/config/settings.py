@@ -1331,6 +1331,14 @@ class GroundingSettings(Part):
         "says something of its sources. An answer in another language than its sources is not "
         "checked.",
     )
+    echo_again: bool = _key(
+        "grounding.echo.again",
+        True,
+        "An answer the echo check refuses is asked for once more (one LLM call, within "
+        "llm.max.calls.per.request): the answer's request, the echo, then prompts/again.j2; the "
+        "second answer is kept if it says something of its sources, else the refusal stands "
+        "(a stuff answer only).",
+    )
     abstain_not_found: float | None = _key(
         "grounding.abstain.not.found",
         None,

@@ -1,5 +1,5 @@
 """Honesty: how a question's answer is kept honest, read once from the settings (llm.logprobs,
-grounding.verify, grounding.abstain.*, grounding.echo, prompt.answer.phrase) by
+grounding.verify, grounding.abstain.*, grounding.echo[.again], prompt.answer.phrase) by
 `service.rag.assemble`."""
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ class Honesty:
     abstain_not_found: float | None = None  # grounding.abstain.not.found
     abstain_unsupported: float | None = None  # grounding.abstain.unsupported
     echo: bool = True  # grounding.echo: an answer that only says the question back refused
+    again: bool = False  # grounding.echo.again: such an answer asked for once more first
     # prompt.answer.phrase: a short answer to a question a phrase answers cut to that phrase
     phrase: bool = False
 
@@ -31,6 +32,7 @@ class Honesty:
             abstain_not_found=grounding.abstain_not_found,
             abstain_unsupported=grounding.abstain_unsupported,
             echo=grounding.echo,
+            again=grounding.echo_again,
             phrase=settings.prompt.answer_phrase,
         )
 

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Protocol
 
 from service.chains import ChainResult
-from service.chains.result import Prepared, says_nothing_relevant
+from service.chains.result import Prepared, Source, says_nothing_relevant
 from service.chains.short_answer import phrase, true_citation
 from service.deadline import Deadline
 from service.grounding import Grounding
@@ -100,6 +100,7 @@ class Finishing:
     answer: Answer
     result: ChainResult
     found_nothing: bool
+    written: str = ""  # the answer as the LLM wrote it, before the short answer's cut
 
     def take(self, amendment: Amendment) -> None:
         """An answer stage's amendment written into the answer."""
@@ -228,10 +229,9 @@ class Reply:
             return self._answer
         self.timings.since(self.stage, self.chain_started)
         result = self.prepared.result
-        if self.form.grammar is not None:  # the short answer: its citation made true
-            result.answer = true_citation(result.answer, result.sources)
-            if self.phrase_of is not None:  # a question a phrase answers: that phrase
-                result.answer = phrase(result.answer, self.phrase_of)
+        written = result.answer
+        if self.form.grammar is not None:  # the short answer: its citation made true, cut
+            result.answer = shaped(result.answer, result.sources, self.phrase_of)
         found_nothing = not cited_numbers(result.answer) and says_nothing_relevant(result.answer)
         answer = answer_of(result, result.answer)
         for usage in self.extra_usage:
@@ -244,7 +244,7 @@ class Reply:
             )
             if self.sources_only_if_found:
                 answer.documents = []
-        done = Finishing(answer, result, found_nothing)
+        done = Finishing(answer, result, found_nothing, written)
         for stage in self.finishing:
             if stage.wanted(done):
                 with self.timings.stage(stage.name) if stage.timed else nullcontext():
@@ -263,6 +263,13 @@ class Reply:
         )
         self._answer = answer
         return answer
+
+
+def shaped(answer: str, sources: Sequence[Source], phrase_of: str | None) -> str:
+    """A short answer's citation made true (`true_citation`) and, for a question a phrase
+    answers (`phrase_of`), the answer cut to that phrase."""
+    answer = true_citation(answer, sources)
+    return phrase(answer, phrase_of) if phrase_of is not None else answer
 
 
 def source_texts(result: ChainResult) -> list[tuple[int, str]]:

@@ -62,10 +62,12 @@ def test_an_answer_from_the_sources_stays(client: TestClient, llm: LLMScript) ->
 
 def test_a_french_echo_gets_the_french_sentence(make_client: ClientFactory, llm: LLMScript) -> None:
     client = make_client({"retrieval.method": "bm25"})
-    llm.then(Step(content="Le phare est électrifié quand le phare est électrifié. [1]"))
+    echo = Step(content="Le phare est électrifié quand le phare est électrifié. [1]")
+    llm.then(echo, echo)  # asked again (grounding.echo.again), it says the question back again
     response = client.post(
         "/ai/rag", json={"query": "Quand le phare a-t-il été électrifié ?", "lang": "fr"}
     )
+    assert "Write the answer in French" in llm.requests[-1].prompt  # the second asking too
     body = response.json()
     assert response.status_code == 200, response.text
     assert (
@@ -373,3 +375,77 @@ def test_a_verification_that_will_not_run_keeps_no_call_from_grading(
         prompts = [r.prompt for r in llm.requests]
         assert not any("Does a document above say" in prompt for prompt in prompts)
         assert any("You grade how relevant" in prompt for prompt in prompts), prompts
+
+
+# -- an echo asked again (issue 69, item 3: grounding.echo.again) ----------------------------------
+
+LAMP_ECHO = "The lighthouse lamp was electrified when it was electrified. [1]"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_echo_is_asked_again_and_its_second_answer_kept(
+    make_client: ClientFactory, llm: LLMScript, stream: bool
+) -> None:
+    """The model said the question back; asked again after its echo, it names the year: that
+    answer is kept (shaped as the first: the phrase), and the echo was never streamed."""
+    client = make_client({"retrieval.method": "bm25", "prompt.answer.form": "short"})
+    llm.then(Step(content=LAMP_ECHO), Step(content="The lamp was electrified in 1952 [1]"))
+    done, streamed = _asked(client, {"query": LAMP, "stream": stream})
+    assert done["abstained"] is None, done
+    assert re.fullmatch(r"1952 \[1\]", done["message"]), done["message"]
+    documents = done["documents"] if stream else done["content"]["documents"]
+    assert documents and documents[0]["cited"] is True
+    assert streamed == (done["message"] if stream else "")
+    first, again = llm.requests[-2:]
+    assert again.messages[:-2] == first.messages  # the answer's request, then two turns
+    assert again.messages[-2] == {"role": "assistant", "content": LAMP_ECHO}
+    assert again.prompt.startswith("That only says the question again") and LAMP in again.prompt
+    assert again.body["grammar"] == first.body["grammar"]  # the short answer's form again
+    usage = client.post("/ai/rag", json={"query": "How many keepers did the lighthouse have?"})
+    assert usage.status_code == 200  # the script is spent: later questions are answered
+
+
+def test_an_echo_said_again_is_refused_and_says_it_was_asked_twice(
+    client: TestClient, llm: LLMScript
+) -> None:
+    llm.then(Step(content=LAMP_ECHO), Step(content=LAMP_ECHO))
+    body = client.post("/ai/rag", json={"query": LAMP}).json()
+    assert body["content"]["message"] == NOT_FOUND_SENTENCES["en"]
+    assert body["abstained"].startswith(ECHO) and "asked again" in body["abstained"], body
+    assert body["content"]["documents"] == []
+    assert body["usage"]["llm_calls"] == 2
+
+
+@pytest.mark.parametrize(
+    "second",
+    [
+        Step(content=NOT_FOUND_SENTENCES["en"]),  # the model's own not-found, asked again
+        Step(status=500, body='{"error": "boom"}'),  # the LLM fails on the second request
+    ],
+)
+def test_a_second_answer_that_is_no_answer_leaves_the_refusal(
+    client: TestClient, llm: LLMScript, second: Step
+) -> None:
+    llm.then(Step(content=LAMP_ECHO), second)
+    response = client.post("/ai/rag", json={"query": LAMP})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["content"]["message"] == NOT_FOUND_SENTENCES["en"]
+    assert body["abstained"].startswith(ECHO), body
+    assert len(llm.requests) == 2
+
+
+def test_no_second_request_when_off_or_when_no_call_is_left(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    off = make_client({"retrieval.method": "bm25", "grounding.echo.again": False})
+    llm.then(Step(content=LAMP_ECHO), Step(content="It was electrified in 1952 [1]."))
+    body = off.post("/ai/rag", json={"query": LAMP}).json()
+    assert body["abstained"].startswith(ECHO) and "asked again" not in body["abstained"]
+    assert len(llm.requests) == 1
+    llm.reset()
+    spent = make_client({"retrieval.method": "bm25", "llm.max.calls.per.request": 1})
+    llm.then(Step(content=LAMP_ECHO), Step(content="It was electrified in 1952 [1]."))
+    body = spent.post("/ai/rag", json={"query": LAMP}).json()
+    assert body["abstained"].startswith(ECHO), body
+    assert len(llm.requests) == 1  # the budget's one call was the answer's

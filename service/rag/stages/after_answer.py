@@ -15,6 +15,7 @@ from service.cache import AnswerCache
 from service.chains import ChainResult
 from service.rag.honesty import Honesty
 from service.rag.reply import AnswerStage
+from service.rag.stages.again import AskAgain
 from service.rag.stages.confidence import Doubt
 from service.rag.stages.echo import RefuseEcho
 from service.rag.stages.ground import Ground
@@ -39,9 +40,12 @@ class AfterAnswer:
     ground: Ground | None = None  # grounding.enabled
     cache: AnswerCache | None = None  # the answer cache, where a new answer is kept
 
-    def judged(self, state: RagState, result: ChainResult) -> Judged:
+    def judged(
+        self, state: RagState, result: ChainResult, again: AskAgain | None = None
+    ) -> Judged:
         """The doubt of the answer to `state`'s question (the verification's probability of
-        yes read from the state), and its echo check unless the answer is not asked for."""
+        yes read from the state), and its echo check unless the answer is not asked for (with
+        `again`, an echo's second chance, when grounding.echo.again)."""
         honesty = self.honesty
         not_found = state.question.not_found
         doubt = Doubt(
@@ -49,7 +53,8 @@ class AfterAnswer:
         )
         if not honesty.echo or doubt.unsupported():  # not asked: no text to check
             return Judged(doubt)
-        return Judged(doubt, RefuseEcho.of(state.query.query, result, not_found))
+        again = again if honesty.again else None
+        return Judged(doubt, RefuseEcho.of(state.query.query, result, not_found, again))
 
     def stages(self, state: RagState, judged: Judged | None) -> tuple[AnswerStage, ...]:
         """The answer stages of one request, in order (`judged`: None for an answer not

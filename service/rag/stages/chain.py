@@ -24,6 +24,7 @@ from service.rag.gate import Hold
 from service.rag.reply import Reply
 from service.rag.request import RagQuery
 from service.rag.stages.after_answer import AfterAnswer, Judged
+from service.rag.stages.again import AskAgain
 from service.rag.stages.state import EveryRequest, RagState
 
 
@@ -47,9 +48,10 @@ class Chain(EveryRequest):
 
     async def run(self, state: RagState) -> Reply:
         chain_started = time.perf_counter()
-        if state.chunks:
-            builder = PromptBuilder(self.prompts, state.question)
-            prepared = await self._chain(builder, state.chunks).prepare(state.chunks)
+        builder = PromptBuilder(self.prompts, state.question)
+        chain = self._chain(builder, state.chunks) if state.chunks else None
+        if chain is not None:
+            prepared = await chain.prepare(state.chunks)
         else:  # nothing relevant, and the caller wants the LLM's answer without sources
             request = state.query
             conversation = [*state.question.history, ChatMessage("user", request.query)]
@@ -59,9 +61,21 @@ class Chain(EveryRequest):
                 scaffolding=self.prompts.scaffolding,
             )
         form = self._form(state.query, prepared, state.question.not_found)
+        phrase_of = self._phrase_of(state, form)
         judged: Judged | None = None
         if state.chunks and not form.json:  # a caller's JSON is checked by its schema
-            judged = self.after.judged(state, prepared.result)
+            again = None
+            if isinstance(chain, StuffChain) and prepared.final is not None:
+                again = AskAgain(
+                    self.llm,
+                    tuple(prepared.final),
+                    builder.messages("again")[-1],
+                    form,
+                    tuple(prepared.result.sources),
+                    phrase_of,
+                    prepared.scaffolding,
+                )
+            judged = self.after.judged(state, prepared.result, again)
             if judged.doubt.unsupported():  # the answer is not asked for
                 prepared = replace(prepared, final=None, answer=state.question.not_found)
         return Reply(
@@ -75,7 +89,7 @@ class Chain(EveryRequest):
             finishing=self.after.stages(state, judged),
             holds=() if judged is None else _holds(judged),
             probabilities=self.after.honesty.logprobs,
-            phrase_of=self._phrase_of(state, form),
+            phrase_of=phrase_of,
         )
 
     def _phrase_of(self, state: RagState, form: AnswerFormat) -> str | None:

@@ -27,10 +27,11 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import ClassVar
 
-from service.chains.result import ChainResult
+from service.chains.result import ChainResult, says_nothing_relevant
 from service.grounding.claims import is_content, stem, tokens
 from service.llm.types import TokenChoice
 from service.rag.reply import Amendment, Finishing, source_texts
+from service.rag.stages.again import AskAgain
 from service.text.citations import CITATION
 from service.text.language import FRENCH, guess_language
 
@@ -251,13 +252,16 @@ class RefuseEcho:
 
     check: EchoCheck
     not_found: str  # the not-found sentence, in the question's language
+    again: AskAgain | None = None  # grounding.echo.again: an echo's second chance
     name: ClassVar[str] = "echo"
     timed: ClassVar[bool] = False
 
     @classmethod
-    def of(cls, question: str, result: ChainResult, not_found: str) -> RefuseEcho:
+    def of(
+        cls, question: str, result: ChainResult, not_found: str, again: AskAgain | None = None
+    ) -> RefuseEcho:
         texts = (text for _, text in source_texts(result))
-        return cls(EchoCheck.of(question, texts), not_found)
+        return cls(EchoCheck.of(question, texts), not_found, again)
 
     def wanted(self, done: Finishing) -> bool:
         return not done.found_nothing and bool(done.result.sources)
@@ -265,10 +269,14 @@ class RefuseEcho:
     async def run(self, done: Finishing) -> Amendment | None:
         if self.check.says_something(done.answer.message):
             return None
-        return Amendment(
-            message=self.not_found,
-            abstained=(
-                "the answer only restated the question: none of its other words is in the "
-                f"{len(done.result.sources)} source(s) the LLM read"
-            ),
+        why = (
+            "the answer only restated the question: none of its other words is in the "
+            f"{len(done.result.sources)} source(s) the LLM read"
         )
+        if self.again is None or not (again := await self.again.run(done.written)):
+            return Amendment(message=self.not_found, abstained=why)
+        said = again.text and not says_nothing_relevant(again.text)
+        if said and self.check.says_something(again.text):
+            return Amendment(message=again.text, usages=(again.usage,))
+        why += ", asked again, neither did its second answer"
+        return Amendment(message=self.not_found, abstained=why, usages=(again.usage,))
