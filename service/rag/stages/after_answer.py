@@ -40,9 +40,7 @@ class AfterAnswer:
     ground: Ground | None = None  # grounding.enabled
     cache: AnswerCache | None = None  # the answer cache, where a new answer is kept
 
-    def judged(
-        self, state: RagState, result: ChainResult, again: AskAgain | None = None
-    ) -> Judged:
+    def judged(self, state: RagState, result: ChainResult, again: AskAgain | None = None) -> Judged:
         """The doubt of the answer to `state`'s question (the verification's probability of
         yes read from the state), and its echo check unless the answer is not asked for (with
         `again`, an echo's second chance, when grounding.echo.again)."""
