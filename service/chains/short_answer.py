@@ -108,6 +108,9 @@ _FORMS = (
     (re.compile(r"\bwhen\b|\b(what|which) (year|century|decade|date|day|month|time|period|era)s?\b",
                 re.I), _has_time),
     (re.compile(r"\b(who|whom|whose)\b|\bwhere\b", re.I), _has_name),
+    # "Which country ...?", "What stipend ...?": a thing named, a name when the answer has one
+    (re.compile(r"\b(which|what)\s+(?!(is|are|was|were|of|does|did|do|has|had|can)\b)\w", re.I),
+     _has_name),
 )  # fmt: skip
 
 
@@ -160,8 +163,8 @@ def phrase(answer: str, question: str) -> str:
     """Of a one-sentence short answer ("words [n]"), the run of its words the question does
     not say, with its citation: the words from one new word to the last new word before a
     word of the question (function words between kept as written). Of several runs, the one
-    the question's form asks for (`_FORMS`: a who a name, a when a date, a how many a
-    figure), else the one with most new words, the first of equals; a name is kept whole
+    the question's form asks for (`_FORMS`: a who a name, a when a date, a how many the
+    first figure), else the one with most new words, the first of equals; a name is kept whole
     ("Rhine Gorge" for "Where does the Middle Rhine flow ...?", though the question says
     "Rhine"). The answer as it is when it says more than one sentence, the not-found
     sentence, or nothing the question does not say."""
@@ -179,7 +182,10 @@ def phrase(answer: str, question: str) -> str:
     # the answer's first word is capitalized as any first word is: not a name for the form
     plain = [words[0].lower(), *words[1:]]
     fits = [run for run in found if form and form(plain[run[0] : run[1] + 1])]
-    first, last = max(fits or found, key=lambda run: len(run[2]))[:2]
+    if fits and form is _has_figure:  # "28,000 students or 3.7% of ...": the count said first
+        first, last = fits[0][:2]
+    else:
+        first, last = max(fits or found, key=lambda run: len(run[2]))[:2]
     first, last = _whole_name(words, first, _with_thing(words, last, question))
     said = _LINKING.sub("", _EDGE.sub("", " ".join(words[first : last + 1])))
     if not said:

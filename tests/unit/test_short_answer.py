@@ -119,6 +119,9 @@ def test_the_phrase_is_the_answer_s_words_the_question_does_not_say(
         # how many: the run with a figure, not the longest ("fortresses from the Middle Ages")
         ("How many castles are on the Rhine?",
          "The Rhine has more than 40 castles and fortresses from the Middle Ages. [1]", "40 [1]"),
+        # how many: the first figure, when two runs hold one (chosen on the dev half, issue 69)
+        ("In April 2014, how many New Zealand students attended private schools?",
+         "28,000 students or 3.7% of the entire student population [1]", "28,000 [1]"),
         # when: the run with a date
         ("When did the council change its mind about the statues?",
          "The council members changed their minds in 1931 after the statues' owners sued. [1]",
@@ -133,6 +136,10 @@ def test_the_phrase_is_the_answer_s_words_the_question_does_not_say(
         # a name the question says part of is kept whole
         ("Where does the Middle Rhine flow between Bingen and Bonn?",
          "The Middle Rhine flows through the Rhine Gorge. [1]", "Rhine Gorge [1]"),
+        # which / what X: a name, when a run holds one (chosen on the dev half, issue 69)
+        ("What stipend is geared to students enrolled in priority courses?",
+         "The Tuition Fee Supplement is geared to students enrolled in priority courses in "
+         "post-secondary and non-degree programmes. [1]", "Tuition Fee Supplement [1]"),
         # no run of the form: the run with most new words, as for a question of no form
         ("When did the painters leave the village?",
          "The painters left the village after the quarrel with the mayor's office. [1]",

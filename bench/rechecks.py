@@ -1,0 +1,236 @@
+"""Two more looks at an answer, replayed on bench.answers' rows (issue 69, item 3): the answer
+checked after it is written (prompts/verify.j2 with the answer: "does a document above say
+this answer?") and an
+echo asked again (prompts/again.j2), against a llama.cpp server, offline.
+
+A row of `bench.answers ... --set prompt.answer.phrase=false --set grounding.abstain.unsupported=
+--set grounding.echo=false` holds the question, the answer as the model wrote it, the text of
+each source it read (in their numbers' order), the verification's P(yes) before the answer and
+the gold answers. Each row's requests are rebuilt with the service's own PromptBuilder and
+templates (the sources' titles read from bench/data/squad2), so what is asked here is what the
+service would ask; the answer stages (the phrase cut, the echo check) are the service's code.
+
+    python -m bench.rechecks bench/results/answers-...-dev.json [--llm-url URL] [--out F]
+
+Writes each row's `checked` (P(yes) of the check) and, for an answer the echo check refuses,
+`again` (the answer asked again, cut) into F (default: the input's name with -rechecks).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from pathlib import Path
+
+import httpx
+
+from service.chains import NumberedChunk, PromptBuilder, Question
+from service.chains.prompts import FORMAT_INSTRUCTIONS, PromptLibrary, not_found_sentence
+from service.chains.result import Chunk
+from service.chains.short_answer import grammar, phrase, phrase_answers
+from service.llm.types import ChatMessage, TokenChoice
+from service.rag.stages.confidence import yes_probability
+from service.rag.stages.echo import echoes
+from service.retrieval import RetrievedDocument
+from service.text import normalize_question
+
+CORPUS = Path("bench/data/squad2/corpus.jsonl")
+
+
+def titles() -> dict[str, tuple[str, str]]:
+    """Each SQuAD paragraph's text -> its (id, title)."""
+    found = {}
+    with CORPUS.open() as lines:
+        for line in lines:
+            row = json.loads(line)
+            found[row["content"]] = (row["id"], row["title"])
+    return found
+
+
+def builder_of(row: dict, prompts: PromptLibrary, known: dict) -> tuple[PromptBuilder, str, int]:
+    """The row's PromptBuilder, its sources rendered as the stuff request has them, and how
+    many there are."""
+    question = Question(
+        text=normalize_question(row["question"]),
+        format_instruction=FORMAT_INSTRUCTIONS["default"],
+        not_found=not_found_sentence("en"),
+    )
+    builder = PromptBuilder(prompts, question)
+    blocks = []
+    for number, text in enumerate(row["sources"], start=1):
+        doc_id, title = known.get(text, (f"unknown-{number}", ""))
+        document = RetrievedDocument(doc_id, title, "", text)
+        blocks.append(builder.block(NumberedChunk(number, Chunk(document, text))))
+    return builder, "".join(blocks), len(row["sources"])
+
+
+async def ask(client: httpx.AsyncClient, messages: list[ChatMessage], payload: dict) -> dict:
+    body = {"messages": [m.as_dict() for m in messages], "temperature": 0} | payload
+    response = await client.post("/chat/completions", json=body, timeout=600)
+    response.raise_for_status()
+    return response.json()["choices"][0]
+
+
+def first_token(choice: dict) -> list[TokenChoice]:
+    content = (choice.get("logprobs") or {}).get("content") or []
+    if not content:
+        return []
+    step = content[0]
+    top = tuple((t["token"], t["logprob"]) for t in step.get("top_logprobs", []))
+    return [TokenChoice(step["token"], step["logprob"], top)]
+
+
+async def recheck(
+    row: dict, client: httpx.AsyncClient, prompts: PromptLibrary, known: dict, synthetic: bool
+) -> dict:
+    if not row.get("sources"):
+        return row
+    if row["message"].startswith("I could not find") and not synthetic:
+        return row
+    builder, sources, count = builder_of(row, prompts, known)
+    answer = row["message"]
+    if not synthetic:
+        check = builder.messages("verify", sources=sources)
+        asked_verify = "Does a document above say the answer to this question?"
+        said = f"Answer: {answer}\n\nDoes a document above say this answer to the question?"
+        check[-1] = ChatMessage("user", check[-1].content.replace(asked_verify, said))
+        asked = {"max_tokens": 1, "logprobs": True, "top_logprobs": 10}
+        row["checked"] = yes_probability(first_token(await ask(client, check, asked)))
+    question = row["question"]
+    cut = phrase(answer, question) if phrase_answers(question) else answer
+    row["cut"] = cut
+    if echoes(cut, question, row["sources"]) or synthetic:
+        if synthetic:  # the question said back, as a lost small model writes it
+            answer = question.rstrip(" ?") + ". [1]"
+        stuff = builder.messages("stuff", sources=sources)
+        again = builder.messages("again")[-1]
+        messages = [*stuff, ChatMessage("assistant", answer), again]
+        form = {"grammar": grammar(range(1, count + 1), not_found=not_found_sentence("en"))}
+        choice = await ask(client, messages, form | {"max_tokens": 64})
+        text = choice["message"]["content"]
+        row["again_raw"] = text
+        row["again"] = phrase(text, question) if phrase_answers(question) else text
+        row["again_echoes"] = echoes(row["again"], question, row["sources"])
+    return row
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    text = Path(args.rows).read_text()
+    if args.rows.endswith(".log"):  # a run's log: its "row {...}" lines
+        rows = [json.loads(line[4:]) for line in text.splitlines() if line.startswith("row {")]
+        data = {"rows": rows}
+    else:
+        data = json.loads(text)
+    prompts = PromptLibrary(Path("prompts"))
+    known = titles()
+    out = Path(args.out or args.rows.rsplit(".", 1)[0] + "-rechecks.json")
+    async with httpx.AsyncClient(base_url=args.llm_url) as client:
+        for index, row in enumerate(data["rows"]):
+            await recheck(row, client, prompts, known, args.synthetic)
+            print(index, row.get("supported"), row.get("checked"), row.get("again"), flush=True)
+            out.write_text(json.dumps(data, indent=1))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("rows")
+    parser.add_argument("--llm-url", default="http://127.0.0.1:8091/v1")
+    parser.add_argument("--out")
+    parser.add_argument("--table", action="store_true", help="replay a rechecks file's rows")
+    parser.add_argument(
+        "--synthetic", action="store_true", help="ask every row again after its question said back"
+    )
+    args = parser.parse_args()
+    if args.table:
+        table(args.rows)
+    else:
+        asyncio.run(main_async(args))
+
+
+# -- the replay: each configuration's refusals and scores on the rows ------------------------------
+
+
+def kept(row: dict, rule: dict) -> str | None:
+    """The answer a configuration keeps for the row (None: refused), replayed in the order the
+    service runs its stages: the verification before the answer, the model's own not-found,
+    the phrase cut, the echo check (and its second asking), the check after the answer."""
+    supported = (row.get("confidence") or {}).get("supported")
+    if row["status"] != 200 or row["abstained"]:
+        return None
+    if supported is not None and supported < rule["unsupported"]:
+        return None
+    question = row["question"]
+    answer = phrase(row["message"], question) if phrase_answers(question) else row["message"]
+    if echoes(answer, row["question"], row["sources"]):
+        again = row.get("again")
+        if not rule.get("again") or not again or row.get("again_echoes"):
+            return None
+        if again.startswith("I could not find"):
+            return None
+        answer = again
+    band = rule.get("band")  # (top, the check's threshold): the check asked below top
+    if band and supported is not None and supported < band[0]:
+        checked = row.get("checked")
+        if checked is not None and checked < band[1]:
+            return None
+    sure = rule.get("sure")  # (top, mean logprob): below top, the answer's own probabilities
+    if sure and supported is not None and supported < sure[0]:
+        mean = (row.get("confidence") or {}).get("mean_logprob")
+        if mean is not None and mean < sure[1]:
+            return None
+    return answer
+
+
+def measures(rows: list[dict], rule: dict) -> dict:
+    from service.evaluation import contains, exact_match, f1
+    from service.text.citations import without_citations
+
+    answerable = [r for r in rows if r["answerable"]]
+    unanswerable = [r for r in rows if not r["answerable"]]
+    f1s, ems, held, refused = [], [], 0, 0
+    for row in answerable:
+        answer = kept(row, rule)
+        if answer is None:
+            refused += 1
+            f1s.append(0.0)
+            ems.append(0.0)
+            continue
+        said = without_citations(answer, " ")
+        f1s.append(max(f1(said, gold) for gold in row["golds"]))
+        ems.append(max(exact_match(said, gold) for gold in row["golds"]))
+        held += any(contains(said, gold) for gold in row["golds"])
+    refused_un = sum(kept(r, rule) is None for r in unanswerable)
+    n = max(len(answerable), 1)
+    return {
+        "n": f"{len(answerable)}+{len(unanswerable)}",
+        "F1": round(sum(f1s) / n, 3),
+        "EM": round(sum(ems) / n, 3),
+        "contained": round(held / n, 3),
+        "refused answ.": f"{refused}/{len(answerable)}",
+        "refused unans.": f"{refused_un}/{len(unanswerable)}",
+    }
+
+
+def table(path: str) -> None:
+    """Each configuration replayed on a file's rows: the verification's threshold, the echo
+    asked again, and below a band's top the check after the answer or the answer's mean
+    token log-probability as a second signal."""
+    rows = json.loads(Path(path).read_text())["rows"]
+    rules = [("shipped: < 0.55, echo refused", {"unsupported": 0.55})]
+    for low in (0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7):
+        rules.append((f"< {low}, echo asked again", {"unsupported": low, "again": True}))
+    for low in (0.3, 0.4, 0.45, 0.5):
+        for top in (0.55, 0.6, 0.65):
+            for check in (0.5, 0.6, 0.7, 0.8):
+                rule = {"unsupported": low, "band": (top, check), "again": True}
+                rules.append((f"< {low}; [{low}, {top}) checked < {check}", rule))
+            for mean in (-0.2, -0.3, -0.4, -0.5):
+                rule = {"unsupported": low, "sure": (top, mean), "again": True}
+                rules.append((f"< {low}; [{low}, {top}) mean logprob < {mean}", rule))
+    for name, rule in rules:
+        print(f"{name:40s}", "  ".join(f"{k} {v}" for k, v in measures(rows, rule).items()))
+
+
+if __name__ == "__main__":
+    main()
