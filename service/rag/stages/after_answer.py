@@ -40,16 +40,18 @@ class AfterAnswer:
     ground: Ground | None = None  # grounding.enabled
     cache: AnswerCache | None = None  # the answer cache, where a new answer is kept
 
-    def judged(
-        self, state: RagState, result: ChainResult, again: AskAgain | None = None
-    ) -> Judged:
+    def judged(self, state: RagState, result: ChainResult, again: AskAgain | None = None) -> Judged:
         """The doubt of the answer to `state`'s question (the verification's probability of
         yes read from the state), and its echo check unless the answer is not asked for (with
         `again`, an echo's second chance, when grounding.echo.again)."""
         honesty = self.honesty
         not_found = state.question.not_found
         doubt = Doubt(
-            not_found, honesty.abstain_not_found, state.supported, honesty.abstain_unsupported
+            not_found,
+            honesty.abstain_not_found,
+            state.supported,
+            honesty.abstain_unsupported,
+            state.beside,
         )
         if not honesty.echo or doubt.unsupported():  # not asked: no text to check
             return Judged(doubt)
