@@ -7,12 +7,15 @@ import shutil
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+from service.api.app import create_app
 from service.chains.prompts import NOT_FOUND_SENTENCES
 from testing.llm_server import LLMScript, RecordedRequest, Step, verification
-from testing.service import ROOT, ClientFactory
+from testing.servers import serve_in_thread
+from testing.service import ROOT, ClientFactory, write_properties
 from tests.service.test_streaming import read_events
 
 ECHO = "the answer only restated the question"
@@ -505,6 +508,27 @@ def test_a_verification_that_fails_beside_the_answer_fails_it_as_asked_first(
     assert error == asked_first.json(), error  # ragTechnicalError, the LLM's reason
     if stream:
         assert answering.wait_until_abandoned()
+
+
+def test_a_client_leaving_a_held_answer_abandons_both_requests(
+    tmp_path: Path, base_properties: dict[str, object], corpus: object, llm: LLMScript
+) -> None:
+    """The reader leaves while the answer is held for the verification's word: neither the
+    verification nor the answer's request is waited for to its end."""
+    llm.then(
+        Step(content="Yes", first_top={"Yes": 0.9}, delay=5, takes=verification),
+        Step(content=SAID, pause_after_first_chunk=5),
+    )
+    settings = {**base_properties, "retrieval.method": "bm25", **VERIFIED}
+    path = write_properties(tmp_path / "rag.properties", settings)
+    with serve_in_thread(create_app(path)) as base:
+        body = {"query": LAMP, "stream": True}
+        with httpx.stream("POST", f"{base}/ai/rag", json=body, timeout=10) as response:
+            assert response.status_code == 200
+            assert _until(lambda: any(r.first_chunk_sent for r in llm.requests))
+        verifying, answering = _verification_and_answer(llm.requests)
+        assert answering.wait_until_abandoned()
+        assert _until(lambda: verifying.left_while_waiting)
 
 
 # -- an echo asked again (issue 69, item 3: grounding.echo.again) ----------------------------------
