@@ -76,6 +76,15 @@ class Step:
     # the first step's likeliest tokens (token -> probability), reported when the request
     # asks for logprobs; None: the server reports no probabilities, as some do
     first_top: dict[str, float] | None = None
+    # the requests this step is for: the first one it accepts takes it, whatever came before
+    # (two requests sent at once arrive in either order); None: the next request
+    takes: Callable[[RecordedRequest], bool] | None = None
+
+
+def verification(request: RecordedRequest) -> bool:
+    """Whether a request is grounding.verify's (one token: does a document say the answer?),
+    for `Step(takes=verification)`: sent beside the answer's, it may arrive after it."""
+    return request.body.get("max_tokens") == 1
 
 
 def _logprobs(step: Step, word: str, first: bool) -> dict[str, Any] | None:
@@ -141,8 +150,9 @@ class LLMScript:
 
     def next_step(self, request: RecordedRequest) -> Step:
         with self._lock:
-            if self._steps:
-                return self._steps.pop(0)
+            for at, step in enumerate(self._steps):
+                if step.takes is None or step.takes(request):
+                    return self._steps.pop(at)
         if self.slow_word and self.slow_word in request.prompt:  # a slow model for these
             return Step(content=self.answer(request), pause_after_first_chunk=self.slow_delay)
         return Step(content=self.answer(request), delay=self.delay)

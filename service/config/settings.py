@@ -1358,6 +1358,17 @@ class GroundingSettings(Part):
         "cache serves the shared beginning) is the answer's `confidence.supported` "
         "(llm.logprobs), and grounding.abstain.unsupported's signal.",
     )
+    verify_parallel: Literal["auto", "true", "false"] = _key(
+        "grounding.verify.parallel",
+        "auto",
+        "With grounding.verify: the verification sent beside the answer's request instead of "
+        "before it (one round trip to the LLM, not two in a row): the answer's text is held "
+        "until its probability of yes is known, and below grounding.abstain.unsupported the "
+        "answer's request is abandoned. auto: beside, unless llm.model is one of the GGUF "
+        "models llama.cpp serves for us (one after the other, the answer's request reads the "
+        "verification's from llama.cpp's prompt cache, and a few cores answer one prompt at a "
+        "time).",
+    )
     abstain_unsupported: float | None = _key(
         "grounding.abstain.unsupported",
         None,

@@ -132,7 +132,8 @@ def rag_pipeline(
     honesty = Honesty.of(settings)
     strategy = settings.prompt.strategy
     if honesty.verifying:
-        stages.append(Verify(llm, prompts, size, strategy))
+        beside, least = honesty.beside, honesty.abstain_unsupported
+        stages.append(Verify(llm, prompts, size, strategy, beside, least))
     policy = grounding_policy(snapshot)
     after = AfterAnswer(honesty, Ground(policy) if policy else None, snapshot.answer_cache)
     concurrency = settings.prompt.map_concurrency

@@ -6,15 +6,17 @@
     >>> answer = await reply.answer()
 
 One response object for streamed and whole, as simonw/llm's: `answer()` on a reply whose text
-was never read reads it first, so it can never return an empty answer by mistake.
+was never read reads it first, so it can never return an empty answer by mistake. A request
+sent beside the last one (`Beside`: the verification, with an LLM elsewhere) is waited for
+on that one path too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
+from contextlib import aclosing, contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Protocol
 
@@ -25,6 +27,7 @@ from service.deadline import Deadline
 from service.grounding import Grounding
 from service.llm import ChatClient, Usage
 from service.llm.answer_format import PLAIN, AnswerFormat
+from service.llm.types import TokenChoice
 from service.metrics import observe_answer
 from service.rag.gate import WHOLE, Gate, Hold
 from service.text.citations import cited_numbers
@@ -136,6 +139,22 @@ class AnswerStage(Protocol):
     async def run(self, done: Finishing) -> Amendment | None: ...
 
 
+class Beside(Protocol):
+    """A request sent beside the answer's, whose word the answer waits for (the verification
+    with an LLM elsewhere: service.rag.stages.beside): it holds the answer's text while it is
+    on its way (`sent`, done once its word is known or it failed); then `wanted` says whether
+    the answer still is (its failure raised), `usages` what it cost."""
+
+    @property
+    def sent(self) -> asyncio.Future[Any]: ...
+
+    def holds(self, kept: str, tokens: Sequence[TokenChoice]) -> bool: ...
+
+    def wanted(self) -> bool: ...
+
+    def usages(self) -> tuple[Usage, ...]: ...
+
+
 @dataclass
 class Reply:
     """A request whose retrieval and intermediate LLM calls are done, its last request to go.
@@ -144,7 +163,9 @@ class Reply:
     reply` for the answer's text as the LLM writes it, then `await reply.answer()`. One path
     (`Prepared.finish`) either way, within the request's deadline. A JSON answer is checked
     whole before any of it is sent, so it streams as one piece. What of the text is shown as
-    it is written, the reply asks its `Gate` (service.rag.gate), given its `holds`.
+    it is written, the reply asks its `Gate` (service.rag.gate), given its `holds`. A request
+    sent `beside` it holds the text too, until its word: an answer it refuses is abandoned, an
+    answer written first waits for it.
     """
 
     llm: ChatClient
@@ -168,6 +189,8 @@ class Reply:
     probabilities: bool = False
     # the question a short answer is cut to the phrase of (prompt.answer.phrase); None: kept
     phrase_of: str | None = None
+    # a request sent beside this one, whose word the answer waits for (the verification)
+    beside: Beside | None = None
     # where the text is: not asked yet, being read, read to its end
     _text: str = field(default="unread", init=False, repr=False)
     _answer: Answer | None = field(default=None, init=False, repr=False)
@@ -194,24 +217,81 @@ class Reply:
         texts = self.prepared.finish(
             self.llm, stream=stream, form=self.form, probabilities=self.probabilities
         )
+        beside = (self.beside,) if self.beside is not None else ()
         gate = Gate(
             self.prepared.scaffolding,
-            holds=(*self.holds, *self._whole()) if stream else (),
+            holds=(*beside, *self.holds, *self._whole()) if stream else (),
             citation_last=self.form.grammar is not None,
         )
-        async for text in self.deadline.stream(texts):
-            if fresh := gate.feed(text, self.prepared.result.tokens):
-                yield fresh
-                # pieces already buffered would otherwise be sent in one go, without the
-                # event loop ever running: a client that left is then written to thousands of
-                # times, and the LLM stream goes on, before its disconnect is noticed
-                await asyncio.sleep(0)
+        try:
+            async for text in self.deadline.stream(self._while_wanted(texts)):
+                if fresh := gate.feed(text, self.prepared.result.tokens):
+                    yield fresh
+                    # pieces already buffered would otherwise be sent in one go, without the
+                    # event loop ever running: a client that left is then written to thousands
+                    # of times, and the LLM stream goes on, before its disconnect is noticed
+                    await asyncio.sleep(0)
+        finally:  # the answer failed, or its reader left: what was sent beside it is not awaited
+            if self.beside is not None:
+                self.beside.sent.cancel()
         if fresh := gate.flush(self.prepared.result.tokens):
             yield fresh
         self._text = "read"
         # what was held, or what the answer stages made of it (an abstention)
         if stream and (fresh := gate.rest((await self.answer()).message)):
             yield fresh
+
+    async def _while_wanted(self, texts: AsyncGenerator[str, None]) -> AsyncIterator[str]:
+        """The answer's pieces as they are written while the request sent beside it (`beside`)
+        has not refused it: once its word says no, the answer's request is abandoned (closed,
+        never read to its end); an answer written before its word waits for it. An empty
+        piece: the word came, what was held may be shown."""
+        beside = self.beside
+        async with aclosing(texts):
+            if beside is None:
+                async for text in texts:
+                    yield text
+                return
+            result = self.prepared.result
+            calls = result.llm_calls  # the answer's request is counted once read
+            asked = False
+            piece: asyncio.Task[str] | None = None  # the answer's next piece, on its way
+            try:
+                while not beside.sent.done():
+                    piece = piece or asyncio.create_task(_next(texts))
+                    asked = True
+                    await asyncio.wait((piece, beside.sent), return_when=asyncio.FIRST_COMPLETED)
+                    if not piece.done():
+                        continue  # the word came first
+                    try:
+                        text = piece.result()
+                    except StopAsyncIteration:  # the answer whole before the word: it waits
+                        piece = None
+                        await asyncio.wait((beside.sent,))
+                        beside.wanted()  # its failure raised; its no, the answer stages'
+                        return
+                    piece = None
+                    yield text
+                if not beside.wanted():  # its failure raised
+                    if asked and result.llm_calls == calls:  # sent all the same: one call
+                        result.add_usage(Usage())
+                    return  # the answer's request abandoned (below)
+                yield ""
+                if piece is not None:
+                    try:
+                        text = await piece
+                    except StopAsyncIteration:
+                        return
+                    piece = None
+                    yield text
+                async for text in texts:
+                    yield text
+            finally:
+                if piece is not None and not piece.done():
+                    piece.cancel()
+                    await asyncio.wait((piece,))
+                if piece is not None and not piece.cancelled():
+                    piece.exception()  # retrieved: the failure that matters is raised above
 
     def _whole(self) -> tuple[Hold, ...]:
         """A short answer cut to its phrase is streamed once whole (the cut known at its end)."""
@@ -234,7 +314,7 @@ class Reply:
             result.answer = shaped(result.answer, result.sources, self.phrase_of)
         found_nothing = not cited_numbers(result.answer) and says_nothing_relevant(result.answer)
         answer = answer_of(result, result.answer)
-        for usage in self.extra_usage:
+        for usage in (*self.extra_usage, *(self.beside.usages() if self.beside else ())):
             answer.add_usage(usage)
         if found_nothing:
             read = len(result.sources)
@@ -263,6 +343,11 @@ class Reply:
         )
         self._answer = answer
         return answer
+
+
+async def _next(texts: AsyncIterator[str]) -> str:
+    """The next piece of `texts` (StopAsyncIteration at their end), as a task can wait for."""
+    return await anext(texts)
 
 
 def shaped(answer: str, sources: Sequence[Source], phrase_of: str | None) -> str:

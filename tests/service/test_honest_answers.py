@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import re
 import shutil
+import time
 from pathlib import Path
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+from service.api.app import create_app
 from service.chains.prompts import NOT_FOUND_SENTENCES
-from testing.llm_server import LLMScript, RecordedRequest, Step
-from testing.service import ROOT, ClientFactory
+from testing.llm_server import LLMScript, RecordedRequest, Step, verification
+from testing.servers import serve_in_thread
+from testing.service import ROOT, ClientFactory, write_properties
 from tests.service.test_streaming import read_events
 
 ECHO = "the answer only restated the question"
@@ -179,7 +183,14 @@ def test_absurd_questions_get_an_abstention_or_a_400_never_an_echo(
 # -- grounding.verify: "does a document above say the answer?" asked before the answer ----------
 
 VERIFIED = {"grounding.verify": True, "grounding.abstain.unsupported": 0.5}
+# the verification before the answer, as for the embedded model (grounding.verify.parallel)
+IN_TURN = {**VERIFIED, "grounding.verify.parallel": False}
 LAMP = "When was the lighthouse lamp electrified?"
+
+
+def _verification_and_answer(requests: list[RecordedRequest]) -> list[RecordedRequest]:
+    """The verification, then the answer's request, in whichever order they arrived."""
+    return sorted(requests, key=lambda request: not verification(request))
 
 
 def _prefix_shared(verification: RecordedRequest, answer: RecordedRequest) -> None:
@@ -194,7 +205,8 @@ def _prefix_shared(verification: RecordedRequest, answer: RecordedRequest) -> No
 def test_a_no_from_the_verification_abstains_without_asking_the_answer(
     make_client: ClientFactory, llm: LLMScript, stream: bool
 ) -> None:
-    client = make_client({"retrieval.method": "bm25", **VERIFIED})
+    """Asked before the answer (the embedded model's way), a no leaves the answer unasked."""
+    client = make_client({"retrieval.method": "bm25", **IN_TURN})
     llm.then(Step(content="no", first_top={"no": 0.7, "yes": 0.2, "No": 0.1}))
     done, streamed = _asked(client, {"query": LAMP, "stream": stream})
     assert done["message"] == NOT_FOUND_SENTENCES["en"], done
@@ -213,7 +225,7 @@ def test_a_yes_from_the_verification_answers_and_reports_it(
 ) -> None:
     client = make_client({"retrieval.method": "bm25", **VERIFIED})
     llm.then(
-        Step(content="Yes", first_top={"Yes": 0.6, "yes": 0.2, "No": 0.2}),
+        Step(content="Yes", first_top={"Yes": 0.6, "yes": 0.2, "No": 0.2}, takes=verification),
         Step(content="It was electrified in 1952 [1].", first_top={"It": 0.95, "I": 0.05}),
     )
     body = client.post("/ai/rag", json={"query": LAMP}).json()
@@ -221,7 +233,7 @@ def test_a_yes_from_the_verification_answers_and_reports_it(
     assert body["confidence"]["supported"] == 0.8
     assert body["confidence"]["signal"].endswith("yes, a document says the answer")
     assert len(llm.requests) == 2 and body["usage"]["llm_calls"] == 2
-    _prefix_shared(*llm.requests)
+    _prefix_shared(*_verification_and_answer(llm.requests))
     assert "verify" in body["timings"]
 
 
@@ -229,7 +241,7 @@ def test_a_french_question_is_verified_in_french_words_too(
     make_client: ClientFactory, llm: LLMScript
 ) -> None:
     client = make_client({"retrieval.method": "bm25", **VERIFIED})
-    llm.then(Step(content="Non", first_top={"Non": 0.9, "Oui": 0.1}))
+    llm.then(Step(content="Non", first_top={"Non": 0.9, "Oui": 0.1}, takes=verification))
     body = client.post(
         "/ai/rag", json={"query": "Quand la lampe du phare a-t-elle été électrifiée ?"}
     ).json()
@@ -246,7 +258,7 @@ def test_a_verification_that_says_nothing_leaves_the_answer_alone(
     make_client: ClientFactory, llm: LLMScript, first_top: dict[str, float] | None
 ) -> None:
     client = make_client({"retrieval.method": "bm25", **VERIFIED})
-    llm.then(Step(content="Maybe", first_top=first_top))
+    llm.then(Step(content="Maybe", first_top=first_top, takes=verification))
     body = client.post("/ai/rag", json={"query": LAMP}).json()
     assert body["abstained"] is None and body["confidence"]["supported"] is None, body
     assert len(llm.requests) == 2
@@ -324,7 +336,7 @@ def test_the_verification_s_call_is_kept_from_grading(
     assert response.status_code == 200, response.text
     body = response.json()
     assert body["usage"]["llm_calls"] == 3, body  # one grading, the verification, the answer
-    assert "Does a document above say" in llm.requests[-2].prompt
+    assert any("Does a document above say" in r.prompt for r in llm.requests[-2:])
     assert body["content"]["message"].startswith("Test answer to:")
 
 
@@ -375,6 +387,148 @@ def test_a_verification_that_will_not_run_keeps_no_call_from_grading(
         prompts = [r.prompt for r in llm.requests]
         assert not any("Does a document above say" in prompt for prompt in prompts)
         assert any("You grade how relevant" in prompt for prompt in prompts), prompts
+
+
+# -- grounding.verify.parallel: the verification sent beside the answer (issue 70) -----------------
+
+SAID = "It was electrified in 1952, when it stopped burning paraffin [1]."
+
+
+def _until(condition, seconds: float = 4) -> bool:
+    """Whether `condition()` came true within `seconds`."""
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return condition()
+
+
+@pytest.mark.parametrize(
+    ("stream", "pause"),
+    [(False, 0.0), (True, 0.0), (True, 1.0)],
+    ids=["whole", "streamed-written-first", "streamed-its-word-midway"],
+)
+def test_a_yes_beside_the_answer_lets_the_held_text_out(
+    make_client: ClientFactory, llm: LLMScript, stream: bool, pause: float
+) -> None:
+    """With an LLM that is not ours (test-model), the verification and the answer's request
+    are in flight at once: the answer's text waits for the yes (whether the answer was whole
+    before it or still being written), then what streamed is what is kept; the calls, the
+    probability and the verification's time are reported as when it is asked first."""
+    client = make_client({"retrieval.method": "bm25", **VERIFIED})
+    llm.then(
+        Step(content="Yes", first_top={"Yes": 0.9, "No": 0.1}, delay=0.6, takes=verification),
+        Step(content=SAID, first_top={"It": 0.95, "I": 0.05}, pause_after_first_chunk=pause),
+    )
+    done, streamed = _asked(client, {"query": LAMP, "stream": stream})
+    verifying, answering = _verification_and_answer(llm.requests)
+    assert answering.started < verifying.finished, "the answer was asked after the verification"
+    assert done["abstained"] is None and done["message"] == SAID, done
+    assert streamed == (SAID if stream else "")
+    assert done["confidence"]["supported"] == 0.9
+    assert done["usage"]["llm_calls"] == 2
+    assert done["timings"]["verify"] >= 500, done["timings"]  # its request's time
+    if stream:
+        assert answering.first_chunk_sent < verifying.finished  # written while it was held
+        assert answering.stream_completed
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_no_beside_the_answer_abandons_it_and_shows_none_of_it(
+    make_client: ClientFactory, llm: LLMScript, stream: bool
+) -> None:
+    """The verification says no while the answer is being written: the answer's request is
+    abandoned (never read to its end), none of its text was shown, and the answer is the
+    not-found sentence, abstained as when the answer is not asked."""
+    client = make_client({"retrieval.method": "bm25", **VERIFIED})
+    guess = "A guess the documents do not hold, written slowly [1]."
+    llm.then(
+        Step(content="no", first_top={"no": 0.8, "yes": 0.2}, delay=0.4, takes=verification),
+        Step(content=guess, delay=0 if stream else 5, pause_after_first_chunk=5),
+    )
+    started = time.monotonic()
+    done, streamed = _asked(client, {"query": LAMP, "stream": stream})
+    assert time.monotonic() - started < 4, "the answer's request was read to its end"
+    verifying, answering = _verification_and_answer(llm.requests)
+    assert answering.started < verifying.finished
+    assert done["message"] == NOT_FOUND_SENTENCES["en"], done
+    assert "below grounding.abstain.unsupported (0.5)" in done["abstained"]
+    assert done["confidence"]["supported"] == 0.2
+    assert done["confidence"]["signal"].startswith("supported:")  # judged by its verification
+    assert done["usage"]["llm_calls"] == 2  # the verification, the answer's request abandoned
+    if stream:
+        assert streamed == NOT_FOUND_SENTENCES["en"]  # nothing of the guess
+        assert done["documents"] == []
+        assert answering.wait_until_abandoned()
+    else:
+        assert done["content"]["documents"] == []
+        assert _until(lambda: answering.left_while_waiting)
+
+
+def test_grounding_verify_parallel_false_asks_the_answer_after_the_verification(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    client = make_client({"retrieval.method": "bm25", **IN_TURN})
+    llm.then(Step(content="Yes", first_top={"Yes": 0.9, "No": 0.1}, delay=0.4))
+    body = client.post("/ai/rag", json={"query": LAMP}).json()
+    verifying, answering = llm.requests
+    assert verification(verifying) and answering.started >= verifying.finished
+    assert body["abstained"] is None and body["usage"]["llm_calls"] == 2, body
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_verification_that_fails_beside_the_answer_fails_it_as_asked_first(
+    make_client: ClientFactory, llm: LLMScript, stream: bool
+) -> None:
+    """The LLM fails the verification: beside the answer, the question fails with the error
+    it fails with when the verification is asked first (streamed: that error as the stream's
+    end, none of the answer shown), and the answer's request is abandoned."""
+    failed = Step(status=500, content="boom", delay=0.3, takes=verification)
+    llm.then(failed)
+    first = make_client({"retrieval.method": "bm25", **IN_TURN})
+    asked_first = first.post("/ai/rag", json={"query": LAMP})
+    assert len(llm.requests) == 1  # the answer was not asked
+    llm.reset()
+    llm.then(failed, Step(content=SAID, delay=0 if stream else 5, pause_after_first_chunk=5))
+    beside = make_client({"retrieval.method": "bm25", **VERIFIED})
+    question = {"query": LAMP, "stream": stream}
+    with beside.stream("POST", "/ai/rag", json=question) as response:
+        if stream:
+            events = read_events(response)
+        else:
+            response.read()
+    _, answering = _verification_and_answer(llm.requests)
+    if stream:
+        assert [name for name, _ in events] == ["error"], events  # nothing of the answer
+        error = events[0][1]
+    else:
+        assert response.status_code == asked_first.status_code
+        error = response.json()
+        assert _until(lambda: answering.left_while_waiting)
+    assert asked_first.status_code == 502
+    assert error == asked_first.json(), error  # ragTechnicalError, the LLM's reason
+    if stream:
+        assert answering.wait_until_abandoned()
+
+
+def test_a_client_leaving_a_held_answer_abandons_both_requests(
+    tmp_path: Path, base_properties: dict[str, object], corpus: object, llm: LLMScript
+) -> None:
+    """The reader leaves while the answer is held for the verification's word: neither the
+    verification nor the answer's request is waited for to its end."""
+    llm.then(
+        Step(content="Yes", first_top={"Yes": 0.9}, delay=5, takes=verification),
+        Step(content=SAID, pause_after_first_chunk=5),
+    )
+    settings = {**base_properties, "retrieval.method": "bm25", **VERIFIED}
+    path = write_properties(tmp_path / "rag.properties", settings)
+    with serve_in_thread(create_app(path)) as base:
+        body = {"query": LAMP, "stream": True}
+        with httpx.stream("POST", f"{base}/ai/rag", json=body, timeout=10) as response:
+            assert response.status_code == 200
+            assert _until(lambda: any(r.first_chunk_sent for r in llm.requests))
+        verifying, answering = _verification_and_answer(llm.requests)
+        assert answering.wait_until_abandoned()
+        assert _until(lambda: verifying.left_while_waiting)
 
 
 # -- an echo asked again (issue 69, item 3: grounding.echo.again) ----------------------------------

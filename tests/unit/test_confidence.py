@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import math
 
+from service.config import settings_from_mapping
 from service.llm.client import token_choices
 from service.llm.types import TokenChoice
+from service.models import packaged
+from service.rag.honesty import Honesty, verify_beside
 from service.rag.stages.confidence import (
     NONE_REPORTED,
     Confidence,
@@ -59,3 +62,20 @@ def test_yes_against_no_any_case_english_or_french() -> None:
     assert yes_probability([_token("Maybe", 0.9, Maybe=0.9, Perhaps=0.1)]) is None
     assert yes_probability([]) is None  # an LLM without probabilities
     assert yes_probability([_token("yesterday", 0.9, yesterday=0.9)]) is None  # words, not starts
+
+
+def test_the_verification_goes_beside_the_answer_unless_the_model_is_ours() -> None:
+    """grounding.verify.parallel (issue 70): auto sends the verification beside the answer's
+    request for an LLM elsewhere, before it for the GGUF models llama.cpp serves us (the
+    prompt cache, two cores); true and false decide whatever the model."""
+
+    def beside(**values: str) -> bool:
+        return verify_beside(settings_from_mapping(values, source="test", env={}))
+
+    assert beside() is True  # llm.model's default: Datafari's, an API elsewhere
+    for model in packaged.MODELS:
+        assert beside(**{"llm.model": model}) is False
+        assert beside(**{"llm.model": model, "grounding.verify.parallel": "true"}) is True
+    assert beside(**{"llm.model": "gpt-4o"}) is True
+    assert beside(**{"llm.model": "gpt-4o", "grounding.verify.parallel": "false"}) is False
+    assert Honesty.of(settings_from_mapping({"llm.model": "gpt-4o"}, source="t", env={})).beside

@@ -76,6 +76,7 @@ def test_the_languages_an_encoder_reads() -> None:
         ("grounding.abstain.not.found", "nan"),
         ("grounding.echo", "maybe"),
         ("grounding.verify", "perhaps"),
+        ("grounding.verify.parallel", "sometimes"),
         ("grounding.abstain.unsupported", "1.5"),
         ("grounding.abstain.unsupported", "0"),
         ("grounding.abstain.unsupported", "-inf"),

@@ -47,7 +47,11 @@ class AfterAnswer:
         honesty = self.honesty
         not_found = state.question.not_found
         doubt = Doubt(
-            not_found, honesty.abstain_not_found, state.supported, honesty.abstain_unsupported
+            not_found,
+            honesty.abstain_not_found,
+            state.supported,
+            honesty.abstain_unsupported,
+            state.beside,
         )
         if not honesty.echo or doubt.unsupported():  # not asked: no text to check
             return Judged(doubt)

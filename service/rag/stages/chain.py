@@ -32,7 +32,8 @@ from service.rag.stages.state import EveryRequest, RagState
 class Chain(EveryRequest):
     """The prompt chain (stuff, map-reduce or refine) up to its last request, and the Reply
     that sends it; without chunks (openai.no.context=answer), the conversation alone. An
-    answer the verification (Verify, before it) found unsupported is not asked for."""
+    answer the verification (Verify, before it) found unsupported is not asked for; one it is
+    sent beside waits for its word (the Reply's `beside`)."""
 
     llm: ChatClient
     prompts: PromptLibrary
@@ -90,6 +91,7 @@ class Chain(EveryRequest):
             holds=() if judged is None else _holds(judged),
             probabilities=self.after.honesty.logprobs,
             phrase_of=phrase_of,
+            beside=state.beside,
         )
 
     def _phrase_of(self, state: RagState, form: AnswerFormat) -> str | None:

@@ -10,7 +10,8 @@ likeliest tokens (OpenAI's `logprobs`, which llama.cpp's server reports too). Th
 - `supported` (grounding.verify): before the answer, the LLM is asked on the same prompt
   whether a document above says the answer, one token long; the probability it gives "yes"
   against "no" (the prompt cache makes it a few tokens of work: the answer's request then
-  begins with what this one read).
+  begins with what this one read). With an LLM elsewhere it is asked beside the answer
+  instead (grounding.verify.parallel: service.rag.stages.beside), the answer held meanwhile.
 
 With `grounding.abstain.unsupported` set, an answer whose `supported` is below it is not
 written at all. With `grounding.abstain.not.found` set, an answer whose first step gave the
@@ -29,7 +30,9 @@ from typing import Any, ClassVar
 
 from service.llm import ChatClient, ChatMessage
 from service.llm.types import TokenChoice, Usage
+from service.rag.honesty import unsupported
 from service.rag.reply import Amendment, Finishing
+from service.rag.stages.beside import Verifying
 
 NONE_REPORTED = "none: the LLM reported no token probabilities (the echo check alone)"
 
@@ -129,14 +132,19 @@ class Doubt:
     threshold: float | None  # grounding.abstain.not.found; None: reported only
     supported: float | None = None  # grounding.verify's P(yes), asked before the answer
     min_supported: float | None = None  # grounding.abstain.unsupported; None: reported only
+    beside: Verifying | None = None  # ... or asked beside it (grounding.verify.parallel)
     name: ClassVar[str] = "confidence"
     timed: ClassVar[bool] = False
 
+    @property
+    def said(self) -> float | None:
+        """The verification's P(yes): asked before the answer, or beside it once known."""
+        return self.beside.supported if self.beside is not None else self.supported
+
     def unsupported(self) -> bool:
-        """Whether the LLM said no source answers the question (known before the answer)."""
-        if self.min_supported is None or self.supported is None:
-            return False
-        return self.supported < self.min_supported
+        """Whether the LLM said no source answers the question (known before the answer, or
+        beside it: the answer is held until then)."""
+        return unsupported(self.said, self.min_supported)
 
     def unsure(self, tokens: Sequence[TokenChoice]) -> bool:
         """Whether the first step's doubt is past the threshold (known at the first token)."""
@@ -154,11 +162,14 @@ class Doubt:
         return bool(done.result.sources)
 
     async def run(self, done: Finishing) -> Amendment | None:
-        confidence = Confidence.of(done.result.tokens, self.not_found, self.supported)
-        if self.unsupported():  # the LLM was not asked for the answer (Chain)
+        # an unsupported answer is judged by its verification alone: it was not asked for
+        # (Chain), or, asked beside it, abandoned
+        tokens = () if self.unsupported() else done.result.tokens
+        confidence = Confidence.of(tokens, self.not_found, self.said)
+        if self.unsupported():
             why = (
                 f"asked whether a document says the answer, the LLM said yes with a "
-                f"probability of {self.supported:.2f}, below grounding.abstain.unsupported "
+                f"probability of {self.said:.2f}, below grounding.abstain.unsupported "
                 f"({self.min_supported:g})"
             )
         elif done.found_nothing or not self.unsure(done.result.tokens):

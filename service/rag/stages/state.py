@@ -26,6 +26,7 @@ from service.errors import (
 from service.llm import Usage
 from service.rag.reply import Reply, Timings
 from service.rag.request import RagQuery, SummarizeQuery
+from service.rag.stages.beside import Verifying
 from service.retrieval import (
     RetrievedDocument,
 )
@@ -68,10 +69,12 @@ class Chunks:
 @dataclass(frozen=True)
 class Verification:
     """What the LLM said, asked whether a document says the answer (Verify): its probability
-    of yes (None when it reported none), and what the call cost."""
+    of yes (None when it reported none), and what the call cost; or, sent beside the answer
+    (grounding.verify.parallel), the verification on its way."""
 
     supported: float | None
     usage: Usage | None = None
+    beside: Verifying | None = None
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,7 @@ class RagState(State):
     queries: tuple[str, ...] = ()  # several (multi-query), else the search query alone
     cache_key: CacheKey | None = None  # where a new answer is kept (answer cache on)
     supported: float | None = None  # the verification's probability of yes (grounding.verify)
+    beside: Verifying | None = None  # ... or the verification on its way beside the answer
 
     def take(self, result: StageResult) -> None:
         if isinstance(result, SearchQuery | Queries | Verification) and result.usage is not None:
@@ -132,8 +136,8 @@ class RagState(State):
                 self.queries = queries
             case CacheMiss(key):
                 self.cache_key = key
-            case Verification(supported):
-                self.supported = supported
+            case Verification(supported, _, beside):
+                self.supported, self.beside = supported, beside
             case _:
                 super().take(result)
 

@@ -1,5 +1,6 @@
-"""Verify: before the answer, the LLM asked whether a document says it (grounding.verify with
-llm.logprobs; service.rag.stages.confidence reads what it says)."""
+"""Verify: before the answer, or beside it (grounding.verify.parallel), the LLM asked whether a
+document says it (grounding.verify with llm.logprobs; service.rag.stages.confidence reads what
+it says)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import ClassVar
 from service.chains import PromptBuilder, PromptLibrary, StuffChain
 from service.llm import ChatClient
 from service.llm.size import RequestSize
+from service.rag.stages.beside import Verifying
 from service.rag.stages.confidence import verified
 from service.rag.stages.state import RagState, Verification
 
@@ -19,7 +21,9 @@ class Verify:
     "does a document above say the answer?", one token long): its probability of yes goes
     into the state, where Chain reads it. Asked only of an answer written in one stuff
     request (the prompt cache then serves the answer's request what this one read), and
-    never of a caller's JSON (its schema checks it).
+    never of a caller's JSON (its schema checks it). With `beside`, it is sent and not waited
+    for: the state holds it on its way (service.rag.stages.beside), and the Reply waits for
+    its word beside the answer's request.
 
     >>> verify = Verify(llm, prompts, size, strategy="stuff")
     >>> verify.wanted(state) and state.take(await verify.run(state))  # state.supported
@@ -30,6 +34,8 @@ class Verify:
     prompts: PromptLibrary
     size: RequestSize
     strategy: str  # prompt.strategy: the chain's (Chain sends one stuff request or not alike)
+    beside: bool = False  # grounding.verify.parallel in force: sent beside the answer
+    min_supported: float | None = None  # grounding.abstain.unsupported: what it refuses below
     name: ClassVar[str] = "verify"
     calls_llm: ClassVar[bool] = True
     calls_kept: ClassVar[int] = 1
@@ -50,7 +56,11 @@ class Verify:
         prepared = await self._stuff(state).prepare(state.chunks)
         if prepared.verification is None:  # never: a stuff request has its verification
             return Verification(None)
-        supported, usage = await verified(self.llm, prepared.verification)
+        asked = verified(self.llm, prepared.verification)
+        if self.beside:  # sent now, its word waited for beside the answer's request
+            verifying = Verifying.send(asked, state.timings, self.min_supported)
+            return Verification(None, beside=verifying)
+        supported, usage = await asked
         return Verification(supported, usage)
 
     def _stuff(self, state: RagState) -> StuffChain:
