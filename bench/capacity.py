@@ -12,7 +12,11 @@ of the model server (process CPU time from /proc: it holds on a busy machine, wh
 numbers do not). The capacity is the best rate at a p95 of at most `--p95` seconds.
 
     python -m bench.capacity [--latency 0.3] [--concurrency 1 2 4 8 16] [--requests 60]
-                             [--set rerank.max.tokens=...] [--profile DIR]
+                             [--set rerank.max.tokens=...] [--profile DIR] [--corpus squad]
+
+`--corpus squad`: SQuAD 2.0's 708 paragraphs (bench/data/squad2, about 1,000 characters
+each, so passages of a real corpus's length for the reranker) and their answerable questions,
+each asked once, instead of the tests' short documents.
 
 `--profile DIR`: py-spy records the service (collapsed stacks, DIR/service.txt) at the
 highest level (pip install py-spy).
@@ -27,10 +31,12 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 
+from bench import answers
 from bench.cpu import _py_spy, ingest
 from bench.load import QUERIES
 from bench.support import (
@@ -53,7 +59,14 @@ def question(n: int) -> str:
     return f"{asked[:-1]}, case {n}?"
 
 
-async def level(base: str, concurrency: int, requests: int, first: int) -> tuple[list, float]:
+def squad_questions() -> list[str]:
+    """SQuAD 2.0's answerable questions (bench/data/squad2), seeded: each asked once."""
+    return [expected.question for expected in answers.sample(10_000, 0, "all")]
+
+
+async def level(
+    base: str, concurrency: int, requests: int, first: int, ask: Callable[[int], str] = question
+) -> tuple[list, float]:
     """`requests` questions, `concurrency` in flight; (status, seconds) each, and the wall."""
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx.AsyncClient(limits=limits, timeout=120) as http:
@@ -63,7 +76,7 @@ async def level(base: str, concurrency: int, requests: int, first: int) -> tuple
             async with slots:
                 started = time.perf_counter()
                 try:
-                    response = await http.post(f"{base}/ai/rag", json={"query": question(n)})
+                    response = await http.post(f"{base}/ai/rag", json={"query": ask(n)})
                     status = response.status_code
                 except httpx.HTTPError:
                     status = 0
@@ -82,6 +95,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--p95", type=float, default=2.0, help="seconds: the capacity's bound")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--profile", type=Path, help="py-spy the service at the top level")
+    parser.add_argument(
+        "--corpus",
+        choices=["test", "squad"],
+        default="test",
+        help="test: the tests' short documents; squad: SQuAD 2.0's 708 paragraphs (about 1,000 "
+        "characters each, passages as long) and their questions",
+    )
     args = parser.parse_args(argv)
     overrides = dict(item.split("=", 1) for item in args.set)
     rows = []
@@ -97,7 +117,14 @@ def main(argv: list[str] | None = None) -> int:
             start_server(models, f"{models_url}/health", what="model server", env=QUIET),
         ]  # fmt: skip
         try:
-            ingest(solr_url, f"{models_url}/v1/")
+            if args.corpus == "squad":
+                squad = squad_questions()
+                ask: Callable[[int], str] = lambda n: squad[n % len(squad)]  # noqa: E731
+                documents = answers.corpus("squad")
+                asyncio.run(answers.ingest(solr_url, f"{models_url}/v1/", documents))
+            else:
+                ask = question
+                ingest(solr_url, f"{models_url}/v1/")
             config = shipped_properties(Path(folder), {
                 "solr.url": solr_url,
                 "ai.api.endpoint": f"{llm_url}/v1/",
@@ -115,14 +142,16 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 with httpx.Client(timeout=120) as http:  # sessions loaded, caches warm
                     for n in range(WARM_UP):
-                        http.post(f"{base}/ai/rag", json={"query": question(n)}).raise_for_status()
+                        http.post(f"{base}/ai/rag", json={"query": ask(n)}).raise_for_status()
                 asked = WARM_UP
                 for concurrency in args.concurrency:
                     spy = None
                     if args.profile and concurrency == max(args.concurrency):
                         spy = _py_spy(service.pid, args.profile / "service.txt")
                     own, model = tree_cpu_seconds(service.pid), tree_cpu_seconds(servers[1].pid)
-                    outcomes, wall = asyncio.run(level(base, concurrency, args.requests, asked))
+                    outcomes, wall = asyncio.run(
+                        level(base, concurrency, args.requests, asked, ask)
+                    )
                     own = tree_cpu_seconds(service.pid) - own
                     model = tree_cpu_seconds(servers[1].pid) - model
                     if spy is not None:  # py-spy writes its file on Ctrl-C
@@ -149,7 +178,8 @@ def main(argv: list[str] | None = None) -> int:
                 stop_group(server, timeout=30)
     within = [r for r in rows if r["p95_ms"] <= args.p95 * 1000 and not r["errors"]]
     best = max((r["questions_a_second"] for r in within), default=0.0)
-    print(f"\nLLM {args.latency * 1000:.0f} ms; {', '.join(args.set) or 'shipped settings'}")
+    settings = ", ".join(args.set) or "shipped settings"
+    print(f"\nLLM {args.latency * 1000:.0f} ms; {settings}; corpus {args.corpus}")
     print(f"{'clients':>7} {'q/s':>6} {'p50 ms':>8} {'p95 ms':>8} {'errors':>6} "
           f"{'service CPU ms/q':>16} {'model server CPU ms/q':>21}")  # fmt: skip
     for r in rows:
@@ -157,7 +187,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['p95_ms']:>8} {r['errors']:>6} {r['service_cpu_ms']:>16} "
               f"{r['model_server_cpu_ms']:>21}")  # fmt: skip
     print(f"capacity at p95 <= {args.p95:g} s: {best} questions a second")
-    save_results("capacity", {"settings": args.set, "rows": rows, "capacity": best})
+    save_results(
+        "capacity", {"settings": args.set, "corpus": args.corpus, "rows": rows, "capacity": best}
+    )
     return 0
 
 
