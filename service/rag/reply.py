@@ -104,6 +104,8 @@ class Finishing:
     result: ChainResult
     found_nothing: bool
     written: str = ""  # the answer as the LLM wrote it, before the short answer's cut
+    # the request's deadline, which the stages run within (one may bound its own work by it)
+    deadline: Deadline = field(default_factory=lambda: Deadline(float("inf")))
 
     def take(self, amendment: Amendment) -> None:
         """An answer stage's amendment written into the answer."""
@@ -324,7 +326,7 @@ class Reply:
             )
             if self.sources_only_if_found:
                 answer.documents = []
-        done = Finishing(answer, result, found_nothing, written)
+        done = Finishing(answer, result, found_nothing, written, self.deadline)
         for stage in self.finishing:
             if stage.wanted(done):
                 with self.timings.stage(stage.name) if stage.timed else nullcontext():

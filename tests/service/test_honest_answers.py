@@ -586,7 +586,31 @@ def test_a_second_answer_that_is_no_answer_leaves_the_refusal(
     body = response.json()
     assert body["content"]["message"] == NOT_FOUND_SENTENCES["en"]
     assert body["abstained"].startswith(ECHO), body
+    failed = second.status != 200
+    said = "its second request failed" if failed else "neither did its second answer"
+    assert body["abstained"].endswith(said), body
     assert len(llm.requests) == 2
+    assert body["usage"]["llm_calls"] == 2  # the second request was sent: it counts
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_second_asking_past_the_deadline_leaves_the_refusal(
+    make_client: ClientFactory, llm: LLMScript, stream: bool
+) -> None:
+    """The second request would end past request.timeout: it is given up within what the
+    request has left, and the refusal stands (the not-found sentence, never a 504 for an
+    answer the first request had already given)."""
+    client = make_client({"retrieval.method": "bm25", "request.timeout": 3})
+    llm.then(Step(content=LAMP_ECHO), Step(content="It was electrified in 1952 [1].", delay=6))
+    started = time.monotonic()
+    done, streamed = _asked(client, {"query": LAMP, "stream": stream})
+    assert time.monotonic() - started < 3
+    assert done.get("message") == NOT_FOUND_SENTENCES["en"], done
+    assert done["abstained"].startswith(ECHO), done
+    assert done["abstained"].endswith("its second request failed"), done
+    assert streamed == (NOT_FOUND_SENTENCES["en"] if stream else "")
+    assert done["usage"]["llm_calls"] == 2
+    assert _until(lambda: llm.requests[-1].left_while_waiting)  # not waited for to its end
 
 
 def test_no_second_request_when_off_or_when_no_call_is_left(

@@ -10,16 +10,20 @@ prompts/again.j2: "That only says the question again. Which words of the documen
 an echo again, the not-found sentence or a failed request leave the refusal as it was.
 
 One LLM call more, only for an answer the echo check refuses, and only while the request's
-call budget (llm.max.calls.per.request) has one left.
+call budget (llm.max.calls.per.request) has one left; within what request.timeout leaves it
+(less `LEFT_AFTER`), so that a second asking that would end past it is given up and the
+refusal stands, rather than the whole answer failing with a 504.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 
 from service.chains.result import Source, clean_answer
 from service.chains.scaffolding import Scaffolding
+from service.deadline import Deadline
 from service.errors import NoValidAnswer, Overloaded, TechnicalError
 from service.llm import ChatClient, ChatMessage, Usage
 from service.llm.answer_format import AnswerFormat
@@ -27,13 +31,19 @@ from service.rag.reply import shaped
 
 log = logging.getLogger(__name__)
 
+# seconds of the request's deadline the second asking leaves to what follows it (the answer
+# stages after the echo check, the answer's way out)
+LEFT_AFTER = 1.0
+
 
 @dataclass(frozen=True)
 class Again:
-    """The second answer: its text (shaped as the first was) and what its call cost."""
+    """The second answer: its text (shaped as the first was) and what its call cost; `failed`:
+    the request was sent and failed (or was given up at the deadline), no text."""
 
     text: str
     usage: Usage
+    failed: bool = False
 
 
 @dataclass(frozen=True)
@@ -48,17 +58,21 @@ class AskAgain:
     phrase_of: str | None  # the question a short answer is cut to the phrase of
     scaffolding: Scaffolding | None = None  # the templates' words, taken out of the answer
 
-    async def run(self, written: str) -> Again | None:
-        """The answer asked again after `written` (the echo as the model wrote it); None when
-        no call is left or the LLM fails (the refusal stands)."""
-        if self.llm.calls.left < 1:
+    async def run(self, written: str, deadline: Deadline) -> Again | None:
+        """The answer asked again after `written` (the echo as the model wrote it), within
+        what `deadline` leaves it; None when no call or no time is left. A request that fails
+        or is given up is an Again that `failed` (the call counted, the refusal stands)."""
+        seconds = deadline.remaining() - LEFT_AFTER
+        if self.llm.calls.left < 1 or seconds <= 0:
             return None
         messages = [*self.request, ChatMessage("assistant", written), self.follow_up]
         try:
-            completion = await self.llm.complete(messages, self.form.payload())
-        except (TechnicalError, Overloaded) as error:  # the refusal stands
-            log.warning("asking an echo's answer again failed: %s", error)
-            return None
+            async with asyncio.timeout(seconds):
+                completion = await self.llm.complete(messages, self.form.payload())
+        except (TechnicalError, Overloaded, TimeoutError) as error:  # the refusal stands
+            why = error if not isinstance(error, TimeoutError) else "past request.timeout"
+            log.warning("asking an echo's answer again failed: %s", why)
+            return Again("", Usage(), failed=True)
         try:
             text = clean_answer(completion.text, self.scaffolding)
         except NoValidAnswer:  # empty, or the prompt's own words: no second answer

@@ -273,10 +273,12 @@ class RefuseEcho:
             "the answer only restated the question: none of its other words is in the "
             f"{len(done.result.sources)} source(s) the LLM read"
         )
-        if self.again is None or not (again := await self.again.run(done.written)):
+        again = None if self.again is None else await self.again.run(done.written, done.deadline)
+        if again is None:
             return Amendment(message=self.not_found, abstained=why)
         said = again.text and not says_nothing_relevant(again.text)
         if said and self.check.says_something(again.text):
             return Amendment(message=again.text, usages=(again.usage,))
-        why += ", asked again, neither did its second answer"
+        failed = ", asked again, its second request failed"
+        why += failed if again.failed else ", asked again, neither did its second answer"
         return Amendment(message=self.not_found, abstained=why, usages=(again.usage,))
