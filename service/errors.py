@@ -349,10 +349,17 @@ class UpstreamTimeout(TechnicalError):
 
 
 class UpstreamBadResponse(TechnicalError):
-    """Solr or the LLM answered with an error or with something we cannot read."""
+    """Solr or the LLM answered with an error or with something we cannot read;
+    `upstream_status`: the HTTP status it answered, when it answered one."""
 
     status = 502
     metric = "bad_response"
+
+    def __init__(
+        self, reason: str, *, upstream_status: int | None = None, retry_after: int | None = None
+    ) -> None:
+        super().__init__(reason, retry_after=retry_after)
+        self.upstream_status = upstream_status
 
 
 class UpstreamRefused(UpstreamBadResponse):

@@ -196,7 +196,8 @@ class OpenAICompatibleClient:
                 f"{self._where} does not serve the model {self.options.model!r}: {message}"
             )
         failure = UpstreamBadResponse(
-            f"{self._where} answered HTTP {response.status_code}: {message}{hint}"
+            f"{self._where} answered HTTP {response.status_code}: {message}{hint}",
+            upstream_status=response.status_code,
         )
         self._log_failure(failure)
         raise failure

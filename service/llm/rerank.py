@@ -35,7 +35,7 @@ MAX_QUERY_CHARS = 4_000
 
 def _refused_request(error: UpstreamBadResponse) -> bool:
     """Whether the API refused the request as malformed (400, 422), not failed on it."""
-    return "answered HTTP 400:" in error.reason or "answered HTTP 422:" in error.reason
+    return error.upstream_status in (400, 422)
 
 
 @dataclass(frozen=True)
