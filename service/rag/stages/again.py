@@ -21,8 +21,8 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from service.chains.result import Source, clean_answer
-from service.chains.scaffolding import Scaffolding
+from service.chains import PromptBuilder
+from service.chains.result import Prepared, clean_answer
 from service.deadline import Deadline
 from service.errors import NoValidAnswer, Overloaded, TechnicalError
 from service.llm import ChatClient, ChatMessage, Usage
@@ -51,12 +51,10 @@ class AskAgain:
     """What asking again needs of the answer's request (the module's docstring)."""
 
     llm: ChatClient
-    request: tuple[ChatMessage, ...]  # the answer's request (Prepared.final)
-    follow_up: ChatMessage  # prompts/again.j2, rendered
+    prepared: Prepared  # the answer's request (its `final`), its sources and scaffolding
+    builder: PromptBuilder  # renders prompts/again.j2, only when an echo is asked again
     form: AnswerFormat  # the answer's form: the short answer's grammar, when it had one
-    sources: tuple[Source, ...]  # what the citation is made true against
     phrase_of: str | None  # the question a short answer is cut to the phrase of
-    scaffolding: Scaffolding | None = None  # the templates' words, taken out of the answer
 
     async def run(self, written: str, deadline: Deadline) -> Again | None:
         """The answer asked again after `written` (the echo as the model wrote it), within
@@ -65,7 +63,8 @@ class AskAgain:
         seconds = deadline.remaining() - LEFT_AFTER
         if self.llm.calls.left < 1 or seconds <= 0:
             return None
-        messages = [*self.request, ChatMessage("assistant", written), self.follow_up]
+        follow_up = self.builder.messages("again")[-1]
+        messages = [*(self.prepared.final or ()), ChatMessage("assistant", written), follow_up]
         try:
             async with asyncio.timeout(seconds):
                 completion = await self.llm.complete(messages, self.form.payload())
@@ -74,9 +73,9 @@ class AskAgain:
             log.warning("asking an echo's answer again failed: %s", why)
             return Again("", Usage(), failed=True)
         try:
-            text = clean_answer(completion.text, self.scaffolding)
+            text = clean_answer(completion.text, self.prepared.scaffolding)
         except NoValidAnswer:  # empty, or the prompt's own words: no second answer
             return Again("", completion.usage)
         if self.form.grammar is not None:
-            text = shaped(text, self.sources, self.phrase_of)
+            text = shaped(text, self.prepared.result.sources, self.phrase_of)
         return Again(text, completion.usage)

@@ -67,15 +67,7 @@ class Chain(EveryRequest):
         if state.chunks and not form.json:  # a caller's JSON is checked by its schema
             again = None
             if isinstance(chain, StuffChain) and prepared.final is not None:
-                again = AskAgain(
-                    self.llm,
-                    tuple(prepared.final),
-                    builder.messages("again")[-1],
-                    form,
-                    tuple(prepared.result.sources),
-                    phrase_of,
-                    prepared.scaffolding,
-                )
+                again = AskAgain(self.llm, prepared, builder, form, phrase_of)
             judged = self.after.judged(state, prepared.result, again)
             if judged.doubt.unsupported():  # the answer is not asked for
                 prepared = replace(prepared, final=None, answer=state.question.not_found)
