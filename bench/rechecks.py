@@ -11,9 +11,14 @@ templates (the sources' titles read from bench/data/squad2), so what is asked he
 service would ask; the answer stages (the phrase cut, the echo check) are the service's code.
 
     python -m bench.rechecks bench/results/answers-...-dev.json [--llm-url URL] [--out F]
+    python -m bench.rechecks ROWS --scores [--rerank-url URL]
 
 Writes each row's `checked` (P(yes) of the check) and, for an answer the echo check refuses,
 `again` (the answer asked again, cut) into F (default: the input's name with -rechecks).
+`--scores` writes instead each row's `rerank_best`: the reranker's best score of the
+question against the sources the LLM read (the model server's cross-encoder, the pairs cut
+as the shipped rag.properties cuts them: 256 tokens, nearest sentences), a signal to combine
+with the verification's P(yes) in `--table`.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from service.retrieval import RetrievedDocument
 from service.text import normalize_question
 
 CORPUS = Path("bench/data/squad2/corpus.jsonl")
+RERANK_TOKENS = 256  # rag.properties' rerank.max.tokens
 
 
 def titles() -> dict[str, tuple[str, str]]:
@@ -115,6 +121,24 @@ async def recheck(
     return row
 
 
+async def scored(row: dict, client: httpx.AsyncClient) -> dict:
+    """The row with `rerank_best`: the reranker's best score of its question against the
+    sources the LLM read (None: no source)."""
+    if not row.get("sources"):
+        return row
+    body = {
+        "query": normalize_question(row["question"]),
+        "documents": row["sources"],
+        "top_n": 1,
+        "max_tokens_per_doc": RERANK_TOKENS,
+        "passage_cut": "nearest",
+    }
+    response = await client.post("/rerank", json=body, timeout=600)
+    response.raise_for_status()
+    row["rerank_best"] = response.json()["results"][0]["relevance_score"]
+    return row
+
+
 async def main_async(args: argparse.Namespace) -> None:
     text = Path(args.rows).read_text()
     if args.rows.endswith(".log"):  # a run's log: its "row {...}" lines
@@ -125,6 +149,13 @@ async def main_async(args: argparse.Namespace) -> None:
     prompts = PromptLibrary(Path("prompts"))
     known = titles()
     out = Path(args.out or args.rows.rsplit(".", 1)[0] + "-rechecks.json")
+    if args.scores:
+        async with httpx.AsyncClient(base_url=args.rerank_url) as client:
+            for index, row in enumerate(data["rows"]):
+                await scored(row, client)
+                print(index, row.get("rerank_best"), flush=True)
+        out.write_text(json.dumps(data, indent=1))
+        return
     async with httpx.AsyncClient(base_url=args.llm_url) as client:
         for index, row in enumerate(data["rows"]):
             await recheck(row, client, prompts, known, args.synthetic)
@@ -137,6 +168,8 @@ def main() -> None:
     parser.add_argument("rows")
     parser.add_argument("--llm-url", default="http://127.0.0.1:8091/v1")
     parser.add_argument("--out")
+    parser.add_argument("--scores", action="store_true", help="the reranker's best score a row")
+    parser.add_argument("--rerank-url", default="http://127.0.0.1:8001/v1")
     parser.add_argument("--table", action="store_true", help="replay a rechecks file's rows")
     parser.add_argument(
         "--synthetic", action="store_true", help="ask every row again after its question said back"
@@ -173,6 +206,11 @@ def kept(row: dict, rule: dict) -> str | None:
     if band and supported is not None and supported < band[0]:
         checked = row.get("checked")
         if checked is not None and checked < band[1]:
+            return None
+    weak = rule.get("weak")  # (top, score): below top, refused when the reranker's best is low
+    if weak and supported is not None and supported < weak[0]:
+        best = row.get("rerank_best")
+        if best is not None and best < weak[1]:
             return None
     sure = rule.get("sure")  # (top, mean logprob): below top, the answer's own probabilities
     if sure and supported is not None and supported < sure[0]:
@@ -228,6 +266,13 @@ def table(path: str) -> None:
             for mean in (-0.2, -0.3, -0.4, -0.5):
                 rule = {"unsupported": low, "sure": (top, mean), "again": True}
                 rules.append((f"< {low}; [{low}, {top}) mean logprob < {mean}", rule))
+    if any("rerank_best" in row for row in rows):
+        for low in (0.3, 0.4, 0.45, 0.5, 0.55):
+            for top in (0.55, 0.6, 0.65, 0.7, 0.75):
+                for score in (0, 1, 2, 3, 4, 5, 6):
+                    rule = {"unsupported": low, "weak": (top, score), "again": True}
+                    if top > low:
+                        rules.append((f"< {low}; [{low}, {top}) rerank < {score}", rule))
     for name, rule in rules:
         print(f"{name:40s}", "  ".join(f"{k} {v}" for k, v in measures(rows, rule).items()))
 

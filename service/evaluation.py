@@ -240,6 +240,7 @@ def score(expected: Expected, status: int, body: dict[str, Any], seconds: float)
         "llm_calls": usage.get("llm_calls", 0),
         "completion_tokens": usage.get("completion_tokens", 0),
         "llm_seconds": timings.get("llm", 0.0) / 1000,
+        "timings": timings,  # each stage's milliseconds, as the reply reports them
         "message": message[:300],
         "confidence": body.get("confidence") if status == 200 else None,
         "why": body.get("abstained") if status == 200 else None,

@@ -36,7 +36,7 @@ def protocol_for(settings: Settings) -> Protocol:
     chosen = settings.agentic.protocol
     if chosen != "auto":
         return chosen
-    return "json" if settings.llm.model in packaged.MODELS else "tools"
+    return "json" if packaged.embedded(settings.llm.model) else "tools"
 
 
 def step_format(tools: tuple[str, ...]) -> dict[str, Any]:

@@ -59,6 +59,15 @@ MODELS = {
         ),
     )
 }  # fmt: skip
+
+
+def embedded(model: str) -> bool:
+    """Whether `model` (llm.model) is one of the GGUF models llama.cpp serves us: a small
+    model on the box's own cores that takes a grammar, answers one prompt at a time and keeps
+    its prompt cache between a question's requests."""
+    return model in MODELS
+
+
 # the embedded default (rag.properties' llm.model): the 0.5B answers faster but rarely right
 DEFAULT = "qwen2.5-coder-1.5b-instruct"
 # llama.cpp's context: the shipped prompt.max.request.size (3500 characters) and its answer

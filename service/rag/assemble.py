@@ -154,7 +154,7 @@ def short_answers(settings: Settings) -> bool:
     """prompt.answer.form: short, or auto with one of the GGUF models llama.cpp serves us (the
     only LLMs known to take a grammar)."""
     form = settings.prompt.answer_form
-    return form == "short" or (form == "auto" and settings.llm.model in packaged.MODELS)
+    return form == "short" or (form == "auto" and packaged.embedded(settings.llm.model))
 
 
 def summarize_pipeline(snapshot: Snapshot) -> SummarizePipeline:

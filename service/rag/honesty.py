@@ -51,7 +51,7 @@ def verify_beside(settings: Settings) -> bool:
     llama.cpp serves us (whose answer's request reads the verification's from its prompt
     cache, on cores that answer one prompt at a time)."""
     parallel = settings.grounding.verify_parallel
-    return parallel == "true" or (parallel == "auto" and settings.llm.model not in packaged.MODELS)
+    return parallel == "true" or (parallel == "auto" and not packaged.embedded(settings.llm.model))
 
 
 def unsupported(supported: float | None, min_supported: float | None) -> bool:
