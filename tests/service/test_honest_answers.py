@@ -194,12 +194,10 @@ def _verification_and_answer(requests: list[RecordedRequest]) -> list[RecordedRe
 
 
 def _prefix_shared(verification: RecordedRequest, answer: RecordedRequest) -> None:
-    """The two requests begin alike up to the question, the answer's instructions first (the
-    LLM's prompt cache serves both, and the instructions from one question to the next)."""
+    """The two requests begin alike up to the question (the LLM's prompt cache serves both)."""
     assert verification.messages[:-1] == answer.messages[:-1]  # system message, history
     head = verification.prompt.split("Question:", 1)[0]
-    assert head.startswith("Answer the question below") and "\nDocuments:\n" in head
-    assert answer.prompt.startswith(head)
+    assert head.startswith("Documents:") and answer.prompt.startswith(head)
     assert verification.prompt.split("\n\n")[-1].startswith("Does a document above say")
 
 
