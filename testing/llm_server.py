@@ -126,7 +126,8 @@ class LLMScript:
         # /v1/embeddings: vectors of this size (another model than the real one's 384)
         self.embedding_dimension = 1536
         self.embedded: list[list[str]] = []  # the texts of each /v1/embeddings request
-        # questions holding slow_word are answered slowly: slow_delay after the first word
+        # questions holding slow_word are answered slowly: a streamed one slow_delay after its
+        # first word, a whole one slow_delay before it
         self.slow_word = ""
         self.slow_delay = 0.0
         # one request at a time, each taking `delay` (a local model on a few cores: what it
@@ -154,7 +155,9 @@ class LLMScript:
                 if step.takes is None or step.takes(request):
                     return self._steps.pop(at)
         if self.slow_word and self.slow_word in request.prompt:  # a slow model for these
-            return Step(content=self.answer(request), pause_after_first_chunk=self.slow_delay)
+            if request.body.get("stream"):
+                return Step(content=self.answer(request), pause_after_first_chunk=self.slow_delay)
+            return Step(content=self.answer(request), delay=self.slow_delay)
         return Step(content=self.answer(request), delay=self.delay)
 
 
