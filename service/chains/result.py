@@ -176,7 +176,7 @@ class Prepared:
         form, checked."""
         result = self.result
         cut = StopCut(form.stop)
-        payload = form.payload() | (_PROBABILITIES if probabilities else {})
+        payload = form.payload() | (PROBABILITIES if probabilities else {})
         if self.final is None:
             text = cut.feed(self.answer or "") + cut.flush()
         elif not stream:
@@ -212,7 +212,7 @@ class Prepared:
 
 
 # the token probabilities of the answer, and the 5 likeliest tokens at each step
-_PROBABILITIES = {"logprobs": True, "top_logprobs": 5}
+PROBABILITIES = {"logprobs": True, "top_logprobs": 5}
 
 
 async def _newlines(pieces: AsyncIterator[str]) -> AsyncIterator[str]:

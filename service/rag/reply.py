@@ -92,6 +92,7 @@ class Amendment:
     cache_age: float | None = None
     abstained: str | None = None  # why the answer became "not in the documents"
     confidence: dict[str, Any] | None = None
+    finish_reason: str | None = None  # the message's own, when another request wrote it
 
 
 @dataclass
@@ -122,6 +123,8 @@ class Finishing:
             answer.cache_age = amendment.cache_age
         if amendment.confidence is not None:
             answer.confidence = amendment.confidence
+        if amendment.finish_reason is not None:
+            answer.finish_reason = amendment.finish_reason
         if amendment.abstained is not None:
             answer.abstained = amendment.abstained
             answer.documents = []

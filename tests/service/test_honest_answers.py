@@ -559,6 +559,26 @@ def test_an_echo_is_asked_again_and_its_second_answer_kept(
     assert usage.status_code == 200  # the script is spent: later questions are answered
 
 
+def test_the_second_answer_kept_reports_its_own_confidence_and_finish(
+    client: TestClient, llm: LLMScript
+) -> None:
+    """The answer kept is the second asking's: its confidence and why it stopped are that
+    request's, not the echo's it replaced."""
+    echo = Step(content=LAMP_ECHO, first_top={"The": 0.6, "I": 0.4})
+    second = Step(content="The lamp was electrified in 1952 [1]", first_top={"The": 0.95,
+                  "I": 0.05}, finish_reason="length")  # fmt: skip
+    llm.then(echo, second)
+    request = {"model": "solr-rag", "messages": [{"role": "user", "content": LAMP}]}
+    body = client.post("/v1/chat/completions", json=request).json()
+    assert "1952" in body["choices"][0]["message"]["content"], body
+    assert body["choices"][0]["finish_reason"] == "length"
+    assert llm.requests[-1].body["logprobs"] is True  # asked of the second answer too
+    llm.then(echo, second)
+    confidence = client.post("/ai/rag", json={"query": LAMP}).json()["confidence"]
+    assert confidence["not_found"] == 0.05, confidence
+    assert confidence["mean_logprob"] is not None and confidence["mean_logprob"] > -0.2
+
+
 def test_an_echo_said_again_is_refused_and_says_it_was_asked_twice(
     client: TestClient, llm: LLMScript
 ) -> None:

@@ -22,11 +22,12 @@ import logging
 from dataclasses import dataclass
 
 from service.chains import PromptBuilder
-from service.chains.result import Prepared, clean_answer
+from service.chains.result import PROBABILITIES, Prepared, clean_answer
 from service.deadline import Deadline
 from service.errors import NoValidAnswer, Overloaded, TechnicalError
 from service.llm import ChatClient, ChatMessage, Usage
 from service.llm.answer_format import AnswerFormat
+from service.llm.types import TokenChoice
 from service.rag.reply import shaped
 
 log = logging.getLogger(__name__)
@@ -38,12 +39,15 @@ LEFT_AFTER = 1.0
 
 @dataclass(frozen=True)
 class Again:
-    """The second answer: its text (shaped as the first was) and what its call cost; `failed`:
-    the request was sent and failed (or was given up at the deadline), no text."""
+    """The second answer: its text (shaped as the first was), what its call cost, why the
+    model stopped and its tokens' probabilities (when the first answer's were asked for);
+    `failed`: the request was sent and failed (or was given up at the deadline), no text."""
 
     text: str
     usage: Usage
     failed: bool = False
+    finish_reason: str = "stop"
+    tokens: tuple[TokenChoice, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,7 @@ class AskAgain:
     builder: PromptBuilder  # renders prompts/again.j2, only when an echo is asked again
     form: AnswerFormat  # the answer's form: the short answer's grammar, when it had one
     phrase_of: str | None  # the question a short answer is cut to the phrase of
+    probabilities: bool = False  # llm.logprobs: the second answer's asked for as the first's
 
     async def run(self, written: str, deadline: Deadline) -> Again | None:
         """The answer asked again after `written` (the echo as the model wrote it), within
@@ -67,7 +72,8 @@ class AskAgain:
         messages = [*(self.prepared.final or ()), ChatMessage("assistant", written), follow_up]
         try:
             async with asyncio.timeout(seconds):
-                completion = await self.llm.complete(messages, self.form.payload())
+                payload = self.form.payload() | (PROBABILITIES if self.probabilities else {})
+                completion = await self.llm.complete(messages, payload)
         except (TechnicalError, Overloaded, TimeoutError) as error:  # the refusal stands
             why = error if not isinstance(error, TimeoutError) else "past request.timeout"
             log.warning("asking an echo's answer again failed: %s", why)
@@ -78,4 +84,4 @@ class AskAgain:
             return Again("", completion.usage)
         if self.form.grammar is not None:
             text = shaped(text, self.prepared.result.sources, self.phrase_of)
-        return Again(text, completion.usage)
+        return Again(text, completion.usage, False, completion.finish_reason, completion.tokens)

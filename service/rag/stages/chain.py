@@ -67,7 +67,9 @@ class Chain(EveryRequest):
         if state.chunks and not form.json:  # a caller's JSON is checked by its schema
             again = None
             if isinstance(chain, StuffChain) and prepared.final is not None:
-                again = AskAgain(self.llm, prepared, builder, form, phrase_of)
+                again = AskAgain(
+                    self.llm, prepared, builder, form, phrase_of, self.after.honesty.logprobs
+                )
             judged = self.after.judged(state, prepared.result, again)
             if judged.doubt.unsupported():  # the answer is not asked for
                 prepared = replace(prepared, final=None, answer=state.question.not_found)

@@ -25,13 +25,14 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from service.chains.result import ChainResult, says_nothing_relevant
 from service.grounding.claims import is_content, stem, tokens
 from service.llm.types import TokenChoice
 from service.rag.reply import Amendment, Finishing, source_texts
-from service.rag.stages.again import AskAgain
+from service.rag.stages.again import Again, AskAgain
+from service.rag.stages.confidence import Confidence
 from service.text.citations import CITATION
 from service.text.language import FRENCH, guess_language
 
@@ -278,7 +279,21 @@ class RefuseEcho:
             return Amendment(message=self.not_found, abstained=why)
         said = again.text and not says_nothing_relevant(again.text)
         if said and self.check.says_something(again.text):
-            return Amendment(message=again.text, usages=(again.usage,))
+            return Amendment(
+                message=again.text,
+                usages=(again.usage,),
+                # what the model said of the answer kept, not of the echo it replaces
+                confidence=self._confidence(done, again),
+                finish_reason=again.finish_reason,
+            )
         failed = ", asked again, its second request failed"
         why += failed if again.failed else ", asked again, neither did its second answer"
         return Amendment(message=self.not_found, abstained=why, usages=(again.usage,))
+
+    def _confidence(self, done: Finishing, again: Again) -> dict[str, Any] | None:
+        """The confidence of the second answer: its own tokens' (none when the LLM reported
+        none), the verification's P(yes) as it was (one question, the same documents)."""
+        before = done.answer.confidence
+        if before is None:  # llm.logprobs off: none was reported of the first either
+            return None
+        return Confidence.of(again.tokens, self.not_found, before.get("supported")).to_json()
