@@ -4,7 +4,8 @@ Environment variables override keys: `SOLR_RAG_` + the key upper-cased with dots
 underscores (`chunking.chunk.size` -> `SOLR_RAG_CHUNKING_CHUNK_SIZE`, `llm.maxTokens` ->
 `SOLR_RAG_LLM_MAXTOKENS`); a secret key may instead be read from the file its variable + `_FILE`
 names (`SOLR_RAG_SOLR_AUTH_PASSWORD_FILE`, for Docker secrets); `ADMIN_TOKEN` (or a file named
-by `ADMIN_TOKEN_FILE`) sets `admin.token`.
+by `ADMIN_TOKEN_FILE`) sets `admin.token`. A secret's file is watched as rag.properties is: a
+password rotated there is read again, the service not restarted.
 
 Datafari's agentic-custom-tools.json beside rag.properties (service.agents.custom) is read and
 checked with it: the config is the two files.
@@ -142,6 +143,13 @@ def _secret_file(variable: str, path: str) -> str:
         raise ConfigError(f"cannot read {variable} ({path}): {error.strerror}") from None
 
 
+def secret_files(env: Mapping[str, str]) -> tuple[Path, ...]:
+    """The files the environment reads secrets from (`<VARIABLE>_FILE` of a secret key, or
+    ADMIN_TOKEN_FILE), in a fixed order: watched for a rotated secret."""
+    names = [env_name(key) + "_FILE" for key in sorted(secret_keys())]
+    return tuple(Path(env[name]) for name in [*names, "ADMIN_TOKEN_FILE"] if env.get(name))
+
+
 def admin_token_from(env: Mapping[str, str]) -> str:
     if env.get("ADMIN_TOKEN"):
         return env["ADMIN_TOKEN"]
@@ -174,24 +182,25 @@ class ConfigStore:
 
     A reload that fails validation keeps the previous settings (and logs why); only the first
     load raises, so a bad file stops the service at startup. The custom agent's tools
-    (agentic-custom-tools.json beside it) are read and kept with them, reloaded when either
-    file changes.
+    (agentic-custom-tools.json beside it) are read and kept with them, and the secrets of
+    `*_FILE` variables: each reloaded when any of these files changes.
     """
 
     def __init__(self, path: Path, env: Mapping[str, str] | None = None) -> None:
         self.path = path
         self._env = os.environ if env is None else env
         self._lock = threading.Lock()
+        self._secret_files = secret_files(self._env)
         self._stamp = self._read_stamp()
-        self._tools_stamp = self._read_tools_stamp()
+        self._others = self._read_others()
         self._settings = load_settings(path, self._env)
         self._tools = checked_custom_tools(path.parent)
 
     def current(self) -> Settings:
-        stamps = self._read_stamp(), self._read_tools_stamp()
-        if stamps != (self._stamp, self._tools_stamp):
+        stamps = self._read_stamp(), self._read_others()
+        if stamps != (self._stamp, self._others):
             with self._lock:
-                if stamps != (self._stamp, self._tools_stamp):
+                if stamps != (self._stamp, self._others):
                     self._reload(*stamps)
         return self._settings
 
@@ -283,8 +292,8 @@ class ConfigStore:
         except OSError as error:
             raise ConfigError(f"cannot read {self.path}: {error.strerror}") from None
 
-    def _reload(self, stamp: _Stamp | None, tools_stamp: _Stamp | None) -> None:
-        self._stamp, self._tools_stamp = stamp, tools_stamp
+    def _reload(self, stamp: _Stamp | None, others: tuple[_Stamp | None, ...]) -> None:
+        self._stamp, self._others = stamp, others
         try:
             settings = load_settings(self.path, self._env)
             tools = checked_custom_tools(self.path.parent)
@@ -304,8 +313,11 @@ class ConfigStore:
     def _read_stamp(self) -> _Stamp | None:
         return _stamp_of(self.path)
 
-    def _read_tools_stamp(self) -> _Stamp | None:
-        return _stamp_of(self.path.parent / FILE_NAME)
+    def _read_others(self) -> tuple[_Stamp | None, ...]:
+        """The stamps of the files read with rag.properties: the custom agent's tools, then
+        the secrets' files."""
+        files = (self.path.parent / FILE_NAME, *self._secret_files)
+        return tuple(_stamp_of(path) for path in files)
 
 
 def _stamp_of(path: Path) -> _Stamp | None:

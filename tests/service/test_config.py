@@ -164,6 +164,33 @@ def test_store_keeps_the_last_good_config_when_the_file_breaks(
     assert "chunking.maxFiles" in caplog.text
 
 
+def test_a_secret_rotated_in_its_file_is_read_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Docker and Kubernetes secrets are files: a password rotated there is the one the
+    next request uses, rag.properties untouched; a file that goes missing mid-rotation keeps
+    the last secret read (and says why), and its return is read."""
+    path = tmp_path / "rag.properties"
+    path.write_text("solr.auth.user=reader\n")
+    secret, token = tmp_path / "solr.password", tmp_path / "admin.token"
+    secret.write_text("first-password\n")
+    token.write_text("first-token")
+    env = {"SOLR_RAG_SOLR_AUTH_PASSWORD_FILE": str(secret), "ADMIN_TOKEN_FILE": str(token)}
+    store = ConfigStore(path, env=env)
+    password = lambda: store.current().solr.auth_password.get_secret_value()  # noqa: E731
+    assert password() == "first-password"
+    _rewrite(secret, "second-password\n")
+    assert password() == "second-password"
+    _rewrite(token, "second-token")
+    assert store.current().security.admin_token.get_secret_value() == "second-token"
+    secret.unlink()
+    with caplog.at_level(logging.ERROR):
+        assert password() == "second-password"
+    assert "SOLR_RAG_SOLR_AUTH_PASSWORD_FILE" in caplog.text and "second" not in caplog.text
+    secret.write_text("third-password")
+    assert password() == "third-password"
+
+
 # -- editing rag.properties ------------------------------------------------------------------
 
 
