@@ -12,20 +12,26 @@ service would ask; the answer stages (the phrase cut, the echo check) are the se
 
     python -m bench.rechecks bench/results/answers-...-dev.json [--llm-url URL] [--out F]
     python -m bench.rechecks ROWS --scores [--rerank-url URL]
+    python -m bench.rechecks ROWS --variants [--llm-url URL]
 
 Writes each row's `checked` (P(yes) of the check) and, for an answer the echo check refuses,
 `again` (the answer asked again, cut) into F (default: the input's name with -rechecks).
 `--scores` writes instead each row's `rerank_best`: the reranker's best score of the
 question against the sources the LLM read (the model server's cross-encoder, the pairs cut
 as the shipped rag.properties cuts them: 256 tokens, nearest sentences), a signal to combine
-with the verification's P(yes) in `--table`.
+with the verification's P(yes) in `--table`. `--variants` writes each row's `variants`: the
+verification's P(yes) for other wordings of its question (VARIANTS; a wording that asks
+whether the answer is missing counts its P(no)), each the verify request with its last line
+replaced, so that after the first the prompt cache makes each a few tokens of work.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
+import math
 from pathlib import Path
 
 import httpx
@@ -121,6 +127,38 @@ async def recheck(
     return row
 
 
+ASKED_VERIFY = "Does a document above say the answer to this question? Reply only yes or no."
+# other wordings of the verification's question (issue 69, item 3); "-": P(no) is the support
+VARIANTS = {
+    "say": ASKED_VERIFY,
+    "written": "Is the answer to this question written in the documents above? Reply only yes "
+    "or no.",
+    "alone": "Can this question be answered from the documents above alone? Reply only yes or no.",
+    "-missing": "Is the answer to this question missing from the documents above? Reply only "
+    "yes or no.",
+    "exact": "Do the documents above say exactly what this question asks, not only something "
+    "close to it? Reply only yes or no.",
+}
+
+
+async def variants(
+    row: dict, client: httpx.AsyncClient, prompts: PromptLibrary, known: dict
+) -> dict:
+    """The row with `variants`: P(yes) of each wording of the verification (VARIANTS)."""
+    if not row.get("sources"):
+        return row
+    builder, sources, _ = builder_of(row, prompts, known)
+    found = {}
+    for name, asked in VARIANTS.items():
+        check = builder.messages("verify", sources=sources)
+        check[-1] = ChatMessage("user", check[-1].content.replace(ASKED_VERIFY, asked))
+        payload = {"max_tokens": 1, "logprobs": True, "top_logprobs": 10}
+        said = yes_probability(first_token(await ask(client, check, payload)))
+        found[name] = None if said is None else (1 - said if name[0] == "-" else said)
+    row["variants"] = found
+    return row
+
+
 async def scored(row: dict, client: httpx.AsyncClient) -> dict:
     """The row with `rerank_best`: the reranker's best score of its question against the
     sources the LLM read (None: no source)."""
@@ -156,6 +194,14 @@ async def main_async(args: argparse.Namespace) -> None:
                 print(index, row.get("rerank_best"), flush=True)
         out.write_text(json.dumps(data, indent=1))
         return
+    if args.variants:
+        out = Path(args.out or args.rows.rsplit(".", 1)[0] + "-variants.json")
+        async with httpx.AsyncClient(base_url=args.llm_url) as client:
+            for index, row in enumerate(data["rows"]):
+                await variants(row, client, prompts, known)
+                print(index, (row.get("confidence") or {}).get("supported"), row.get("variants"))
+                out.write_text(json.dumps(data, indent=1))
+        return
     async with httpx.AsyncClient(base_url=args.llm_url) as client:
         for index, row in enumerate(data["rows"]):
             await recheck(row, client, prompts, known, args.synthetic)
@@ -171,6 +217,7 @@ def main() -> None:
     parser.add_argument("--scores", action="store_true", help="the reranker's best score a row")
     parser.add_argument("--rerank-url", default="http://127.0.0.1:8001/v1")
     parser.add_argument("--table", action="store_true", help="replay a rechecks file's rows")
+    parser.add_argument("--variants", action="store_true", help="other verification wordings")
     parser.add_argument(
         "--synthetic", action="store_true", help="ask every row again after its question said back"
     )
@@ -188,7 +235,7 @@ def kept(row: dict, rule: dict) -> str | None:
     """The answer a configuration keeps for the row (None: refused), replayed in the order the
     service runs its stages: the verification before the answer, the model's own not-found,
     the phrase cut, the echo check (and its second asking), the check after the answer."""
-    supported = (row.get("confidence") or {}).get("supported")
+    supported = signal(row, rule.get("signal"))
     if row["status"] != 200 or row["abstained"]:
         return None
     if supported is not None and supported < rule["unsupported"]:
@@ -218,6 +265,40 @@ def kept(row: dict, rule: dict) -> str | None:
         if mean is not None and mean < sure[1]:
             return None
     return answer
+
+
+def signal(row: dict, names: tuple[str, ...] | None) -> float | None:
+    """The verification's P(yes) a rule refuses by: the service's (None), or the mean, in
+    log-odds, of the named wordings' (`--variants`)."""
+    if names is None:
+        return (row.get("confidence") or {}).get("supported")
+    found = [(row.get("variants") or {}).get(name) for name in names]
+    if any(value is None for value in found):
+        return None
+    odds = [math.log(max(p, 1e-6) / max(1 - p, 1e-6)) for p in found]
+    return 1 / (1 + math.exp(-sum(odds) / len(odds)))
+
+
+def auc(rows: list[dict], names: tuple[str, ...] | None) -> float:
+    """How often an answerable row's signal is above an unanswerable one's (ties half)."""
+    high = [signal(r, names) for r in rows if r["answerable"]]
+    low = [signal(r, names) for r in rows if not r["answerable"]]
+    high, low = [v for v in high if v is not None], [v for v in low if v is not None]
+    pairs = sum((a > b) + 0.5 * (a == b) for a in high for b in low)
+    return round(pairs / max(len(high) * len(low), 1), 3)
+
+
+def variants_table(rows: list[dict]) -> None:
+    """Each wording's (and each pair's, and all's) AUC, and its refusals at each threshold,
+    the echo asked again (the service's other stages as shipped)."""
+    names = list(VARIANTS)
+    signals = [(n,) for n in names] + list(itertools.combinations(names, 2)) + [tuple(names)]
+    for names_ in signals:
+        print(f"{'+'.join(names_):24s} AUC {auc(rows, names_)}")
+        for low in (0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7):
+            rule = {"unsupported": low, "again": True, "signal": names_}
+            shown = "  ".join(f"{k} {v}" for k, v in measures(rows, rule).items())
+            print(f"    < {low:<5}", shown)
 
 
 def measures(rows: list[dict], rule: dict) -> dict:
@@ -255,6 +336,9 @@ def table(path: str) -> None:
     asked again, and below a band's top the check after the answer or the answer's mean
     token log-probability as a second signal."""
     rows = json.loads(Path(path).read_text())["rows"]
+    if any("variants" in row for row in rows):
+        variants_table(rows)
+        return
     rules = [("shipped: < 0.55, echo refused", {"unsupported": 0.55})]
     for low in (0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7):
         rules.append((f"< {low}, echo asked again", {"unsupported": low, "again": True}))

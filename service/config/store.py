@@ -141,6 +141,8 @@ def _secret_file(variable: str, path: str) -> str:
         return Path(path).read_text(encoding="utf-8").strip()
     except OSError as error:
         raise ConfigError(f"cannot read {variable} ({path}): {error.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"cannot read {variable} ({path}): not UTF-8 text") from None
 
 
 def secret_files(env: Mapping[str, str]) -> tuple[Path, ...]:
