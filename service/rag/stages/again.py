@@ -84,4 +84,6 @@ class AskAgain:
             return Again("", completion.usage)
         if self.form.grammar is not None:
             text = shaped(text, self.prepared.result.sources, self.phrase_of)
-        return Again(text, completion.usage, False, completion.finish_reason, completion.tokens)
+        return Again(
+            text, completion.usage, finish_reason=completion.finish_reason, tokens=completion.tokens
+        )
