@@ -12,6 +12,7 @@ All need `Authorization: Bearer <admin token>`.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Header, Request, Response
@@ -125,7 +126,7 @@ async def change_config(
     try:
         if written:
             preview = runtime.config.preview(written)
-            _keep_tokens_with_their_endpoints(runtime.settings(), preview)
+            _keep_tokens_with_their_endpoints(runtime, preview, written)
             await runtime.check_startable(preview, set(written))
             # the file lock may wait: off the event loop
             settings, version = await asyncio.to_thread(
@@ -161,25 +162,41 @@ def _as_properties(changes: dict[str, Any]) -> dict[str, str | None]:
     return written
 
 
-def _keep_tokens_with_their_endpoints(current: Settings, changed: Settings) -> None:
-    """A change of where a stored token goes (any key that decides it: an endpoint, or for
-    Solr's login solr.url, solr.zk.hosts and solr.nodes.discover) would send that token to the
-    new address (an admin session could exfiltrate it): the change must give the token again."""
+def _keep_tokens_with_their_endpoints(
+    runtime: Runtime, changed: Settings, written: Mapping[str, str | None]
+) -> None:
+    """A change of where a token goes (any key that decides it: an endpoint, or for Solr's
+    login solr.url, solr.zk.hosts and solr.nodes.discover) would send that token to the new
+    address (an admin session could exfiltrate it): the same change must give the token again
+    (or null). A token is given only when the change names its key: compared by value, a
+    token rotated in its file since the settings in force were read would pass for given. A
+    token the environment sets cannot be given here: its address is changed there."""
+    current = runtime.settings()
     for token_key, endpoint_keys in secret_destinations().items():
-        if not endpoint_keys:
+        if not endpoint_keys or token_key in written:
             continue
-        kept = current.value(token_key).get_secret_value()
-        if not kept or changed.value(token_key).get_secret_value() != kept:
-            continue
+        if not changed.value(token_key).get_secret_value():
+            continue  # no token goes anywhere
         moved = [
-            key for key in endpoint_keys if _where(changed.value(key)) != _where(current.value(key))
+            key
+            for key in endpoint_keys
+            if key in written and _where(changed.value(key)) != _where(current.value(key))
         ]
-        if moved:
+        if not moved:
+            continue
+        them = "it" if len(moved) == 1 else "them"
+        variable = runtime.config.overridden_by_env(token_key)
+        if variable:
             raise InvalidConfigChange(
-                f"{', '.join(moved)}: changing {'it' if len(moved) == 1 else 'them'} needs "
-                f"{token_key} again in the same change (or {token_key}: null to clear it): "
-                "the stored token is never sent to a new address"
+                f"{', '.join(moved)}: {token_key} is set by the environment variable "
+                f"{variable}, which the admin API cannot change: change {them} where "
+                f"{variable} is set (a token is never sent to an address set elsewhere)"
             )
+        raise InvalidConfigChange(
+            f"{', '.join(moved)}: changing {them} needs {token_key} again in the same "
+            f"change (or {token_key}: null to clear it): the stored token is never sent to "
+            "a new address"
+        )
 
 
 def _where(value: object) -> object:

@@ -26,7 +26,6 @@ import threading
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import SecretStr, ValidationError
@@ -138,11 +137,14 @@ def _secret_file(variable: str, path: str) -> str:
     """A secret read from the file a `<VARIABLE>_FILE` names (Docker secrets, a volume of
     generated credentials): its text, without the line's end."""
     try:
-        return Path(path).read_text(encoding="utf-8").strip()
+        secret = Path(path).read_text(encoding="utf-8").strip()
     except OSError as error:
         raise ConfigError(f"cannot read {variable} ({path}): {error.strerror}") from None
     except UnicodeDecodeError:
         raise ConfigError(f"cannot read {variable} ({path}): not UTF-8 text") from None
+    if not secret:  # never "no secret" silently: rag.properties' own value would serve
+        raise ConfigError(f"{variable} names an empty file ({path}): write the secret in it")
+    return secret
 
 
 def secret_files(env: Mapping[str, str]) -> tuple[Path, ...]:
@@ -173,10 +175,10 @@ def load_settings(path: Path, env: Mapping[str, str] | None = None) -> Settings:
     return settings_from_mapping(parse_properties(text), source=str(path), env=env)
 
 
-@dataclass(frozen=True)
-class _Stamp:
-    mtime_ns: int
-    size: int
+# What tells a file changed: (mtime_ns, size, inode, ctime_ns). A rewrite of the same length
+# in the same second (`cp -p` of a rotated secret) has another inode or ctime, a mode fixed
+# after a failed read another ctime. A plain tuple: compared at every request, cheaply.
+_Stamp = tuple[int, int, int, int]
 
 
 class ConfigStore:
@@ -193,6 +195,8 @@ class ConfigStore:
         self._env = os.environ if env is None else env
         self._lock = threading.Lock()
         self._secret_files = secret_files(self._env)
+        # read with rag.properties: the custom agent's tools, then the secrets' files
+        self._others_paths = tuple(map(str, (path.parent / FILE_NAME, *self._secret_files)))
         self._stamp = self._read_stamp()
         self._others = self._read_others()
         self._settings = load_settings(path, self._env)
@@ -216,11 +220,13 @@ class ConfigStore:
         return _fingerprint(self._read_text())
 
     def overridden_by_env(self, key: str) -> str | None:
-        """The environment variable that sets `key` instead of the file, if any."""
+        """The environment variable that sets `key` instead of the file, if any (a secret's
+        `<VARIABLE>_FILE` too)."""
+        names: tuple[str, ...] = (env_name(key),)
+        if key in secret_keys():
+            names += (env_name(key) + "_FILE",)
         if key == "admin.token":
-            names = ("ADMIN_TOKEN", "ADMIN_TOKEN_FILE", env_name(key))
-        else:
-            names = (env_name(key),)
+            names = ("ADMIN_TOKEN", "ADMIN_TOKEN_FILE", *names)
         return next((name for name in names if self._env.get(name)), None)
 
     def preview(self, changes: Mapping[str, str | None]) -> Settings:
@@ -313,21 +319,20 @@ class ConfigStore:
         log.info("configuration reloaded from %s", self.path)
 
     def _read_stamp(self) -> _Stamp | None:
-        return _stamp_of(self.path)
+        return _stamp_of(str(self.path))
 
     def _read_others(self) -> tuple[_Stamp | None, ...]:
         """The stamps of the files read with rag.properties: the custom agent's tools, then
         the secrets' files."""
-        files = (self.path.parent / FILE_NAME, *self._secret_files)
-        return tuple(_stamp_of(path) for path in files)
+        return tuple(map(_stamp_of, self._others_paths))
 
 
-def _stamp_of(path: Path) -> _Stamp | None:
+def _stamp_of(path: str) -> _Stamp | None:
     try:
-        stat = path.stat()
+        stat = os.stat(path)
     except OSError:
         return None
-    return _Stamp(stat.st_mtime_ns, stat.st_size)
+    return stat.st_mtime_ns, stat.st_size, stat.st_ino, stat.st_ctime_ns
 
 
 def _fingerprint(text: str) -> str:

@@ -191,6 +191,60 @@ def test_a_secret_rotated_in_its_file_is_read_again(
     assert password() == "third-password"
 
 
+def test_a_rotation_that_keeps_length_and_time_or_a_mode_fixed_is_seen(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`cp -p` of a rotated secret of the same length keeps size and mtime: the file is
+    another one (its inode), still read again; a secret first unreadable (mode 000), then
+    made readable by chmod alone, is read at the next request."""
+    path = tmp_path / "rag.properties"
+    path.write_text("solr.auth.user=reader\n")
+    secret, staged = tmp_path / "solr.password", tmp_path / "staged.password"
+    secret.write_text("password-1")
+    env = {"SOLR_RAG_SOLR_AUTH_PASSWORD_FILE": str(secret)}
+    store = ConfigStore(path, env=env)
+    password = lambda: store.current().solr.auth_password.get_secret_value()  # noqa: E731
+    assert password() == "password-1"
+    before = secret.stat()
+    staged.write_text("password-2")
+    os.utime(staged, ns=(before.st_atime_ns, before.st_mtime_ns))
+    staged.replace(secret)  # same size, same mtime: another file
+    assert (secret.stat().st_size, secret.stat().st_mtime_ns) == (
+        before.st_size,
+        before.st_mtime_ns,
+    )
+    assert password() == "password-2"
+    if os.geteuid() == 0:
+        return  # root reads a file of mode 000: no failed read to mend
+    secret.chmod(0)
+    _rewrite(secret, "password-3")
+    with caplog.at_level(logging.ERROR):
+        assert password() == "password-2"  # unreadable: the last one kept
+    assert "SOLR_RAG_SOLR_AUTH_PASSWORD_FILE" in caplog.text
+    secret.chmod(0o600)  # the mode mended, nothing else
+    assert password() == "password-3"
+
+
+@pytest.mark.parametrize("variable", ["SOLR_RAG_AI_API_TOKEN_FILE", "ADMIN_TOKEN_FILE"])
+def test_an_empty_secret_file_is_an_error_not_the_files_value(
+    tmp_path: Path, variable: str
+) -> None:
+    """An empty secret file (a secret not yet written, a volume not mounted) never falls
+    back to rag.properties' own token: the service does not start, and names the variable."""
+    path = tmp_path / "rag.properties"
+    path.write_text("ai.api.token=from-the-file\nadmin.token=from-the-file\n")
+    empty = tmp_path / "secret"
+    empty.write_text("\n")
+    with pytest.raises(ConfigError, match=f"{variable} names an empty file"):
+        ConfigStore(path, env={variable: str(empty)})
+    empty.write_text("given")
+    store = ConfigStore(path, env={variable: str(empty)})
+    _rewrite(empty, "")
+    settings = store.current()  # a reload that fails keeps the secret last read
+    key = "ai.api.token" if variable.startswith("SOLR_RAG") else "admin.token"
+    assert settings.value(key).get_secret_value() == "given"
+
+
 # -- editing rag.properties ------------------------------------------------------------------
 
 

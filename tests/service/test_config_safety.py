@@ -4,11 +4,14 @@ a value that would stop the next start is refused, and a token stays with its en
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from fastapi.testclient import TestClient
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from service.agents.custom import FILE_NAME as CUSTOM_TOOLS
 from service.config.catalog import catalog
 from service.config.properties import parse_properties, with_values
 from service.config.settings import secret_destinations
@@ -212,6 +215,38 @@ def test_a_stored_token_never_follows_a_changed_endpoint(
     )
     assert given.status_code == 200, given.text
     assert values(client)[token] == "***"
+
+
+def test_a_token_the_environment_gives_never_follows_an_admin_edit(
+    make_client: ClientFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ai.api.token read from SOLR_RAG_AI_API_TOKEN_FILE: the admin API names that variable
+    as the key's source and refuses to write the key (the secret would land in rag.properties
+    in clear, and not be used); moving the endpoint is refused too, the token rotated in its
+    file meanwhile or not: only a change that names the token gives it."""
+    secret = tmp_path / "llm.token"
+    secret.write_text("sk-from-a-file")
+    monkeypatch.setenv("SOLR_RAG_AI_API_TOKEN_FILE", str(secret))
+    client = make_client()
+    shown = client.get("/admin/config", headers=ADMIN).json()["settings"]
+    (key,) = [key for key in shown if key["key"] == "ai.api.token"]
+    assert key["environment"] == "SOLR_RAG_AI_API_TOKEN_FILE" and key["value"] == "***"
+    written = client.patch("/admin/config", json={"ai.api.token": "sk-typed"}, headers=ADMIN)
+    assert written.status_code == 422, written.text
+    assert "SOLR_RAG_AI_API_TOKEN_FILE" in written.json()["content"]["reason"]
+    path = client.get("/admin/config", headers=ADMIN).json()["path"]
+    assert "sk-typed" not in Path(path).read_text()
+    moved = {"ai.api.endpoint": "https://attacker.example/v1/"}
+    for rotated in ("sk-from-a-file", "sk-rotated", "sk-rotated-while-stale"):
+        if rotated.endswith("stale"):  # a reload that fails: the settings in force stay old
+            (Path(path).parent / CUSTOM_TOOLS).write_text("{not json")
+        secret.write_text(rotated)
+        refused = client.patch("/admin/config", json=moved, headers=ADMIN)
+        assert refused.status_code == 422, refused.text
+        assert "SOLR_RAG_AI_API_TOKEN_FILE" in refused.json()["content"]["reason"]
+    (Path(path).parent / CUSTOM_TOOLS).unlink()
+    left = client.patch("/admin/config", json={"llm.model": "other-model"}, headers=ADMIN)
+    assert left.status_code == 200, left.text  # other keys are edited as ever
 
 
 def test_an_optional_number_is_a_number_that_may_be_left_blank(make_client: ClientFactory) -> None:

@@ -12,6 +12,7 @@ import pytest
 
 from service.agents.custom import FILE_NAME, MAX_FILE_BYTES, CustomToolsError, custom_tools
 from service.config import ConfigStore
+from service.config import store as config_store
 from service.errors import ConfigError
 
 SEARCH = {
@@ -87,22 +88,29 @@ def test_a_broken_file_stops_the_start_naming_the_file_and_the_fix(tmp_path: Pat
     assert "Correct the file" in message and "or remove it" in message
 
 
-def test_the_tools_are_read_with_the_config_once_not_at_each_request(tmp_path: Path) -> None:
+def test_the_tools_are_read_with_the_config_once_not_at_each_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     write(tmp_path, [SEARCH])
     store = ConfigStore(config_beside(tmp_path), env={})
     kept = store.custom_tools()
     assert kept["cfpSearch"].description == SEARCH["description"]
-    # the file changed on disk behind the store's back (its size and time as they were): what
-    # is served is what was read with the config
+    reads: list[Path] = []
+    read = config_store.checked_custom_tools
+    monkeypatch.setattr(
+        config_store, "checked_custom_tools", lambda folder: reads.append(folder) or read(folder)
+    )
+    for _ in range(3):  # the file untouched: what was read with the config, not read again
+        assert store.custom_tools() is kept
+    assert reads == []
+    # a change of the same size within the same mtime is seen (another ctime): read again
     path = tmp_path / FILE_NAME
     before = path.stat()
     write(tmp_path, [{**SEARCH, "description": SEARCH["description"].upper()}])
     os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
     assert path.stat().st_size == before.st_size
-    assert store.custom_tools() is kept
-    # a change the store sees is read again, with the config
-    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000))
     assert store.custom_tools()["cfpSearch"].description == SEARCH["description"].upper()
+    assert reads == [tmp_path]
 
 
 def test_a_file_broken_while_serving_keeps_the_last_good_tools(
