@@ -106,7 +106,7 @@ async def recheck(
         check = builder.messages("verify", sources=sources)
         asked_verify = "Does a document above say the answer to this question?"
         said = f"Answer: {answer}\n\nDoes a document above say this answer to the question?"
-        check[-1] = ChatMessage("user", check[-1].content.replace(asked_verify, said))
+        check[-1] = ChatMessage("user", reworded(check[-1].content, asked_verify, said))
         asked = {"max_tokens": 1, "logprobs": True, "top_logprobs": 10}
         row["checked"] = yes_probability(first_token(await ask(client, check, asked)))
     question = row["question"]
@@ -141,6 +141,14 @@ VARIANTS = {
 }
 
 
+def reworded(prompt: str, asked: str, instead: str) -> str:
+    """The verification's prompt with its question worded otherwise; prompts/verify.j2 no
+    longer asking `asked` stops the run (each wording would be the shipped one, unseen)."""
+    if asked not in prompt:
+        raise SystemExit(f"prompts/verify.j2 no longer asks {asked!r}: update bench.rechecks")
+    return prompt.replace(asked, instead)
+
+
 async def variants(
     row: dict, client: httpx.AsyncClient, prompts: PromptLibrary, known: dict
 ) -> dict:
@@ -151,7 +159,7 @@ async def variants(
     found = {}
     for name, asked in VARIANTS.items():
         check = builder.messages("verify", sources=sources)
-        check[-1] = ChatMessage("user", check[-1].content.replace(ASKED_VERIFY, asked))
+        check[-1] = ChatMessage("user", reworded(check[-1].content, ASKED_VERIFY, asked))
         payload = {"max_tokens": 1, "logprobs": True, "top_logprobs": 10}
         said = yes_probability(first_token(await ask(client, check, payload)))
         found[name] = None if said is None else (1 - said if name[0] == "-" else said)
@@ -289,14 +297,15 @@ def auc(rows: list[dict], names: tuple[str, ...] | None) -> float:
 
 
 def variants_table(rows: list[dict]) -> None:
-    """Each wording's (and each pair's, and all's) AUC, and its refusals at each threshold,
-    the echo asked again (the service's other stages as shipped)."""
+    """Each wording's (and each pair's, and all's) AUC, and its refusals at each threshold
+    (the service's other stages as shipped: its rows' answers are what it kept, an echo's
+    second asking included)."""
     names = list(VARIANTS)
     signals = [(n,) for n in names] + list(itertools.combinations(names, 2)) + [tuple(names)]
     for names_ in signals:
         print(f"{'+'.join(names_):24s} AUC {auc(rows, names_)}")
         for low in (0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7):
-            rule = {"unsupported": low, "again": True, "signal": names_}
+            rule = {"unsupported": low, "signal": names_}
             shown = "  ".join(f"{k} {v}" for k, v in measures(rows, rule).items())
             print(f"    < {low:<5}", shown)
 

@@ -127,6 +127,8 @@ class Finishing:
             answer.finish_reason = amendment.finish_reason
         if amendment.abstained is not None:
             answer.abstained = amendment.abstained
+            if amendment.finish_reason is None:  # the not-found sentence, whole: not cut
+                answer.finish_reason = "stop"
             answer.documents = []
             self.found_nothing = True  # the stages after it see an abstention
 

@@ -579,6 +579,34 @@ def test_the_second_answer_kept_reports_its_own_confidence_and_finish(
     assert confidence["mean_logprob"] is not None and confidence["mean_logprob"] > -0.2
 
 
+def test_a_second_answer_in_doubt_is_refused_as_the_first_would_be(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    """The second answer's first step gave the not-found sentence past
+    grounding.abstain.not.found: it is refused, as a first answer that doubtful is, and the
+    refusal, whole, did not stop at max_tokens."""
+    client = make_client({"retrieval.method": "bm25", "grounding.abstain.not.found": 0.3})
+    echo = Step(content=LAMP_ECHO, first_top={"The": 0.9, "I": 0.1}, finish_reason="length")
+    doubtful = Step(content="The lamp was electrified in 1952 [1]", first_top={"The": 0.55,
+                    "I": 0.45})  # fmt: skip
+    llm.then(echo, doubtful)
+    body = client.post("/ai/rag", json={"query": LAMP}).json()
+    assert body["content"]["message"] == NOT_FOUND_SENTENCES["en"], body
+    assert body["abstained"].startswith(ECHO), body
+    assert "second answer gave the not-found sentence a probability of 0.45" in body["abstained"]
+    assert body["confidence"]["not_found"] == 0.45
+    assert body["content"]["documents"] == []
+    llm.then(echo, doubtful)
+    request = {"model": "solr-rag", "messages": [{"role": "user", "content": LAMP}]}
+    choice = client.post("/v1/chat/completions", json=request).json()["choices"][0]
+    assert choice["message"]["content"] == NOT_FOUND_SENTENCES["en"]
+    assert choice["finish_reason"] == "stop"  # the echo's "length" went with it
+    sure = Step(content="The lamp was electrified in 1952 [1]", first_top={"The": 0.8, "I": 0.2})
+    llm.then(echo, sure)
+    kept = client.post("/ai/rag", json={"query": LAMP}).json()
+    assert kept["abstained"] is None and "1952" in kept["content"]["message"], kept
+
+
 def test_an_echo_said_again_is_refused_and_says_it_was_asked_twice(
     client: TestClient, llm: LLMScript
 ) -> None:

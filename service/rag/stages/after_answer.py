@@ -56,7 +56,8 @@ class AfterAnswer:
         if not honesty.echo or doubt.unsupported():  # not asked: no text to check
             return Judged(doubt)
         again = again if honesty.again else None
-        return Judged(doubt, RefuseEcho.of(state.query.query, result, not_found, again))
+        echo = RefuseEcho.of(state.query.query, result, not_found, again, honesty.abstain_not_found)
+        return Judged(doubt, echo)
 
     def stages(self, state: RagState, judged: Judged | None) -> tuple[AnswerStage, ...]:
         """The answer stages of one request, in order (`judged`: None for an answer not

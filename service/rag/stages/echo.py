@@ -15,6 +15,10 @@ says why, and it lists no sources. A word that only begins as one of the questio
 ("Catastrophism" for "... catastrophic events ...?": the same first five letters, neither
 stem the other's beginning) is another word, new when a source holds it (issue 69, item 3).
 
+An echo asked again (grounding.echo.again, service.rag.stages.again) is kept only when its
+second answer says something and is not in doubt as a first answer would be: its first step's
+probability of the not-found sentence under grounding.abstain.not.found.
+
 Cheap and deterministic (words, no model): it runs first among the answer stages, so that
 grounding and the answer cache see the abstention, never the echo.
 """
@@ -254,15 +258,22 @@ class RefuseEcho:
     check: EchoCheck
     not_found: str  # the not-found sentence, in the question's language
     again: AskAgain | None = None  # grounding.echo.again: an echo's second chance
+    # grounding.abstain.not.found: the second answer is judged by it as the first was
+    threshold: float | None = None
     name: ClassVar[str] = "echo"
     timed: ClassVar[bool] = False
 
     @classmethod
     def of(
-        cls, question: str, result: ChainResult, not_found: str, again: AskAgain | None = None
+        cls,
+        question: str,
+        result: ChainResult,
+        not_found: str,
+        again: AskAgain | None = None,
+        threshold: float | None = None,
     ) -> RefuseEcho:
         texts = (text for _, text in source_texts(result))
-        return cls(EchoCheck.of(question, texts), not_found, again)
+        return cls(EchoCheck.of(question, texts), not_found, again, threshold)
 
     def wanted(self, done: Finishing) -> bool:
         return not done.found_nothing and bool(done.result.sources)
@@ -279,12 +290,23 @@ class RefuseEcho:
             return Amendment(message=self.not_found, abstained=why)
         said = again.text and not says_nothing_relevant(again.text)
         if said and self.check.says_something(again.text):
+            # what the model said of the answer kept, not of the echo it replaces
+            confidence = self._confidence(done, again)
+            doubt = None if confidence is None else confidence.get("not_found")
+            if self.threshold is None or doubt is None or doubt < self.threshold:
+                return Amendment(
+                    message=again.text,
+                    usages=(again.usage,),
+                    confidence=confidence,
+                    finish_reason=again.finish_reason,
+                )
+            why += (
+                f", asked again, the first step of its second answer gave the not-found "
+                f"sentence a probability of {doubt:.2f}, at or above "
+                f"grounding.abstain.not.found ({self.threshold:g})"
+            )
             return Amendment(
-                message=again.text,
-                usages=(again.usage,),
-                # what the model said of the answer kept, not of the echo it replaces
-                confidence=self._confidence(done, again),
-                finish_reason=again.finish_reason,
+                message=self.not_found, abstained=why, usages=(again.usage,), confidence=confidence
             )
         failed = ", asked again, its second request failed"
         why += failed if again.failed else ", asked again, neither did its second answer"
