@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from functools import partial
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Header, Request, Response
@@ -126,11 +127,13 @@ async def change_config(
     try:
         if written:
             preview = runtime.config.preview(written)
-            _keep_tokens_with_their_endpoints(runtime, preview, written)
+            keep = partial(_keep_tokens_with_their_endpoints, runtime, written)
+            keep(runtime.config.as_is(), preview)  # refused before Solr is asked
             await runtime.check_startable(preview, set(written))
-            # the file lock may wait: off the event loop
+            # the file lock may wait: off the event loop; checked again under the lock, on
+            # the file as it is then (an edit meanwhile)
             settings, version = await asyncio.to_thread(
-                runtime.config.update, written, expected_version=expected
+                runtime.config.update, written, expected_version=expected, check=keep
             )
         else:
             settings, version = runtime.settings(), runtime.config.version()
@@ -163,15 +166,21 @@ def _as_properties(changes: dict[str, Any]) -> dict[str, str | None]:
 
 
 def _keep_tokens_with_their_endpoints(
-    runtime: Runtime, changed: Settings, written: Mapping[str, str | None]
+    runtime: Runtime,
+    written: Mapping[str, str | None],
+    as_is: Settings | None,
+    changed: Settings,
 ) -> None:
-    """A change of where a token goes (any key that decides it: an endpoint, or for Solr's
-    login solr.url, solr.zk.hosts and solr.nodes.discover) would send that token to the new
-    address (an admin session could exfiltrate it): the same change must give the token again
-    (or null). A token is given only when the change names its key: compared by value, a
-    token rotated in its file since the settings in force were read would pass for given. A
-    token the environment sets cannot be given here: its address is changed there."""
-    current = runtime.settings()
+    """A change that sends a token to an address it did not go to (any key that decides it:
+    an endpoint, or for Solr's login solr.url, solr.zk.hosts and solr.nodes.discover) would
+    let an admin session exfiltrate it: the same change must give the token again (or null).
+    A token is given only when the change names its key: compared by value, a token rotated
+    in its file since the settings in force were read would pass for given. An address is
+    new when neither the settings in force nor the file as it is (`as_is`: a reload may have
+    failed) send the token there; fewer addresses (a node left out of solr.url, discovery
+    off) are no new one. A token the environment sets cannot be given here: its addresses
+    are changed where it is set."""
+    befores = [runtime.settings(), *([as_is] if as_is is not None else [])]
     for token_key, endpoint_keys in secret_destinations().items():
         if not endpoint_keys or token_key in written:
             continue
@@ -180,7 +189,8 @@ def _keep_tokens_with_their_endpoints(
         moved = [
             key
             for key in endpoint_keys
-            if key in written and _where(changed.value(key)) != _where(current.value(key))
+            if key in written
+            and any(_widens(changed.value(key), before.value(key)) for before in befores)
         ]
         if not moved:
             continue
@@ -188,9 +198,9 @@ def _keep_tokens_with_their_endpoints(
         variable = runtime.config.overridden_by_env(token_key)
         if variable:
             raise InvalidConfigChange(
-                f"{', '.join(moved)}: {token_key} is set by the environment variable "
-                f"{variable}, which the admin API cannot change: change {them} where "
-                f"{variable} is set (a token is never sent to an address set elsewhere)"
+                f"{', '.join(moved)}: would send {token_key}, which the environment variable "
+                f"{variable} sets, to a new address: change {them} in the environment (the "
+                "admin API never sends a token it cannot be given to an address it sets)"
             )
         raise InvalidConfigChange(
             f"{', '.join(moved)}: changing {them} needs {token_key} again in the same "
@@ -199,9 +209,19 @@ def _keep_tokens_with_their_endpoints(
         )
 
 
-def _where(value: object) -> object:
-    """A value of a key deciding an address, compared as the address it names."""
-    return value.rstrip("/") if isinstance(value, str) else value
+def _widens(value: object, before: object) -> bool:
+    """Whether a key deciding where a token goes names an address `before` did not: a URL,
+    one of a list's (solr.url, solr.zk.hosts), or discovery turned on."""
+    if isinstance(value, bool):
+        return value and not before
+    return bool(_addresses(value) - _addresses(before))
+
+
+def _addresses(value: object) -> frozenset[str]:
+    """The addresses a value names, compared as written less a trailing slash."""
+    if value is None:
+        return frozenset()
+    return frozenset(part.strip().rstrip("/") for part in str(value).split(",") if part.strip())
 
 
 @router.post("/admin/test-connection", responses=documented_errors(403))

@@ -24,7 +24,7 @@ import os
 import re
 import threading
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
@@ -74,13 +74,11 @@ def settings_from_mapping(
             raw.setdefault(new, values[old])
     _embeddings_model_from_solr(raw)
     for key in keys:
-        if env and env_name(key) in env:
-            raw[key] = env[env_name(key)]
-        elif env and env.get(env_name(key) + "_FILE") and key in secret_keys():
-            raw[key] = _secret_file(env_name(key) + "_FILE", env[env_name(key) + "_FILE"])
-    admin_token = admin_token_from(env or {})
-    if admin_token:
-        raw["admin.token"] = admin_token
+        source = env_source(key, env or {})
+        if source is None:
+            continue
+        variable, from_file = source
+        raw[key] = _secret_file(variable, env[variable]) if from_file else env[variable]
 
     cleaned = {
         key: value.strip()
@@ -154,12 +152,23 @@ def secret_files(env: Mapping[str, str]) -> tuple[Path, ...]:
     return tuple(Path(env[name]) for name in [*names, "ADMIN_TOKEN_FILE"] if env.get(name))
 
 
-def admin_token_from(env: Mapping[str, str]) -> str:
-    if env.get("ADMIN_TOKEN"):
-        return env["ADMIN_TOKEN"]
-    if env.get("ADMIN_TOKEN_FILE"):
-        return _secret_file("ADMIN_TOKEN_FILE", env["ADMIN_TOKEN_FILE"])
-    return ""
+def env_source(key: str, env: Mapping[str, str]) -> tuple[str, bool] | None:
+    """The environment variable that sets `key` instead of rag.properties, and whether it
+    names a file holding the value; None: the file's value stands. `ADMIN_TOKEN` (or
+    `ADMIN_TOKEN_FILE`) first for admin.token; then the key's own variable when not empty;
+    then, for a secret, `<VARIABLE>_FILE`; then the key's own variable set empty (a blank
+    value: `SOLR_RAG_AI_API_TOKEN: ${AI_API_TOKEN:-}` in a compose file sets the token blank,
+    unless a `_FILE` gives it)."""
+    variable = env_name(key)
+    named = [variable]
+    if key == "admin.token":
+        named = ["ADMIN_TOKEN", "ADMIN_TOKEN_FILE", variable]
+    if key in secret_keys():
+        named.append(variable + "_FILE")
+    for name in named:
+        if env.get(name):
+            return name, name.endswith("_FILE") and name != variable
+    return (variable, False) if variable in env else None
 
 
 def secret_keys() -> frozenset[str]:
@@ -221,26 +230,37 @@ class ConfigStore:
 
     def overridden_by_env(self, key: str) -> str | None:
         """The environment variable that sets `key` instead of the file, if any (a secret's
-        `<VARIABLE>_FILE` too)."""
-        names: tuple[str, ...] = (env_name(key),)
-        if key in secret_keys():
-            names += (env_name(key) + "_FILE",)
-        if key == "admin.token":
-            names = ("ADMIN_TOKEN", "ADMIN_TOKEN_FILE", *names)
-        return next((name for name in names if self._env.get(name)), None)
+        `<VARIABLE>_FILE` too): `env_source`, the rule the settings are read by."""
+        source = env_source(key, self._env)
+        return None if source is None else source[0]
 
     def preview(self, changes: Mapping[str, str | None]) -> Settings:
         """The Settings `update(changes)` would give now, validated, without writing."""
         self._check_keys(changes)
         return self._apply(parse_properties(self._read_text()), changes)
 
+    def as_is(self) -> Settings | None:
+        """The Settings of rag.properties as it is now (None: it is not valid now), which may
+        not be the settings in force yet (a reload that failed)."""
+        try:
+            return self._apply(parse_properties(self._read_text()), {})
+        except ConfigError:
+            return None
+
     def update(
-        self, changes: Mapping[str, str | None], *, expected_version: str | None = None
+        self,
+        changes: Mapping[str, str | None],
+        *,
+        expected_version: str | None = None,
+        check: Callable[[Settings | None, Settings], None] | None = None,
     ) -> tuple[Settings, str]:
         """Sets keys of rag.properties (values as they would be written there; None removes
         the key, so its default applies) and returns the new Settings and version. Raises
         ConfigError naming the key when a change is invalid, ConfigConflict when the file is
-        no longer `expected_version`; the file is then untouched."""
+        no longer `expected_version`; the file is then untouched. `check(as_is, after)` is
+        called with the file locked, on what it holds then (None: not valid) and what the
+        change makes of it: what it raises leaves the file untouched (no edit meanwhile can
+        slip between a check and the write)."""
         self._check_keys(changes)
         with self._lock, _exclusive(self.path):
             text = self._read_text()
@@ -251,6 +271,12 @@ class ConfigStore:
                 )
             before = parse_properties(text)
             settings = self._apply(before, changes)
+            if check is not None:
+                try:
+                    as_is: Settings | None = self._apply(before, {})
+                except ConfigError:
+                    as_is = None
+                check(as_is, settings)
             edited = with_values(text, {**_former_names(before, changes), **changes})
             _write_atomically(self.path, edited)
             self._settings = settings

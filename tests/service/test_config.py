@@ -214,6 +214,12 @@ def test_a_rotation_that_keeps_length_and_time_or_a_mode_fixed_is_seen(
         before.st_mtime_ns,
     )
     assert password() == "password-2"
+    # a mode changed, nothing else (a failed read mended by chmod): read again, as the log says
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="service.config.store"):
+        secret.chmod(0o640)
+        assert password() == "password-2"
+    assert "configuration reloaded" in caplog.text
     if os.geteuid() == 0:
         return  # root reads a file of mode 000: no failed read to mend
     secret.chmod(0)

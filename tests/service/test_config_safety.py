@@ -4,6 +4,7 @@ a value that would stop the next start is refused, and a token stays with its en
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -12,9 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service.agents.custom import FILE_NAME as CUSTOM_TOOLS
+from service.api.admin import _keep_tokens_with_their_endpoints
 from service.config.catalog import catalog
 from service.config.properties import parse_properties, with_values
 from service.config.settings import secret_destinations
+from service.errors import InvalidConfigChange
 from testing.llm_server import LLMScript
 from testing.servers import dead_address
 from testing.service import ADMIN_TOKEN, ClientFactory
@@ -187,8 +190,9 @@ COMPANIONS: dict[str, dict[str, object]] = {
 }
 ADDRESSES = {
     "solr.zk.hosts": ("attacker.example:2181", "other.example:2181"),
-    "solr.nodes.discover": (False, True),  # on: the nodes the cluster names are called too
+    "solr.nodes.discover": (True, False),  # on: the nodes the cluster names are called too
 }
+STARTS = {"solr.nodes.discover": {"solr.nodes.discover": False}}  # off, so that on is new
 USERS = {"solr.auth.password": "solr.auth.user", "solr.zk.digest.password": "solr.zk.digest.user"}
 
 
@@ -196,7 +200,8 @@ USERS = {"solr.auth.password": "solr.auth.user", "solr.zk.digest.password": "sol
 def test_a_stored_token_never_follows_a_changed_endpoint(
     make_client: ClientFactory, endpoint: str, token: str
 ) -> None:
-    client = make_client({token: "sk-stored-secret", **COMPANIONS.get(token, {})})
+    starts = {token: "sk-stored-secret", **COMPANIONS.get(token, {}), **STARTS.get(endpoint, {})}
+    client = make_client(starts)
     attacker, other = ADDRESSES.get(endpoint, ("https://attacker.example/v1/",
                                                "https://other.example/v1/"))  # fmt: skip
     moved = {endpoint: attacker}
@@ -247,6 +252,83 @@ def test_a_token_the_environment_gives_never_follows_an_admin_edit(
     (Path(path).parent / CUSTOM_TOOLS).unlink()
     left = client.patch("/admin/config", json={"llm.model": "other-model"}, headers=ADMIN)
     assert left.status_code == 200, left.text  # other keys are edited as ever
+
+
+def test_fewer_addresses_need_no_token_again(make_client: ClientFactory, solr_url: str) -> None:
+    """A node left out of solr.url, or discovery turned off, sends Solr's login to fewer of
+    the places it already goes: no token again; a node added does need it."""
+    login = {"solr.auth.password": "sk-stored-secret", **COMPANIONS["solr.auth.password"]}
+    both = f"{solr_url},http://127.0.0.1:9/solr"
+    client = make_client({**login, "solr.url": both})
+    for fewer in ({"solr.url": solr_url}, {"solr.nodes.discover": False}):
+        changed = client.patch("/admin/config", json=fewer, headers=ADMIN)
+        assert changed.status_code == 200, changed.text
+    for more in ({"solr.url": both}, {"solr.nodes.discover": True}):
+        refused = client.patch("/admin/config", json=more, headers=ADMIN)
+        assert refused.status_code == 422, refused.text
+        assert "solr.auth.password" in refused.json()["content"]["reason"]
+
+
+def test_an_address_is_new_to_the_file_as_it_is_not_only_to_the_settings_in_force(
+    make_client: ClientFactory, tmp_path: Path
+) -> None:
+    """An operator moved the endpoint and rotated its token in rag.properties, and the reload
+    failed (a broken tools file beside it): the settings in force still name the old
+    endpoint. Setting the old endpoint back would send the new token there: refused."""
+    client = make_client({"ai.api.token": "sk-first", "ai.api.endpoint": "https://old.example/v1/"})
+    path = Path(client.get("/admin/config", headers=ADMIN).json()["path"])
+    (path.parent / CUSTOM_TOOLS).write_text("{not json")
+    text = path.read_text().replace("https://old.example/v1/", "https://new.example/v1/")
+    path.write_text(text.replace("sk-first", "sk-rotated"))
+    assert values(client)["ai.api.endpoint"] == "https://old.example/v1/"  # still in force
+    back = client.patch(
+        "/admin/config", json={"ai.api.endpoint": "https://old.example/v1/"}, headers=ADMIN
+    )
+    assert back.status_code == 422, back.status_code
+    assert "sk-rotated" in path.read_text() and "new.example" in path.read_text()
+    (path.parent / CUSTOM_TOOLS).unlink()
+
+
+def test_a_token_saved_while_a_change_was_checked_is_checked_again_at_the_write(
+    make_client: ClientFactory,
+) -> None:
+    """The check of a change and its write are apart (Solr asked whether the service could
+    start with it, in between): a token saved meanwhile is checked again under the file's
+    lock, on the file as it is then, and the move refused."""
+    client = make_client()
+    runtime = client.app.state.runtime
+    moved = {"ai.api.endpoint": "https://attacker.example/v1/"}
+    keep = partial(_keep_tokens_with_their_endpoints, runtime, moved)
+    keep(runtime.config.as_is(), runtime.config.preview(moved))  # no token yet: no objection
+    saved = client.patch("/admin/config", json={"ai.api.token": "sk-real"}, headers=ADMIN)
+    assert saved.status_code == 200, saved.text
+    with pytest.raises(InvalidConfigChange, match=r"ai\.api\.token"):
+        runtime.config.update(moved, check=keep)
+    assert values(client)["ai.api.endpoint"] != moved["ai.api.endpoint"]
+
+
+@pytest.mark.parametrize("with_file", [False, True])
+def test_a_variable_set_empty_is_the_keys_source_too(
+    make_client: ClientFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, with_file: bool
+) -> None:
+    """docker-compose.yml sets SOLR_RAG_AI_API_TOKEN: ${AI_API_TOKEN:-}, empty when unset:
+    the token is blank by the environment, so the admin API does not write one (it would sit
+    in rag.properties in clear, unused); a _FILE beside the empty variable gives the token."""
+    monkeypatch.setenv("SOLR_RAG_AI_API_TOKEN", "")
+    secret = tmp_path / "llm.token"
+    secret.write_text("sk-from-a-file")
+    if with_file:
+        monkeypatch.setenv("SOLR_RAG_AI_API_TOKEN_FILE", str(secret))
+    client = make_client()
+    runtime = client.app.state.runtime
+    variable = "SOLR_RAG_AI_API_TOKEN" + ("_FILE" if with_file else "")
+    shown = client.get("/admin/config", headers=ADMIN).json()["settings"]
+    assert [k["environment"] for k in shown if k["key"] == "ai.api.token"] == [variable]
+    in_force = runtime.settings().llm.token.get_secret_value()
+    assert in_force == ("sk-from-a-file" if with_file else "")
+    written = client.patch("/admin/config", json={"ai.api.token": "sk-typed"}, headers=ADMIN)
+    assert written.status_code == 422, written.text
+    assert variable in written.json()["content"]["reason"]
 
 
 def test_an_optional_number_is_a_number_that_may_be_left_blank(make_client: ClientFactory) -> None:
