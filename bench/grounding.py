@@ -36,6 +36,7 @@ from service.config import Settings
 from service.grounding import GroundingCheck, LlmGroundingCheck
 from service.grounding.claims import numbers, sentences_of
 from service.llm import ChatClient, EmbeddingsClient, LLMOptions
+from service.llm.embeddings import Kind
 from service.llm.size import request_size
 
 _AUXILIARY = re.compile(r"\b(is|are|was|were|can|has|have|does|do|will|may)\b")
@@ -66,7 +67,8 @@ def number_changed(sentence: str) -> str | None:
     if not found or not found[0].isdigit():
         return None
     changed = str(int(found[0]) * 2 + 1)
-    return re.sub(rf"\b{re.escape(found[0])}\b", changed, sentence, count=1)
+    written = re.sub(rf"\b{re.escape(found[0])}\b", changed, sentence, count=1)
+    return written if written != sentence else None  # a figure in words ("two"): not changed
 
 
 def negation_added(sentence: str) -> str | None:
@@ -162,9 +164,9 @@ class CountingEmbeddings(EmbeddingsClient):
         super().__init__(http, LLMOptions(endpoint=endpoint, model="all-MiniLM-L6-v2"))
         self._calls = calls
 
-    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+    async def embed(self, texts: Sequence[str], *, kind: Kind = "passage") -> list[list[float]]:
         self._calls.append(1)
-        return await super().embed(texts)
+        return await super().embed(texts, kind=kind)
 
 
 async def run(

@@ -23,12 +23,35 @@ _LINE = re.compile(r"[^\n]*\S[^\n]*")
 _MARKER = re.compile(r"\s*(?:(?:[-*\u2022>]+|#{1,6}|\(?[0-9]{1,3}[.)]|\(?[a-z]\))\s+)?")
 _WORD = re.compile(r"[a-z0-9]+(?:[.,][0-9]+)*")
 _NUMBER = re.compile(r"^[0-9]+(?:[.,][0-9]+)*$")
+_CLAUSE_END = re.compile(r"[,;:()\[\]\u2014]|\s[-\u2013]\s")  # where a negation's reach ends
 _NEGATION = frozenset(
     {"not", "no", "never", "none", "nor", "neither", "nothing", "nobody", "nowhere", "without",
      # "cannot", and contractions typed without their apostrophe ("n't" is read as "not")
      "cannot", "cant", "dont", "doesnt", "didnt", "isnt", "arent", "wasnt", "werent", "wont",
      "wouldnt", "couldnt", "shouldnt", "hasnt", "havent", "hadnt", "mustnt", "neednt", "aint"}
 )  # fmt: skip
+# a figure said in words is the same word as in digits ("7 professional schools" of a source
+# that says "seven"); "one" and "un" are left out: pronoun and article more often than figures
+FIGURES = (
+    {
+        word: str(value)
+        for words in (
+            "two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+            "sixteen seventeen eighteen nineteen twenty",
+            "deux trois quatre cinq six sept huit neuf dix onze douze treize quatorze quinze seize",
+        )
+        for value, word in enumerate(words.split(), start=2)
+    }
+    | {
+        word: str(10 * tens)
+        for words in (
+            "thirty forty fifty sixty seventy eighty ninety",
+            "trente quarante cinquante soixante",
+        )
+        for tens, word in enumerate(words.split(), start=3)
+    }
+    | {"vingt": "20"}
+)
 # English function words (stopwords.txt): what a sentence shares with any text
 STOP_WORDS = frozenset(
     word
@@ -159,14 +182,32 @@ def tokens(text: str) -> list[str]:
 def facts(text: str) -> tuple[frozenset[str], frozenset[str], bool]:
     """(content words, numbers, negated) of a text, tokenized once; remembered, as the same
     source sentences come back with every question about them."""
-    found = tokens(text)
+    found = [FIGURES.get(token, token) for token in tokens(text)]
     words = frozenset(stem(t) for t in found if t not in STOP_WORDS and t not in _NEGATION)
     figures = frozenset(t.replace(",", "") for t in found if _NUMBER.match(t))
     return words, figures, any(t in _NEGATION for t in found)
 
 
+@lru_cache(maxsize=16_384)
+def affirmed(text: str) -> str | None:
+    """What a negating text states outside its negations' reach, as `tokens` reads it: each
+    negation reaches to the end of its clause (the next , ; : or bracket), and no further
+    ("those unable to afford an education, or who choose not to pursue one, receive lower
+    wages" still says they receive lower wages; "Thomas Sowell ... claims that this is due
+    to women not taking ..." still names Thomas Sowell). None: the text does not negate."""
+    if not negated(text):
+        return None
+    kept: list[str] = []
+    for clause in _CLAUSE_END.split(text):
+        found = tokens(clause)
+        reach = next((at for at, token in enumerate(found) if token in _NEGATION), len(found))
+        kept += found[:reach]
+    return " ".join(kept)
+
+
 def content_words(text: str) -> frozenset[str]:
-    return frozenset(stem(token) for token in tokens(text) if is_content(token))
+    """A text's content words, crudely stemmed, a figure in words by its digits."""
+    return frozenset(stem(FIGURES.get(token, token)) for token in tokens(text) if is_content(token))
 
 
 def is_content(token: str) -> bool:
@@ -175,7 +216,9 @@ def is_content(token: str) -> bool:
 
 
 def numbers(text: str) -> frozenset[str]:
-    return frozenset(token.replace(",", "") for token in tokens(text) if _NUMBER.match(token))
+    """A text's figures, in digits ("seven" is 7)."""
+    found = (FIGURES.get(token, token) for token in tokens(text))
+    return frozenset(token.replace(",", "") for token in found if _NUMBER.match(token))
 
 
 def negated(text: str) -> bool:

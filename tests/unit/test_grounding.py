@@ -79,6 +79,42 @@ async def test_a_changed_number_or_an_added_negation_is_not_supported() -> None:
     ]
 
 
+SOWELL = (
+    1,
+    "Thomas Sowell, in his book Knowledge and Decisions, claims that this gap is due to women "
+    "not taking jobs far from home. Those who cannot afford an education, or choose not to "
+    "pursue one, generally receive much lower wages. Paris is not the capital of Germany.",
+)
+
+
+async def test_a_phrase_stands_on_what_a_negating_sentence_says_outside_its_negation() -> None:
+    """A short answer taken from a sentence that negates something else is supported (issue
+    69: correct phrases were reported unsupported); what the negation reaches is not."""
+    assert await check("Thomas Sowell [1]. Much lower wages [1].", SOWELL) == [
+        ("Thomas Sowell.", True),
+        ("Much lower wages.", True),
+    ]
+    assert await check("Women take jobs far from home [1].", SOWELL) == [
+        ("Women take jobs far from home.", False)
+    ]
+    assert await check("Paris is the capital of Germany [1].", SOWELL) == [
+        ("Paris is the capital of Germany.", False)
+    ]
+
+
+async def test_a_figure_in_words_is_the_figure_in_digits() -> None:
+    schools = (1, "The university consists of The College and seven professional schools.")
+    assert await check("7 professional schools [1].", schools) == [
+        ("7 professional schools.", True)
+    ]
+    assert await check("8 professional schools [1].", schools) == [
+        ("8 professional schools.", False)
+    ]
+    assert await check("Seven professional schools.", (1, "It has 7 professional schools.")) == [
+        ("Seven professional schools.", True)
+    ]
+
+
 async def test_a_source_sentence_carried_on_with_a_claim_of_its_own_is_not_supported() -> None:
     assert await check(
         "The keeper lit the lamp at dusk, which made him famous across all of Scotland. "

@@ -32,11 +32,11 @@ from itertools import pairwise
 from typing import Any, ClassVar
 
 from service.chains.result import ChainResult, says_nothing_relevant
-from service.grounding.claims import is_content, stem, tokens
+from service.grounding.claims import FIGURES, is_content, stem, tokens
 from service.llm.types import TokenChoice
 from service.rag.reply import Amendment, Finishing, source_texts
 from service.rag.stages.again import Again, AskAgain
-from service.rag.stages.confidence import Confidence
+from service.rag.stages.confidence import Confidence, not_found_probability
 from service.text.citations import CITATION
 from service.text.language import FRENCH, guess_language
 
@@ -51,28 +51,6 @@ _FRENCH_FUNCTION = frozenset(
 # words that answer a question by themselves, whatever the sources' words
 _ANSWERS = frozenset({"yes", "no", "oui", "non", "true", "false", "vrai", "faux"})
 _ROOT = 5
-# a figure said in words is the same word as in digits ("7 professional schools" of a source
-# that says "seven"); "one" and "un" are left out: pronoun and article more often than figures
-_FIGURES = (
-    {
-        word: str(value)
-        for words in (
-            "two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
-            "sixteen seventeen eighteen nineteen twenty",
-            "deux trois quatre cinq six sept huit neuf dix onze douze treize quatorze quinze seize",
-        )
-        for value, word in enumerate(words.split(), start=2)
-    }
-    | {
-        word: str(10 * tens)
-        for words in (
-            "thirty forty fifty sixty seventy eighty ninety",
-            "trente quarante cinquante soixante",
-        )
-        for tens, word in enumerate(words.split(), start=3)
-    }
-    | {"vingt": "20"}
-)
 _UNFINISHED = re.compile(r"\w+$")  # a word the LLM may still be writing
 _OR = frozenset({"or"})  # between a question's alternatives ("ou" folds as "où" does: not French)
 _CHOICE_WORDS = 3  # an alternative: at most this many content words beside "or"
@@ -104,7 +82,7 @@ def _read(text: str) -> list[tuple[str, bool]]:
     function word as written."""
     read = []
     for token in tokens(CITATION.sub(" ", text)):
-        word = _FIGURES.get(token) or stem(token)
+        word = FIGURES.get(token) or stem(token)
         if is_content(token) and word not in _FRENCH_FUNCTION:
             read.append((word[:_ROOT], True))
         else:
@@ -117,7 +95,7 @@ def _stems(text: str) -> frozenset[str]:
     tells apart two words that begin alike ("catastrophism", "catastrophic")."""
     found = set()
     for token in tokens(CITATION.sub(" ", text)):
-        word = _FIGURES.get(token) or stem(token)
+        word = FIGURES.get(token) or stem(token)
         if is_content(token) and word not in _FRENCH_FUNCTION:
             found.add(word)
     return frozenset(found)
@@ -292,7 +270,9 @@ class RefuseEcho:
         if said and self.check.says_something(again.text):
             # what the model said of the answer kept, not of the echo it replaces
             confidence = self._confidence(done, again)
-            doubt = None if confidence is None else confidence.get("not_found")
+            # as Doubt.unsure judges a first answer: the probability unrounded, of its tokens
+            # (none reported: not judged, as a first answer is not)
+            doubt = not_found_probability(again.tokens[0], self.not_found) if again.tokens else None
             if self.threshold is None or doubt is None or doubt < self.threshold:
                 return Amendment(
                     message=again.text,
