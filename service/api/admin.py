@@ -26,6 +26,7 @@ from service.api.payload import json_route
 from service.config import Settings
 from service.config.catalog import by_key, catalog
 from service.config.settings import secret_destinations
+from service.config.store import ConfigStore
 from service.errors import (
     ConfigChangedMeanwhile,
     ConfigConflict,
@@ -127,7 +128,11 @@ async def change_config(
     try:
         if written:
             preview = runtime.config.preview(written)
-            keep = partial(_keep_tokens_with_their_endpoints, runtime, written)
+            # the settings in force read now, never under the file's lock (a reload there
+            # would wait on the lock its own thread holds)
+            keep = partial(
+                _keep_tokens_with_their_endpoints, runtime.config, runtime.settings(), written
+            )
             keep(runtime.config.as_is(), preview)  # refused before Solr is asked
             await runtime.check_startable(preview, set(written))
             # the file lock may wait: off the event loop; checked again under the lock, on
@@ -166,7 +171,8 @@ def _as_properties(changes: dict[str, Any]) -> dict[str, str | None]:
 
 
 def _keep_tokens_with_their_endpoints(
-    runtime: Runtime,
+    store: ConfigStore,
+    in_force: Settings,
     written: Mapping[str, str | None],
     as_is: Settings | None,
     changed: Settings,
@@ -176,11 +182,11 @@ def _keep_tokens_with_their_endpoints(
     let an admin session exfiltrate it: the same change must give the token again (or null).
     A token is given only when the change names its key: compared by value, a token rotated
     in its file since the settings in force were read would pass for given. An address is
-    new when neither the settings in force nor the file as it is (`as_is`: a reload may have
-    failed) send the token there; fewer addresses (a node left out of solr.url, discovery
-    off) are no new one. A token the environment sets cannot be given here: its addresses
-    are changed where it is set."""
-    befores = [runtime.settings(), *([as_is] if as_is is not None else [])]
+    new when the settings in force or the file as it is (`as_is`: a reload may have failed)
+    do not send the token there; with the file not valid now (`as_is` None), every address
+    the change writes is new. Fewer addresses (a node left out of solr.url, discovery off)
+    are no new one. A token the environment sets cannot be given here: its addresses are
+    changed where it is set."""
     for token_key, endpoint_keys in secret_destinations().items():
         if not endpoint_keys or token_key in written:
             continue
@@ -190,12 +196,15 @@ def _keep_tokens_with_their_endpoints(
             key
             for key in endpoint_keys
             if key in written
-            and any(_widens(changed.value(key), before.value(key)) for before in befores)
+            and (
+                as_is is None
+                or any(_widens(key, changed.value(key), s.value(key)) for s in (in_force, as_is))
+            )
         ]
         if not moved:
             continue
         them = "it" if len(moved) == 1 else "them"
-        variable = runtime.config.overridden_by_env(token_key)
+        variable = store.overridden_by_env(token_key)
         if variable:
             raise InvalidConfigChange(
                 f"{', '.join(moved)}: would send {token_key}, which the environment variable "
@@ -209,12 +218,25 @@ def _keep_tokens_with_their_endpoints(
         )
 
 
-def _widens(value: object, before: object) -> bool:
+def _widens(key: str, value: object, before: object) -> bool:
     """Whether a key deciding where a token goes names an address `before` did not: a URL,
-    one of a list's (solr.url, solr.zk.hosts), or discovery turned on."""
+    one of a list's (solr.url, solr.zk.hosts), discovery turned on, or another ZooKeeper
+    chroot (it moves where every host of the list is read: a node list elsewhere)."""
     if isinstance(value, bool):
         return value and not before
+    if key == "solr.zk.hosts":  # the hosts, then where on them
+        hosts, chroot = _zookeeper(value)
+        hosts_before, chroot_before = _zookeeper(before)
+        return bool(hosts - hosts_before) or chroot != chroot_before
     return bool(_addresses(value) - _addresses(before))
+
+
+def _zookeeper(value: object) -> tuple[frozenset[str], str]:
+    """A ZooKeeper host list's hosts and chroot ("zk1:2181,zk2:2181/solr": /solr)."""
+    text = "" if value is None else str(value)
+    at = text.find("/")
+    hosts, chroot = (text[:at], text[at:].rstrip("/")) if at >= 0 else (text, "")
+    return _addresses(hosts), chroot
 
 
 def _addresses(value: object) -> frozenset[str]:

@@ -202,7 +202,8 @@ class ConfigStore:
     def __init__(self, path: Path, env: Mapping[str, str] | None = None) -> None:
         self.path = path
         self._env = os.environ if env is None else env
-        self._lock = threading.Lock()
+        # reentrant: a check run under it (update's) may read the settings in force
+        self._lock = threading.RLock()
         self._secret_files = secret_files(self._env)
         # read with rag.properties: the custom agent's tools, then the secrets' files
         self._others_paths = tuple(map(str, (path.parent / FILE_NAME, *self._secret_files)))

@@ -17,13 +17,12 @@ import math
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from functools import cached_property, lru_cache
+from functools import lru_cache
 from typing import Any
 
 from service.errors import ServiceError
 from service.grounding.claims import (
     Claim,
-    affirmed,
     claims_of,
     facts,
     negated,
@@ -44,6 +43,9 @@ MAX_CLAUSES = 300
 # request of at most MAX_BY_MEANING * (1 + CLOSEST) texts; the rest stay unsupported
 MAX_BY_MEANING = 64
 CLOSEST = 3  # source sentences per doubtful claim whose meaning is compared
+# a claim of at most this many content words is a mention (a name, a figure, a short answer's
+# phrase), not a statement: a negation in the sentence that holds it does not deny it
+MENTION_WORDS = 2
 
 
 @dataclass(frozen=True)
@@ -124,13 +126,6 @@ class Evidence:
     @classmethod
     def of(cls, source: int, text: str) -> Evidence:
         return cls(source, text, *facts(text))
-
-    @cached_property
-    def affirmed(self) -> Evidence | None:
-        """What a negating sentence states outside its negations' reach (claims.affirmed), as
-        evidence of its own; None: nothing. Read once per sentence, whatever the claims."""
-        stated = affirmed(self.text) if self.negated else None
-        return Evidence.of(self.source, stated) if stated else None
 
 
 class GroundingCheck:
@@ -276,19 +271,16 @@ def _cited(claim: Claim, evidence: list[Evidence]) -> list[Evidence]:
 
 def _candidates(claim: Claim, evidence: list[Evidence]) -> list[Evidence]:
     """The evidence that may support the claim: cited, with its numbers and its negation. A
-    claim that does not negate may stand on what a negating source sentence says outside
-    its negations' reach (claims.affirmed: "Thomas Sowell [1]" of "Thomas Sowell ... claims
-    that this is due to women not taking ..."); never on what a negation reaches."""
+    mention (a claim of at most MENTION_WORDS content words: a short answer's phrase, "Thomas
+    Sowell [1]") states nothing a negation could deny: a negating sentence that holds it may
+    support it ("Thomas Sowell ... claims that this is due to women not taking ...")."""
     wanted, negative = numbers(claim.text), negated(claim.text)
-    found = []
-    for e in _cited(claim, evidence):
-        if e.negated and not negative:
-            if e.affirmed is None:
-                continue
-            e = e.affirmed
-        if wanted <= e.numbers and e.negated == negative:
-            found.append(e)
-    return found
+    mention = not negative and len(claim.words) <= MENTION_WORDS
+    return [
+        e
+        for e in _cited(claim, evidence)
+        if wanted <= e.numbers and (e.negated == negative or mention)
+    ]
 
 
 def closest(claim: Claim, evidence: list[Evidence], count: int = CLOSEST) -> list[Evidence]:

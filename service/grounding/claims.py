@@ -23,7 +23,6 @@ _LINE = re.compile(r"[^\n]*\S[^\n]*")
 _MARKER = re.compile(r"\s*(?:(?:[-*\u2022>]+|#{1,6}|\(?[0-9]{1,3}[.)]|\(?[a-z]\))\s+)?")
 _WORD = re.compile(r"[a-z0-9]+(?:[.,][0-9]+)*")
 _NUMBER = re.compile(r"^[0-9]+(?:[.,][0-9]+)*$")
-_CLAUSE_END = re.compile(r"[,;:()\[\]\u2014]|\s[-\u2013]\s")  # where a negation's reach ends
 _NEGATION = frozenset(
     {"not", "no", "never", "none", "nor", "neither", "nothing", "nobody", "nowhere", "without",
      # "cannot", and contractions typed without their apostrophe ("n't" is read as "not")
@@ -31,16 +30,18 @@ _NEGATION = frozenset(
      "wouldnt", "couldnt", "shouldnt", "hasnt", "havent", "hadnt", "mustnt", "neednt", "aint"}
 )  # fmt: skip
 # a figure said in words is the same word as in digits ("7 professional schools" of a source
-# that says "seven"); "one" and "un" are left out: pronoun and article more often than figures
+# that says "seven"); left out: "one" and "un" (pronoun and article more often than figures),
+# and the French words that are English ones too ("sept" of "11 Sept", "seize" the verb, "neuf")
 FIGURES = (
     {
         word: str(value)
         for words in (
             "two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
             "sixteen seventeen eighteen nineteen twenty",
-            "deux trois quatre cinq six sept huit neuf dix onze douze treize quatorze quinze seize",
+            "deux trois quatre cinq six - huit - dix onze douze treize quatorze quinze -",
         )
         for value, word in enumerate(words.split(), start=2)
+        if word != "-"
     }
     | {
         word: str(10 * tens)
@@ -52,6 +53,20 @@ FIGURES = (
     }
     | {"vingt": "20"}
 )
+# the units a tens word takes after it ("twenty-five", "vingt-cinq")
+_UNITS = {
+    word: value
+    for words in (
+        "one two three four five six seven eight nine",
+        "un deux trois quatre cinq six sept huit neuf",
+    )
+    for value, word in enumerate(words.split(), start=1)
+}
+# after a figure, a word that multiplies it: "two million" is no 2 (the figure left as written)
+_SCALES = frozenset(
+    {"hundred", "hundreds", "thousand", "thousands", "million", "millions", "billion",
+     "billions", "trillion", "cent", "cents", "mille", "milliard", "milliards"}
+)  # fmt: skip
 # English function words (stopwords.txt): what a sentence shares with any text
 STOP_WORDS = frozenset(
     word
@@ -182,32 +197,39 @@ def tokens(text: str) -> list[str]:
 def facts(text: str) -> tuple[frozenset[str], frozenset[str], bool]:
     """(content words, numbers, negated) of a text, tokenized once; remembered, as the same
     source sentences come back with every question about them."""
-    found = [FIGURES.get(token, token) for token in tokens(text)]
+    found = in_figures(tokens(text))
     words = frozenset(stem(t) for t in found if t not in STOP_WORDS and t not in _NEGATION)
     figures = frozenset(t.replace(",", "") for t in found if _NUMBER.match(t))
     return words, figures, any(t in _NEGATION for t in found)
 
 
-@lru_cache(maxsize=16_384)
-def affirmed(text: str) -> str | None:
-    """What a negating text states outside its negations' reach, as `tokens` reads it: each
-    negation reaches to the end of its clause (the next , ; : or bracket), and no further
-    ("those unable to afford an education, or who choose not to pursue one, receive lower
-    wages" still says they receive lower wages; "Thomas Sowell ... claims that this is due
-    to women not taking ..." still names Thomas Sowell). None: the text does not negate."""
-    if not negated(text):
-        return None
-    kept: list[str] = []
-    for clause in _CLAUSE_END.split(text):
-        found = tokens(clause)
-        reach = next((at for at, token in enumerate(found) if token in _NEGATION), len(found))
-        kept += found[:reach]
-    return " ".join(kept)
+def in_figures(found: list[str]) -> list[str]:
+    """Tokens with each figure said in words in digits: "seven" 7, "twenty-five" 25 (one
+    token for the two); a figure a scale word follows ("two million") left as written."""
+    read: list[str] = []
+    at = 0
+    while at < len(found):
+        token, value = found[at], FIGURES.get(found[at])
+        if value is None:
+            read.append(token)
+            at += 1
+            continue
+        taken = 1
+        if value.endswith("0") and value != "10" and at + 1 < len(found):
+            unit = _UNITS.get(found[at + 1])
+            if unit is not None:
+                value, taken = str(int(value) + unit), 2
+        if at + taken < len(found) and found[at + taken] in _SCALES:
+            read += found[at : at + taken]  # "two million": not the figure 2
+        else:
+            read.append(value)
+        at += taken
+    return read
 
 
 def content_words(text: str) -> frozenset[str]:
     """A text's content words, crudely stemmed, a figure in words by its digits."""
-    return frozenset(stem(FIGURES.get(token, token)) for token in tokens(text) if is_content(token))
+    return frozenset(stem(token) for token in in_figures(tokens(text)) if is_content(token))
 
 
 def is_content(token: str) -> bool:
@@ -217,7 +239,7 @@ def is_content(token: str) -> bool:
 
 def numbers(text: str) -> frozenset[str]:
     """A text's figures, in digits ("seven" is 7)."""
-    found = (FIGURES.get(token, token) for token in tokens(text))
+    found = in_figures(tokens(text))
     return frozenset(token.replace(",", "") for token in found if _NUMBER.match(token))
 
 

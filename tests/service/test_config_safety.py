@@ -4,6 +4,8 @@ a value that would stop the next start is refused, and a token stays with its en
 
 from __future__ import annotations
 
+import os
+import threading
 from functools import partial
 from pathlib import Path
 
@@ -14,6 +16,7 @@ from hypothesis import strategies as st
 
 from service.agents.custom import FILE_NAME as CUSTOM_TOOLS
 from service.api.admin import _keep_tokens_with_their_endpoints
+from service.config import ConfigStore
 from service.config.catalog import catalog
 from service.config.properties import parse_properties, with_values
 from service.config.settings import secret_destinations
@@ -298,13 +301,52 @@ def test_a_token_saved_while_a_change_was_checked_is_checked_again_at_the_write(
     client = make_client()
     runtime = client.app.state.runtime
     moved = {"ai.api.endpoint": "https://attacker.example/v1/"}
-    keep = partial(_keep_tokens_with_their_endpoints, runtime, moved)
+    keep = partial(_keep_tokens_with_their_endpoints, runtime.config, runtime.settings(), moved)
     keep(runtime.config.as_is(), runtime.config.preview(moved))  # no token yet: no objection
     saved = client.patch("/admin/config", json={"ai.api.token": "sk-real"}, headers=ADMIN)
     assert saved.status_code == 200, saved.text
     with pytest.raises(InvalidConfigChange, match=r"ai\.api\.token"):
         runtime.config.update(moved, check=keep)
     assert values(client)["ai.api.endpoint"] != moved["ai.api.endpoint"]
+
+
+def test_a_check_that_reads_the_settings_in_force_cannot_lock_the_store(tmp_path: Path) -> None:
+    """The check runs with the store's lock held; the file changed meanwhile (another
+    worker's edit, a rotated secret), a check reading the settings in force reloads them
+    under that lock: it must not wait on itself (every later request would wait too)."""
+    path = tmp_path / "rag.properties"
+    path.write_text("llm.model=first\n")
+    store = ConfigStore(path, env={})
+    path.write_text("llm.model=second\n")
+    os.utime(path, ns=(1, 1))  # seen as changed, whatever the clock's grain
+    seen: list[str] = []
+    done = threading.Thread(
+        target=store.update,
+        args=({"llm.temperature": "0.5"},),
+        kwargs={"check": lambda as_is, after: seen.append(store.current().llm.model)},
+        daemon=True,
+    )
+    done.start()
+    done.join(timeout=60)
+    assert not done.is_alive(), "update waits on its own lock"
+    assert seen == ["second"] and store.current().llm.temperature == 0.5
+
+
+def test_a_zookeeper_chroot_dropped_or_changed_needs_the_token_again(
+    make_client: ClientFactory,
+) -> None:
+    """The chroot ends a host list ("zk1:2181,zk2:2181/solr") and moves where every host
+    is read: a list without it, or with another, sends the digest login elsewhere."""
+    login = {"solr.zk.digest.password": "sk-stored-secret", **COMPANIONS["solr.zk.digest.password"]}
+    client = make_client({**login, "solr.zk.hosts": "127.0.0.1:2181,127.0.0.2:2181/solr"})
+    for moved in ("127.0.0.1:2181", "127.0.0.1:2181,127.0.0.2:2181/other"):
+        refused = client.patch("/admin/config", json={"solr.zk.hosts": moved}, headers=ADMIN)
+        assert refused.status_code == 422, refused.text
+        assert "solr.zk.digest.password" in refused.json()["content"]["reason"]
+    fewer = client.patch(
+        "/admin/config", json={"solr.zk.hosts": "127.0.0.1:2181/solr"}, headers=ADMIN
+    )
+    assert fewer.status_code == 200, fewer.text
 
 
 @pytest.mark.parametrize("with_file", [False, True])

@@ -83,23 +83,27 @@ SOWELL = (
     1,
     "Thomas Sowell, in his book Knowledge and Decisions, claims that this gap is due to women "
     "not taking jobs far from home. Those who cannot afford an education, or choose not to "
-    "pursue one, generally receive much lower wages. Paris is not the capital of Germany.",
+    "pursue one, generally receive much lower wages. Paris is not the capital of Germany. "
+    "The claim that vaccines cause autism is not supported. The package does not include the "
+    "charger, the cable, or the manual.",
 )
 
 
-async def test_a_phrase_stands_on_what_a_negating_sentence_says_outside_its_negation() -> None:
-    """A short answer taken from a sentence that negates something else is supported (issue
-    69: correct phrases were reported unsupported); what the negation reaches is not."""
-    assert await check("Thomas Sowell [1]. Much lower wages [1].", SOWELL) == [
+async def test_a_mention_stands_on_a_sentence_that_negates_a_statement_does_not() -> None:
+    """A short answer's phrase (two content words at most) held by a sentence that negates
+    is supported (issue 69: correct phrases were reported unsupported); a statement a
+    negating sentence holds is not, wherever the negation stands in it."""
+    assert await check("Thomas Sowell [1]. Lower wages [1].", SOWELL) == [
         ("Thomas Sowell.", True),
-        ("Much lower wages.", True),
+        ("Lower wages.", True),
     ]
-    assert await check("Women take jobs far from home [1].", SOWELL) == [
-        ("Women take jobs far from home.", False)
-    ]
-    assert await check("Paris is the capital of Germany [1].", SOWELL) == [
-        ("Paris is the capital of Germany.", False)
-    ]
+    for statement in (
+        "Women take jobs far from home.",
+        "Paris is the capital of Germany.",
+        "Vaccines cause autism.",
+        "The package includes the cable and the manual.",
+    ):
+        assert await check(f"{statement[:-1]} [1].", SOWELL) == [(statement, False)]
 
 
 async def test_a_figure_in_words_is_the_figure_in_digits() -> None:
@@ -112,6 +116,16 @@ async def test_a_figure_in_words_is_the_figure_in_digits() -> None:
     ]
     assert await check("Seven professional schools.", (1, "It has 7 professional schools.")) == [
         ("Seven professional schools.", True)
+    ]
+    died = (1, "Twenty-five people died, and two million people live there.")
+    assert await check("25 people died [1].", died) == [("25 people died.", True)]
+    for wrong in ("5 people died.", "20 people died.", "2 people live there."):
+        assert await check(wrong, died) == [(wrong, False)]
+    # French words that are English ones too are no figures
+    hijack = (1, "On 11 Sept 2001, 19 hijackers took part. Protesters seized the parliament.")
+    assert await check("7 hijackers took part.", hijack) == [("7 hijackers took part.", False)]
+    assert await check("Protesters seize the parliament.", hijack) == [
+        ("Protesters seize the parliament.", True)
     ]
 
 
