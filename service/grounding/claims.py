@@ -27,7 +27,10 @@ _NEGATION = frozenset(
     {"not", "no", "never", "none", "nor", "neither", "nothing", "nobody", "nowhere", "without",
      # "cannot", and contractions typed without their apostrophe ("n't" is read as "not")
      "cannot", "cant", "dont", "doesnt", "didnt", "isnt", "arent", "wasnt", "werent", "wont",
-     "wouldnt", "couldnt", "shouldnt", "hasnt", "havent", "hadnt", "mustnt", "neednt", "aint"}
+     "wouldnt", "couldnt", "shouldnt", "hasnt", "havent", "hadnt", "mustnt", "neednt", "aint",
+     # French: "ne ... pas", jamais, aucun(e), sans, ni, nullement, guère (accents folded);
+     # not "plus" nor "personne", more often "more" and "person"
+     "pas", "jamais", "aucun", "aucune", "sans", "ni", "nullement", "guere"}
 )  # fmt: skip
 # a figure said in words is the same word as in digits ("7 professional schools" of a source
 # that says "seven"); left out: "one" and "un" (pronoun and article more often than figures),

@@ -106,6 +106,19 @@ async def test_a_mention_stands_on_a_sentence_that_negates_a_statement_does_not(
         assert await check(f"{statement[:-1]} [1].", SOWELL) == [(statement, False)]
 
 
+async def test_a_french_negation_is_a_negation() -> None:
+    """ "ne ... pas", jamais, aucun: a French source that denies does not support the claim
+    it denies, nor a French claim that denies the source's."""
+    vaccins = (1, "Les vaccins ne causent pas l'autisme.")
+    phare = (1, "Le phare a été électrifié en 1952.")
+    wrong = "Les vaccins causent l'autisme."
+    assert await check(f"{wrong[:-1]} [1].", vaccins) == [(wrong, False)]
+    wrong = "Le phare n'a jamais été électrifié en 1952."
+    assert await check(f"{wrong[:-1]} [1].", phare) == [(wrong, False)]
+    right = "Les vaccins ne causent pas l'autisme."
+    assert await check(f"{right[:-1]} [1].", vaccins) == [(right, True)]
+
+
 async def test_a_figure_in_words_is_the_figure_in_digits() -> None:
     schools = (1, "The university consists of The College and seven professional schools.")
     assert await check("7 professional schools [1].", schools) == [
