@@ -28,4 +28,8 @@ HOSTILE_SCHEMAS: dict[str, tuple[dict[str, object], str]] = {
         "patternProperties",
     ),
     "a dynamic reference": ({"$dynamicRef": "#node"}, "refers to itself"),
+    "3,000 items required": (
+        {"type": "array", "minItems": 3000, "items": {"type": "integer"}},
+        "minItems 3000",
+    ),
 }

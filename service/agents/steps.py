@@ -93,7 +93,6 @@ def without_repeats(text: str) -> str:
 
 
 _BETWEEN_SENTENCES = re.compile(r"(?<=[.!?])\s+(?=\S)")
-_OPENING = re.compile(r"(?:\s|```(?:json)?|\{)*$")
 
 
 class AnswerParts:
@@ -138,7 +137,7 @@ class AnswerParts:
         the model's guess at its result after it, are dropped."""
         rest, self._pending, self._held = self._pending.rstrip(), "", False
         if (call := _written(rest, self.tools)) is not None:
-            rest = _OPENING.sub("", rest[: call[0]])  # a fence or a second brace before it
+            rest = _without_opening(rest[: call[0]])  # a fence or a second brace before it
         shown = []
         while (boundary := _BETWEEN_SENTENCES.search(rest)) is not None:
             shown += self._said(rest[: boundary.start()])
@@ -155,6 +154,18 @@ class AnswerParts:
         return [part]
 
 
+def _without_opening(text: str) -> str:
+    """`text` without the blanks, code fences (```json) and braces that end it: what opens a
+    tool call written after it (a loop from the end: no pattern backtracking over blanks)."""
+    while True:
+        trimmed = text.rstrip()
+        for opening in ("```json", "```", "{"):
+            trimmed = trimmed.removesuffix(opening)
+        if trimmed == text:
+            return text
+        text = trimmed
+
+
 def json_step(text: str) -> tuple[str, str] | None:
     """(tool, input) of a JSON step; one cut short by max_tokens (its string and object left
     open) is closed first, so that an answer cut mid-sentence is still an answer, never the
@@ -162,7 +173,7 @@ def json_step(text: str) -> tuple[str, str] | None:
     for ending in ("", '"}', "}"):
         try:
             step = json.loads(text.strip().rstrip("\\") + ending)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # RecursionError: nested too deep
             continue
         if isinstance(step, dict) and isinstance(step.get("tool"), str):
             return step["tool"], str(step.get("input", ""))
@@ -185,7 +196,7 @@ def _written(text: str, tools: tuple[str, ...]) -> tuple[int, ToolCall] | None:
     for start in starts:
         try:
             value, _ = decoder.raw_decode(text, start)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # RecursionError: nested too deep
             continue
         if not isinstance(value, dict) or value.get("name") not in tools:
             continue
@@ -193,7 +204,7 @@ def _written(text: str, tools: tuple[str, ...]) -> tuple[int, ToolCall] | None:
         if isinstance(given, str):  # OpenAI's own wire form: the arguments as a JSON text
             try:
                 given = json.loads(given)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 continue
         if isinstance(given, dict):
             arguments = json.dumps(given)[:4_000]

@@ -96,6 +96,7 @@ def create_app(config_path: Path) -> FastAPI:
         BodySizeLimit,
         limit=lambda path: body_limit(runtime.settings(), path),
         pause=lambda: runtime.settings().server.body_timeout,
+        whole=lambda: runtime.settings().server.request_timeout,
     )
     # an LLM question whose caller leaves is cancelled (service.api.llm_work)
     app.add_middleware(CancelOnDisconnect)

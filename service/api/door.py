@@ -29,7 +29,7 @@ from contextlib import ExitStack, contextmanager
 from urllib.parse import urlsplit
 
 from starlette.requests import HTTPConnection, Request
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.api.errors import error_response
 from service.api.identity import Caller, identify
@@ -112,14 +112,21 @@ class Door:
         """One question of `caller` while the block runs: CallerOverLimit when it has its cap
         in progress already, LlmBusy when the LLM would not answer it in time; its LLM calls
         counted (a question that made none does not count in the LLM's pace)."""
+        with self.asking(caller, settings) as work, self.pace.admitted(work):
+            yield work
+
+    @contextmanager
+    def asking(self, caller: Caller, settings: Settings) -> Iterator[Work]:
+        """`question` but for the LLM's pace, which its caller enters once the question is
+        whole (`pace.admitted`: an HTTP request's body read; a body still arriving, or
+        trickled a byte at a time, is no question the LLM is answering)."""
         with self.callers.asking(caller.name, settings.llm.max_concurrent_per_caller):
             if admission_on(settings):
                 self._admit(settings)
             work = Work()
             bound = work_var.set(work)
             try:
-                with self.pace.admitted(work):
-                    yield work
+                yield work
             finally:
                 work_var.reset(bound)
 
@@ -171,15 +178,29 @@ class DoorMiddleware:
             await self.app(scope, receive, send)
 
     async def _question(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A question admitted (caller, cap, admission) before its body is read, counted in
+        the LLM's pace once its body is whole: a request without one (a GET: an MCP event
+        stream held open, a search) never, as it is no question for the LLM."""
         request = Request(scope)
         with ExitStack() as held:
             try:
                 caller = self.door.identify(request)
-                held.enter_context(self.door.question(caller, self.door.settings()))
+                work = held.enter_context(self.door.asking(caller, self.door.settings()))
             except ServiceError as refused:
                 await error_response(request, refused)(scope, receive, send)
                 return
-            await self.app(scope, receive, send)
+            counted = scope["method"] in SAFE_METHODS  # no body: never in the pace
+
+            async def read() -> Message:
+                nonlocal counted
+                message = await receive()
+                whole = message["type"] == "http.request" and not message.get("more_body")
+                if whole and not counted:
+                    counted = True
+                    held.enter_context(self.door.pace.admitted(work))
+                return message
+
+            await self.app(scope, read, send)
 
     async def _socket(self, scope: Scope, receive: Receive, send: Send) -> None:
         connection = HTTPConnection(scope)

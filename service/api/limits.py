@@ -5,11 +5,13 @@ pace (`request.body.timeout`).
 A declared Content-Length over the limit is refused at once; a chunked body is counted as it
 arrives and refused when it passes the limit, so no oversized body is ever held in memory. A
 body that pauses longer than the timeout between two parts is a 408: a client sending a byte a
-minute cannot hold a connection and a worker's attention for ever.
+minute cannot hold a connection and a worker's attention for ever; nor can one sending a byte
+every few seconds: the whole body must arrive within `request.timeout`.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import anyio
@@ -30,10 +32,12 @@ class BodySizeLimit:
         app: ASGIApp,
         limit: Callable[[str], tuple[int, str]],
         pause: Callable[[], float] = lambda: 30.0,
+        whole: Callable[[], float] = lambda: 300.0,
     ) -> None:
         self.app = app
         self.limit = limit
         self.pause = pause
+        self.whole = whole
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -48,16 +52,23 @@ class BodySizeLimit:
             return
         received = 0
         complete = False
-        pause = self.pause()
+        pause, whole = self.pause(), self.whole()
+        ends = time.monotonic() + whole
 
         async def counted() -> Message:
             nonlocal received, complete
             if complete:  # after the body: the wait for a disconnect is not timed
                 return await receive()
+            left = ends - time.monotonic()
             try:
-                with anyio.fail_after(pause):
+                with anyio.fail_after(max(0.0, min(pause, left))):
                     message = await receive()
             except TimeoutError:
+                if left <= pause:
+                    raise BodyTimeout(
+                        f"the request body took longer than {whole:g}s (request.timeout) to "
+                        f"arrive, after {received} bytes"
+                    ) from None
                 raise BodyTimeout(
                     f"the request body stopped arriving for {pause:g}s "
                     f"(request.body.timeout), after {received} bytes"

@@ -65,9 +65,11 @@ _LABEL_FORMS = tuple(
 # "This can be found in [1]", "This answer is found in [1]": issue 69), from a word's start,
 # as the forms are found
 _CITATION_WORDS = re.compile(
-    r"[ \t]*(?<!\S)(?:(?:the[ \t]+)?(?:number[ \t]+of[ \t]+the[ \t]+)?document[ \t]+that[ \t]+"
+    # a run of blanks read whole, once (possessive, from its start: no backtracking over it)
+    r"(?<![ \t])[ \t]*+(?<!\S)"
+    r"(?:(?:the[ \t]+)?(?:number[ \t]+of[ \t]+the[ \t]+)?document[ \t]+that[ \t]+"
     r"says[ \t]+(?:it|this|that|so)[ \t]+is|this(?:[ \t]+answer|[ \t]+information)?[ \t]+"
-    r"(?:can[ \t]+be|is)[ \t]+found[ \t]+in)[ \t]*:?[ \t]*(?=\[\d{1,3}\])",
+    r"(?:can[ \t]+be|is)[ \t]+found[ \t]+in)[ \t]*+:?[ \t]*+(?=\[\d{1,3}\])",
     re.I,
 )
 # the same words ending what is left of a sentence a form was cut from: they would cite
@@ -88,6 +90,7 @@ _CITATION_FORMS = tuple(
 _SENTENCE = re.compile(r"[^.!?\n]*[.!?]*[ \t]*\n?")
 _WORD_START = re.compile(r"(?<!\S)\S")
 _SPACES = re.compile(r"\s+")
+_BLANK_LINES = re.compile(r"\n{3,}")
 
 # reading a template's own words: its tags and comments out, its variables between them
 _TAG = re.compile(r"{%.*?%}|{#.*?#}", re.S)
@@ -196,13 +199,34 @@ class Unscaffolded:
         self._scaffolding = scaffolding or Scaffolding.shipped()
         self._written = ""
         self._given = ""
+        # the whole lines read for good (`_Reading.settled`): where the next reading starts,
+        # and what they kept, so that each piece costs the lines still open, not the whole
+        # answer: up to its last line break with a citation's words taken out (`_clean`;
+        # they never run past a line break), the rest as written (`_tail`)
+        self._start = 0
+        self._clean = ""
+        self._tail = ""
 
     def feed(self, piece: str) -> str:
         self._written += piece
-        return self._give(_finished(_Reading(self._scaffolding, self._written).scan(final=False)))
+        return self._give(self._decided(final=False))
 
     def flush(self) -> str:
-        return self._give(_finished(_Reading(self._scaffolding, self._written).scan(final=True)))
+        return self._give(self._decided(final=True))
+
+    def _decided(self, *, final: bool) -> str:
+        """`_finished` of what is decided so far, the lines settled before read once."""
+        reading = _Reading(self._scaffolding, self._written[self._start :])
+        rest = reading.scan(final=final)
+        decided = self._clean + _without_citation_words(self._tail + rest)
+        position, length = reading.settled
+        self._start += position
+        self._tail += rest[:length]
+        cut = self._tail.rfind("\n") + 1
+        if cut:
+            self._clean += _without_citation_words(self._tail[:cut])
+            self._tail = self._tail[cut:]
+        return _tidied(decided)
 
     @property
     def given(self) -> str:
@@ -218,8 +242,15 @@ class Unscaffolded:
 
 
 def _finished(decided: str) -> str:
-    text = re.sub(r"\n{3,}", "\n\n", _CITATION_WORDS.sub(" ", decided))
-    return text.strip()
+    return _tidied(_without_citation_words(decided))
+
+
+def _without_citation_words(text: str) -> str:
+    return _CITATION_WORDS.sub(" ", text)
+
+
+def _tidied(text: str) -> str:
+    return _BLANK_LINES.sub("\n\n", text).strip()
 
 
 class _Reading:
@@ -228,11 +259,15 @@ class _Reading:
     def __init__(self, scaffolding: Scaffolding, text: str) -> None:
         self.scaffolding = scaffolding
         self.text = text
+        # (where, how much of what scan kept): the text before `where` is whole lines decided
+        # for good, no earlier answer held, so a reading of text[where:] goes on as this one
+        self.settled = (0, 0)
 
     def scan(self, *, final: bool) -> str:
         """The kept part of the text, as far as it is decided (all of it when `final`)."""
         text = self.text
         kept: list[str] = []
+        length = 0  # of what `kept` holds
         earlier: list[str] | None = None  # an earlier answer's lines, held
         position = 0
         while position < len(text):
@@ -262,8 +297,11 @@ class _Reading:
                 continue
             sentences, done = self._sentences(content, complete)
             kept.append(sentences)
+            length += len(sentences)
             if not done:
                 return "".join(kept)
+            if end >= 0:  # a whole line, decided: a later reading may begin after it
+                self.settled = (position, length)
         if earlier is not None:
             if not final:
                 return "".join(kept)

@@ -18,7 +18,7 @@ from service.text.citations import CITATION, without_citations
 # a sentence ends at . ! ? (and the citations right after), before a space and the next one
 _END = re.compile(r"(?<=[.!?])((?:\s*\[\d{1,3}\])*)\s+(?=[\"'(\[]?[A-Z0-9])")
 _BEFORE_PUNCTUATION = re.compile(r"\s+([.,;:!?])")  # where a citation was cut out
-_LINE = re.compile(r"[^\n]*\S[^\n]*")
+_LINE = re.compile(r"^[^\n]*\S[^\n]*", re.M)  # from a line's start: a blank line read once
 # a list item's or heading's marker at the start of a line: "- ", "* ", "2. ", "(b) ", "## "
 _MARKER = re.compile(r"\s*(?:(?:[-*\u2022>]+|#{1,6}|\(?[0-9]{1,3}[.)]|\(?[a-z]\))\s+)?")
 _WORD = re.compile(r"[a-z0-9]+(?:[.,][0-9]+)*")

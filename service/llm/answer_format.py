@@ -190,6 +190,13 @@ def checked_response_format(value: object) -> dict[str, Any] | None:
     return {"type": "json_schema", "json_schema": spec}
 
 
+# the most items, characters or properties a schema may require: the LLM's grammar spells
+# out each one it requires, and must write them (llama.cpp refuses minItems 3000 with a 400,
+# which was a 502); an upper bound (maxItems) requires nothing
+MAX_SCHEMA_COUNT = 500
+_COUNTS = ("minItems", "minLength", "minProperties")
+
+
 def schema_problem(schema: dict[str, Any]) -> str | None:
     """Why validating against `schema` could cost unbounded work, or None (module docstring)."""
     sizes: dict[int, int] = {}
@@ -205,6 +212,13 @@ def schema_problem(schema: dict[str, Any]) -> str | None:
             for keyword, reason in _REFUSED_KEYWORDS.items():
                 if keyword in node:
                     raise _Refused(reason)
+            for keyword in _COUNTS:
+                count = node.get(keyword)
+                if isinstance(count, int | float) and count > MAX_SCHEMA_COUNT:
+                    raise _Refused(
+                        f"requires {keyword} {count:g}, more than {MAX_SCHEMA_COUNT}: the "
+                        "LLM would have to write each one"
+                    )
             ref = node.get("$ref")
             if ref is not None:
                 children.append(_local_target(schema, ref))

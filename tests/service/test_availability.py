@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from service.api.app import create_app
 from service.api.connections import HEADER_SECONDS
 from service.api.documents import MAX_UPLOAD_CHARS
 from service.api.payload import MAX_DEPTH, QUESTION_BYTES
@@ -30,7 +31,7 @@ from service.processes import start_server, stop_group
 from service.upstream import POOL_WAIT_SECONDS
 from testing.hostile_schemas import HOSTILE_SCHEMAS
 from testing.llm_server import LLMScript, Step
-from testing.servers import free_port
+from testing.servers import free_port, serve_in_thread
 from testing.service import ADMIN_TOKEN, ClientFactory, ServiceFactory, write_properties
 from tests.service.test_lifecycle import wait_until
 
@@ -407,6 +408,62 @@ def test_a_body_that_stops_arriving_is_a_408_and_frees_the_connection(
         assert answer.startswith("HTTP/1.1 408"), answer[:200]
         assert "request.body.timeout" in answer
         assert time.monotonic() - started < 8
+
+
+def test_a_body_trickled_a_byte_at_a_time_ends_within_request_timeout(
+    service: ServiceFactory,
+) -> None:
+    """A byte every second never pauses for request.body.timeout, but the whole body must
+    arrive within request.timeout: a 408 then, naming it."""
+    base = service({"request.body.timeout": 2, "request.timeout": 3})
+    host, port = base.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as connection:
+        connection.sendall(
+            b"POST /ai/rag HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 1000\r\n\r\n{"
+        )
+        connection.settimeout(1)
+        answer = ""
+        for _ in range(60):  # a byte a second, for up to a minute
+            try:
+                part = connection.recv(65536).decode(errors="replace")
+            except TimeoutError:
+                connection.sendall(b" ")
+                continue
+            if not part:
+                break
+            answer += part
+            if "}}" in answer:
+                break
+        assert answer.startswith("HTTP/1.1 408"), answer[:200]
+        assert "request.timeout" in answer, answer
+
+
+def test_a_body_still_arriving_is_no_question_the_llm_is_answering(
+    tmp_path: Path, base_properties: dict[str, object], corpus: object, llm: LLMScript
+) -> None:
+    """The LLM's pace (llm.admission) counts a question once its body is whole: two clients
+    trickling bodies cannot make it look busy and turn everyone else away with 503s."""
+    app = create_app(write_properties(tmp_path / "rag.properties", base_properties))
+    pace, callers = app.state.door.pace, app.state.door.callers
+    with serve_in_thread(app) as base:
+        host, port = base.removeprefix("http://").split(":")
+        body = json.dumps({"query": "How was the lighthouse lamp lit?"}).encode()
+        with socket.create_connection((host, int(port)), timeout=10) as connection:
+            connection.sendall(
+                b"POST /ai/rag HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+                + body[:5]
+            )
+            assert wait_until(lambda: sum(callers.values()) == 1)  # at the door, admitted
+            assert pace.in_progress == 0
+            connection.sendall(body[5:])
+            answer = b""
+            while part := connection.recv(65536):
+                answer += part
+        assert answer.startswith(b"HTTP/1.1 200"), answer[:300]
+        # counted once its answer was sent (the door's count ends just after the last byte)
+        assert wait_until(lambda: pace.completed == 1 and pace.in_progress == 0)
 
 
 @pytest.mark.usefixtures("corpus")

@@ -583,10 +583,9 @@ def test_a_second_answer_in_doubt_is_refused_as_the_first_would_be(
     make_client: ClientFactory, llm: LLMScript
 ) -> None:
     """The second answer's first step gave the not-found sentence past
-    grounding.abstain.not.found: it is refused, as a first answer that doubtful is, and the
-    refusal, whole, did not stop at max_tokens."""
+    grounding.abstain.not.found: it is refused, as a first answer that doubtful is."""
     client = make_client({"retrieval.method": "bm25", "grounding.abstain.not.found": 0.3})
-    echo = Step(content=LAMP_ECHO, first_top={"The": 0.9, "I": 0.1}, finish_reason="length")
+    echo = Step(content=LAMP_ECHO, first_top={"The": 0.9, "I": 0.1})
     doubtful = Step(content="The lamp was electrified in 1952 [1]", first_top={"The": 0.55,
                     "I": 0.45})  # fmt: skip
     llm.then(echo, doubtful)
@@ -596,15 +595,34 @@ def test_a_second_answer_in_doubt_is_refused_as_the_first_would_be(
     assert "second answer gave the not-found sentence a probability of 0.45" in body["abstained"]
     assert body["confidence"]["not_found"] == 0.45
     assert body["content"]["documents"] == []
-    llm.then(echo, doubtful)
-    request = {"model": "solr-rag", "messages": [{"role": "user", "content": LAMP}]}
-    choice = client.post("/v1/chat/completions", json=request).json()["choices"][0]
-    assert choice["message"]["content"] == NOT_FOUND_SENTENCES["en"]
-    assert choice["finish_reason"] == "stop"  # the echo's "length" went with it
     sure = Step(content="The lamp was electrified in 1952 [1]", first_top={"The": 0.8, "I": 0.2})
     llm.then(echo, sure)
     kept = client.post("/ai/rag", json={"query": LAMP}).json()
     assert kept["abstained"] is None and "1952" in kept["content"]["message"], kept
+
+
+def test_a_refusal_did_not_stop_at_max_tokens_and_a_cut_answer_is_no_echo(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    """A doubtful first answer max_tokens cut becomes the not-found sentence, whole: its
+    finish_reason is "stop". An answer max_tokens cut before it said anything is shown as
+    cut ("length"), not refused as an echo and asked again."""
+    client = make_client({"retrieval.method": "bm25", "grounding.abstain.not.found": 0.3})
+    request = {"model": "solr-rag", "messages": [{"role": "user", "content": LAMP}]}
+    doubtful = Step(content="The lamp was electrified in", first_top={"The": 0.5, "I": 0.5},
+                    finish_reason="length")  # fmt: skip
+    llm.then(doubtful)
+    choice = client.post("/v1/chat/completions", json=request).json()["choices"][0]
+    assert choice["message"]["content"] == NOT_FOUND_SENTENCES["en"], choice
+    assert choice["finish_reason"] == "stop"  # the first answer's "length" went with it
+    cut = Step(content="The lighthouse lamp was", first_top={"The": 0.9, "I": 0.1},
+               finish_reason="length")  # fmt: skip
+    llm.reset()
+    llm.then(cut)
+    choice = client.post("/v1/chat/completions", json=request).json()["choices"][0]
+    assert choice["finish_reason"] == "length", choice
+    assert choice["message"]["content"].startswith("The lighthouse lamp was"), choice
+    assert len(llm.requests) == 1  # not asked again
 
 
 def test_an_echo_said_again_is_refused_and_says_it_was_asked_twice(

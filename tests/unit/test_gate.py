@@ -11,7 +11,7 @@ from service.chains.short_answer import phrase
 from service.llm.types import TokenChoice
 from service.rag.gate import WHOLE, Gate
 from service.rag.stages.confidence import Doubt
-from service.rag.stages.echo import EchoCheck
+from service.rag.stages.echo import EchoCheck, EchoHold
 
 NOT_FOUND = "I could not find the answer in the documents."
 ANSWER = "Answer: The lamp was electrified in 1952 by the harbour board [1]."
@@ -60,6 +60,30 @@ def test_the_doubt_and_the_echo_check_hold_a_streamed_answer() -> None:
     assert "".join(_shown(gate, "The lamp was electrified. [1]")) == ""
     gate = Gate(holds=[echo])
     assert "paraffin" in "".join(_shown(gate, "It burned paraffin until 1952 [1]."))
+
+
+def test_an_echo_held_long_is_read_a_few_times_not_at_every_piece() -> None:
+    """An answer the echo check holds to its end (an echo looping on) is read again once it
+    has grown by an eighth: a few readings of its words, not one a piece (issue 70: a 16 KB
+    echo cost 30 s); an answer that says something is still shown as soon as it does."""
+    read: list[int] = []
+
+    @dataclass(frozen=True)
+    class Counting(EchoCheck):
+        def shown_yet(self, written: str) -> bool:
+            read.append(len(written))
+            return super().shown_yet(written)
+
+    check = Counting.of("When was the lamp electrified?", ["The lamp burned paraffin."])
+    echo = "The lamp was electrified when it was electrified. " * 80
+    gate = Gate(holds=[EchoHold(check)])
+    assert "".join(_shown(gate, echo)) == ""
+    assert len(read) < 60, len(read)  # 1,334 pieces
+    gate = Gate(holds=[EchoHold(check)])
+    said = "It burned paraffin. It was lit at dusk until 1952, by the keeper [1]."
+    shown = _shown(gate, said)
+    assert "".join(shown) == said
+    assert sum(1 for piece in shown if piece) > 1  # streamed, not held to its end
 
 
 def test_a_short_answers_citation_waits_for_the_end() -> None:

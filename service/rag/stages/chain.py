@@ -25,6 +25,7 @@ from service.rag.reply import Reply
 from service.rag.request import RagQuery
 from service.rag.stages.after_answer import AfterAnswer, Judged
 from service.rag.stages.again import AskAgain
+from service.rag.stages.echo import EchoHold
 from service.rag.stages.state import EveryRequest, RagState
 
 
@@ -124,4 +125,4 @@ class Chain(EveryRequest):
 
 def _holds(judged: Judged) -> tuple[Hold, ...]:
     """What holds the streamed answer back: the doubt, then the echo check."""
-    return (judged.doubt,) if judged.echo is None else (judged.doubt, judged.echo.check)
+    return (judged.doubt,) if judged.echo is None else (judged.doubt, EchoHold(judged.echo.check))

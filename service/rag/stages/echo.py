@@ -51,7 +51,8 @@ _FRENCH_FUNCTION = frozenset(
 # words that answer a question by themselves, whatever the sources' words
 _ANSWERS = frozenset({"yes", "no", "oui", "non", "true", "false", "vrai", "faux"})
 _ROOT = 5
-_UNFINISHED = re.compile(r"\w+$")  # a word the LLM may still be writing
+_REREAD = 8  # characters the held text grows by before the echo check reads it again
+_UNFINISHED = re.compile(r"(?<!\w)\w+$")  # a word the LLM may still be writing (read once)
 _OR = frozenset({"or"})  # between a question's alternatives ("ou" folds as "où" does: not French)
 _CHOICE_WORDS = 3  # an alternative: at most this many content words beside "or"
 _SKIPPED = 3  # function words skipped after "or" ("or the", "or in the")
@@ -223,6 +224,24 @@ class EchoCheck:
         return not self.shown_yet(kept)
 
 
+class EchoHold:
+    """The echo check holding a streamed answer (service.rag.gate): asked again only once
+    the text has grown by an eighth since it was last asked (and a few characters), so that
+    an answer held long (an echo looping on) costs a few readings of its words, not one a
+    piece; holding a little longer is all a reading skipped costs (what is held is shown at
+    the end, or once the words say something)."""
+
+    def __init__(self, check: EchoCheck) -> None:
+        self.check = check
+        self._asked_at = -1  # the length of the text last read; -1: none yet
+
+    def holds(self, kept: str, tokens: Sequence[TokenChoice]) -> bool:
+        if self._asked_at >= 0 and len(kept) < self._asked_at + max(_REREAD, self._asked_at // 8):
+            return True
+        self._asked_at = len(kept)
+        return not self.check.shown_yet(kept)
+
+
 def echoes(answer: str, question: str, sources: Iterable[str]) -> bool:
     """Whether `answer` says nothing the sources say beyond the question's own words."""
     return not EchoCheck.of(question, sources).says_something(answer)
@@ -254,7 +273,10 @@ class RefuseEcho:
         return cls(EchoCheck.of(question, texts), not_found, again, threshold)
 
     def wanted(self, done: Finishing) -> bool:
-        return not done.found_nothing and bool(done.result.sources)
+        # an answer max_tokens cut may not have said anything yet: it is shown as cut
+        # (finish_reason "length"), not refused as an echo
+        cut = done.answer.finish_reason == "length"
+        return not done.found_nothing and bool(done.result.sources) and not cut
 
     async def run(self, done: Finishing) -> Amendment | None:
         if self.check.says_something(done.answer.message):
