@@ -204,6 +204,7 @@ class Unscaffolded:
         # answer: up to its last line break with a citation's words taken out (`_clean`;
         # they never run past a line break), the rest as written (`_tail`)
         self._start = 0
+        self._in_line = False  # the next reading begins inside an answer's line
         self._clean = ""
         self._tail = ""
 
@@ -216,10 +217,12 @@ class Unscaffolded:
 
     def _decided(self, *, final: bool) -> str:
         """`_finished` of what is decided so far, the lines settled before read once."""
-        reading = _Reading(self._scaffolding, self._written[self._start :])
+        reading = _Reading(self._scaffolding, self._written[self._start :], in_line=self._in_line)
         rest = reading.scan(final=final)
         decided = self._clean + _without_citation_words(self._tail + rest)
-        position, length = reading.settled
+        position, length, in_line = reading.settled
+        if position:
+            self._in_line = in_line
         self._start += position
         self._tail += rest[:length]
         cut = self._tail.rfind("\n") + 1
@@ -256,12 +259,17 @@ def _tidied(text: str) -> str:
 class _Reading:
     """One reading of an answer written so far, against a Scaffolding."""
 
-    def __init__(self, scaffolding: Scaffolding, text: str) -> None:
+    def __init__(self, scaffolding: Scaffolding, text: str, *, in_line: bool = False) -> None:
         self.scaffolding = scaffolding
         self.text = text
-        # (where, how much of what scan kept): the text before `where` is whole lines decided
-        # for good, no earlier answer held, so a reading of text[where:] goes on as this one
-        self.settled = (0, 0)
+        # `text` begins inside a line already read as an answer's (`settled`'s in_line)
+        self.in_line = in_line
+        # (where, how much of what scan kept, inside a line): the text before `where` is
+        # decided for good (whole lines, or the ended sentences of an answer's line followed
+        # by more of it), no earlier answer held, so a reading of text[where:] (in_line: its
+        # first line known to be the answer's) goes on as this one
+        self.settled: tuple[int, int, bool] = (0, 0, False)
+        self._sentences_settled = (0, 0)  # within the line being read: (offset, kept length)
 
     def scan(self, *, final: bool) -> str:
         """The kept part of the text, as far as it is decided (all of it when `final`)."""
@@ -274,8 +282,11 @@ class _Reading:
             end = text.find("\n", position)
             complete = end >= 0 or final
             line = text[position : end + 1] if end >= 0 else text[position:]
-            position = end + 1 if end >= 0 else len(text)
-            kind, content = self._line(line, complete)
+            starts, position = position, end + 1 if end >= 0 else len(text)
+            if self.in_line and starts == 0:  # the rest of a line read as the answer's
+                kind, content = "content", line
+            else:
+                kind, content = self._line(line, complete)
             if kind == "undecided":
                 return "".join(kept)
             if kind == "template":
@@ -296,12 +307,19 @@ class _Reading:
                 earlier.append(line)
                 continue
             sentences, done = self._sentences(content, complete)
+            within, kept_within = self._sentences_settled
+            if end < 0 and within:  # a line still written: its sentences ended before
+                self.settled = (
+                    starts + len(line) - len(content) + within,
+                    length + kept_within,
+                    True,
+                )
             kept.append(sentences)
             length += len(sentences)
             if not done:
                 return "".join(kept)
             if end >= 0:  # a whole line, decided: a later reading may begin after it
-                self.settled = (position, length)
+                self.settled = (position, length, False)
         if earlier is not None:
             if not final:
                 return "".join(kept)
@@ -341,22 +359,31 @@ class _Reading:
         """The kept part of a line's content, and whether all of it is decided."""
         forms_at = self.scaffolding._forms_at
         kept: list[str] = []
+        length = 0  # of what `kept` holds
+        self._sentences_settled = (0, 0)
         for match in _SENTENCE.finditer(content):
             sentence = match.group()
             if not sentence:
                 continue
-            ended = complete or match.end() < len(content) or bool(re.search(r"[.!?\n]", sentence))
+            followed = match.end() < len(content)  # by more of the line: its end is known
+            ended = complete or followed or bool(re.search(r"[.!?\n]", sentence))
             forms = forms_at.search(sentence)
             if forms is not None:  # the instruction's forms: the sentence, or its end, goes
                 if _words_before(sentence, forms.start()) >= SENTENCE_HOLD:
                     head = sentence[: forms.start()]
                     cited = _CITATION_HEAD.search(head)
                     kept.append(head[: cited.start()] if cited else head)
+                    length += len(kept[-1])
                 if not ended:
                     return "".join(kept), False
+                if followed:
+                    self._sentences_settled = (match.end(), length)
                 continue
             if ended:
                 kept.append(sentence)
+                length += len(sentence)
+                if followed:
+                    self._sentences_settled = (match.end(), length)
                 continue
             # the sentence is still being written: what could yet be scaffolding waits
             first = [m.start() for m in islice(_WORD_START.finditer(sentence), SENTENCE_HOLD + 1)]

@@ -131,13 +131,15 @@ def test_each_piece_reads_the_lines_still_open_not_the_whole_answer(
     read: list[int] = []
     reading = scaffolding._Reading.__init__
 
-    def counting(self: scaffolding._Reading, of: Scaffolding, text: str) -> None:
+    def counting(self: scaffolding._Reading, of: Scaffolding, text: str, **given: bool) -> None:
         read.append(len(text))
-        reading(self, of, text)
+        reading(self, of, text, **given)
 
     monkeypatch.setattr(scaffolding._Reading, "__init__", counting)
-    text = "The lamp was lit at dusk and burned oil. Answer: it did.\n" * 150
-    reader = Unscaffolded()
-    streamed = "".join(reader.feed(text[at : at + 4]) for at in range(0, len(text), 4))
-    assert streamed + reader.flush() == without_scaffolding(text)
-    assert sum(read) < 20 * len(text), sum(read) / len(text)  # whole rescans: ~1,000x
+    said = "The lamp was lit at dusk and burned oil. Answer: it did."
+    for text in (f"{said}\n" * 150, f"{said} " * 150):  # lines, then one line of sentences
+        read.clear()
+        reader = Unscaffolded()
+        streamed = "".join(reader.feed(text[at : at + 4]) for at in range(0, len(text), 4))
+        assert streamed + reader.flush() == without_scaffolding(text)
+        assert sum(read) < 20 * len(text), sum(read) / len(text)  # whole rescans: ~1,000x
