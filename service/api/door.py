@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 POLICY_VIOLATION = 1008  # WebSocket close code: refused by the door
 DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+MCP_EVENTS = "/mcp"  # its GET: the event stream an MCP client holds open
 
 
 def caller_of(connection: HTTPConnection) -> Caller:
@@ -178,9 +179,10 @@ class DoorMiddleware:
             await self.app(scope, receive, send)
 
     async def _question(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """A question admitted (caller, cap, admission) before its body is read, counted in
-        the LLM's pace once its body is whole: a request without one (a GET: an MCP event
-        stream held open, a search) never, as it is no question for the LLM."""
+        """A question admitted (caller, cap, admission) before its body is read, and again
+        once it is whole, when it starts counting in the LLM's pace: a body still arriving,
+        or trickled a byte at a time, is no question the LLM is answering. A GET counts at
+        once, but MCP's event stream, which is no question."""
         request = Request(scope)
         with ExitStack() as held:
             try:
@@ -189,7 +191,14 @@ class DoorMiddleware:
             except ServiceError as refused:
                 await error_response(request, refused)(scope, receive, send)
                 return
-            counted = scope["method"] in SAFE_METHODS  # no body: never in the pace
+            if scope["method"] in SAFE_METHODS:
+                # a GET asks at once (/search/select?action=rag answers with the LLM); MCP's
+                # event stream, held open for notifications, is no question
+                if scope["path"] != MCP_EVENTS:
+                    held.enter_context(self.door.pace.admitted(work))
+                await self.app(scope, receive, send)
+                return
+            counted = False
 
             async def read() -> Message:
                 nonlocal counted
@@ -197,6 +206,9 @@ class DoorMiddleware:
                 whole = message["type"] == "http.request" and not message.get("more_body")
                 if whole and not counted:
                     counted = True
+                    settings = self.door.settings()
+                    if admission_on(settings):  # again: others were admitted meanwhile
+                        self.door._admit(settings)  # LlmBusy, answered as a 503 as ever
                     held.enter_context(self.door.pace.admitted(work))
                 return message
 

@@ -6,7 +6,8 @@ A declared Content-Length over the limit is refused at once; a chunked body is c
 arrives and refused when it passes the limit, so no oversized body is ever held in memory. A
 body that pauses longer than the timeout between two parts is a 408: a client sending a byte a
 minute cannot hold a connection and a worker's attention for ever; nor can one sending a byte
-every few seconds: the whole body must arrive within `request.timeout`.
+every few seconds: the whole body must arrive within `request.timeout` (or, for a larger
+limit, as long as its largest body takes at 64 KiB/s: a job's submission).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.api.errors import error_response
 from service.errors import BodyTimeout, PayloadTooLarge
+
+SLOWEST_BYTES_PER_SECOND = 65536  # a job's 64 MiB body may take 17 minutes, no more
 
 
 class BodySizeLimit:
@@ -52,7 +55,8 @@ class BodySizeLimit:
             return
         received = 0
         complete = False
-        pause, whole = self.pause(), self.whole()
+        # the whole body within request.timeout, or the time its largest takes at 64 KiB/s
+        pause, whole = self.pause(), max(self.whole(), limit / SLOWEST_BYTES_PER_SECOND)
         ends = time.monotonic() + whole
 
         async def counted() -> Message:
@@ -66,8 +70,8 @@ class BodySizeLimit:
             except TimeoutError:
                 if left <= pause:
                     raise BodyTimeout(
-                        f"the request body took longer than {whole:g}s (request.timeout) to "
-                        f"arrive, after {received} bytes"
+                        f"the request body took longer than {whole:g}s (request.timeout, or "
+                        f"its size limit at 64 KiB/s) to arrive, after {received} bytes"
                     ) from None
                 raise BodyTimeout(
                     f"the request body stopped arriving for {pause:g}s "

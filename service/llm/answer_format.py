@@ -216,7 +216,7 @@ def schema_problem(schema: dict[str, Any]) -> str | None:
                 count = node.get(keyword)
                 if isinstance(count, int | float) and count > MAX_SCHEMA_COUNT:
                     raise _Refused(
-                        f"requires {keyword} {count:g}, more than {MAX_SCHEMA_COUNT}: the "
+                        f"requires {keyword} {str(count)[:20]}, more than {MAX_SCHEMA_COUNT}: the "
                         "LLM would have to write each one"
                     )
             ref = node.get("$ref")

@@ -18,6 +18,7 @@ import pytest
 from service.api.app import create_app
 from service.api.connections import HEADER_SECONDS
 from service.api.documents import MAX_UPLOAD_CHARS
+from service.api.llm_work import LlmPace
 from service.api.payload import MAX_DEPTH, QUESTION_BYTES
 from service.errors import Overloaded
 from service.grounding.check import MAX_BY_MEANING, MAX_CLAUSES, GroundingCheck
@@ -415,7 +416,7 @@ def test_a_body_trickled_a_byte_at_a_time_ends_within_request_timeout(
 ) -> None:
     """A byte every second never pauses for request.body.timeout, but the whole body must
     arrive within request.timeout: a 408 then, naming it."""
-    base = service({"request.body.timeout": 2, "request.timeout": 3})
+    base = service({"request.body.timeout": 2, "request.timeout": 3, "request.max.bytes": 2048})
     host, port = base.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=10) as connection:
         connection.sendall(
@@ -464,6 +465,38 @@ def test_a_body_still_arriving_is_no_question_the_llm_is_answering(
         assert answer.startswith(b"HTTP/1.1 200"), answer[:300]
         # counted once its answer was sent (the door's count ends just after the last byte)
         assert wait_until(lambda: pace.completed == 1 and pace.in_progress == 0)
+
+
+def test_a_question_whose_body_ends_when_the_llm_is_full_is_refused_then(
+    tmp_path: Path, base_properties: dict[str, object], corpus: object, llm: LLMScript
+) -> None:
+    """Admitted at its headers, a question is asked again once its body is whole: others
+    admitted meanwhile (a burst, or a client that sends its body after an `Expect:
+    100-continue`) made the LLM full: a 503 with Retry-After then, not a wait past the
+    deadline."""
+    settings = {**base_properties, "llm.admission": "on", "request.timeout": 30,
+                "llm.timeout.read": 30}  # fmt: skip
+    app = create_app(write_properties(tmp_path / "rag.properties", settings))
+    app.state.door.pace = LlmPace(in_progress=1, completed=5, answered=1.0, busy=60.0)
+    with serve_in_thread(app) as base:
+        host, port = base.removeprefix("http://").split(":")
+        body = json.dumps({"query": "How was the lighthouse lamp lit?"}).encode()
+        with socket.create_connection((host, int(port)), timeout=30) as connection:
+            connection.sendall(
+                b"POST /ai/rag HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+                + body[:5]
+            )
+            callers = app.state.door.callers
+            assert wait_until(lambda: sum(callers.values()) == 1)  # admitted: one in progress
+            app.state.door.pace.in_progress = 2  # two more questions reached the LLM meanwhile
+            connection.sendall(body[5:])
+            answer = b""
+            while part := connection.recv(65536):
+                answer += part
+    assert answer.startswith(b"HTTP/1.1 503"), answer[:300]
+    assert b"retry-after" in answer.lower() and b"the LLM is answering" in answer
+    assert not llm.requests
 
 
 @pytest.mark.usefixtures("corpus")

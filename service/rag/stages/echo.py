@@ -51,6 +51,7 @@ _FRENCH_FUNCTION = frozenset(
 # words that answer a question by themselves, whatever the sources' words
 _ANSWERS = frozenset({"yes", "no", "oui", "non", "true", "false", "vrai", "faux"})
 _ROOT = 5
+_CUT_SHORT = 80  # characters: an answer max_tokens cut shorter than this is no echo
 _REREAD = 8  # characters the held text grows by before the echo check reads it again
 _UNFINISHED = re.compile(r"(?<!\w)\w+$")  # a word the LLM may still be writing (read once)
 _OR = frozenset({"or"})  # between a question's alternatives ("ou" folds as "où" does: not French)
@@ -273,9 +274,10 @@ class RefuseEcho:
         return cls(EchoCheck.of(question, texts), not_found, again, threshold)
 
     def wanted(self, done: Finishing) -> bool:
-        # an answer max_tokens cut may not have said anything yet: it is shown as cut
-        # (finish_reason "length"), not refused as an echo
-        cut = done.answer.finish_reason == "length"
+        # a short answer max_tokens cut (a caller's small max_tokens) may not have said
+        # anything yet: it is shown as cut ("length"), not refused as an echo; an echo that
+        # loops on until max_tokens is long, and still refused
+        cut = done.answer.finish_reason == "length" and len(done.answer.message) <= _CUT_SHORT
         return not done.found_nothing and bool(done.result.sources) and not cut
 
     async def run(self, done: Finishing) -> Amendment | None:
