@@ -93,9 +93,12 @@ def test_pointing_zookeeper_elsewhere_needs_the_solr_password_again(
     assert path.read_bytes() == before
     assert PASSWORD not in refused.text
 
-    # solr.nodes.discover decides where the login goes too
-    discover = client.patch("/admin/config", json={"solr.nodes.discover": False}, headers=ADMIN)
-    assert discover.status_code == 422, discover.text
+    # solr.nodes.discover decides where the login goes too: off sends it to fewer places
+    # (no password needed), on again to nodes the cluster names (needed)
+    fewer = client.patch("/admin/config", json={"solr.nodes.discover": False}, headers=ADMIN)
+    assert fewer.status_code == 200, fewer.status_code
+    discover = client.patch("/admin/config", json={"solr.nodes.discover": True}, headers=ADMIN)
+    assert discover.status_code == 422, discover.status_code
     assert "solr.nodes.discover" in discover.json()["content"]["reason"]
 
 
