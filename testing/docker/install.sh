@@ -22,9 +22,36 @@ if ! docker compose version >/dev/null 2>&1; then
   install -D -m 755 "$bin/cmd" /usr/local/lib/docker/cli-plugins/docker-compose
   rm -rf "$bin"
 fi
+# A machine restored from a snapshot keeps /run's pid files: dockerd then takes whatever process
+# now has its old containerd's pid for containerd "still running" and waits on a socket nobody
+# serves. A pid file whose process is not the daemon it names is stale: remove it.
+drop_stale_pid() { # file, the daemon's command name
+  local pid
+  [ -f "$1" ] || return 0
+  pid=$(tr -dc 0-9 < "$1")
+  if [ -z "$pid" ] || [ "$(cat "/proc/$pid/comm" 2>/dev/null)" != "$2" ]; then
+    echo "removing the stale pid file $1" >&2
+    rm -f "$1"
+  fi
+}
 if ! docker info >/dev/null 2>&1; then
-  echo "starting the Docker daemon (log: /var/log/solr-rag-dockerd.log)" >&2
-  nohup dockerd > /var/log/solr-rag-dockerd.log 2>&1 &
-  for _ in $(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
+  for attempt in 1 2; do
+    drop_stale_pid /var/run/docker/containerd/containerd.pid containerd
+    drop_stale_pid /var/run/docker.pid dockerd
+    echo "starting the Docker daemon (log: /var/log/solr-rag-dockerd.log)" >&2
+    nohup dockerd > /var/log/solr-rag-dockerd.log 2>&1 &
+    daemon=$!
+    for _ in $(seq 1 90); do
+      docker info >/dev/null 2>&1 && break 2
+      kill -0 "$daemon" 2>/dev/null || break
+      sleep 1
+    done
+    echo "the Docker daemon did not answer (attempt $attempt); its log ends with:" >&2
+    tail -n 15 /var/log/solr-rag-dockerd.log >&2 || true
+    kill "$daemon" 2>/dev/null || true
+    wait "$daemon" 2>/dev/null || true
+    pkill -f "containerd --config /var/run/docker/containerd/containerd.toml" 2>/dev/null || true
+    rm -f /var/run/docker/containerd/containerd.pid /var/run/docker.pid
+  done
 fi
 docker info --format 'Docker engine {{.ServerVersion}}' && docker compose version
