@@ -226,7 +226,8 @@ def count_tokens(messages: list[ChatMessageIn], counter: TokenCounter) -> int:
 
 def _refuse_unsupported(request: ChatCompletionRequest) -> None:
     """OpenAI options a RAG answer cannot honour are refused, never silently ignored."""
-    if request.n is not None and request.n != 1:
+    # JSON's true and 1.0 equal 1 in Python: only the integer 1 is one choice
+    if request.n is not None and (type(request.n) is not int or request.n != 1):
         raise UnsupportedParameter(
             "n: RAG answers have one choice; send n=1 (or leave it out), or ask n times"
         )

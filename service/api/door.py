@@ -123,7 +123,7 @@ class Door:
         trickled a byte at a time, is no question the LLM is answering)."""
         with self.callers.asking(caller.name, settings.llm.max_concurrent_per_caller):
             if admission_on(settings):
-                self._admit(settings)
+                self.admit(settings)
             work = Work()
             bound = work_var.set(work)
             try:
@@ -131,7 +131,9 @@ class Door:
             finally:
                 work_var.reset(bound)
 
-    def _admit(self, settings: Settings) -> None:
+    def admit(self, settings: Settings) -> None:
+        """LlmBusy when the LLM, at its pace, would not answer one more question in time
+        (asked when a question comes, and again once its body is whole)."""
         pace = self.pace
         expected = pace.expected_seconds()
         # the answer's call must end within both (a streamed answer's first words within the
@@ -208,7 +210,7 @@ class DoorMiddleware:
                     counted = True
                     settings = self.door.settings()
                     if admission_on(settings):  # again: others were admitted meanwhile
-                        self.door._admit(settings)  # LlmBusy, answered as a 503 as ever
+                        self.door.admit(settings)  # LlmBusy, answered as a 503 as ever
                     held.enter_context(self.door.pace.admitted(work))
                 return message
 

@@ -1,4 +1,5 @@
-"""Each request's id, access log line and metrics: an ASGI middleware around the whole app.
+"""Each request's id, access log line and metrics (and a redirect's Location without a host,
+service.api.redirects): an ASGI middleware around the whole app.
 
 Plain ASGI rather than Starlette's BaseHTTPMiddleware, which runs the app in a second task and
 copies every response through a stream: under load that cost showed. The id is the client's
@@ -23,6 +24,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.api.errors import as_service_error, error_response
+from service.api.redirects import without_host
 from service.metrics import REQUEST_SECONDS, REQUESTS
 from service.observability import REQUEST_ID_HEADER, printable, request_id_var
 
@@ -57,6 +59,7 @@ class RequestContext:
                 status = message["status"]
                 response_started = True
                 MutableHeaders(scope=message).append(REQUEST_ID_HEADER, request_id)
+                without_host(message)  # a redirect's Location never the caller's Host
             await send(message)
 
         token = request_id_var.set(request_id)

@@ -440,6 +440,22 @@ def test_a_body_trickled_a_byte_at_a_time_ends_within_request_timeout(
         assert "request.timeout" in answer, answer
 
 
+def ai_rag_head(length: int) -> bytes:
+    """The head of a raw `POST /ai/rag` whose JSON body is `length` bytes (the connection
+    closed after its answer)."""
+    return (
+        b"POST /ai/rag HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        + f"Content-Length: {length}\r\nConnection: close\r\n\r\n".encode()
+    )
+
+
+def read_to_end(connection: socket.socket) -> bytes:
+    answer = b""
+    while part := connection.recv(65536):
+        answer += part
+    return answer
+
+
 def test_a_body_still_arriving_is_no_question_the_llm_is_answering(
     tmp_path: Path, base_properties: dict[str, object], corpus: object, llm: LLMScript
 ) -> None:
@@ -451,17 +467,11 @@ def test_a_body_still_arriving_is_no_question_the_llm_is_answering(
         host, port = base.removeprefix("http://").split(":")
         body = json.dumps({"query": "How was the lighthouse lamp lit?"}).encode()
         with socket.create_connection((host, int(port)), timeout=10) as connection:
-            connection.sendall(
-                b"POST /ai/rag HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
-                + body[:5]
-            )
+            connection.sendall(ai_rag_head(len(body)) + body[:5])
             assert wait_until(lambda: sum(callers.values()) == 1)  # at the door, admitted
             assert pace.in_progress == 0
             connection.sendall(body[5:])
-            answer = b""
-            while part := connection.recv(65536):
-                answer += part
+            answer = read_to_end(connection)
         assert answer.startswith(b"HTTP/1.1 200"), answer[:300]
         # counted once its answer was sent (the door's count ends just after the last byte)
         assert wait_until(lambda: pace.completed == 1 and pace.in_progress == 0)
@@ -482,18 +492,12 @@ def test_a_question_whose_body_ends_when_the_llm_is_full_is_refused_then(
         host, port = base.removeprefix("http://").split(":")
         body = json.dumps({"query": "How was the lighthouse lamp lit?"}).encode()
         with socket.create_connection((host, int(port)), timeout=30) as connection:
-            connection.sendall(
-                b"POST /ai/rag HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
-                + body[:5]
-            )
+            connection.sendall(ai_rag_head(len(body)) + body[:5])
             callers = app.state.door.callers
             assert wait_until(lambda: sum(callers.values()) == 1)  # admitted: one in progress
             app.state.door.pace.in_progress = 2  # two more questions reached the LLM meanwhile
             connection.sendall(body[5:])
-            answer = b""
-            while part := connection.recv(65536):
-                answer += part
+            answer = read_to_end(connection)
     assert answer.startswith(b"HTTP/1.1 503"), answer[:300]
     assert b"retry-after" in answer.lower() and b"the LLM is answering" in answer
     assert not llm.requests

@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from service.api.app import create_app
+from service.api.redirects import relative
 from service.models import extractive
 from testing.llm_server import LLMScript, Step
 from testing.servers import serve_in_thread
@@ -354,6 +355,18 @@ def test_paths_cannot_forge_log_lines(client: TestClient, caplog: pytest.LogCapt
     assert lines
     assert all("\n" not in line and "\x00" not in line and "\u2028" not in line for line in lines)
     assert any("\\x0aINFO forged line\\x00" in line for line in lines)
+
+
+def test_the_slash_redirect_names_no_host_a_request_gives(client: TestClient) -> None:
+    for host in ("evil.example", "evil.example:8443", "127.0.0.1:8000"):
+        response = client.post(
+            "/ai/rag/?x=1", json={}, headers={"Host": host}, follow_redirects=False
+        )
+        assert response.status_code == 307
+        assert response.headers["location"] == "/ai/rag?x=1"
+    # a path that would read as a host ("//evil.example", "/\\evil.example") is folded
+    assert relative("http://h//evil.example/x?q") == "/evil.example/x?q"
+    assert relative("/\\evil.example") == "/evil.example"
 
 
 # -- what anonymous callers are told ----------------------------------------------------------

@@ -12,6 +12,7 @@ from pydantic import BaseModel
 
 from service.api.conversation import NO_USER_PROMPT, TOO_LONG, split_conversation
 from service.api.openai_schema import ChatMessageIn
+from service.api.protocols import driver
 from service.text.tokens import token_counter
 from testing.llm_server import LLMScript, Step
 from testing.service import ServiceFactory
@@ -322,6 +323,33 @@ def test_first_streamed_chunk_arrives_before_the_upstream_finishes(
     assert time.monotonic() - started >= 1.5
 
 
+def test_a_quiet_stream_is_kept_alive_by_comments_sdks_skip(
+    service: ServiceFactory, llm: LLMScript, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a proxy in front (nginx: 60 s) takes a stream that says nothing for a dead one; here the
+    # quiet is 3 s of the LLM's and the keep-alive every 0.2 s
+    monkeypatch.setattr(driver, "IDLE_SECONDS", 0.2)
+    llm.then(Step(content=SAID + "Slowly written [1].", pause_after_first_chunk=3.0,
+                  pause_after_words=10))  # fmt: skip
+    body = {"model": "m", "messages": ask("lighthouse"), "stream": True, "index_name": "FileShare"}
+    with httpx.stream("POST", f"{service()}/v1/chat/completions", json=body, timeout=60) as raw:
+        lines = list(raw.iter_lines())
+    assert ": keep-alive" in lines
+    assert lines[-2:] == ["data: [DONE]", ""]
+    events = [json.loads(line[6:]) for line in lines if line.startswith("data: {")]
+    text = "".join(e["choices"][0]["delta"].get("content") or "" for e in events if e["choices"])
+    assert text == SAID + "Slowly written [1]."
+    # the OpenAI SDK reads the same stream as if the comments were not there
+    llm.then(Step(content=SAID + "Slowly written [1].", pause_after_first_chunk=1.0,
+                  pause_after_words=10))  # fmt: skip
+    chunks = client_for(service()).chat.completions.create(
+        model="m", messages=ask("lighthouse"), stream=True, extra_body={"index_name": "FileShare"}
+    )
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == (
+        SAID + "Slowly written [1]."
+    )
+
+
 def test_streamed_upstream_error_is_a_clear_error(service: ServiceFactory, llm: LLMScript) -> None:
     llm.then(Step(content="model crashed", status=500))
     openai = client_for(service())
@@ -375,7 +403,15 @@ def test_a_listed_model_can_be_retrieved_and_another_is_model_not_found(
     assert raised.value.body["code"] == "model_not_found"  # type: ignore[index]
 
 
-@pytest.mark.parametrize(("option", "named"), [({"n": 2}, "n"), ({"logprobs": True}, "logprobs")])
+@pytest.mark.parametrize(
+    ("option", "named"),
+    [
+        ({"n": 2}, "n"),
+        ({"n": True}, "n"),  # true == 1 in Python, not in JSON
+        ({"n": 1.5}, "n"),
+        ({"logprobs": True}, "logprobs"),
+    ],
+)
 def test_options_rag_cannot_honour_are_refused(
     service: ServiceFactory, llm: LLMScript, option: dict, named: str
 ) -> None:

@@ -204,3 +204,6 @@ class AiEvents:
     def failed(self, error: ServiceError) -> Iterator[str]:
         self.status = error.status
         yield from self.lines.failed(error, FEATURES[self.action], self.language)
+
+    def idle(self) -> Iterator[str]:
+        return iter(())  # NDJSON has no line that says nothing; its phases show the work

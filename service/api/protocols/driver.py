@@ -7,7 +7,9 @@ seam between the pipeline and a wire format.
 
 A renderer turns each of these into the lines of its format (Datafari 6.2's SSE, Datafari 7's
 NDJSON, OpenAI's chunks); the driver owns the order, the catching and the mapping of any
-exception to a ServiceError, so no format writes them again.
+exception to a ServiceError, so no format writes them again. A format that has a line that says
+nothing (`idle`: an SSE comment) is sent it after every IDLE_SECONDS without a line, so that a
+proxy in front does not take an answer held for its check for a dead connection.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from service.actions.progress import Kept, Progress, Step
 from service.api.errors import as_service_error
 from service.errors import ServiceError
 from service.rag.reply import Answer, Reply
+
+IDLE_SECONDS = 15.0  # nginx's proxy_read_timeout is 60 s, many load balancers' idle timeout 60
 
 
 class Work(Protocol):
@@ -45,6 +49,7 @@ class Renderer(Protocol):
     def final(self, answer: Answer) -> Iterable[str]: ...
     def ended(self) -> Iterable[str]: ...
     def failed(self, error: ServiceError) -> Iterable[str]: ...
+    def idle(self) -> Iterable[str]: ...  # a line that says nothing, or none
 
 
 @dataclass
@@ -71,6 +76,8 @@ async def drive(work: Work, renderer: Renderer, request_id: str) -> AsyncIterato
     line), and the answer's end (final, kept, ended) as one."""
     if lines := "".join(renderer.started()):
         yield lines
+    idle = "".join(renderer.idle())
+    quiet = IDLE_SECONDS if idle else None
     try:
         steps: asyncio.Queue[Step] = asyncio.Queue()
         await work.begin(steps.put_nowait)
@@ -80,8 +87,13 @@ async def drive(work: Work, renderer: Renderer, request_id: str) -> AsyncIterato
         try:
             while not running.done() or not steps.empty():
                 waiting = asyncio.ensure_future(steps.get())
-                await asyncio.wait({running, waiting}, return_when=asyncio.FIRST_COMPLETED)
-                if waiting.done():
+                await asyncio.wait(
+                    {running, waiting}, timeout=quiet, return_when=asyncio.FIRST_COMPLETED
+                )
+                if not running.done() and not waiting.done():
+                    waiting.cancel()
+                    yield idle
+                elif waiting.done():
                     if lines := "".join(renderer.progress(waiting.result())):
                         yield lines
                 else:
@@ -92,8 +104,10 @@ async def drive(work: Work, renderer: Renderer, request_id: str) -> AsyncIterato
         if isinstance(reply, Answer):
             answer = reply
         else:
-            async for text in reply:
-                if lines := "".join(renderer.delta(text)):
+            async for text in reply if quiet is None else _paced(reply, quiet):
+                if text is None:
+                    yield idle
+                elif lines := "".join(renderer.delta(text)):
                     yield lines
             answer = await reply.answer()
         kept = await work.keep(answer)
@@ -104,6 +118,26 @@ async def drive(work: Work, renderer: Renderer, request_id: str) -> AsyncIterato
     except Exception as error:  # the stream has begun: the failure is its end
         if lines := "".join(renderer.failed(as_service_error(error, request_id))):
             yield lines
+
+
+async def _paced(pieces: AsyncIterator[str], seconds: float) -> AsyncIterator[str | None]:
+    """`pieces`, with a None after every `seconds` none came (the piece awaited goes on)."""
+    iterator = aiter(pieces)
+    coming = asyncio.ensure_future(anext(iterator))
+    try:
+        while True:
+            done, _ = await asyncio.wait({coming}, timeout=seconds)
+            if not done:
+                yield None
+                continue
+            try:
+                piece = coming.result()
+            except StopAsyncIteration:
+                return
+            yield piece
+            coming = asyncio.ensure_future(anext(iterator))
+    finally:
+        coming.cancel()
 
 
 def _drained(steps: asyncio.Queue[Step]) -> list[Step]:

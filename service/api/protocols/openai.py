@@ -83,6 +83,9 @@ class Completion:
         yield sse_event(openai_body_of(error))
         yield from self.ended()
 
+    def idle(self) -> Iterator[str]:
+        yield ": keep-alive\n\n"  # an SSE comment: OpenAI's SDKs and every SSE reader skip it
+
     def choice(self, delta: dict[str, str], finish: str | None = None, **extra: object) -> str:
         return self.chunk([{"index": 0, "delta": delta, "finish_reason": finish}], **extra)
 
