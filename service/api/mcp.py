@@ -24,8 +24,10 @@ from mcp.server.fastmcp import Context, FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
 from mcp.server.fastmcp.resources import ResourceTemplate
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.types import INVALID_REQUEST, PARSE_ERROR, JSONRPCMessage
 from pydantic import BaseModel, Field, ValidationError
 from starlette.requests import Request
+from starlette.responses import JSONResponse
 from starlette.types import Message, Receive, Send
 from starlette.types import Scope as AsgiScope
 
@@ -33,7 +35,7 @@ from service.api.door import caller_of
 from service.api.errors import error_response
 from service.api.fields import MAX_QUERY_PARAM
 from service.api.identity import groups_scope
-from service.api.payload import QUESTION_BYTES, checked_body
+from service.api.payload import NOT_JSON, QUESTION_BYTES, checked_body
 from service.api.protocols.mcp import AskResult, SummaryResult
 from service.api.rag import RagRequest
 from service.api.summarize import SummarizeRequest
@@ -281,6 +283,30 @@ def http_scope(ctx: Context, snapshot: Snapshot) -> Scope:  # type: ignore[type-
     return caller_of(request).scope
 
 
+def _malformed(value: object) -> JSONResponse | None:
+    """JSON-RPC's own error (HTTP 400, id null) for a body that is no JSON-RPC message, in
+    words that say the fix; the SDK would answer with pydantic's report, every union member's
+    errors and the input repeated."""
+    if value is NOT_JSON:
+        code, message = PARSE_ERROR, "Parse error: the body is not JSON"
+    elif not isinstance(value, dict):
+        code, message = INVALID_REQUEST, (
+            "Invalid Request: send one JSON-RPC message, an object (MCP sends no batches)"
+        )
+    else:
+        try:
+            JSONRPCMessage.model_validate(value)
+            return None
+        except ValidationError:
+            code, message = INVALID_REQUEST, (
+                'Invalid Request: a JSON-RPC 2.0 message has "jsonrpc": "2.0" and a "method" '
+                '(a request or notification: with an "id" of a string or number, an object '
+                'of "params") or an "id" with a "result" or an "error"'
+            )
+    body = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
+    return JSONResponse(body, status_code=400)
+
+
 class McpEndpoint:
     """The ASGI endpoint of /mcp: the API key check of the public endpoints, then the SDK's
     streamable HTTP transport."""
@@ -299,9 +325,12 @@ class McpEndpoint:
             await refused(scope, receive, send)
             return
         try:  # nested past 64 levels, the SDK's parser would recurse until it fails: a 400
-            body, _ = await checked_body(request, QUESTION_BYTES)
+            body, value = await checked_body(request, QUESTION_BYTES)
         except ServiceError as error:
             await error_response(request, error)(scope, receive, send)
+            return
+        if (malformed := _malformed(value)) is not None:
+            await malformed(scope, receive, send)
             return
         sent = False
 

@@ -264,7 +264,7 @@ def _structured(result: Any) -> dict[str, Any]:
 def test_mcp_in_openapi_is_left_out_but_answers_bad_bodies_in_4xx(service: ServiceFactory) -> None:
     base = service()
     assert "/mcp" not in httpx.get(f"{base}/openapi.json").json()["paths"]
-    for body in (b"{", b"[]", b'{"jsonrpc": "2.0"}'):
+    for body, code in ((b"{", -32700), (b"[1, 2]", -32600), (b'{"jsonrpc": "2.0"}', -32600)):
         response = httpx.post(
             f"{base}/mcp",
             content=body,
@@ -273,7 +273,11 @@ def test_mcp_in_openapi_is_left_out_but_answers_bad_bodies_in_4xx(service: Servi
                 "Accept": "application/json, text/event-stream",
             },
         )
-        assert 400 <= response.status_code < 500, (body, response.status_code, response.text)
+        assert response.status_code == 400, (body, response.status_code, response.text)
+        # JSON-RPC's own error, in words that say the fix (not pydantic's report of the input)
+        error = response.json()["error"]
+        assert error["code"] == code and response.json()["id"] is None, response.text
+        assert "pydantic" not in error["message"] and "input_value" not in error["message"]
 
 
 async def test_a_document_whose_id_holds_slashes_is_a_resource_too(
