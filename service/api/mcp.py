@@ -290,18 +290,22 @@ def _malformed(value: object) -> JSONResponse | None:
     if value is NOT_JSON:
         code, message = PARSE_ERROR, "Parse error: the body is not JSON"
     elif not isinstance(value, dict):
-        code, message = INVALID_REQUEST, (
-            "Invalid Request: send one JSON-RPC message, an object (MCP sends no batches)"
+        code, message = (
+            INVALID_REQUEST,
+            ("Invalid Request: send one JSON-RPC message, an object (MCP sends no batches)"),
         )
     else:
         try:
             JSONRPCMessage.model_validate(value)
             return None
         except ValidationError:
-            code, message = INVALID_REQUEST, (
-                'Invalid Request: a JSON-RPC 2.0 message has "jsonrpc": "2.0" and a "method" '
-                '(a request or notification: with an "id" of a string or number, an object '
-                'of "params") or an "id" with a "result" or an "error"'
+            code, message = (
+                INVALID_REQUEST,
+                (
+                    'Invalid Request: a JSON-RPC 2.0 message has "jsonrpc": "2.0" and a "method" '
+                    '(a request or notification: with an "id" of a string or number, an object '
+                    'of "params") or an "id" with a "result" or an "error"'
+                ),
             )
     body = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
     return JSONResponse(body, status_code=400)
