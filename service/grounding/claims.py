@@ -50,13 +50,13 @@ FIGURES = (
         word: str(10 * tens)
         for words in (
             "thirty forty fifty sixty seventy eighty ninety",
-            "trente quarante cinquante soixante",
+            "trente quarante cinquante soixante septante octante nonante",
         )
         for tens, word in enumerate(words.split(), start=3)
     }
-    | {"vingt": "20"}
+    | {"vingt": "20", "huitante": "80"}
 )
-# the units a tens word takes after it ("twenty-five", "vingt-cinq")
+# the units a tens word takes after it ("twenty-five", "vingt-cinq", "vingt et un")
 _UNITS = {
     word: value
     for words in (
@@ -64,7 +64,14 @@ _UNITS = {
         "un deux trois quatre cinq six sept huit neuf",
     )
     for value, word in enumerate(words.split(), start=1)
-}
+} | {"une": 1}
+# French counts past sixty in twenties: "soixante-dix" 70, "soixante et onze" 71,
+# "quatre-vingts" 80, "quatre-vingt-dix-sept" 97; and "dix-sept" 17 (Belgian and Swiss
+# "septante", "octante", "huitante", "nonante" are tens of their own)
+_TEENS = {"dix": 10, "onze": 11, "douze": 12, "treize": 13, "quatorze": 14, "quinze": 15,
+          "seize": 16}  # fmt: skip
+_FRENCH_TENS = {"vingt": 20, "trente": 30, "quarante": 40, "cinquante": 50, "soixante": 60,
+                "septante": 70, "octante": 80, "huitante": 80, "nonante": 90}  # fmt: skip
 # after a figure, a word that multiplies it: "two million" is no 2 (the figure left as written)
 _SCALES = frozenset(
     {"hundred", "hundreds", "thousand", "thousands", "million", "millions", "billion",
@@ -207,27 +214,67 @@ def facts(text: str) -> tuple[frozenset[str], frozenset[str], bool]:
 
 
 def in_figures(found: list[str]) -> list[str]:
-    """Tokens with each figure said in words in digits: "seven" 7, "twenty-five" 25 (one
-    token for the two); a figure a scale word follows ("two million") left as written."""
+    """Tokens with each figure said in words in digits: "seven" 7, "twenty-five" 25,
+    "soixante-dix" 70, "quatre-vingt-douze" 92 (one token for the words of one figure); a
+    figure a scale word follows ("two million") left as written."""
     read: list[str] = []
     at = 0
     while at < len(found):
-        token, value = found[at], FIGURES.get(found[at])
-        if value is None:
-            read.append(token)
+        figure = _french_count(found, at) or _figure(found, at)
+        if figure is None:
+            read.append(found[at])
             at += 1
             continue
-        taken = 1
-        if value.endswith("0") and value != "10" and at + 1 < len(found):
-            unit = _UNITS.get(found[at + 1])
-            if unit is not None:
-                value, taken = str(int(value) + unit), 2
+        value, taken = figure
         if at + taken < len(found) and found[at + taken] in _SCALES:
             read += found[at : at + taken]  # "two million": not the figure 2
         else:
-            read.append(value)
+            read.append(str(value))
         at += taken
     return read
+
+
+def _figure(found: list[str], at: int) -> tuple[int, int] | None:
+    """(the figure, its words) at `at`: a figure word, or a tens one and its unit."""
+    value = FIGURES.get(found[at])
+    if value is None:
+        return None
+    figure = int(value)
+    if figure % 10 == 0 and figure > 10 and at + 1 < len(found):
+        unit = _UNITS.get(found[at + 1])
+        if unit is not None:
+            return figure + unit, 2
+    return figure, 1
+
+
+def _french_count(found: list[str], at: int) -> tuple[int, int] | None:
+    """(the figure, its words) of a French count in several words at `at` ("dix-sept",
+    "vingt et un", "soixante-quinze", "quatre-vingts", "quatre-vingt-dix-neuf"), or None."""
+    word = found[at]
+    if word not in _FRENCH_TENS and word != "dix" and word != "quatre":
+        return None  # most words: nothing to slice
+    after = found[at + 1 : at + 2]
+    if word == "dix":
+        return (10 + _UNITS[after[0]], 2) if after[:1] in (["sept"], ["huit"], ["neuf"]) else None
+    if word == "quatre" and after[:1] in (["vingt"], ["vingts"]):
+        tens, taken = 80, 2
+    elif word in _FRENCH_TENS:
+        tens, taken = _FRENCH_TENS[word], 1
+    else:
+        return None
+    rest = found[at + taken : at + taken + 3]
+    joined = 1 if rest[:1] == ["et"] and word != "quatre" else 0  # "vingt et un"
+    rest = rest[joined:]
+    twenties = word in ("soixante", "quatre")  # 60 and 80 count on past ten
+    if twenties and rest[:1] == ["dix"] and rest[1:2] in (["sept"], ["huit"], ["neuf"]):
+        return tens + 10 + _UNITS[rest[1]], taken + joined + 2  # soixante-dix-sept
+    if twenties and rest[:1] and rest[0] in _TEENS:
+        return tens + _TEENS[rest[0]], taken + joined + 1  # soixante et onze, -douze...
+    if rest[:1] and rest[0] in _UNITS:
+        return tens + _UNITS[rest[0]], taken + joined + 1  # vingt-cinq, trente et un
+    if joined:  # "vingt et" and no unit: the "et" is another word's
+        return tens, taken
+    return (tens, taken) if word == "quatre" else None  # a lone tens word: FIGURES reads it
 
 
 def content_words(text: str) -> frozenset[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from service.grounding import GroundingCheck
 from service.grounding.check import MAX_EVIDENCE, evidence_of
-from service.grounding.claims import MAX_SENTENCES, claims_of, without_spans
+from service.grounding.claims import MAX_SENTENCES, claims_of, numbers, without_spans
 
 KEEPER = (
     1,
@@ -140,6 +140,23 @@ async def test_a_figure_in_words_is_the_figure_in_digits() -> None:
     assert await check("Protesters seize the parliament.", hijack) == [
         ("Protesters seize the parliament.", True)
     ]
+
+
+async def test_a_french_count_in_several_words_is_one_figure() -> None:
+    loi = (1, "Le délai est de soixante-dix jours, ou de quatre-vingt-dix-sept en appel.")
+    for right in ("Le délai est de 70 jours.", "En appel, le délai est de 97 jours."):
+        assert await check(right, loi) == [(right, True)]
+    # "soixante-dix" is no 60 nor 10, "quatre-vingt-dix-sept" no 4, 20 or 90
+    for wrong in (
+        "Le délai est de 60 jours.",
+        "Le délai est de 10 jours.",
+        "En appel, le délai est de 4 jours.",
+        "En appel, le délai est de 90 jours.",
+    ):
+        assert await check(wrong, loi) == [(wrong, False)]
+    assert numbers("dix-sept ans, vingt et un jours, soixante et onze, quatre-vingts") == {
+        "17", "21", "71", "80"}  # fmt: skip
+    assert numbers("quatre-vingts millions, nonante-cinq, septante") == {"95", "70"}
 
 
 async def test_a_source_sentence_carried_on_with_a_claim_of_its_own_is_not_supported() -> None:
