@@ -10,6 +10,7 @@ from service.rag.reply import Answer, AnswerDocument
 from service.retrieval import Scope
 from service.retrieval.base import RetrievedDocument
 from service.snapshot import Snapshot
+from service.text.sanitize import sanitize_query
 
 SEARCH_RESULTS = 5  # Datafari's search action lists this many documents
 SEARCH_DEPTH = 3  # passages read for each document it lists (several may be one document's)
@@ -19,10 +20,15 @@ MAX_DEPTH = 100  # Datafari's search API: start + rows at most (the most one sea
 async def search(
     snapshot: Snapshot, scope: Scope, query: str, progress: Callable[[str], None] | None
 ) -> Answer:
-    """The documents that match `query` within `scope`, as an Answer without a message."""
+    """The documents that match `query` within `scope`, as an Answer without a message; the
+    query is Solr's as every route's is (sanitize_query: no syntax, 500 characters: 19,000
+    "(" made Solr's parser overflow its stack)."""
     if progress:
         progress("search")
     started = time.perf_counter()
+    query = sanitize_query(query)
+    if not query:
+        return Answer(message="", documents=[], timings={"search": 0.0})
     # passages (hybrid, vector) are read by their documents: one result a document
     retriever = snapshot.index_retriever(scope, SEARCH_RESULTS * SEARCH_DEPTH)
     first: dict[str, RetrievedDocument] = {}

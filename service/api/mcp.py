@@ -53,6 +53,7 @@ from service.rag.stages import fetch
 from service.retrieval import Scope
 from service.runtime import Runtime
 from service.snapshot import Snapshot
+from service.text.sanitize import sanitize_query
 
 log = logging.getLogger(__name__)
 DOCUMENT_URI = "solr-rag://doc/"  # + a document's id: its text (a resource template)
@@ -147,7 +148,10 @@ def create_mcp(runtime: Runtime, scope_of: ScopeOf) -> FastMCP:  # type: ignore[
                 scope = scope.in_partition(index, metadata_filters(metadata_filter))
             elif metadata_filter:
                 raise BadRequest("metadata_filter needs an index")
-            documents = await snapshot.index_retriever(scope, top_k).run(query)
+            words = sanitize_query(query)  # Solr's, as every route's (no syntax, 500 chars)
+            if not words:
+                raise BadRequest("query: no words to search for once Solr's syntax is left out")
+            documents = await snapshot.index_retriever(scope, top_k).run(words)
             return SearchResult(
                 sources=[
                     Source(

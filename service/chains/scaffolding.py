@@ -99,6 +99,8 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _CLAUSE_END = re.compile(r"[,;:]\s*")
 _LINE_WORDS = 4  # a line that begins with a template sentence's first words goes
 _FORM_WORDS = 6  # an instruction's clause is known by its first words
+_CITATIONS_IN_A_ROW = 4  # citation words before citation words, held together (bounded)
+_CITATION_REACH = 200  # how far from its end a text's last citation words are looked for
 _FORM_MIN = 5  # shorter clauses ("Keep it short") are words an answer may say
 
 
@@ -229,7 +231,7 @@ class Unscaffolded:
         if cut:
             self._clean += _without_citation_words(self._tail[:cut])
             self._tail = self._tail[cut:]
-        return _tidied(decided)
+        return _tidied(decided) if final else _held_citation(_tidied(decided))
 
     @property
     def given(self) -> str:
@@ -246,6 +248,19 @@ class Unscaffolded:
 
 def _finished(decided: str) -> str:
     return _tidied(_without_citation_words(decided))
+
+
+def _held_citation(decided: str) -> str:
+    """`decided` without the citation's words it ends with, held: a `[n]` may follow them
+    once what comes between is cut (a form), and then they go ("This can be found in <the
+    instruction's forms> [1]"). Looked for in the end of the text only: each piece costs
+    the same however long the answer."""
+    for _ in range(_CITATIONS_IN_A_ROW):
+        cited = _CITATION_HEAD.search(decided, max(0, len(decided) - _CITATION_REACH))
+        if cited is None:
+            break
+        decided = decided[: cited.start()].rstrip()
+    return decided
 
 
 def _without_citation_words(text: str) -> str:
@@ -409,7 +424,19 @@ class _Reading:
                 break
             if start < cut and any(form.startswith(tail) for form in forms):
                 cut = start
-        cited = _CITATION_HEAD.search(sentence, 0, cut)  # they go if a form follows: held
+        return self._before_citation(sentence, cut)
+
+    def _before_citation(self, sentence: str, cut: int) -> int:
+        """Where the words citing what is at `cut` begin (`cut` when none): they go if a form
+        follows, so they are held with it; so are a citation's words cut short by a form's
+        first word ("This answer is found | in as few words", "in" beginning a form)."""
+        for start in reversed([m.start() for m in _WORD_START.finditer(sentence, 0, cut)]):
+            words = self._head(sentence[start:cut])
+            if len(words) > self.scaffolding._longest:
+                break
+            if any(form.startswith(words) for form in _CITATION_FORMS):
+                cut = start
+        cited = _CITATION_HEAD.search(sentence, 0, cut)
         return cited.start() if cited else cut
 
     def _could_begin(self, text: str, forms: tuple[str, ...]) -> bool:

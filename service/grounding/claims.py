@@ -216,7 +216,7 @@ def facts(text: str) -> tuple[frozenset[str], frozenset[str], bool]:
 def in_figures(found: list[str]) -> list[str]:
     """Tokens with each figure said in words in digits: "seven" 7, "twenty-five" 25,
     "soixante-dix" 70, "quatre-vingt-douze" 92 (one token for the words of one figure); a
-    figure a scale word follows ("two million") left as written."""
+    figure next to a scale word ("two million", "trois cent onze") left as written."""
     read: list[str] = []
     at = 0
     while at < len(found):
@@ -226,12 +226,21 @@ def in_figures(found: list[str]) -> list[str]:
             at += 1
             continue
         value, taken = figure
-        if at + taken < len(found) and found[at + taken] in _SCALES:
-            read += found[at : at + taken]  # "two million": not the figure 2
+        if (at + taken < len(found) and found[at + taken] in _SCALES) or _scaled(found, at):
+            read += found[at : at + taken]  # "two million", "trois cent onze": not 2, not 11
         else:
             read.append(str(value))
         at += taken
     return read
+
+
+def _scaled(found: list[str], at: int) -> bool:
+    """Whether the figure at `at` ends a larger number: a scale word before it ("cent
+    vingt", "two hundred and twenty", "mille et un")."""
+    before = found[at - 1] if at else ""
+    if before in ("and", "et") and at > 1:
+        before = found[at - 2]
+    return before in _SCALES
 
 
 def _figure(found: list[str], at: int) -> tuple[int, int] | None:
@@ -263,7 +272,7 @@ def _french_count(found: list[str], at: int) -> tuple[int, int] | None:
     else:
         return None
     rest = found[at + taken : at + taken + 3]
-    joined = 1 if rest[:1] == ["et"] and word != "quatre" else 0  # "vingt et un"
+    joined = 1 if rest[:1] == ["et"] else 0  # "vingt et un"
     rest = rest[joined:]
     twenties = word in ("soixante", "quatre")  # 60 and 80 count on past ten
     if twenties and rest[:1] == ["dix"] and rest[1:2] in (["sept"], ["huit"], ["neuf"]):

@@ -357,6 +357,15 @@ def test_paths_cannot_forge_log_lines(client: TestClient, caplog: pytest.LogCapt
     assert any("\\x0aINFO forged line\\x00" in line for line in lines)
 
 
+def test_datafari_7_s_search_action_sends_solr_no_syntax(client: TestClient) -> None:
+    """19,000 "(" made Solr's query parser overflow its stack (a 500 naming Solr's error):
+    the search action's query is Solr's as every route's is."""
+    for query in ("(" * 19_000, '"a ' * 3_000, "lighthouse)) AND {!join from=x to=y}*:*"):
+        response = client.post("/ai", json={"query": query, "action": "search"})
+        assert response.status_code == 200, response.text[:300]
+        assert response.json()["status"] == "OK", response.text[:300]
+
+
 def test_the_slash_redirect_names_no_host_a_request_gives(client: TestClient) -> None:
     for host in ("evil.example", "evil.example:8443", "127.0.0.1:8000"):
         response = client.post(

@@ -156,7 +156,14 @@ async def test_a_french_count_in_several_words_is_one_figure() -> None:
         assert await check(wrong, loi) == [(wrong, False)]
     assert numbers("dix-sept ans, vingt et un jours, soixante et onze, quatre-vingts") == {
         "17", "21", "71", "80"}  # fmt: skip
-    assert numbers("quatre-vingts millions, nonante-cinq, septante") == {"95", "70"}
+    assert numbers("quatre-vingts millions de francs, nonante-cinq, septante") == {"95", "70"}
+    # a figure after a scale word ends a larger number: "trois cent soixante et onze" is no 71
+    billet = (1, "Le billet coûte trois cent soixante et onze euros.")
+    wrong = "Le billet coûte 71 euros."
+    assert await check(wrong, billet) == [(wrong, False)]
+    assert numbers("deux cent vingt, mille neuf cent quatre-vingt-dix, two hundred and twenty") == (
+        frozenset()
+    )
 
 
 async def test_a_source_sentence_carried_on_with_a_claim_of_its_own_is_not_supported() -> None:

@@ -50,9 +50,25 @@ def test_what_streams_is_what_is_kept(text: str, cuts: list[int]) -> None:
     assert _streamed(text, cuts) == without_scaffolding(text)
 
 
-def _given_while_written(text: str) -> list[str]:
-    reader = Unscaffolded()
+def _given_while_written(text: str, reader: Unscaffolded | None = None) -> list[str]:
+    reader = reader or Unscaffolded()
     return [reader.feed(character) for character in text]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # a citation's words cut short by a form's first word ("in" of "in as few words")
+        "was lit This answer is found in a sentence or two otherwise",
+        # citation words before citation words, a [n] after the form cut between
+        "This can be found in The number of the document that says this is a sentence or two "
+        "otherwise . [1] the lamp",
+        "- \n This can be found in This can be found in just the words that answer it . [2] -",
+    ],
+)
+def test_what_streams_a_character_at_a_time_is_what_is_kept(text: str) -> None:
+    reader = Unscaffolded()
+    assert "".join(_given_while_written(text, reader)) + reader.flush() == without_scaffolding(text)
 
 
 def test_the_first_words_come_before_the_answer_ends() -> None:
