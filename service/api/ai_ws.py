@@ -4,19 +4,20 @@ events of /ai/stream, one a text message (service.api.protocols.ndjson); `human.
 answered that no question is waiting (our agents never ask one).
 
 Every rule of HTTP holds, decided by the same door (service.api.door): at the handshake the
-page's Origin and the caller (refused: closed, 1008, with the reason); at every turn the
+page's Origin and the caller (refused: closed, 1008, with the reason); at every message the
 caller again, with the configuration of that moment (a key removed or a token expired since:
-closed, 1008), the per-caller cap and the LLM's admission (refused: the turn's error events,
-the socket kept), an access log line and the request metrics. A caller's identity token ends
-the socket when it expires, even between turns.
+closed, 1008, whatever the message); at every turn the per-caller cap and the LLM's admission
+(refused: the turn's error events, the socket kept), an access log line and the request
+metrics. A caller's identity token ends the socket when it expires, even between turns.
 
 What a hostile or absurd client can cost is bounded: one turn at a time per connection,
 READ_AHEAD messages waiting behind it (more: closed, 1008), MAX_MESSAGES_PER_MINUTE requests a
 minute, a message of at most MAX_MESSAGE_BYTES, refused by the protocol before it is read
-whole (1009; no compression is offered, so nothing inflates), MAX_REFUSED garbage messages
-(then closed, 1003), a client that stops reading is closed after SEND_SECONDS (its turn
-cancelled), and one that says nothing for IDLE_SECONDS between turns is closed (1001). The
-server pings every PING_SECONDS (service.api.connections): a peer that does not answer is gone.
+whole (1009; no compression is offered, so nothing inflates), MAX_REFUSED messages that ask
+nothing (garbage, other types, `human.input.response`: then closed, 1003), a client that
+stops reading is closed after SEND_SECONDS (its turn cancelled), and one that says nothing for
+IDLE_SECONDS between turns is closed (1001). The server pings every PING_SECONDS
+(service.api.connections): a peer that does not answer is gone.
 A turn itself may take as long as its answer does (request.timeout).
 """
 
@@ -160,17 +161,22 @@ async def _answer(websocket: WebSocket, text: str, refused: Refusals) -> int:
     """One message: a question answered with the stream's events, or why it is refused; the
     HTTP status its answer would have had."""
     stream = EventStream()
+    door: Door = websocket.app.state.door
+    try:  # at every message, whatever it is: a key removed, a token expired since?
+        caller = door.identify(websocket)
+    except ServiceError as error:
+        raise Closing(POLICY_VIOLATION, error.reason[:120]) from None
     message, problem = read_json(text.encode("utf-8", errors="replace"))
     kind = message.get("type") if isinstance(message, dict) else None
-    if kind == "human.input.response":
-        await _send(websocket, stream.event("error", code="404", label="humanInputNotFound",
-                    message="No question of ours is waiting for an answer.",
-                    reason="this service's agents never ask one"))  # fmt: skip
-        return 404
     if kind != "ai.request" or not isinstance(message.get("data"), dict):  # type: ignore[union-attr]
         refused.count += 1
         if refused.count > MAX_REFUSED:
             raise Closing(1003, "too many messages that are not ai.request")
+        if kind == "human.input.response":
+            await _send(websocket, stream.event("error", code="404", label="humanInputNotFound",
+                        message="No question of ours is waiting for an answer.",
+                        reason="this service's agents never ask one"))  # fmt: skip
+            return 404
         for line in _refusal(stream, message, problem):
             await _send(websocket, line)
         return 400
@@ -182,11 +188,6 @@ async def _answer(websocket: WebSocket, text: str, refused: Refusals) -> int:
             await _send(websocket, line)
         return 400
     websocket.state.language = answer_language(body.lang, body.query)
-    door: Door = websocket.app.state.door
-    try:
-        caller = door.identify(websocket)  # again: a key removed, a token expired since?
-    except ServiceError as error:
-        raise Closing(POLICY_VIOLATION, error.reason[:120]) from None
     settings = door.settings()
     try:
         with door.question(caller, settings):

@@ -298,6 +298,14 @@ def _malformed(value: object) -> JSONResponse | None:
             INVALID_REQUEST,
             ("Invalid Request: send one JSON-RPC message, an object (MCP sends no batches)"),
         )
+    elif "method" in value and "id" in value and type(value["id"]) not in (str, int):
+        code, message = (
+            INVALID_REQUEST,
+            (
+                'Invalid Request: a request\'s "id" is a string or an integer (or leave it out: '
+                "a notification, which gets no answer)"
+            ),
+        )
     else:
         try:
             JSONRPCMessage.model_validate(value)

@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic.json_schema import models_json_schema
 
 from service.api.grounding import GroundingOut
@@ -107,7 +115,7 @@ class ChatCompletionRequest(BaseModel):
         "tokens of instructions) the sources may take; max_tokens defaults to the rest. Absent: "
         "openai.context.token.ratio.",
     )
-    stream: bool = False
+    stream: StrictBool = False  # "yes" or 1 is no true: a 400
     stream_options: dict[str, Any] | None = Field(
         None, description="include_usage: true adds a last chunk with the usage."
     )

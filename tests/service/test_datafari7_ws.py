@@ -64,7 +64,7 @@ def test_what_is_not_a_request_is_said_so_and_a_connection_of_garbage_is_closed(
         websocket.send_text('{"type": "ai.request", "data": {"query": NaN}}')
         nan = turn(websocket)
         assert "NaN is not a JSON number" in nan[1]["data"]["reason"]
-        for _ in range(MAX_REFUSED - 4):
+        for _ in range(MAX_REFUSED - 5):  # human.input.response, 3 garbage, NaN: 5 refused
             websocket.send_text("still not json")
             turn(websocket)
         websocket.send_text("one too many")

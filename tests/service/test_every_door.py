@@ -330,6 +330,25 @@ def test_a_removed_key_ends_its_open_socket(make_client: ClientFactory, llm: LLM
     assert len(llm.requests) == 1
 
 
+@pytest.mark.parametrize(
+    "message",
+    [{"type": "human.input.response", "data": {}}, {"type": "ping"}, "garbage"],
+)
+def test_a_removed_key_ends_its_socket_whatever_it_sends(
+    make_client: ClientFactory, message: object
+) -> None:
+    """Not only a question: any message of a removed key's socket closes it (a revoked
+    client kept its socket open answering human.input.response)."""
+    client = make_client({"api.keys": f"{KEY},{OTHER_KEY}"})
+    with client.websocket_connect("/ai/ws", headers={"X-API-Key": OTHER_KEY}) as socket:
+        patched = client.patch("/admin/config", headers=ADMIN, json={"api.keys": KEY})
+        assert patched.status_code == 200, patched.text
+        socket.send_text(message if isinstance(message, str) else json.dumps(message))
+        with pytest.raises(WebSocketDisconnect) as closed:
+            socket.receive_text()
+    assert closed.value.code == 1008 and "API key" in closed.value.reason
+
+
 def test_an_expired_token_ends_the_socket_even_between_turns(
     make_client: ClientFactory, llm: LLMScript
 ) -> None:

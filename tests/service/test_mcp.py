@@ -264,7 +264,10 @@ def _structured(result: Any) -> dict[str, Any]:
 def test_mcp_in_openapi_is_left_out_but_answers_bad_bodies_in_4xx(service: ServiceFactory) -> None:
     base = service()
     assert "/mcp" not in httpx.get(f"{base}/openapi.json").json()["paths"]
-    for body, code in ((b"{", -32700), (b"[1, 2]", -32600), (b'{"jsonrpc": "2.0"}', -32600)):
+    ids = [b'{"a": 1}', b"true", b"1.5", b"null", b"[]"]  # passed as notifications: a 202
+    wrong_ids = [b'{"jsonrpc": "2.0", "method": "ping", "id": ' + i + b"}" for i in ids]
+    bodies = [b"{", b"[1, 2]", b'{"jsonrpc": "2.0"}', *wrong_ids]
+    for body, code in zip(bodies, [-32700] + [-32600] * (len(bodies) - 1), strict=True):
         response = httpx.post(
             f"{base}/mcp",
             content=body,

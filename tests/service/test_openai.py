@@ -441,6 +441,18 @@ def test_include_usage_ends_the_stream_with_a_usage_chunk(service: ServiceFactor
     assert chunks[-2].choices[0].finish_reason == "stop"
 
 
+def test_stream_is_a_json_boolean(service: ServiceFactory, llm: LLMScript) -> None:
+    base = service()
+    for stream in ("yes", 1, "true"):
+        response = httpx.post(
+            f"{base}/v1/chat/completions",
+            json={"messages": ask("lighthouse"), "index_name": "FileShare", "stream": stream},
+        )
+        assert response.status_code == 400, (stream, response.text[:200])
+        assert response.json()["error"]["message"].startswith("stream"), response.text
+    assert llm.requests == []
+
+
 @pytest.mark.parametrize("method", ["GET", "PUT", "DELETE"])
 def test_other_methods_on_a_post_route_are_405_with_allow(
     service: ServiceFactory, method: str
