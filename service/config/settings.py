@@ -118,6 +118,15 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 COLLECTION_NAME = r"^[A-Za-z0-9._][A-Za-z0-9._-]{0,99}$"
 
 
+def _sendable(value: SecretStr) -> SecretStr:
+    """A secret that goes into a header (a token, a password, a key): no control character
+    nor line break, which no HTTP client sends (every request would fail, naming the endpoint,
+    not the secret)."""
+    if _CONTROL.search(value.get_secret_value()):
+        raise ValueError("holds a control character or a line break (never sent)")
+    return value
+
+
 class Part(BaseModel):
     """A group of rag.properties keys: immutable, validated like the file's values."""
 
@@ -244,6 +253,7 @@ class LLMSettings(Part):
         "API token sent as a bearer token; never shown.",
         sent_to=("ai.api.endpoint",),
     )
+    _token_sendable = field_validator("token")(_sendable)
     model: str = _key(
         "llm.model", "gpt-3.5-turbo", "Model name sent to the LLM API (blank: the API's default)."
     )
@@ -368,6 +378,7 @@ class EmbeddingsSettings(Part):
         "Bearer token of the embeddings API; never shown.",
         sent_to=("ai.embeddings.endpoint",),
     )
+    _token_sendable = field_validator("token")(_sendable)
     model: str = _key(
         "ai.embeddings.model", "all-MiniLM-L6-v2", "Model name sent to the embeddings API."
     )
@@ -627,12 +638,9 @@ class SolrSettings(Part):
             raise ValueError("a user name has no ':' and no control characters")
         return value
 
-    @field_validator("auth_password", "auth_token", "zk_password", "tls_key_password")
-    @classmethod
-    def _header_safe(cls, value: SecretStr) -> SecretStr:
-        if _CONTROL.search(value.get_secret_value()):
-            raise ValueError("holds a control character or a line break (never sent)")
-        return value
+    _header_safe = field_validator(
+        "auth_password", "auth_token", "zk_password", "tls_key_password"
+    )(_sendable)
 
     @field_validator("url")
     @classmethod
@@ -973,6 +981,7 @@ class RerankSettings(Part):
     token: SecretStr = _secret(
         "rerank.token", "Bearer token of the rerank API; never shown.", sent_to=("rerank.endpoint",)
     )
+    _token_sendable = field_validator("token")(_sendable)
     model: str = _key("rerank.model", "", "Model name sent to the rerank API (blank: its default).")
     top_n: int = _key(
         "rerank.top.n",
@@ -1484,6 +1493,7 @@ class SecuritySettings(Part):
     admin_token: SecretStr = _secret(
         "admin.token", "Bearer token of the admin API (ADMIN_TOKEN env wins).", sent_to=NOWHERE
     )
+    _keys_sendable = field_validator("api_keys", "admin_token")(_sendable)
 
     @model_validator(mode="after")
     def _jwt_identity_needs_a_key(self) -> SecuritySettings:

@@ -74,10 +74,10 @@ def settings_from_mapping(
             raw.setdefault(new, values[old])
     _embeddings_model_from_solr(raw)
     for key in keys:
-        source = env_source(key, env or {})
-        if source is None:
+        setting = env_source(key, env or {})  # not `source`: the error names that one
+        if setting is None:
             continue
-        variable, from_file = source
+        variable, from_file = setting
         raw[key] = _secret_file(variable, env[variable]) if from_file else env[variable]
 
     cleaned = {

@@ -209,6 +209,29 @@ def test_a_token_can_be_set_but_never_read_and_is_masked_in_the_log(
     assert llm.requests[-1].headers["authorization"] == "Bearer sk-new-1"
 
 
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("ai.api.token", "sk-X\r\nX-Injected: 1"), ("api.keys", "K\u0000"),
+     ("rerank.token", "sk-\u0007bell"), ("ai.embeddings.token", "sk-\nline")],
+)  # fmt: skip
+def test_a_secret_no_client_could_send_is_refused_without_being_shown(
+    admin, key: str, value: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A token with a line break was written, then every question failed naming the LLM's
+    endpoint; now it is a 422 naming the key, and the value is in no answer or log line."""
+    client, path = admin
+    before = path.read_bytes()
+    with caplog.at_level(logging.INFO):
+        response = client.patch("/admin/config", headers=ADMIN, json={key: value})
+    assert response.status_code == 422, response.text
+    reason = response.json()["content"]["reason"]
+    assert key in reason and "control character" in reason, reason
+    assert reason.startswith(f"{path.name}: invalid value(s)"), reason  # was "None: ..."
+    secret = value.split("-")[-1][:4] if "-" in value else value
+    assert secret not in response.text and secret not in caplog.text
+    assert path.read_bytes() == before
+
+
 def test_every_change_is_logged_old_to_new(admin, caplog: pytest.LogCaptureFixture) -> None:
     client, _ = admin
     with caplog.at_level(logging.INFO):
