@@ -8,9 +8,12 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.datastructures import MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from service.api.redirects import REDIRECTS
 from service.config import Settings
 
 DATAFARI_PREFIX = "/Datafari/rest/v2.0"
@@ -45,7 +48,25 @@ class DatafariPaths:
                 raw = scope.get("raw_path")
                 if raw is not None:
                     scope["raw_path"] = raw.removeprefix(DATAFARI_PREFIX.encode())
+                if scope["type"] == "http":  # a redirect (`/ai/rag/`) stays under the prefix
+                    await self.app(scope, receive, _redirected_under_prefix(send))
+                    return
         await self.app(scope, receive, send)
+
+
+def _redirected_under_prefix(send: Send) -> Send:
+    """`send`, a redirect's Location put back under Datafari's prefix: behind a proxy that
+    forwards only `/Datafari/*`, `/ai/rag` is no address."""
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start" and message["status"] in REDIRECTS:
+            headers = MutableHeaders(scope=message)
+            if (location := headers.get("location")) is not None:
+                parts = urlsplit(location)
+                headers["location"] = urlunsplit(parts._replace(path=DATAFARI_PREFIX + parts.path))
+        await send(message)
+
+    return sending
 
 
 def add_datafari_paths(document: dict[str, Any]) -> None:

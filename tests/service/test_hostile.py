@@ -373,6 +373,9 @@ def test_the_slash_redirect_names_no_host_a_request_gives(client: TestClient) ->
         )
         assert response.status_code == 307
         assert response.headers["location"] == "/ai/rag?x=1"
+    # under Datafari's prefix, it stays there (a proxy may forward only /Datafari/*)
+    datafari = client.post("/Datafari/rest/v2.0/ai/rag/", json={}, follow_redirects=False)
+    assert datafari.headers["location"] == "/Datafari/rest/v2.0/ai/rag"
     # a path that would read as a host ("//evil.example", "/\\evil.example") is folded
     assert relative("http://h//evil.example/x?q") == "/evil.example/x?q"
     assert relative("/\\evil.example") == "/evil.example"
