@@ -32,7 +32,7 @@ from starlette.types import Message, Receive, Send
 from starlette.types import Scope as AsgiScope
 
 from service.api.door import caller_of
-from service.api.errors import error_response
+from service.api.errors import describe_validation_errors, error_response
 from service.api.fields import MAX_QUERY_PARAM
 from service.api.identity import groups_scope
 from service.api.payload import NOT_JSON, QUESTION_BYTES, checked_body
@@ -101,10 +101,24 @@ class Indexes(BaseModel):
     indexes: list[str]
 
 
+class _Server(FastMCP):  # type: ignore[type-arg]
+    """FastMCP, a tool's arguments refused in words that say the fix: which argument, and
+    what it must be (the SDK's text is pydantic's report, the input repeated, a link)."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
+        try:
+            return await super().call_tool(name, arguments)
+        except ToolError as error:
+            if isinstance(error.__cause__, ValidationError):
+                problems = describe_validation_errors(error.__cause__)[:1000]
+                raise ToolError(f"{name}: invalid arguments: {problems}") from None
+            raise
+
+
 def create_mcp(runtime: Runtime, scope_of: ScopeOf) -> FastMCP:  # type: ignore[type-arg]
     """The MCP server: its tools answer from `runtime`'s settings in force, within what
     `scope_of` says the caller may see."""
-    server = FastMCP(
+    server = _Server(
         "solr-rag",
         instructions=INSTRUCTIONS,
         streamable_http_path=PATH,

@@ -105,6 +105,11 @@ async def test_errors_are_the_tools_own_with_the_reason(service: ServiceFactory)
         assert missing.isError and "no-such-document" in missing.content[0].text
         bad = await session.call_tool("search", {"query": "x", "top_k": 500})
         assert bad.isError and "top_k" in bad.content[0].text
+        # which argument and what it must be, not pydantic's report repeating the input
+        typed = await session.call_tool("search", {"query": 123, "top_k": "many"})
+        text = typed.content[0].text
+        assert typed.isError and "query" in text and "top_k" in text, text
+        assert "pydantic" not in text and "input_value" not in text, text
         both = await session.call_tool("summarize", {"id": "lighthouse", "text": "some text"})
         assert both.isError and "either id or text" in both.content[0].text
 
