@@ -75,17 +75,20 @@ _CITATION_WORDS = re.compile(
 # the same words ending what is left of a sentence a form was cut from: they would cite
 # whatever comes next, so they go with the form, whole and streamed alike
 _CITATION_HEAD = re.compile(_CITATION_WORDS.pattern.removesuffix(r"(?=\[\d{1,3}\])") + "$", re.I)
+# what may come between the words and the citation, as _CITATION_WORDS reads it (blanks, a
+# colon, blanks): " : [1]" held too, or the stream showed what the whole reading takes out
+_COLONS = (" ", ": ", ":", "", " : ", " :")
 _CITATION_FORMS = tuple(
     f"{the}{number}document that says {what} is{colon}["
     for the in ("the ", "")
     for number in ("number of the ", "")
     for what in ("it", "this", "that", "so")
-    for colon in (" ", ": ", ":", "")
+    for colon in _COLONS
 ) + tuple(
     f"this{what} {can} found in{colon}["
     for what in ("", " answer", " information")
     for can in ("can be", "is")
-    for colon in (" ", ": ", ":", "")
+    for colon in _COLONS
 )
 _SENTENCE = re.compile(r"[^.!?\n]*[.!?]*[ \t]*\n?")
 _WORD_START = re.compile(r"(?<!\S)\S")
@@ -126,12 +129,18 @@ class Scaffolding:
     _longest: int = field(init=False, repr=False, compare=False)
     _forms_at: re.Pattern[str] = field(init=False, repr=False, compare=False)
     _any_form_at: re.Pattern[str] = field(init=False, repr=False, compare=False)
+    # every beginning of a form, and of a citation's words: what the end of a sentence being
+    # written may be, asked of each of its last words at every piece (one lookup, not one a form)
+    _form_starts: frozenset[str] = field(init=False, repr=False, compare=False)
+    _citation_starts: frozenset[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         forms = self.forms + _CITATION_FORMS
         object.__setattr__(self, "_longest", max(len(form) for form in forms))
         object.__setattr__(self, "_forms_at", _pattern(self.forms))
         object.__setattr__(self, "_any_form_at", _pattern(forms))
+        object.__setattr__(self, "_form_starts", _beginnings(forms))
+        object.__setattr__(self, "_citation_starts", _beginnings(_CITATION_FORMS))
 
     @classmethod
     def of(cls, templates: Mapping[str, str]) -> Scaffolding:
@@ -415,14 +424,14 @@ class _Reading:
         """Where the first word that begins a form, or could yet, starts (the sentence's length
         when none does): a form written whole anywhere, found by one search; one being written,
         among the last words only (a form is shorter than what follows an earlier word)."""
-        forms = self.scaffolding.forms + _CITATION_FORMS
+        beginnings = self.scaffolding._form_starts
         whole = self.scaffolding._any_form_at.search(sentence)
         cut = whole.start() if whole is not None else len(sentence)
         for start in reversed([m.start() for m in _WORD_START.finditer(sentence)]):
             tail = self._head(sentence[start:])
             if len(tail) > self.scaffolding._longest:
                 break
-            if start < cut and any(form.startswith(tail) for form in forms):
+            if start < cut and tail in beginnings:
                 cut = start
         return self._before_citation(sentence, cut)
 
@@ -430,11 +439,13 @@ class _Reading:
         """Where the words citing what is at `cut` begin (`cut` when none): they go if a form
         follows, so they are held with it; so are a citation's words cut short by a form's
         first word ("This answer is found | in as few words", "in" beginning a form)."""
-        for start in reversed([m.start() for m in _WORD_START.finditer(sentence, 0, cut)]):
+        # (at the sentence's end, _first_form's own look at its last words did this already)
+        starts = _WORD_START.finditer(sentence, 0, cut) if cut < len(sentence) else ()
+        for start in reversed([m.start() for m in starts]):
             words = self._head(sentence[start:cut])
             if len(words) > self.scaffolding._longest:
                 break
-            if any(form.startswith(words) for form in _CITATION_FORMS):
+            if words in self.scaffolding._citation_starts:
                 cut = start
         cited = _CITATION_HEAD.search(sentence, 0, cut)
         return cited.start() if cited else cut
@@ -456,6 +467,11 @@ class _Reading:
             if len(folded) > size or raw >= len(text):
                 return folded[:size] if len(folded) > size else folded
             raw *= 2
+
+
+def _beginnings(forms: tuple[str, ...]) -> frozenset[str]:
+    """Every beginning of every form ("", "t", "th", ... "this answer is found in[")."""
+    return frozenset(form[:end] for form in forms for end in range(len(form) + 1))
 
 
 def _words_before(text: str, end: int) -> int:

@@ -1493,7 +1493,6 @@ class SecuritySettings(Part):
     admin_token: SecretStr = _secret(
         "admin.token", "Bearer token of the admin API (ADMIN_TOKEN env wins).", sent_to=NOWHERE
     )
-    _keys_sendable = field_validator("api_keys", "admin_token")(_sendable)
 
     @model_validator(mode="after")
     def _jwt_identity_needs_a_key(self) -> SecuritySettings:

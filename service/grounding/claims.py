@@ -272,7 +272,8 @@ def _french_count(found: list[str], at: int) -> tuple[int, int] | None:
     else:
         return None
     rest = found[at + taken : at + taken + 3]
-    joined = 1 if rest[:1] == ["et"] else 0  # "vingt et un"
+    # "vingt et un", "soixante et onze": "et" joins only those ("vingt et deux" is two figures)
+    joined = 1 if rest[:1] == ["et"] and rest[1:2] in (["un"], ["une"], ["onze"]) else 0
     rest = rest[joined:]
     twenties = word in ("soixante", "quatre")  # 60 and 80 count on past ten
     if twenties and rest[:1] == ["dix"] and rest[1:2] in (["sept"], ["huit"], ["neuf"]):
@@ -281,8 +282,6 @@ def _french_count(found: list[str], at: int) -> tuple[int, int] | None:
         return tens + _TEENS[rest[0]], taken + joined + 1  # soixante et onze, -douze...
     if rest[:1] and rest[0] in _UNITS:
         return tens + _UNITS[rest[0]], taken + joined + 1  # vingt-cinq, trente et un
-    if joined:  # "vingt et" and no unit: the "et" is another word's
-        return tens, taken
     return (tens, taken) if word == "quatre" else None  # a lone tens word: FIGURES reads it
 
 

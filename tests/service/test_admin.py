@@ -211,8 +211,8 @@ def test_a_token_can_be_set_but_never_read_and_is_masked_in_the_log(
 
 @pytest.mark.parametrize(
     ("key", "value"),
-    [("ai.api.token", "sk-X\r\nX-Injected: 1"), ("api.keys", "K\u0000"),
-     ("rerank.token", "sk-\u0007bell"), ("ai.embeddings.token", "sk-\nline")],
+    [("ai.api.token", "sk-X\r\nX-Injected: 1"), ("rerank.token", "sk-\u0007bell"),
+     ("ai.embeddings.token", "sk-\nline")],
 )  # fmt: skip
 def test_a_secret_no_client_could_send_is_refused_without_being_shown(
     admin, key: str, value: str, caplog: pytest.LogCaptureFixture

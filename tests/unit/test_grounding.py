@@ -157,6 +157,7 @@ async def test_a_french_count_in_several_words_is_one_figure() -> None:
     assert numbers("dix-sept ans, vingt et un jours, soixante et onze, quatre-vingts") == {
         "17", "21", "71", "80"}  # fmt: skip
     assert numbers("quatre-vingts millions de francs, nonante-cinq, septante") == {"95", "70"}
+    assert numbers("articles vingt et deux") == {"20", "2"}  # "et" joins un, une, onze only
     # a figure after a scale word ends a larger number: "trois cent soixante et onze" is no 71
     billet = (1, "Le billet coûte trois cent soixante et onze euros.")
     wrong = "Le billet coûte 71 euros."

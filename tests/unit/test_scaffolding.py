@@ -64,6 +64,8 @@ def _given_while_written(text: str, reader: Unscaffolded | None = None) -> list[
         "This can be found in The number of the document that says this is a sentence or two "
         "otherwise . [1] the lamp",
         "- \n This can be found in This can be found in just the words that answer it . [2] -",
+        # a colon after blanks: the stream showed it, then could not go on (a review's)
+        "The lamp was lit. This answer is found in : [3] at dusk.",
     ],
 )
 def test_what_streams_a_character_at_a_time_is_what_is_kept(text: str) -> None:
