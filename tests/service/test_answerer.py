@@ -268,14 +268,14 @@ def test_the_model_is_asked_whether_a_document_says_it_before_it_answers(
 ) -> None:
     """Issue 59, item 1 (grounding.verify, shipped on): llama.cpp answers the one-token
     yes/no request with its likeliest tokens, so every answer reports `supported`; an answered
-    question is one whose yes passed grounding.abstain.unsupported (0.55 shipped), and the
-    answer's request found the documents in llama.cpp's prompt cache."""
+    question is one whose yes passed grounding.abstain.unsupported (0.55 shipped). (That the
+    answer's request finds the documents in llama.cpp's prompt cache is bench.speed's to
+    measure: a test compared the two requests' seconds, which a busy machine reverses.)"""
     client = answerer()
     body = client.post("/ai/rag", json={"query": ANSWERED[0]}).json()
     supported = body["confidence"]["supported"]
     assert isinstance(supported, float) and 0.6 <= supported <= 1, body["confidence"]
     assert body["abstained"] is None and body["usage"]["llm_calls"] == 2, body
-    assert body["timings"]["verify"] < body["timings"]["chain"], body["timings"]
     strict = answerer({"grounding.abstain.unsupported": 1}).post(
         "/ai/rag", json={"query": ANSWERED[0]}
     )
