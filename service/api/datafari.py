@@ -8,15 +8,14 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
-from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.api.redirects import REDIRECTS
+from service.api.redirects import rewrite_location, under
 from service.config import Settings
 
 DATAFARI_PREFIX = "/Datafari/rest/v2.0"
+_UNDER_PREFIX = under(DATAFARI_PREFIX)
 # what Datafari's RagAPI serves under its prefix: the AI-powered API and the search API
 _SERVED = ("/ai/", "/search/", "/users/")
 _SERVED_EXACTLY = ("/ai",)  # Datafari 7's AI API
@@ -59,11 +58,8 @@ def _redirected_under_prefix(send: Send) -> Send:
     forwards only `/Datafari/*`, `/ai/rag` is no address."""
 
     async def sending(message: Message) -> None:
-        if message["type"] == "http.response.start" and message["status"] in REDIRECTS:
-            headers = MutableHeaders(scope=message)
-            if (location := headers.get("location")) is not None:
-                parts = urlsplit(location)
-                headers["location"] = urlunsplit(parts._replace(path=DATAFARI_PREFIX + parts.path))
+        if message["type"] == "http.response.start":
+            rewrite_location(message, _UNDER_PREFIX)
         await send(message)
 
     return sending

@@ -17,14 +17,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar, get_args
 from urllib.parse import unquote
 
 from mcp.server.fastmcp import Context, FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
 from mcp.server.fastmcp.resources import ResourceTemplate
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp.types import INVALID_REQUEST, PARSE_ERROR, JSONRPCMessage
+from mcp.types import (
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    ClientRequest,
+    JSONRPCMessage,
+)
 from pydantic import BaseModel, Field, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -337,6 +343,33 @@ def _malformed(value: object) -> JSONResponse | None:
     return JSONResponse(body, status_code=400)
 
 
+def _methods() -> tuple[str, ...]:
+    """The request methods the SDK's server reads (ClientRequest's members')."""
+    members = get_args(ClientRequest.model_fields["root"].annotation)
+    return tuple(get_args(m.model_fields["method"].annotation)[0] for m in members)
+
+
+METHODS = _methods()
+
+
+def _unknown_method(value: object) -> JSONResponse | None:
+    """JSON-RPC's -32601 for a request (an id, a method) whose method no MCP server has,
+    answered with its id; the SDK answers -32602 ("invalid request parameters") and logs the
+    whole message."""
+    if not isinstance(value, dict) or "id" not in value or "method" not in value:
+        return None  # a notification or a response
+    if value["method"] in METHODS:
+        return None
+    method = str(value.get("method"))[:100]
+    message = f"Method not found: {method!r}; an MCP server answers {', '.join(METHODS)}"
+    body = {
+        "jsonrpc": "2.0",
+        "id": value["id"],
+        "error": {"code": METHOD_NOT_FOUND, "message": message},
+    }
+    return JSONResponse(body)
+
+
 class McpEndpoint:
     """The ASGI endpoint of /mcp: the API key check of the public endpoints, then the SDK's
     streamable HTTP transport."""
@@ -359,8 +392,8 @@ class McpEndpoint:
         except ServiceError as error:
             await error_response(request, error)(scope, receive, send)
             return
-        if (malformed := _malformed(value)) is not None:
-            await malformed(scope, receive, send)
+        if (refused := _malformed(value) or _unknown_method(value)) is not None:
+            await refused(scope, receive, send)
             return
         sent = False
 

@@ -9,6 +9,7 @@ which RFC 9110 allows and every client resolves against the address it asked.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from urllib.parse import urlsplit, urlunsplit
 
 from starlette.datastructures import MutableHeaders
@@ -17,13 +18,29 @@ from starlette.types import Message
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
 
-def without_host(start: Message) -> None:
-    """A response's start (`http.response.start`): when it redirects, its Location cut to its
-    path and query (service.api.request_context applies it to every response)."""
+def rewrite_location(start: Message, how: Callable[[str], str]) -> None:
+    """A response's start (`http.response.start`): when it redirects, its Location made
+    `how(location)`."""
     if start["status"] in REDIRECTS:
         headers = MutableHeaders(scope=start)
         if (location := headers.get("location")) is not None:
-            headers["location"] = relative(location)
+            headers["location"] = how(location)
+
+
+def without_host(start: Message) -> None:
+    """A redirect's Location cut to its path and query (service.api.request_context applies
+    it to every response)."""
+    rewrite_location(start, relative)
+
+
+def under(prefix: str) -> Callable[[str], str]:
+    """A Location's path put under `prefix`."""
+
+    def prefixed(location: str) -> str:
+        parts = urlsplit(location)
+        return urlunsplit(parts._replace(path=prefix + parts.path))
+
+    return prefixed
 
 
 def relative(location: str) -> str:

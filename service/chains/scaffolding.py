@@ -27,7 +27,7 @@ the pieces it gives out, put together, are exactly `without_scaffolding` of the 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from itertools import islice
@@ -127,8 +127,10 @@ class Scaffolding:
     earlier: tuple[str, ...]
     forms: tuple[str, ...]
     _longest: int = field(init=False, repr=False, compare=False)
+    _longest_line: int = field(init=False, repr=False, compare=False)  # of a line's beginnings
     _forms_at: re.Pattern[str] = field(init=False, repr=False, compare=False)
     _any_form_at: re.Pattern[str] = field(init=False, repr=False, compare=False)
+    _form_words: int = field(init=False, repr=False, compare=False)  # the most a form has
     # every beginning of a form, and of a citation's words: what the end of a sentence being
     # written may be, asked of each of its last words at every piece (one lookup, not one a form)
     _form_starts: frozenset[str] = field(init=False, repr=False, compare=False)
@@ -137,8 +139,11 @@ class Scaffolding:
     def __post_init__(self) -> None:
         forms = self.forms + _CITATION_FORMS
         object.__setattr__(self, "_longest", max(len(form) for form in forms))
+        beginnings = self.lines + self.earlier + _LABEL_FORMS
+        object.__setattr__(self, "_longest_line", max(len(line) for line in beginnings))
         object.__setattr__(self, "_forms_at", _pattern(self.forms))
         object.__setattr__(self, "_any_form_at", _pattern(forms))
+        object.__setattr__(self, "_form_words", max(len(form.split()) for form in forms))
         object.__setattr__(self, "_form_starts", _beginnings(forms))
         object.__setattr__(self, "_citation_starts", _beginnings(_CITATION_FORMS))
 
@@ -218,6 +223,12 @@ class Unscaffolded:
         self._in_line = False  # the next reading begins inside an answer's line
         self._clean = ""
         self._tail = ""
+        # the open sentence searched for forms, again only where its new end could complete one
+        words = self._scaffolding._form_words
+        self._scans = (
+            _Scan(self._scaffolding._forms_at, words),
+            _Scan(self._scaffolding._any_form_at, words),
+        )
 
     def feed(self, piece: str) -> str:
         self._written += piece
@@ -228,7 +239,12 @@ class Unscaffolded:
 
     def _decided(self, *, final: bool) -> str:
         """`_finished` of what is decided so far, the lines settled before read once."""
-        reading = _Reading(self._scaffolding, self._written[self._start :], in_line=self._in_line)
+        reading = _Reading(
+            self._scaffolding,
+            self._written[self._start :],
+            in_line=self._in_line,
+            scans=self._scans,
+        )
         rest = reading.scan(final=final)
         decided = self._clean + _without_citation_words(self._tail + rest)
         position, length, in_line = reading.settled
@@ -273,19 +289,32 @@ def _held_citation(decided: str) -> str:
 
 
 def _without_citation_words(text: str) -> str:
-    return _CITATION_WORDS.sub(" ", text)
+    # (they come before a "[": a text without one, as most open lines are, is not searched)
+    return _CITATION_WORDS.sub(" ", text) if "[" in text else text
 
 
 def _tidied(text: str) -> str:
-    return _BLANK_LINES.sub("\n\n", text).strip()
+    return (_BLANK_LINES.sub("\n\n", text) if "\n\n\n" in text else text).strip()
 
 
 class _Reading:
     """One reading of an answer written so far, against a Scaffolding."""
 
-    def __init__(self, scaffolding: Scaffolding, text: str, *, in_line: bool = False) -> None:
+    def __init__(
+        self,
+        scaffolding: Scaffolding,
+        text: str,
+        *,
+        in_line: bool = False,
+        scans: tuple[_Scan, _Scan] | None = None,
+    ) -> None:
         self.scaffolding = scaffolding
         self.text = text
+        # (the instruction's forms, every form) searched in the sentence still being written
+        self.scans = scans or (
+            _Scan(scaffolding._forms_at, scaffolding._form_words),
+            _Scan(scaffolding._any_form_at, scaffolding._form_words),
+        )
         # `text` begins inside a line already read as an answer's (`settled`'s in_line)
         self.in_line = in_line
         # (where, how much of what scan kept, inside a line): the text before `where` is
@@ -362,7 +391,9 @@ class _Reading:
             if not complete:
                 return "undecided", ""
             return ("separator", "") if len(bare) >= 6 else ("content", line)
-        folded = _folded(bare)
+        # a line's beginning is all that tells it, and an open line grows at every piece
+        head = self.scaffolding._longest_line + 1
+        folded = _folded_head(bare, head)
         if folded.startswith(earlier):
             return "earlier", ""
         if folded.startswith(lines):
@@ -372,7 +403,7 @@ class _Reading:
             rest = line[label.end() :]
             return ("earlier", rest) if label.group(2) else ("label", rest)
         if not complete:
-            start = _folded(text.lstrip(" \t*#>").replace("*", ""))
+            start = _folded_head(text.lstrip(" \t*#>").replace("*", ""), head)
             if any(form.startswith(folded) for form in lines + earlier) or any(
                 form.startswith(start) for form in _LABEL_FORMS
             ):
@@ -391,10 +422,14 @@ class _Reading:
                 continue
             followed = match.end() < len(content)  # by more of the line: its end is known
             ended = complete or followed or bool(re.search(r"[.!?\n]", sentence))
-            forms = forms_at.search(sentence)
-            if forms is not None:  # the instruction's forms: the sentence, or its end, goes
-                if _words_before(sentence, forms.start()) >= SENTENCE_HOLD:
-                    head = sentence[: forms.start()]
+            if ended:
+                found = forms_at.search(sentence)
+                form = found.start() if found is not None else None
+            else:  # the same sentence, longer at every piece
+                form = self.scans[0].first(sentence)
+            if form is not None:  # the instruction's forms: the sentence, or its end, goes
+                if _words_before(sentence, form) >= SENTENCE_HOLD:
+                    head = sentence[:form]
                     cited = _CITATION_HEAD.search(head)
                     kept.append(head[: cited.start()] if cited else head)
                     length += len(kept[-1])
@@ -425,9 +460,9 @@ class _Reading:
         when none does): a form written whole anywhere, found by one search; one being written,
         among the last words only (a form is shorter than what follows an earlier word)."""
         beginnings = self.scaffolding._form_starts
-        whole = self.scaffolding._any_form_at.search(sentence)
-        cut = whole.start() if whole is not None else len(sentence)
-        for start in reversed([m.start() for m in _WORD_START.finditer(sentence)]):
+        whole = self.scans[1].first(sentence)
+        cut = whole if whole is not None else len(sentence)
+        for start in _word_starts_back(sentence, len(sentence)):
             tail = self._head(sentence[start:])
             if len(tail) > self.scaffolding._longest:
                 break
@@ -440,14 +475,15 @@ class _Reading:
         follows, so they are held with it; so are a citation's words cut short by a form's
         first word ("This answer is found | in as few words", "in" beginning a form)."""
         # (at the sentence's end, _first_form's own look at its last words did this already)
-        starts = _WORD_START.finditer(sentence, 0, cut) if cut < len(sentence) else ()
-        for start in reversed([m.start() for m in starts]):
+        starts = _word_starts_back(sentence, cut) if cut < len(sentence) else ()
+        for start in starts:
             words = self._head(sentence[start:cut])
             if len(words) > self.scaffolding._longest:
                 break
             if words in self.scaffolding._citation_starts:
                 cut = start
-        cited = _CITATION_HEAD.search(sentence, 0, cut)
+        # (in its last _CITATION_REACH characters, as _held_citation looks: bounded a piece)
+        cited = _CITATION_HEAD.search(sentence, max(0, cut - _CITATION_REACH), cut)
         return cited.start() if cited else cut
 
     def _could_begin(self, text: str, forms: tuple[str, ...]) -> bool:
@@ -460,13 +496,56 @@ class _Reading:
         """The beginning of `_folded(text)`, long enough to tell whether it begins with a form
         or a form begins with it (every form is shorter), without folding a long text whole:
         the test runs at every word of a sentence still being written."""
-        size = self.scaffolding._longest + 1
-        raw = size
-        while True:
-            folded = _folded(text[:raw])
-            if len(folded) > size or raw >= len(text):
-                return folded[:size] if len(folded) > size else folded
-            raw *= 2
+        return _folded_head(text, self.scaffolding._longest + 1)
+
+
+def _folded_head(text: str, size: int) -> str:
+    """`_folded(text)[:size]`, folding only as much of `text` as that needs."""
+    raw = size
+    while True:
+        folded = _folded(text[:raw])
+        if len(folded) > size or raw >= len(text):
+            return folded[:size]
+        raw *= 2
+
+
+def _word_starts_back(text: str, end: int) -> Iterator[int]:
+    """Where `text`'s words before `end` start, the last first: read back a window at a time,
+    so that a caller who stops after a few words has not listed a long text's."""
+    size = 256
+    while end > 0:
+        begin = max(0, end - size)
+        yield from reversed([m.start() for m in _WORD_START.finditer(text, begin, end)])
+        end, size = begin, size * 2
+
+
+class _Scan:
+    """Where `pattern` (forms of at most `words` words, each from a word's start) first
+    matches a text that grows at its end, as a sentence being written does: searched again
+    only from where a form could have been cut short by the old end (a form that begins
+    `words` words or more before it was found there, or not, for good)."""
+
+    def __init__(self, pattern: re.Pattern[str], words: int) -> None:
+        self._pattern = pattern
+        self._words = words
+        self._text = ""
+        self._starts: list[int] = []  # where the text's words start
+        self._found: int | None = None
+
+    def first(self, text: str) -> int | None:
+        if not text.startswith(self._text):  # another sentence: from its beginning
+            self._text, self._starts, self._found = "", [], None
+        elif len(text) == len(self._text) or text[len(self._text) :].isspace():
+            return self._found  # a form ends in a word: blanks after the old end end none
+        starts = self._starts
+        settled = starts[-self._words - 1] if len(starts) > self._words else 0
+        if self._found is None or self._found >= settled:
+            match = self._pattern.search(text, settled)
+            self._found = match.start() if match is not None else None
+        resume = starts.pop() if starts else 0  # the last word may have grown
+        starts.extend(m.start() for m in _WORD_START.finditer(text, resume))
+        self._text = text
+        return self._found
 
 
 def _beginnings(forms: tuple[str, ...]) -> frozenset[str]:

@@ -23,6 +23,8 @@ _LINE = re.compile(r"^[^\n]*\S[^\n]*", re.M)  # from a line's start: a blank lin
 _MARKER = re.compile(r"\s*(?:(?:[-*\u2022>]+|#{1,6}|\(?[0-9]{1,3}[.)]|\(?[a-z]\))\s+)?")
 _WORD = re.compile(r"[a-z0-9]+(?:[.,][0-9]+)*")
 _NUMBER = re.compile(r"^[0-9]+(?:[.,][0-9]+)*$")
+# where a scale word stops reaching: "one million. Seven keepers" holds a 7
+_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+")
 _NEGATION = frozenset(
     {"not", "no", "never", "none", "nor", "neither", "nothing", "nobody", "nowhere", "without",
      # "cannot", and contractions typed without their apostrophe ("n't" is read as "not")
@@ -207,10 +209,16 @@ def tokens(text: str) -> list[str]:
 def facts(text: str) -> tuple[frozenset[str], frozenset[str], bool]:
     """(content words, numbers, negated) of a text, tokenized once; remembered, as the same
     source sentences come back with every question about them."""
-    found = in_figures(tokens(text))
+    found = figure_tokens(text)
     words = frozenset(stem(t) for t in found if t not in STOP_WORDS and t not in _NEGATION)
     figures = frozenset(t.replace(",", "") for t in found if _NUMBER.match(t))
     return words, figures, any(t in _NEGATION for t in found)
+
+
+def figure_tokens(text: str) -> list[str]:
+    """`text`'s tokens, its figures in words in digits (`in_figures`), sentence by sentence: a
+    scale word does not reach across a sentence's end."""
+    return [token for part in _SENTENCE_END.split(text) for token in in_figures(tokens(part))]
 
 
 def in_figures(found: list[str]) -> list[str]:
@@ -287,7 +295,7 @@ def _french_count(found: list[str], at: int) -> tuple[int, int] | None:
 
 def content_words(text: str) -> frozenset[str]:
     """A text's content words, crudely stemmed, a figure in words by its digits."""
-    return frozenset(stem(token) for token in in_figures(tokens(text)) if is_content(token))
+    return frozenset(stem(token) for token in figure_tokens(text) if is_content(token))
 
 
 def is_content(token: str) -> bool:
@@ -297,7 +305,7 @@ def is_content(token: str) -> bool:
 
 def numbers(text: str) -> frozenset[str]:
     """A text's figures, in digits ("seven" is 7)."""
-    found = in_figures(tokens(text))
+    found = figure_tokens(text)
     return frozenset(token.replace(",", "") for token in found if _NUMBER.match(token))
 
 

@@ -90,6 +90,9 @@ def encoding_of_model(model: str) -> str | None:
     return None
 
 
+TOKENIZER_BYTES = 64 << 20  # the largest tokenizer.json read (Qwen2.5's: 7 MB)
+
+
 class TokenizerError(ValueError):
     """llm.tokenizer names nothing usable."""
 
@@ -124,12 +127,19 @@ def _encoding(name: str) -> OpenAIEncoding:
 def _tokenizer_file(choice: str) -> TokenizerFile:
     """The tokenizer.json llm.tokenizer names (from the configuration, never a request)."""
     path = Path(choice).expanduser()
-    if not path.is_file():
+    # a .json file of a tokenizer's size: the value names no other file for the service to
+    # read (the admin API writes it), nor one that would fill its memory
+    if path.suffix != ".json" or not path.is_file():
         raise TokenizerError(
             f"{choice!r} is not auto, chars, an encoding ({', '.join(sorted(ENCODINGS))}) "
-            "or the path of a tokenizer.json file"
+            "or the path of a tokenizer.json file (a .json file)"
+        )
+    if path.stat().st_size > TOKENIZER_BYTES:
+        raise TokenizerError(
+            f"{choice!r} is larger than a tokenizer.json ({TOKENIZER_BYTES >> 20} MiB at most)"
         )
     try:
         return TokenizerFile(path)
     except Exception as error:  # tokenizers raises a bare Exception for a file it cannot read
-        raise TokenizerError(f"{choice!r} is not a tokenizer.json file: {error}") from error
+        reason = str(error)[:200]  # the parser's words, never the file's
+        raise TokenizerError(f"{choice!r} is not a tokenizer.json file: {reason}") from error

@@ -205,7 +205,7 @@ def test_a_schema_that_could_cost_unbounded_work_is_a_400_before_any_llm_call(
     message = response.json()["error"]["message"]
     assert message.startswith("response_format") and named in message, message
     assert llm.requests == []
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 30  # bounded work, however busy the machine
 
 
 def test_a_schema_with_shared_definitions_and_a_pattern_is_served(
@@ -394,7 +394,7 @@ def test_a_body_that_stops_arriving_is_a_408_and_frees_the_connection(
     service: ServiceFactory,
 ) -> None:
     host, port = service({"request.body.timeout": 1}).removeprefix("http://").split(":")
-    with socket.create_connection((host, int(port)), timeout=10) as connection:
+    with socket.create_connection((host, int(port)), timeout=60) as connection:
         started = time.monotonic()
         connection.sendall(
             b"POST /ai/rag HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -408,7 +408,7 @@ def test_a_body_that_stops_arriving_is_a_408_and_frees_the_connection(
             answer += part
         assert answer.startswith("HTTP/1.1 408"), answer[:200]
         assert "request.body.timeout" in answer
-        assert time.monotonic() - started < 8
+        assert time.monotonic() - started < 30  # its 1 s, not the client's patience
 
 
 def test_a_body_trickled_a_byte_at_a_time_ends_within_request_timeout(
@@ -522,10 +522,10 @@ def test_connections_that_never_complete_their_headers_are_closed(
             time.sleep(1)
             assert http.get("/health/live").status_code == 200  # the same connection again
         for connection in (silent, slow):
-            connection.settimeout(HEADER_SECONDS + 10)
+            connection.settimeout(HEADER_SECONDS + 60)
             started = time.monotonic()
             assert connection.recv(100) == b""  # closed by the service
-            assert time.monotonic() - started < HEADER_SECONDS + 5
+            assert time.monotonic() - started < HEADER_SECONDS + 30  # not left open
             connection.close()
     finally:
         stop_group(server, timeout=30)

@@ -443,11 +443,11 @@ def test_a_no_beside_the_answer_abandons_it_and_shows_none_of_it(
     guess = "A guess the documents do not hold, written slowly [1]."
     llm.then(
         Step(content="no", first_top={"no": 0.8, "yes": 0.2}, delay=0.4, takes=verification),
-        Step(content=guess, delay=0 if stream else 5, pause_after_first_chunk=5),
+        Step(content=guess, delay=0 if stream else 60, pause_after_first_chunk=60),
     )
     started = time.monotonic()
     done, streamed = _asked(client, {"query": LAMP, "stream": stream})
-    assert time.monotonic() - started < 4, "the answer's request was read to its end"
+    assert time.monotonic() - started < 30, "the answer's request was read to its end"
     verifying, answering = _verification_and_answer(llm.requests)
     assert answering.started < verifying.finished
     assert done["message"] == NOT_FOUND_SENTENCES["en"], done
@@ -667,10 +667,10 @@ def test_a_second_asking_past_the_deadline_leaves_the_refusal(
     request has left, and the refusal stands (the not-found sentence, never a 504 for an
     answer the first request had already given)."""
     client = make_client({"retrieval.method": "bm25", "request.timeout": 3})
-    llm.then(Step(content=LAMP_ECHO), Step(content="It was electrified in 1952 [1].", delay=6))
+    llm.then(Step(content=LAMP_ECHO), Step(content="It was electrified in 1952 [1].", delay=60))
     started = time.monotonic()
     done, streamed = _asked(client, {"query": LAMP, "stream": stream})
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < 30  # its request.timeout (3 s), not the LLM's 60
     assert done.get("message") == NOT_FOUND_SENTENCES["en"], done
     assert done["abstained"].startswith(ECHO), done
     assert done["abstained"].endswith("its second request failed"), done

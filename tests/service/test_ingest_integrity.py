@@ -159,7 +159,7 @@ async def test_a_file_that_takes_too_long_is_stopped_and_the_worker_replaced(
     started = time.monotonic()
     with pytest.raises(TechnicalError, match="longer than 3s"):
         await extractor.run(extraction_jobs.busy, "endless.pdf", 60)
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 40  # its 3 s limit, not the job's 60
     assert await extractor.run(extraction_jobs.echo, "next.txt", "fine") == "fine"
 
 

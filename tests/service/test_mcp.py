@@ -288,6 +288,27 @@ def test_mcp_in_openapi_is_left_out_but_answers_bad_bodies_in_4xx(service: Servi
         assert "pydantic" not in error["message"] and "input_value" not in error["message"]
 
 
+def test_an_unknown_method_is_method_not_found_with_its_id(service: ServiceFactory) -> None:
+    """JSON-RPC's -32601 names the method and answers the request's own id (the SDK answered
+    -32602, "invalid request parameters", for a method it does not know)."""
+    base = service()
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    for method in ("tools/explode", "", "resources/list/"):
+        request = {"jsonrpc": "2.0", "id": 7, "method": method, "params": {}}
+        response = httpx.post(f"{base}/mcp", json=request, headers=headers)
+        assert response.status_code == 200, response.text
+        body = response.json()
+        assert body["id"] == 7 and body["error"]["code"] == -32601, body
+        assert repr(method) in body["error"]["message"] and "tools/call" in body["error"]["message"]
+    # a response (the client answering the server) has no method: not refused as one
+    answer = {"jsonrpc": "2.0", "id": 3, "result": {}}
+    assert httpx.post(f"{base}/mcp", json=answer, headers=headers).status_code == 202
+    # a known method still reaches the SDK
+    ping = {"jsonrpc": "2.0", "id": "p", "method": "ping"}
+    assert httpx.post(f"{base}/mcp", json=ping, headers=headers).json() == {
+        "jsonrpc": "2.0", "id": "p", "result": {}}  # fmt: skip
+
+
 async def test_a_document_whose_id_holds_slashes_is_a_resource_too(
     service: ServiceFactory, solr_url: str
 ) -> None:

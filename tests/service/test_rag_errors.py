@@ -116,12 +116,12 @@ def test_llm_timeout_gives_ragTechnicalError_within_the_timeout(
     make_client: ClientFactory, llm: LLMScript
 ) -> None:
     client = make_client({"llm.timeout.read": 0.5})
-    llm.then(Step(content="too late", delay=3))
+    llm.then(Step(content="too late", delay=60))
     started = time.monotonic()
     content = error_of(
         client.post("/ai/rag", json={"query": "lighthouse"}), 504, "ragTechnicalError"
     )
-    assert time.monotonic() - started < 2.5
+    assert time.monotonic() - started < 30  # the LLM's 60 s not waited out
     assert "llm.timeout.read" in content["reason"]
 
 

@@ -37,7 +37,7 @@ def ask(client: TestClient) -> httpx.Response:
 # -- LLM faults: the documented error in time, then normal service ------------------------
 
 LLM_FAULTS = {
-    "hangs past the read timeout": (Step(content="late", delay=5), 504),
+    "hangs past the read timeout": (Step(content="late", delay=60), 504),
     "answers 500": (Step(content="internal error", status=500), 502),
     "answers malformed JSON": (
         Step(body='{"choices": [', headers={"Content-Type": "application/json"}),
@@ -56,7 +56,7 @@ def test_an_llm_fault_gives_its_error_in_time_then_service_resumes(
     llm.then(step)
     started = time.monotonic()
     error_of(ask(client), status, "ragTechnicalError")
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < 30  # the hang is 60 s: not waited out
     assert ask(client).status_code == 200
 
 
@@ -67,7 +67,7 @@ def test_an_llm_refusing_connections_then_coming_up(
     client = make_client({"ai.api.endpoint": f"http://127.0.0.1:{port}/v1/"})
     started = time.monotonic()
     content = error_of(ask(client), 503, "ragTechnicalError")
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < 30  # not retried for long (a bound no busy box breaks)
     assert "unreachable" in content["reason"]
     with serve_in_thread(create_llm_app(llm_script), port=port):
         assert ask(client).status_code == 200
@@ -95,11 +95,9 @@ def test_a_failing_llm_opens_the_breaker_and_a_trial_closes_it(
     llm.then(Step(content="down", status=503), Step(content="down", status=503))
     error_of(ask(client), 502, "ragTechnicalError")
     error_of(ask(client), 502, "ragTechnicalError")
-    started = time.monotonic()
     content = error_of(ask(client), 503, "ragTechnicalError")
-    assert time.monotonic() - started < 0.5
     assert "circuit breaker" in content["reason"]
-    assert len(llm.requests) == 2  # the open breaker did not call the LLM
+    assert len(llm.requests) == 2  # the open breaker did not call the LLM, nor wait for it
     # readiness asks the LLM itself (which lists its models): a breaker that requests opened
     # is shown to the admin, never taken for the service being down
     ready = client.get("/health/ready", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
@@ -162,9 +160,7 @@ def test_request_timeout_bounds_the_whole_chain(make_client: ClientFactory, llm:
         }
     )
     llm.delay = 0.6  # the rewrite and the answer each take less than the deadline; not both
-    started = time.monotonic()
-    content = error_of(ask(client), 504, "ragTechnicalError")
-    assert time.monotonic() - started < 2
+    content = error_of(ask(client), 504, "ragTechnicalError")  # not a 200 after 1.2 s
     assert "request.timeout" in content["reason"]
     assert len(llm.requests) >= 2
 
@@ -173,11 +169,11 @@ def test_request_timeout_ends_a_stream_that_stalls(
     make_client: ClientFactory, llm: LLMScript
 ) -> None:
     client = make_client({"request.timeout": 1, "llm.timeout.read": 10})
-    llm.then(Step(content="one two three", pause_after_first_chunk=5))
+    llm.then(Step(content="one two three", pause_after_first_chunk=60))
     started = time.monotonic()
     with client.stream("POST", "/ai/rag", json={"query": "lighthouse", "stream": True}) as r:
         text = "".join(r.iter_text())
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < 30  # the stall is 60 s: not waited out
     assert "event: error" in text
     assert "request.timeout" in text
 
@@ -237,7 +233,7 @@ def test_solr_stopped_mid_run_then_restarted(
     own_solr.stop()
     started = time.monotonic()
     content = error_of(ask(client), 503, "ragTechnicalError")
-    assert time.monotonic() - started < 6
+    assert time.monotonic() - started < 30  # refused at once: not retried for long
     assert "Solr" in content["reason"]
     assert client.get("/health/ready").status_code == 503
     assert client.get("/health/live").status_code == 200
@@ -329,7 +325,7 @@ def test_startup_gives_up_on_an_unreachable_solr_after_its_wait(
     started = time.monotonic()
     with pytest.raises(SolrLayoutError, match=r"unreachable.*solr.startup.wait"):
         _start(tmp_path, base_properties, **{"solr.url": dead, "solr.startup.wait": 1})
-    assert time.monotonic() - started < 4
+    assert time.monotonic() - started < 20  # its 1 s, not the 30 s default
 
 
 def test_the_cli_refuses_to_serve_with_one_clear_line(

@@ -29,12 +29,13 @@ class Recorder:
         return vectors, [len(text.split()) for text in texts]
 
 
-async def test_one_request_alone_is_encoded_at_once() -> None:
+async def test_one_request_alone_is_a_batch_of_its_own() -> None:
+    """No collection window: a lone request is encoded as it comes, in one run (a time bound
+    here failed on busy machines; that nothing waits is the code's: no sleep in it)."""
     encoder = Recorder(seconds=0)
     batcher = MicroBatcher(encoder)
-    started = time.perf_counter()
     vectors, tokens = await batcher.encode(["a lone question"])
-    assert time.perf_counter() - started < 0.05  # no collection window
+    assert batcher.batches == 1
     assert encoder.runs == [["a lone question"]] and tokens == [3] and vectors.shape == (1, 2)
 
 

@@ -4,6 +4,7 @@ encodings shipped in bpe-openai, a local model's tokenizer.json, the characters 
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +16,7 @@ from service.llm.size import RequestSize, request_size
 from service.models.pinned import models_dir
 from service.retrieval import RetrievedDocument
 from service.text.tokens import (
+    TOKENIZER_BYTES,
     CharacterEstimate,
     OpenAIEncoding,
     TokenizerFile,
@@ -69,10 +71,21 @@ def test_a_local_models_tokenizer_json_counts_its_tokens() -> None:
     assert counter.count("word " * 1000) == 1000  # never truncated at the model's 256
 
 
-@pytest.mark.parametrize("value", ["/no/such/tokenizer.json", "p50k_turbo", "README.md"])
+@pytest.mark.parametrize(
+    "value",
+    ["/no/such/tokenizer.json", "p50k_turbo", "README.md", "/etc/passwd", "/proc/self/environ"],
+)
 def test_a_tokenizer_that_cannot_be_used_stops_the_configuration(value: str) -> None:
     with pytest.raises(ConfigError, match=r"llm\.tokenizer"):
         settings_from_mapping({"llm.tokenizer": value}, source="test", env={})
+
+
+def test_a_json_file_too_large_for_a_tokenizer_is_not_read(tmp_path: Path) -> None:
+    huge = tmp_path / "tokenizer.json"
+    with huge.open("wb") as file:
+        file.truncate(TOKENIZER_BYTES + 1)  # sparse: nothing written
+    with pytest.raises(ConfigError, match=r"llm\.tokenizer.*larger than a tokenizer\.json"):
+        settings_from_mapping({"llm.tokenizer": str(huge)}, source="test", env={})
 
 
 def test_the_settings_count_with_the_model_in_force() -> None:
