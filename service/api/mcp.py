@@ -29,12 +29,13 @@ from mcp.types import (
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
     PARSE_ERROR,
+    ClientNotification,
     ClientRequest,
     JSONRPCMessage,
 )
 from pydantic import BaseModel, Field, ValidationError
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.types import Message, Receive, Send
 from starlette.types import Scope as AsgiScope
 
@@ -344,37 +345,52 @@ def _malformed(value: object) -> JSONResponse | None:
     return JSONResponse(body, status_code=400)
 
 
-def _requests() -> dict[str, type[BaseModel]]:
-    """The requests the SDK's server reads (ClientRequest's members), by method."""
-    members = get_args(ClientRequest.model_fields["root"].annotation)
+def _by_method(union: type[BaseModel]) -> dict[str, type[BaseModel]]:
+    """The messages the SDK's server reads (a union's members: ClientRequest's,
+    ClientNotification's), by method."""
+    members = get_args(union.model_fields["root"].annotation)
     return {get_args(m.model_fields["method"].annotation)[0]: m for m in members}
 
 
-REQUESTS = _requests()
+REQUESTS = _by_method(ClientRequest)
+NOTIFICATIONS = _by_method(ClientNotification)
 
 
-def _unanswerable(value: object) -> JSONResponse | None:
+def _valid(message: type[BaseModel], value: dict[str, Any]) -> ValidationError | None:
+    fields = {"method": value["method"]}
+    if value.get("params") is not None:
+        fields["params"] = value["params"]
+    try:
+        message.model_validate(fields)
+        return None
+    except ValidationError as error:
+        return error
+
+
+def _unanswerable(value: object) -> Response | None:
     """JSON-RPC's error, answered with the request's id, for a request (an id, a method) the
     SDK's server cannot read: -32601 for a method no MCP server has, -32602 naming what is
     wrong with its params. The SDK answers both -32602 "Invalid request parameters", and logs
-    a warning of every ClientRequest member's errors (about 5 KB a message)."""
-    if not isinstance(value, dict) or "id" not in value or "method" not in value:
-        return None  # a notification or a response
+    a warning of every ClientRequest member's errors (about 5 KB a message). A notification it
+    cannot read (a warning quoting it whole, up to the body's 512 KiB) gets its 202 here."""
+    if not isinstance(value, dict) or "method" not in value:
+        return None  # a response
+    if "id" not in value:  # a notification: never answered, and one the SDK cannot read is
+        notification = NOTIFICATIONS.get(value["method"])  # logged whole: taken here, unread
+        if notification is None or _valid(notification, value) is not None:
+            return Response(status_code=202)
+        return None
     request = REQUESTS.get(value["method"])
     if request is None:
         method = str(value["method"])[:100]
         code = METHOD_NOT_FOUND
         message = f"Method not found: {method!r}; an MCP server answers {', '.join(REQUESTS)}"
     else:
-        fields = {"method": value["method"]}
-        if value.get("params") is not None:
-            fields["params"] = value["params"]
-        try:
-            request.model_validate(fields)
+        error = _valid(request, value)
+        if error is None:
             return None
-        except ValidationError as error:
-            code = INVALID_PARAMS
-            message = f"Invalid params of {value['method']}: {_problems(error)}"[:1000]
+        code = INVALID_PARAMS
+        message = f"Invalid params of {value['method']}: {_problems(error)}"[:1000]
     body = {"jsonrpc": "2.0", "id": value["id"], "error": {"code": code, "message": message}}
     return JSONResponse(body)
 

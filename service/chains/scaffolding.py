@@ -50,11 +50,30 @@ _EARLIER_RELEASES_LINES = ("a name, a number or a short phrase",)
 _EARLIER_RELEASES_HEADINGS = ("the answer so far", "answers to the same question")
 _EARLIER_RELEASES_FORMS = ("a name, a number or a short phrase", "a sentence or two otherwise")
 
+
 # shapes a model writes by itself, whatever the templates say: a label before the answer
+def _either_case(pattern: str) -> str:
+    """`pattern` with each ASCII letter (not an escape's) matched in either case, as re.I
+    would, but for those letters only: re.I also takes "ſ" for s, "K" (kelvin) for k and "İ"
+    for i, which the holds, reading `str.lower()`, do not, and a stream would show what the
+    whole reading takes out."""
+    out, at = [], 0
+    while at < len(pattern):
+        char = pattern[at]
+        if char == "\\":
+            out.append(pattern[at : at + 2])
+            at += 2
+            continue
+        out.append(f"[{char.lower()}{char.upper()}]" if char.isascii() and char.isalpha() else char)
+        at += 1
+    return "".join(out)
+
+
 _LABEL = re.compile(
-    r"^[ \t*#>]*(?:(refined|final|combined|updated|improved|new)[ \t]+)?answer([ \t]+so[ \t]+far)?"
-    r"[ \t*]*:[ \t*]*",
-    re.I,
+    _either_case(
+        r"^[ \t*#>]*(?:(refined|final|combined|updated|improved|new)[ \t]+)?answer"
+        r"([ \t]+so[ \t]+far)?[ \t*]*:[ \t*]*"
+    )
 )
 _LABEL_FORMS = tuple(
     f"{kind}answer{far}:"
@@ -64,17 +83,17 @@ _LABEL_FORMS = tuple(
 # ... and the words before a citation ("The number of the document that says this is [1]";
 # "This can be found in [1]", "This answer is found in [1]": issue 69), from a word's start,
 # as the forms are found
-_CITATION_WORDS = re.compile(
+_CITATION_BODY = _either_case(
     # a run of blanks read whole, once (possessive, from its start: no backtracking over it)
     r"(?<![ \t])[ \t]*+(?<!\S)"
     r"(?:(?:the[ \t]+)?(?:number[ \t]+of[ \t]+the[ \t]+)?document[ \t]+that[ \t]+"
     r"says[ \t]+(?:it|this|that|so)[ \t]+is|this(?:[ \t]+answer|[ \t]+information)?[ \t]+"
-    r"(?:can[ \t]+be|is)[ \t]+found[ \t]+in)[ \t]*+:?[ \t]*+(?=\[\d{1,3}\])",
-    re.I,
+    r"(?:can[ \t]+be|is)[ \t]+found[ \t]+in)[ \t]*+:?[ \t]*+"
 )
+_CITATION_WORDS = re.compile(_CITATION_BODY + r"(?=\[\d{1,3}\])")
 # the same words ending what is left of a sentence a form was cut from: they would cite
 # whatever comes next, so they go with the form, whole and streamed alike
-_CITATION_HEAD = re.compile(_CITATION_WORDS.pattern.removesuffix(r"(?=\[\d{1,3}\])") + "$", re.I)
+_CITATION_HEAD = re.compile(_CITATION_BODY + "$")
 # what may come between the words and the citation, as _CITATION_WORDS reads it (blanks, a
 # colon, blanks): " : [1]" held too, or the stream showed what the whole reading takes out
 _COLONS = (" ", ": ", ":", "", " : ", " :")
@@ -93,6 +112,9 @@ _CITATION_FORMS = tuple(
 _SENTENCE = re.compile(r"[^.!?\n]*[.!?]*[ \t]*\n?")
 _WORD_START = re.compile(r"(?<!\S)\S")
 _SPACES = re.compile(r"\s+")
+# a character no citation words hold (they are ASCII letters, blanks and a colon), a blank next
+_NO_CITATION_THEN_BLANK = re.compile(r"[^A-Za-z:\s](?=[ \t])")
+_RUNS = re.compile(r"(\s+)|(\S+)")  # what _folded reads: blanks (one space), or words
 _BLANK_LINES = re.compile(r"\n{3,}")
 
 # reading a template's own words: its tags and comments out, its variables between them
@@ -223,6 +245,7 @@ class Unscaffolded:
         self._in_line = False  # the next reading begins inside an answer's line
         self._clean = ""
         self._tail = ""
+        self._uncited = _Uncited()  # the open line's citation words out, read once
         # the open sentence searched for forms, again only where its new end could complete one
         words = self._scaffolding._form_words
         self._scans = (
@@ -246,7 +269,7 @@ class Unscaffolded:
             scans=self._scans,
         )
         rest = reading.scan(final=final)
-        decided = self._clean + _without_citation_words(self._tail + rest)
+        decided = self._clean + self._uncited.of(self._tail + rest)
         position, length, in_line = reading.settled
         if position:
             self._in_line = in_line
@@ -286,6 +309,30 @@ def _held_citation(decided: str) -> str:
             break
         decided = decided[: cited.start()].rstrip()
     return decided
+
+
+class _Uncited:
+    """`_without_citation_words` of a text that grows at its end (the open line, at every
+    piece), its beginning read once: the text is cut, and each part read alone, after a
+    character no citation words hold (".", "]", a digit) with a blank next. That is the
+    outcome of reading it whole: no words run across such a place; the "[n]" they need after
+    them is no blank; and a blank begins them alike after that character or at a start."""
+
+    def __init__(self) -> None:
+        self._cut = 0  # where the text was last cut
+        self._read = ""  # the text up to it, and the blank after it (the text may change)
+        self._kept = ""  # what reading it up to the cut left
+
+    def of(self, text: str) -> str:
+        if not text.startswith(self._read):  # another line, or the line read again otherwise
+            self._cut, self._read, self._kept = 0, "", ""
+        cut = None
+        for place in _NO_CITATION_THEN_BLANK.finditer(text, max(0, self._cut - 1)):
+            cut = place.end()
+        if cut is not None and cut > self._cut:
+            self._kept += _without_citation_words(text[self._cut : cut])
+            self._cut, self._read = cut, text[: cut + 1]
+        return self._kept + _without_citation_words(text[self._cut :])
 
 
 def _without_citation_words(text: str) -> str:
@@ -500,13 +547,17 @@ class _Reading:
 
 
 def _folded_head(text: str, size: int) -> str:
-    """`_folded(text)[:size]`, folding only as much of `text` as that needs."""
-    raw = size
-    while True:
-        folded = _folded(text[:raw])
-        if len(folded) > size or raw >= len(text):
-            return folded[:size]
-        raw *= 2
+    """`_folded(text)[:size]`, folding only as much of `text` as that needs: run by run, so
+    that a long run of blanks (one space, folded) is read once, not again and again."""
+    parts: list[str] = []
+    length = 0
+    for run in _RUNS.finditer(text):
+        part = " " if run.group(1) is not None else run.group(2)[: size + 1].lower()
+        parts.append(part)
+        length += len(part)
+        if length > size:
+            break
+    return "".join(parts)[:size]
 
 
 def _word_starts_back(text: str, end: int) -> Iterator[int]:

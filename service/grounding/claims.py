@@ -24,7 +24,7 @@ _MARKER = re.compile(r"\s*(?:(?:[-*\u2022>]+|#{1,6}|\(?[0-9]{1,3}[.)]|\(?[a-z]\)
 _WORD = re.compile(r"[a-z0-9]+(?:[.,][0-9]+)*")
 _NUMBER = re.compile(r"^[0-9]+(?:[.,][0-9]+)*$")
 # where a scale word stops reaching: "one million. Seven keepers" holds a 7
-_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+")
+_SENTENCE_END = re.compile(r"(?<=[.!?;])(?<!\.\.)\s+")  # an ellipsis ends none
 _NEGATION = frozenset(
     {"not", "no", "never", "none", "nor", "neither", "nothing", "nobody", "nowhere", "without",
      # "cannot", and contractions typed without their apostrophe ("n't" is read as "not")

@@ -9,6 +9,8 @@ name forces one, and `chars` is the stated fallback: 4 characters a token, Engli
 from __future__ import annotations
 
 import math
+import os
+import stat
 from functools import cache
 from pathlib import Path
 from typing import Protocol
@@ -71,9 +73,11 @@ class OpenAIEncoding:
 class TokenizerFile:
     """A Hugging Face `tokenizer.json`: the tokenizer of a local model."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, text: str | None = None) -> None:
         self.name = str(path)
-        self._tokenizer = Tokenizer.from_file(str(path))
+        self._tokenizer = (
+            Tokenizer.from_file(str(path)) if text is None else Tokenizer.from_str(text)
+        )
         self._tokenizer.no_truncation()
         self._tokenizer.no_padding()
 
@@ -127,19 +131,30 @@ def _encoding(name: str) -> OpenAIEncoding:
 def _tokenizer_file(choice: str) -> TokenizerFile:
     """The tokenizer.json llm.tokenizer names (from the configuration, never a request)."""
     path = Path(choice).expanduser()
-    # a .json file of a tokenizer's size: the value names no other file for the service to
-    # read (the admin API writes it), nor one that would fill its memory
-    if path.suffix != ".json" or not path.is_file():
-        raise TokenizerError(
-            f"{choice!r} is not auto, chars, an encoding ({', '.join(sorted(ENCODINGS))}) "
-            "or the path of a tokenizer.json file (a .json file)"
-        )
-    if path.stat().st_size > TOKENIZER_BYTES:
+    refused = (
+        f"{choice!r} is not auto, chars, an encoding ({', '.join(sorted(ENCODINGS))}) or the "
+        "path of a tokenizer.json file (a .json file)"
+    )
+    # a regular .json file of a tokenizer's size, as opened (not as named: a link, or a file
+    # changed between a look and the read), read whole once: the value (the admin API writes
+    # it) names no other file for the service to read, nor one that would fill its memory
+    if path.suffix != ".json":
+        raise TokenizerError(refused)
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        raise TokenizerError(refused) from None
+    with os.fdopen(descriptor, "rb") as file:
+        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+            raise TokenizerError(refused)
+        data = file.read(TOKENIZER_BYTES + 1)
+    if len(data) > TOKENIZER_BYTES:
         raise TokenizerError(
             f"{choice!r} is larger than a tokenizer.json ({TOKENIZER_BYTES >> 20} MiB at most)"
         )
     try:
-        return TokenizerFile(path)
-    except Exception as error:  # tokenizers raises a bare Exception for a file it cannot read
-        reason = str(error)[:200]  # the parser's words, never the file's
-        raise TokenizerError(f"{choice!r} is not a tokenizer.json file: {reason}") from error
+        return TokenizerFile(path, data.decode("utf-8"))
+    except Exception:  # tokenizers raises a bare Exception; its words may quote the file
+        raise TokenizerError(
+            f"{choice!r} is not a tokenizer.json file (the tokenizers library cannot read it)"
+        ) from None

@@ -286,16 +286,6 @@ def test_the_model_is_asked_whether_a_document_says_it_before_it_answers(
     assert refused["content"]["documents"] == [] and refused["usage"]["llm_calls"] == 1
 
 
-def _prompt_tokens_read(llama: LlamaServer) -> int:
-    """The prompt tokens llama-server has evaluated so far (its /metrics counter: a token
-    its prompt cache served is not counted)."""
-    metrics = httpx.get(llama.url.removesuffix("v1/") + "metrics", timeout=10).text
-    return int(float(next(
-        line.split()[-1] for line in metrics.splitlines()
-        if line.startswith("llamacpp:prompt_tokens_total")
-    )))  # fmt: skip
-
-
 def test_the_answer_reads_the_documents_from_the_verifications_prompt_cache(
     answerer: ClientFactory, llama: LlamaServer
 ) -> None:

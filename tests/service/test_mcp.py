@@ -309,6 +309,9 @@ def test_an_unknown_method_is_method_not_found_with_its_id(
     body = httpx.post(f"{base}/mcp", json=bad, headers=headers).json()
     assert body["id"] == "b" and body["error"]["code"] == -32602, body
     assert "params.name" in body["error"]["message"], body
+    for method in ("tools/explode", "notifications/progress"):  # unknown; its params wrong
+        noise = {"jsonrpc": "2.0", "method": method, "params": {"x": "A" * 60_000}}
+        assert httpx.post(f"{base}/mcp", json=noise, headers=headers).status_code == 202
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text[:2000]
     # a response (the client answering the server) has no method: not refused as one
     answer = {"jsonrpc": "2.0", "id": 3, "result": {}}

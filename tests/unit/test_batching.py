@@ -29,12 +29,23 @@ class Recorder:
         return vectors, [len(text.split()) for text in texts]
 
 
-async def test_one_request_alone_is_a_batch_of_its_own() -> None:
-    """No collection window: a lone request is encoded as it comes, in one run (a time bound
-    here failed on busy machines; that nothing waits is the code's: no sleep in it)."""
+async def test_one_request_alone_is_a_batch_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No collection window: a lone request is encoded as it comes, in one run; the batcher
+    never sleeps to gather others (asserted by what it calls, not by seconds: a time bound
+    here failed on busy machines)."""
+    real_sleep, waits = asyncio.sleep, []
+
+    async def no_window(delay: float, result: object = None) -> object:
+        if delay > 0:
+            waits.append(delay)  # noted, not waited
+            return result
+        return await real_sleep(delay, result)
+
+    monkeypatch.setattr(asyncio, "sleep", no_window)
     encoder = Recorder(seconds=0)
     batcher = MicroBatcher(encoder)
     vectors, tokens = await batcher.encode(["a lone question"])
+    assert waits == [], "the batcher waited to gather requests"
     assert batcher.batches == 1
     assert encoder.runs == [["a lone question"]] and tokens == [3] and vectors.shape == (1, 2)
 

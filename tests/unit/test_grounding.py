@@ -169,6 +169,7 @@ async def test_a_french_count_in_several_words_is_one_figure() -> None:
     assert numbers("It cost one million. Seven keepers lived there; twelve left.") == {"7", "12"}
     assert numbers("Le phare coûta un million. Huit gardiens y vécurent.") == {"8"}
     assert numbers("It weighs 3.5 tonnes. Two hundred men") == {"3.5"}
+    assert numbers("It cost seven... million dollars.") == numbers("seven… million") == set()
 
 
 async def test_a_source_sentence_carried_on_with_a_claim_of_its_own_is_not_supported() -> None:

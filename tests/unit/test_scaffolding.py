@@ -66,6 +66,12 @@ def _given_while_written(text: str, reader: Unscaffolded | None = None) -> list[
         "- \n This can be found in This can be found in just the words that answer it . [2] -",
         # a colon after blanks: the stream showed it, then could not go on (a review's)
         "The lamp was lit. This answer is found in : [3] at dusk.",
+        # letters re.I took for ASCII ones ("ſ" s, "İ" i), the holds not: streamed, then stuck
+        "The lamp was lit at dusk by Rollo thiſ can be found in [1]",
+        "The lamp was lit by Rollo the keeper İN 1952 this İs found in [2]",
+        # the open line cut where no citation words run across, then read otherwise
+        "In 1952 [1] the document that says it is: a name, a number or a short phrase This can "
+        "be found in a name, a number or a short phrase ? the document that says it is: [2] x",
     ],
 )
 def test_what_streams_a_character_at_a_time_is_what_is_kept(text: str) -> None:
@@ -161,3 +167,20 @@ def test_each_piece_reads_the_lines_still_open_not_the_whole_answer(
         streamed = "".join(reader.feed(text[at : at + 4]) for at in range(0, len(text), 4))
         assert streamed + reader.flush() == without_scaffolding(text)
         assert sum(read) < 20 * len(text), sum(read) / len(text)  # whole rescans: ~1,000x
+
+
+_CITING = ["This", "this", "is", "found", "in", "[1]", "]", ".", "7", ":", "x", " ", " ", "\t", ""]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(_CITING), max_size=12).map("".join), max_size=8))
+def test_the_open_line_read_once_takes_out_the_citation_words_as_read_whole(
+    texts: list[str],
+) -> None:
+    """The open line is cut where no citation words run across (`_Uncited`): reading it in
+    parts, as it grows or is read otherwise at every piece, leaves what reading it whole does."""
+    uncited = scaffolding._Uncited()
+    line = ""
+    for text in texts:
+        line = line + text if len(text) % 3 else line[: len(line) // 2] + text  # grows, or not
+        assert uncited.of(line) == scaffolding._without_citation_words(line), line

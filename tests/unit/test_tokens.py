@@ -3,6 +3,7 @@ encodings shipped in bpe-openai, a local model's tokenizer.json, the characters 
 
 from __future__ import annotations
 
+import os
 import random
 from pathlib import Path
 
@@ -86,6 +87,18 @@ def test_a_json_file_too_large_for_a_tokenizer_is_not_read(tmp_path: Path) -> No
         file.truncate(TOKENIZER_BYTES + 1)  # sparse: nothing written
     with pytest.raises(ConfigError, match=r"llm\.tokenizer.*larger than a tokenizer\.json"):
         settings_from_mapping({"llm.tokenizer": str(huge)}, source="test", env={})
+
+
+def test_a_file_that_is_no_tokenizer_is_refused_without_its_content(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.json"
+    secret.write_text('{"version": "hunter2-SECRET"}')
+    with pytest.raises(ConfigError, match=r"llm\.tokenizer") as refused:
+        settings_from_mapping({"llm.tokenizer": str(secret)}, source="test", env={})
+    assert "hunter2" not in str(refused.value)
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)  # opened, never waited on: no writer will come
+    with pytest.raises(ConfigError, match=r"llm\.tokenizer"):
+        settings_from_mapping({"llm.tokenizer": str(fifo)}, source="test", env={})
 
 
 def test_the_settings_count_with_the_model_in_force() -> None:
