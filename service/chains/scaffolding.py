@@ -51,7 +51,6 @@ _EARLIER_RELEASES_HEADINGS = ("the answer so far", "answers to the same question
 _EARLIER_RELEASES_FORMS = ("a name, a number or a short phrase", "a sentence or two otherwise")
 
 
-# shapes a model writes by itself, whatever the templates say: a label before the answer
 def _either_case(pattern: str) -> str:
     """`pattern` with each ASCII letter (not an escape's) matched in either case, as re.I
     would, but for those letters only: re.I also takes "ſ" for s, "K" (kelvin) for k and "İ"
@@ -69,6 +68,7 @@ def _either_case(pattern: str) -> str:
     return "".join(out)
 
 
+# shapes a model writes by itself, whatever the templates say: a label before the answer
 _LABEL = re.compile(
     _either_case(
         r"^[ \t*#>]*(?:(refined|final|combined|updated|improved|new)[ \t]+)?answer"
@@ -247,11 +247,7 @@ class Unscaffolded:
         self._tail = ""
         self._uncited = _Uncited()  # the open line's citation words out, read once
         # the open sentence searched for forms, again only where its new end could complete one
-        words = self._scaffolding._form_words
-        self._scans = (
-            _Scan(self._scaffolding._forms_at, words),
-            _Scan(self._scaffolding._any_form_at, words),
-        )
+        self._scans = _scans(self._scaffolding)
 
     def feed(self, piece: str) -> str:
         self._written += piece
@@ -358,10 +354,7 @@ class _Reading:
         self.scaffolding = scaffolding
         self.text = text
         # (the instruction's forms, every form) searched in the sentence still being written
-        self.scans = scans or (
-            _Scan(scaffolding._forms_at, scaffolding._form_words),
-            _Scan(scaffolding._any_form_at, scaffolding._form_words),
-        )
+        self.scans = scans or _scans(scaffolding)
         # `text` begins inside a line already read as an answer's (`settled`'s in_line)
         self.in_line = in_line
         # (where, how much of what scan kept, inside a line): the text before `where` is
@@ -597,6 +590,12 @@ class _Scan:
         starts.extend(m.start() for m in _WORD_START.finditer(text, resume))
         self._text = text
         return self._found
+
+
+def _scans(scaffolding: Scaffolding) -> tuple[_Scan, _Scan]:
+    """A reader's searches of its open sentence: for the instruction's forms, for every form."""
+    words = scaffolding._form_words
+    return _Scan(scaffolding._forms_at, words), _Scan(scaffolding._any_form_at, words)
 
 
 def _beginnings(forms: tuple[str, ...]) -> frozenset[str]:

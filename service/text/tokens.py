@@ -73,11 +73,10 @@ class OpenAIEncoding:
 class TokenizerFile:
     """A Hugging Face `tokenizer.json`: the tokenizer of a local model."""
 
-    def __init__(self, path: Path, text: str | None = None) -> None:
+    def __init__(self, path: Path, text: str) -> None:
+        """`text`: the file's content, as read (_tokenizer_file)."""
         self.name = str(path)
-        self._tokenizer = (
-            Tokenizer.from_file(str(path)) if text is None else Tokenizer.from_str(text)
-        )
+        self._tokenizer = Tokenizer.from_str(text)
         self._tokenizer.no_truncation()
         self._tokenizer.no_padding()
 
