@@ -13,6 +13,7 @@ service would ask; the answer stages (the phrase cut, the echo check) are the se
     python -m bench.rechecks bench/results/answers-...-dev.json [--llm-url URL] [--out F]
     python -m bench.rechecks ROWS --scores [--rerank-url URL]
     python -m bench.rechecks ROWS --variants [--llm-url URL]
+    python -m bench.rechecks ROWS --leans|--examples bench/data/verify-examples.txt [--llm-url URL]
 
 Writes each row's `checked` (P(yes) of the check) and, for an answer the echo check refuses,
 `again` (the answer asked again, cut) into F (default: the input's name with -rechecks).
@@ -23,6 +24,10 @@ with the verification's P(yes) in `--table`. `--variants` writes each row's `var
 verification's P(yes) for other wordings of its question (VARIANTS; a wording that asks
 whether the answer is missing counts its P(no)), each the verify request with its last line
 replaced, so that after the first the prompt cache makes each a few tokens of work.
+`--leans` writes each row's `prior` (P(yes) with no document: how far the documents move the
+model is the calibrated signal `--table` calls moved) and, for a row with several sources,
+`each` (P(yes) of each alone); `--examples F` each row's `fewshot` (P(yes) with F's worked
+examples at the end of the system message).
 """
 
 from __future__ import annotations
@@ -167,6 +172,43 @@ async def variants(
     return row
 
 
+async def leans(row: dict, client: httpx.AsyncClient, prompts: PromptLibrary, known: dict) -> dict:
+    """The row with `prior`, the verification's P(yes) with no document (the model's own lean
+    on the question, for a calibrated signal: how far the documents move it), and, when the
+    LLM read more than one source, `each`: the verification's P(yes) of each source alone."""
+    if not row.get("sources"):
+        return row
+    builder, _, count = builder_of(row, prompts, known)
+    payload = {"max_tokens": 1, "logprobs": True, "top_logprobs": 10}
+    row["prior"] = yes_probability(
+        first_token(await ask(client, builder.messages("verify", sources="(none)\n"), payload))
+    )
+    if count > 1:
+        each = []
+        for text in row["sources"]:
+            alone, sources, _ = builder_of(row | {"sources": [text]}, prompts, known)
+            check = alone.messages("verify", sources=sources)
+            each.append(yes_probability(first_token(await ask(client, check, payload))))
+        row["each"] = each
+    return row
+
+
+async def with_examples(
+    row: dict, client: httpx.AsyncClient, prompts: PromptLibrary, known: dict, examples: str
+) -> dict:
+    """The row with `fewshot`: the verification's P(yes) with `examples` (worked examples of
+    what a document does and does not say) at the end of the system message, where the prompt
+    cache would keep them across questions."""
+    if not row.get("sources"):
+        return row
+    builder, sources, _ = builder_of(row, prompts, known)
+    check = builder.messages("verify", sources=sources)
+    check[0] = ChatMessage("system", check[0].content.rstrip("\n") + "\n" + examples)
+    payload = {"max_tokens": 1, "logprobs": True, "top_logprobs": 10}
+    row["fewshot"] = yes_probability(first_token(await ask(client, check, payload)))
+    return row
+
+
 async def scored(row: dict, client: httpx.AsyncClient) -> dict:
     """The row with `rerank_best`: the reranker's best score of its question against the
     sources the LLM read (None: no source)."""
@@ -202,12 +244,22 @@ async def main_async(args: argparse.Namespace) -> None:
                 print(index, row.get("rerank_best"), flush=True)
         out.write_text(json.dumps(data, indent=1))
         return
-    if args.variants:
-        out = Path(args.out or args.rows.rsplit(".", 1)[0] + "-variants.json")
+    # the offline signals: (what the file is called, the coroutine, the row's fields printed)
+    modes = {
+        "examples": ("fewshot", with_examples, ("fewshot",)),
+        "leans": ("leans", leans, ("prior", "each")),
+        "variants": ("variants", variants, ("variants",)),
+    }
+    for mode, (suffix, asked, fields) in modes.items():
+        if not getattr(args, mode):
+            continue
+        out = Path(args.out or args.rows.rsplit(".", 1)[0] + f"-{suffix}.json")
+        extra = (Path(args.examples).read_text(encoding="utf-8"),) if mode == "examples" else ()
         async with httpx.AsyncClient(base_url=args.llm_url) as client:
             for index, row in enumerate(data["rows"]):
-                await variants(row, client, prompts, known)
-                print(index, (row.get("confidence") or {}).get("supported"), row.get("variants"))
+                await asked(row, client, prompts, known, *extra)
+                supported = (row.get("confidence") or {}).get("supported")
+                print(index, supported, *(row.get(field) for field in fields), flush=True)
                 out.write_text(json.dumps(data, indent=1))
         return
     async with httpx.AsyncClient(base_url=args.llm_url) as client:
@@ -226,6 +278,12 @@ def main() -> None:
     parser.add_argument("--rerank-url", default="http://127.0.0.1:8001/v1")
     parser.add_argument("--table", action="store_true", help="replay a rechecks file's rows")
     parser.add_argument("--variants", action="store_true", help="other verification wordings")
+    parser.add_argument(
+        "--examples", help="P(yes) with this file's worked examples in the system message"
+    )
+    parser.add_argument(
+        "--leans", action="store_true", help="P(yes) with no document, and of each source alone"
+    )
     parser.add_argument(
         "--synthetic", action="store_true", help="ask every row again after its question said back"
     )
@@ -267,6 +325,11 @@ def kept(row: dict, rule: dict) -> str | None:
         best = row.get("rerank_best")
         if best is not None and best < weak[1]:
             return None
+    moved = rule.get("moved")  # (top, level): below top, refused when the documents move less
+    if moved and supported is not None and supported < moved[0]:
+        shift = signal(row, ("moved",))
+        if shift is not None and shift < moved[1]:
+            return None
     sure = rule.get("sure")  # (top, mean logprob): below top, the answer's own probabilities
     if sure and supported is not None and supported < sure[0]:
         mean = (row.get("confidence") or {}).get("mean_logprob")
@@ -278,13 +341,28 @@ def kept(row: dict, rule: dict) -> str | None:
 def signal(row: dict, names: tuple[str, ...] | None) -> float | None:
     """The verification's P(yes) a rule refuses by: the service's (None), or the mean, in
     log-odds, of the named wordings' (`--variants`)."""
+    supported = (row.get("confidence") or {}).get("supported")
     if names is None:
-        return (row.get("confidence") or {}).get("supported")
+        return supported
+    if names == ("each",):  # the best source alone (one source: the verification itself)
+        each = [p for p in row.get("each") or [] if p is not None]
+        return max(each) if each else supported
+    if names == ("fewshot",):
+        return row.get("fewshot", supported)
+    if names == ("moved",):  # how far the documents move the model's lean, in log-odds
+        prior = row.get("prior")
+        if supported is None or prior is None:
+            return supported
+        return 1 / (1 + math.exp(-(logit(supported) - logit(prior))))
     found = [(row.get("variants") or {}).get(name) for name in names]
     if any(value is None for value in found):
         return None
-    odds = [math.log(max(p, 1e-6) / max(1 - p, 1e-6)) for p in found]
+    odds = [logit(p) for p in found]
     return 1 / (1 + math.exp(-sum(odds) / len(odds)))
+
+
+def logit(p: float) -> float:
+    return math.log(max(p, 1e-6) / max(1 - p, 1e-6))
 
 
 def auc(rows: list[dict], names: tuple[str, ...] | None) -> float:
@@ -308,6 +386,30 @@ def variants_table(rows: list[dict]) -> None:
             rule = {"unsupported": low, "signal": names_}
             shown = "  ".join(f"{k} {v}" for k, v in measures(rows, rule).items())
             print(f"    < {low:<5}", shown)
+
+
+def leans_table(rows: list[dict]) -> None:
+    """The verification against the best source alone, how far the documents move the
+    model's lean, and the verification shown worked examples (whichever the rows hold): each
+    signal's AUC, refusals by each alone at each threshold, and the shipped threshold with the
+    moved lean deciding inside a band below it."""
+    signals = [None] + [(name,) for name in ("each", "moved", "fewshot") if _has(rows, name)]
+    for names in signals:
+        print(f"{'+'.join(names or ('shipped',)):10s} AUC {auc(rows, names)}")
+        for low in (0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7):
+            rule = {"unsupported": low, "signal": names, "again": True}
+            shown = "  ".join(f"{k} {v}" for k, v in measures(rows, rule).items())
+            print(f"    < {low:<5}", shown)
+    for low in (0.3, 0.4, 0.45, 0.5) if _has(rows, "moved") else ():
+        for top in (0.55, 0.6, 0.65, 0.7):
+            for moved in (0.3, 0.4, 0.5, 0.6, 0.7):
+                rule = {"unsupported": low, "moved": (top, moved), "again": True}
+                shown = "  ".join(f"{k} {v}" for k, v in measures(rows, rule).items())
+                print(f"< {low}; [{low}, {top}) moved < {moved}", shown)
+
+
+def _has(rows: list[dict], name: str) -> bool:
+    return any(name in row or (name == "moved" and "prior" in row) for row in rows)
 
 
 def measures(rows: list[dict], rule: dict) -> dict:
@@ -347,6 +449,9 @@ def table(path: str) -> None:
     rows = json.loads(Path(path).read_text())["rows"]
     if any("variants" in row for row in rows):
         variants_table(rows)
+        return
+    if any("prior" in row or "fewshot" in row for row in rows):
+        leans_table(rows)
         return
     rules = [("shipped: < 0.55, echo refused", {"unsupported": 0.55})]
     for low in (0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7):

@@ -17,6 +17,10 @@ from service.text.citations import CITATION, without_citations
 
 # a sentence ends at . ! ? (and the citations right after), before a space and the next one
 _END = re.compile(r"(?<=[.!?])((?:\s*\[\d{1,3}\])*)\s+(?=[\"'(\[]?[A-Z0-9])")
+# an abbreviation a figure follows ends no sentence: "Symphony No. 7", "Vol. 2", "pp. 10-12"
+_NUMBERED = re.compile(r"(?<![A-Za-z])(?:[Nn]os?|[Vv]ol|[Ff]ig|[Aa]rt|pp?|[Cc]h)\.$")
+# ... nor is its "no" a negation
+_NUMBER_SIGN = re.compile(r"\b[Nn][Oo][Ss]?\.\s*(?=[0-9])")
 _BEFORE_PUNCTUATION = re.compile(r"\s+([.,;:!?])")  # where a citation was cut out
 _LINE = re.compile(r"^[^\n]*\S[^\n]*", re.M)  # from a line's start: a blank line read once
 # a list item's or heading's marker at the start of a line: "- ", "* ", "2. ", "(b) ", "## "
@@ -162,6 +166,10 @@ def _pieces(text: str, start: int, end: int) -> list[tuple[int, int]]:
     """Spans of the sentences of `text[start:end]`, trailing citations included."""
     spans = []
     for match in _END.finditer(text, start, end):
+        at = match.start()
+        numbered = not match.group(1) and text[match.end()].isdigit()
+        if numbered and _NUMBERED.search(text, max(start, at - 5), at):
+            continue
         spans.append((start, match.end(1)))
         start = match.end()
     return [*spans, (start, end)]
@@ -202,6 +210,7 @@ def windows_of(text: str, size: int) -> list[str]:
 def tokens(text: str) -> list[str]:
     decomposed = unicodedata.normalize("NFKD", text)
     folded = "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
+    folded = _NUMBER_SIGN.sub(" number ", folded)
     return _WORD.findall(folded.replace("n't", " not").replace("\u2019t", " not"))
 
 
@@ -218,7 +227,8 @@ def facts(text: str) -> tuple[frozenset[str], frozenset[str], bool]:
 def figure_tokens(text: str) -> list[str]:
     """`text`'s tokens, its figures in words in digits (`in_figures`), sentence by sentence: a
     scale word does not reach across a sentence's end."""
-    return [token for part in _SENTENCE_END.split(text) for token in in_figures(tokens(part))]
+    parts = _SENTENCE_END.split(_NUMBER_SIGN.sub(" number ", text))
+    return [token for part in parts for token in in_figures(tokens(part))]
 
 
 def in_figures(found: list[str]) -> list[str]:

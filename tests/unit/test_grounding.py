@@ -119,6 +119,24 @@ async def test_a_french_negation_is_a_negation() -> None:
     assert await check(f"{right[:-1]} [1].", vaccins) == [(right, True)]
 
 
+async def test_no_before_a_figure_is_a_number_sign_not_a_negation_nor_a_sentence_end() -> None:
+    """ "Symphony No. 7" is one sentence and negates nothing: a source that names it supports
+    what it says and no denial of it (its "No." was a sentence's end and a negation)."""
+    symphony = (1, "Beethoven wrote his Symphony No. 7 in 1812; it was first played in Vienna.")
+    for sentence, supported in (
+        ("Beethoven wrote Symphony No. 7 in 1812.", True),
+        ("Beethoven did not write Symphony No. 7 in 1812.", False),
+    ):
+        assert await check(f"{sentence[:-1]} [1].", symphony) == [(sentence, supported)]
+    said = "It is in Vol. 2, pp. 10-12. No. 3 is not. No. It is not."
+    assert [claim.text for claim in claims_of(said)] == [
+        "It is in Vol. 2, pp. 10-12.",
+        "No. 3 is not.",
+        "No.",
+        "It is not.",
+    ]
+
+
 async def test_a_figure_in_words_is_the_figure_in_digits() -> None:
     schools = (1, "The university consists of The College and seven professional schools.")
     assert await check("7 professional schools [1].", schools) == [
