@@ -260,7 +260,8 @@ def evidence_of(sources: Sequence[tuple[int, str]]) -> list[Evidence]:
 def _source_evidence(number: int, text: str) -> tuple[Evidence, ...]:
     """One source's evidence, remembered: the same passages are sent with many questions."""
     sentences = sentences_of(text)
-    pairs = [f"{first} {second}" for first, second in itertools.pairwise(sentences)]
+    # on two lines: what ends the first (a denial's "no.") never reads as joined to the next
+    pairs = [f"{first}\n{second}" for first, second in itertools.pairwise(sentences)]
     return tuple(Evidence.of(number, sentence) for sentence in [*sentences, *pairs])
 
 

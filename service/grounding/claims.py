@@ -18,9 +18,11 @@ from service.text.citations import CITATION, without_citations
 # a sentence ends at . ! ? (and the citations right after), before a space and the next one
 _END = re.compile(r"(?<=[.!?])((?:\s*\[\d{1,3}\])*)\s+(?=[\"'(\[]?[A-Z0-9])")
 # an abbreviation a figure follows ends no sentence: "Symphony No. 7", "Vol. 2", "pp. 10-12"
-_NUMBERED = re.compile(r"(?<![A-Za-z])(?:[Nn]os?|[Vv]ol|[Ff]ig|[Aa]rt|pp?|[Cc]h)\.$")
-# ... nor is its "no" a negation
-_NUMBER_SIGN = re.compile(r"\b[Nn][Oo][Ss]?\.\s*(?=[0-9])")
+# (a capital No: "they voted no. 12 abstained" is two sentences, the first a denial)
+_NUMBERED = re.compile(r"(?<![\w.])(?:Nos?|[Vv]ol|Fig|Art|pp?|Ch)\.$")
+# ... nor is its No a negation: the number sign is no word ("No. 7", "Nº 7", "№ 7"), on the
+# same line as its figure
+_NUMBER_SIGN = re.compile(r"(?<!\w)(?:Nos?\.|N[º°]\.?|№\.?)[ \t\u00a0]*(?=[0-9])")
 _BEFORE_PUNCTUATION = re.compile(r"\s+([.,;:!?])")  # where a citation was cut out
 _LINE = re.compile(r"^[^\n]*\S[^\n]*", re.M)  # from a line's start: a blank line read once
 # a list item's or heading's marker at the start of a line: "- ", "* ", "2. ", "(b) ", "## "
@@ -208,9 +210,8 @@ def windows_of(text: str, size: int) -> list[str]:
 
 
 def tokens(text: str) -> list[str]:
-    decomposed = unicodedata.normalize("NFKD", text)
+    decomposed = unicodedata.normalize("NFKD", _NUMBER_SIGN.sub(" ", text))
     folded = "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
-    folded = _NUMBER_SIGN.sub(" number ", folded)
     return _WORD.findall(folded.replace("n't", " not").replace("\u2019t", " not"))
 
 
@@ -227,7 +228,7 @@ def facts(text: str) -> tuple[frozenset[str], frozenset[str], bool]:
 def figure_tokens(text: str) -> list[str]:
     """`text`'s tokens, its figures in words in digits (`in_figures`), sentence by sentence: a
     scale word does not reach across a sentence's end."""
-    parts = _SENTENCE_END.split(_NUMBER_SIGN.sub(" number ", text))
+    parts = _SENTENCE_END.split(_NUMBER_SIGN.sub(" ", text))
     return [token for part in parts for token in in_figures(tokens(part))]
 
 

@@ -120,20 +120,28 @@ async def test_a_french_negation_is_a_negation() -> None:
 
 
 async def test_no_before_a_figure_is_a_number_sign_not_a_negation_nor_a_sentence_end() -> None:
-    """ "Symphony No. 7" is one sentence and negates nothing: a source that names it supports
-    what it says and no denial of it (its "No." was a sentence's end and a negation)."""
-    symphony = (1, "Beethoven wrote his Symphony No. 7 in 1812; it was first played in Vienna.")
-    for sentence, supported in (
-        ("Beethoven wrote Symphony No. 7 in 1812.", True),
-        ("Beethoven did not write Symphony No. 7 in 1812.", False),
-    ):
-        assert await check(f"{sentence[:-1]} [1].", symphony) == [(sentence, supported)]
-    said = "It is in Vol. 2, pp. 10-12. No. 3 is not. No. It is not."
+    """ "Symphony No. 7" (Nº 7, № 7) is one sentence and negates nothing: a source that names
+    it supports what it says and no denial of it (its "No." was a sentence's end and a
+    negation). A denial's "no." before a figure stays a sentence's end and a negation."""
+    for written in ("No. 7", "Nº 7", "№ 7"):
+        symphony = (1, f"Beethoven wrote his Symphony {written} in 1812, played in Vienna.")
+        for sentence, supported in (
+            ("Beethoven wrote Symphony No. 7 in 1812.", True),
+            ("Beethoven did not write Symphony No. 7 in 1812.", False),
+        ):
+            assert await check(f"{sentence[:-1]} [1].", symphony) == [(sentence, supported)]
+    for vote in ("voted no. 12", "voted NO. 12", "voted no.\n12"):
+        source = (1, f"The committee {vote} members abstained.")
+        said = "The committee voted yes and 12 members abstained."
+        assert await check(f"{said[:-1]} [1].", source) == [(said, False)]
+    said = "It is in Vol. 2, pp. 10-12. No. 3 is not. They said no. 3 left. It cost 50p. 3 paid."
     assert [claim.text for claim in claims_of(said)] == [
         "It is in Vol. 2, pp. 10-12.",
         "No. 3 is not.",
-        "No.",
-        "It is not.",
+        "They said no.",
+        "3 left.",
+        "It cost 50p.",
+        "3 paid.",
     ]
 
 
