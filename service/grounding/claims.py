@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -17,12 +18,19 @@ from service.text.citations import CITATION, without_citations
 
 # a sentence ends at . ! ? (and the citations right after), before a space and the next one
 _END = re.compile(r"(?<=[.!?])((?:\s*\[\d{1,3}\])*)\s+(?=[\"'(\[]?[A-Z0-9])")
-# an abbreviation a figure follows ends no sentence: "Symphony No. 7", "Vol. 2", "pp. 10-12"
-# (a capital No: "they voted no. 12 abstained" is two sentences, the first a denial)
-_NUMBERED = re.compile(r"(?<![\w.])(?:Nos?|[Vv]ol|Fig|Art|pp?|Ch)\.$")
-# ... nor is its No a negation: the number sign is no word ("No. 7", "Nº 7", "№ 7"), on the
-# same line as its figure
-_NUMBER_SIGN = re.compile(r"(?<!\w)(?:Nos?\.|N[º°]\.?|№\.?)[ \t\u00a0]*(?=[0-9])")
+# an abbreviation a figure follows ends no sentence: "Vol. 2", "Fig. 3", "pp. 10-12"
+_NUMBERED = re.compile(r"(?<![\w.])(?:[Vv]ol|Fig|Art|pp?|Ch)\.$")
+# a number sign ("Symphony No. 7", "loi nº 2021", "№ 7", on its figure's line) ends no
+# sentence either and is no word, so no negation: when a word comes right before it that is
+# no verb of saying or voting ("they voted no. 12 abstained", "Open? No. 3 are": denials)
+_NUMBER_SIGN = re.compile(r"(?<!\w)(?:[Nn][Oo][Ss]?\.|[Nn][º°]\.?|№\.?)[ \t\u00a0]*(?=[0-9])")
+_WORD_BEFORE = re.compile(r"(\w+)[ \t\u00a0]+$")
+_SAYING = frozenset(
+    {"say", "says", "said", "saying", "answer", "answers", "answered", "reply", "replies",
+     "replied", "respond", "responds", "responded", "vote", "votes", "voted", "voting", "is",
+     "was", "are", "were", "be", "been",
+     "dit", "disent", "repondu", "repond", "votent", "voterent", "est", "etait", "sont"}
+)  # fmt: skip
 _BEFORE_PUNCTUATION = re.compile(r"\s+([.,;:!?])")  # where a citation was cut out
 _LINE = re.compile(r"^[^\n]*\S[^\n]*", re.M)  # from a line's start: a blank line read once
 # a list item's or heading's marker at the start of a line: "- ", "* ", "2. ", "(b) ", "## "
@@ -167,14 +175,36 @@ def claims_of(answer: str) -> list[Claim]:
 def _pieces(text: str, start: int, end: int) -> list[tuple[int, int]]:
     """Spans of the sentences of `text[start:end]`, trailing citations included."""
     spans = []
+    signs = {sign.end() for sign in _number_signs(text, start, end)}  # where their figures are
     for match in _END.finditer(text, start, end):
         at = match.start()
         numbered = not match.group(1) and text[match.end()].isdigit()
-        if numbered and _NUMBERED.search(text, max(start, at - 5), at):
+        if numbered and (match.end() in signs or _NUMBERED.search(text, max(start, at - 5), at)):
             continue
         spans.append((start, match.end(1)))
         start = match.end()
     return [*spans, (start, end)]
+
+
+def _number_signs(text: str, start: int = 0, end: int | None = None) -> Iterator[re.Match[str]]:
+    """The number signs of `text[start:end]` (_NUMBER_SIGN, the word before it read)."""
+    for sign in _NUMBER_SIGN.finditer(text, start, len(text) if end is None else end):
+        before = _WORD_BEFORE.search(text, max(start, sign.start() - 40), sign.start())
+        if before and _folded_word(before.group(1)) not in _SAYING:
+            yield sign
+
+
+def _folded_word(word: str) -> str:
+    decomposed = unicodedata.normalize("NFKD", word)
+    return "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
+
+
+def _without_number_signs(text: str) -> str:
+    pieces, at = [], 0
+    for sign in _number_signs(text):
+        pieces += [text[at : sign.start()], " "]
+        at = sign.end()
+    return "".join(pieces) + text[at:] if pieces else text
 
 
 def without_spans(answer: str, spans: list[tuple[int, int]]) -> str:
@@ -210,7 +240,7 @@ def windows_of(text: str, size: int) -> list[str]:
 
 
 def tokens(text: str) -> list[str]:
-    decomposed = unicodedata.normalize("NFKD", _NUMBER_SIGN.sub(" ", text))
+    decomposed = unicodedata.normalize("NFKD", _without_number_signs(text))
     folded = "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
     return _WORD.findall(folded.replace("n't", " not").replace("\u2019t", " not"))
 
@@ -228,7 +258,7 @@ def facts(text: str) -> tuple[frozenset[str], frozenset[str], bool]:
 def figure_tokens(text: str) -> list[str]:
     """`text`'s tokens, its figures in words in digits (`in_figures`), sentence by sentence: a
     scale word does not reach across a sentence's end."""
-    parts = _SENTENCE_END.split(_NUMBER_SIGN.sub(" ", text))
+    parts = _SENTENCE_END.split(_without_number_signs(text))
     return [token for part in parts for token in in_figures(tokens(part))]
 
 

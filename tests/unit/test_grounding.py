@@ -122,7 +122,8 @@ async def test_a_french_negation_is_a_negation() -> None:
 async def test_no_before_a_figure_is_a_number_sign_not_a_negation_nor_a_sentence_end() -> None:
     """ "Symphony No. 7" (Nº 7, № 7) is one sentence and negates nothing: a source that names
     it supports what it says and no denial of it (its "No." was a sentence's end and a
-    negation). A denial's "no." before a figure stays a sentence's end and a negation."""
+    negation). A denial's "no." before a figure (after a verb of saying or voting, or first
+    in its sentence) stays a sentence's end and a negation."""
     for written in ("No. 7", "Nº 7", "№ 7"):
         symphony = (1, f"Beethoven wrote his Symphony {written} in 1812, played in Vienna.")
         for sentence, supported in (
@@ -130,16 +131,22 @@ async def test_no_before_a_figure_is_a_number_sign_not_a_negation_nor_a_sentence
             ("Beethoven did not write Symphony No. 7 in 1812.", False),
         ):
             assert await check(f"{sentence[:-1]} [1].", symphony) == [(sentence, supported)]
-    for vote in ("voted no. 12", "voted NO. 12", "voted no.\n12"):
+    for vote in ("voted no. 12", "voted NO. 12", "voted no.\n12", "said No. 12", "? No. 12"):
         source = (1, f"The committee {vote} members abstained.")
         said = "The committee voted yes and 12 members abstained."
         assert await check(f"{said[:-1]} [1].", source) == [(said, False)]
-    said = "It is in Vol. 2, pp. 10-12. No. 3 is not. They said no. 3 left. It cost 50p. 3 paid."
-    assert [claim.text for claim in claims_of(said)] == [
+    law = (1, "Adoptée en 2021, la loi nº 2021-1109 renforce les principes de la République.")
+    said = "La loi Nº 2021-1109 renforce les principes de la République."
+    assert await check(f"{said[:-1]} [1].", law) == [(said, True)]
+    said = "It is in Vol. 2, pp. 10-12. Its No. 3 is not. They said no. 3 left. Open? No. 3 are."
+    assert [claim.text for claim in claims_of(said + " It cost 50p. 3 paid.")] == [
         "It is in Vol. 2, pp. 10-12.",
-        "No. 3 is not.",
+        "Its No. 3 is not.",
         "They said no.",
         "3 left.",
+        "Open?",
+        "No.",
+        "3 are.",
         "It cost 50p.",
         "3 paid.",
     ]
