@@ -195,6 +195,7 @@ def _number_signs(text: str, start: int = 0, end: int | None = None) -> Iterator
 
 
 def _folded_word(word: str) -> str:
+    """`word` (or any text) without accents, in lower case."""
     decomposed = unicodedata.normalize("NFKD", word)
     return "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
 
@@ -240,8 +241,12 @@ def windows_of(text: str, size: int) -> list[str]:
 
 
 def tokens(text: str) -> list[str]:
-    decomposed = unicodedata.normalize("NFKD", _without_number_signs(text))
-    folded = "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
+    return _words_of(_without_number_signs(text))
+
+
+def _words_of(text: str) -> list[str]:
+    """`text`'s words, folded (no accents, lower case), "n't" read as "not"."""
+    folded = _folded_word(text)
     return _WORD.findall(folded.replace("n't", " not").replace("\u2019t", " not"))
 
 
@@ -258,8 +263,8 @@ def facts(text: str) -> tuple[frozenset[str], frozenset[str], bool]:
 def figure_tokens(text: str) -> list[str]:
     """`text`'s tokens, its figures in words in digits (`in_figures`), sentence by sentence: a
     scale word does not reach across a sentence's end."""
-    parts = _SENTENCE_END.split(_without_number_signs(text))
-    return [token for part in parts for token in in_figures(tokens(part))]
+    parts = _SENTENCE_END.split(_without_number_signs(text))  # once, as `tokens` does
+    return [token for part in parts for token in in_figures(_words_of(part))]
 
 
 def in_figures(found: list[str]) -> list[str]:
