@@ -8,13 +8,13 @@ changed figure or an added "not" keeps nearly every word and says the opposite.
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
 
 from service.text.citations import CITATION, without_citations
+from service.text.fold import folded
 
 # a sentence ends at . ! ? (and the citations right after), before a space and the next one
 _END = re.compile(r"(?<=[.!?])((?:\s*\[\d{1,3}\])*)\s+(?=[\"'(\[]?[A-Z0-9])")
@@ -190,14 +190,8 @@ def _number_signs(text: str, start: int = 0, end: int | None = None) -> Iterator
     """The number signs of `text[start:end]` (_NUMBER_SIGN, the word before it read)."""
     for sign in _NUMBER_SIGN.finditer(text, start, len(text) if end is None else end):
         before = _WORD_BEFORE.search(text, max(start, sign.start() - 40), sign.start())
-        if before and _folded_word(before.group(1)) not in _SAYING:
+        if before and folded(before.group(1)) not in _SAYING:
             yield sign
-
-
-def _folded_word(word: str) -> str:
-    """`word` (or any text) without accents, in lower case."""
-    decomposed = unicodedata.normalize("NFKD", word)
-    return "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
 
 
 def _without_number_signs(text: str) -> str:
@@ -246,8 +240,8 @@ def tokens(text: str) -> list[str]:
 
 def _words_of(text: str) -> list[str]:
     """`text`'s words, folded (no accents, lower case), "n't" read as "not"."""
-    folded = _folded_word(text)
-    return _WORD.findall(folded.replace("n't", " not").replace("\u2019t", " not"))
+    words = folded(text)
+    return _WORD.findall(words.replace("n't", " not").replace("\u2019t", " not"))
 
 
 @lru_cache(maxsize=16_384)

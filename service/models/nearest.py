@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import math
 import re
-import unicodedata
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
+
+from service.text.fold import folded
 
 STEM = 5  # characters of a word compared
 # a sentence ends at . ! ? ; before a space (any case follows: abstracts are often lower-cased),
@@ -45,9 +46,7 @@ def sentences_of(passage: str) -> list[str]:
 
 def words_of(text: str) -> set[str]:
     """The text's content words: accents off, lower-cased, stop words out, stemmed."""
-    decomposed = unicodedata.normalize("NFKD", text)
-    folded = "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
-    return {w[:STEM] for w in _WORD.findall(folded) if w not in STOP_WORDS and len(w) > 1}
+    return {w[:STEM] for w in _WORD.findall(folded(text)) if w not in STOP_WORDS and len(w) > 1}
 
 
 def nearest_sentences(
