@@ -24,8 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from service.cache.sameness import asks_alike
-from service.grounding.claims import numbers, tokens
 from service.models.encoder import SentenceEncoder
+from service.text.claims import numbers, tokens
 
 QUESTIONS = Path(__file__).parent / "data" / "squad2" / "questions.jsonl"
 _AUXILIARY = re.compile(r"\b(is|was|are|were|did|does|do|can|could|has|have|had|will|would)\b")

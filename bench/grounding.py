@@ -34,10 +34,10 @@ from bench.support import ROOT, given_or_started, model_server, save_results
 from service.chains import PromptLibrary
 from service.config import Settings
 from service.grounding import GroundingCheck, LlmGroundingCheck
-from service.grounding.claims import numbers, sentences_of
 from service.llm import ChatClient, EmbeddingsClient, LLMOptions
 from service.llm.embeddings import Kind
 from service.llm.size import request_size
+from service.text.claims import numbers, sentences_of
 
 _AUXILIARY = re.compile(r"\b(is|are|was|were|can|has|have|does|do|will|may)\b")
 

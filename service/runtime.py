@@ -21,6 +21,7 @@ from service.ingest.sandbox import Extractor
 from service.llm import ChatClient, CircuitBreaker, EmbeddingsClient, LLMOptions
 from service.llm.budget import CallBudget
 from service.llm.embeddings import embeddings_client
+from service.llm.queue import LlmLoads
 from service.retrieval import SolrClient
 from service.retrieval.embedding_mode import EmbeddingMode
 from service.retrieval.in_memory import PassageVectors
@@ -74,6 +75,8 @@ class Runtime:
         self._pools: dict[str, httpx.AsyncClient] = {}
         # one breaker per upstream API, shared by every request (see llm.circuit.*)
         self._breakers: dict[tuple[str, str, int, float], CircuitBreaker] = {}
+        # each LLM endpoint's calls in flight, queue and pace, for the door's admission
+        self.llm_loads = LlmLoads(lambda: self.pool("llm"))
         # what is known of each Solr node (up, resting after a failure), shared by every
         # request; a new one when solr.url, solr.nodes.discover or solr.zk.hosts change
         self._solr_nodes: tuple[tuple[str, bool, str, str], SolrNodes, SchemaCache] | None = None
@@ -171,6 +174,7 @@ class Runtime:
             ),
             self.breaker(settings, "llm", settings.llm.endpoint),
             calls or CallBudget(settings.llm.max_calls),  # a client is built per request
+            self.llm_loads.of(settings.llm.endpoint),
         )
 
     def embeddings(self, settings: Settings, *, model: str | None = None) -> EmbeddingsClient:

@@ -133,6 +133,11 @@ class LLMScript:
         # one request at a time, each taking `delay` (a local model on a few cores: what it
         # cannot answer yet waits its turn); else requests are answered side by side
         self.one_at_a_time = False
+        # the queue it reports as llama.cpp does (GET /metrics, /slots): the requests being
+        # answered and those waiting their turn, whoever sent them; and how often it was asked
+        self.processing = 0
+        self.waiting = 0
+        self.queue_reads = 0
 
     def reset(self) -> None:
         with self._lock:
@@ -142,6 +147,7 @@ class LLMScript:
             self.delay = 0.0
             self.slow_word, self.slow_delay = "", 0.0  # a slow model is one test's only
             self.one_at_a_time = False
+            self.queue_reads = 0
             self.embedding_dimension = 1536
             self.embedded.clear()
 
@@ -197,6 +203,21 @@ def create_llm_app(script: LLMScript) -> FastAPI:
     async def health() -> dict[str, str]:
         return {"status": "up"}
 
+    @app.get("/metrics")
+    async def metrics() -> PlainTextResponse:
+        """llama.cpp's gauges of its queue (its server started with --metrics)."""
+        script.queue_reads += 1
+        lines = []
+        for name, value in (("processing", script.processing), ("deferred", script.waiting)):
+            lines += [f"# TYPE llamacpp:requests_{name} gauge", f"llamacpp:requests_{name} {value}"]
+        return PlainTextResponse("\n".join(lines) + "\n")
+
+    @app.get("/slots")
+    async def slots() -> list[dict[str, Any]]:
+        """llama.cpp's slots: one, answering or idle."""
+        script.queue_reads += 1
+        return [{"id": 0, "is_processing": script.processing > 0}]
+
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
         return {"object": "list", "data": [{"id": "test-model", "object": "model"}]}
@@ -226,13 +247,21 @@ def create_llm_app(script: LLMScript) -> FastAPI:
         )
         script.requests.append(recorded)
         step = script.next_step(recorded)
-        async with turn if script.one_at_a_time else contextlib.nullcontext():
-            waited_until = time.monotonic() + step.delay
-            while time.monotonic() < waited_until:  # a real model notices a client that left
-                if await request.is_disconnected():
-                    recorded.left_while_waiting = True
-                    break
-                await asyncio.sleep(min(0.05, max(0.0, waited_until - time.monotonic())))
+        script.waiting += 1
+        try:
+            async with turn if script.one_at_a_time else contextlib.nullcontext():
+                script.waiting, script.processing = script.waiting - 1, script.processing + 1
+                try:
+                    waited_until = time.monotonic() + step.delay
+                    while time.monotonic() < waited_until:  # a real model notices who left
+                        if await request.is_disconnected():
+                            recorded.left_while_waiting = True
+                            break
+                        await asyncio.sleep(min(0.05, max(0.0, waited_until - time.monotonic())))
+                finally:
+                    script.waiting, script.processing = script.waiting + 1, script.processing - 1
+        finally:
+            script.waiting -= 1
         recorded.finished = time.monotonic()
         if step.body is not None:
             return PlainTextResponse(step.body, status_code=step.status, headers=step.headers)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
+from service.config.settings import SecuritySettings
 from service.rag.reply import Answer, AnswerDocument
 from service.retrieval import Scope
 from service.retrieval.base import RetrievedDocument
@@ -62,3 +63,13 @@ async def documents_found(
     found = (await retriever.run(words))[:count]
     matched = getattr(retriever, "matched", None)
     return found, matched if isinstance(matched, int) else len(found)
+
+
+def shown_score(score: float, rank: int, security: SecuritySettings) -> float:
+    """The score a caller is shown of the document found at `rank` (1: the first). BM25
+    counts every document of the collection, hidden ones too: with document-level security
+    on, a word's raw score would tell whether documents the caller may not see hold it, so
+    the caller is shown 1/rank instead, unless security.scores.exposed takes the risk."""
+    if security.enabled and not security.scores_exposed:
+        return round(1 / max(rank, 1), 6)
+    return round(score, 6)

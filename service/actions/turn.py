@@ -24,12 +24,12 @@ from service.conversations.memories import KeptMemories, Memories, Memory
 from service.errors import ConversationNotFound
 from service.llm import ChatMessage
 from service.rag import assemble
-from service.rag.options import RequestOptions
 from service.rag.reply import Answer, Reply
 from service.rag.request import RagQuery, SummarizeQuery
 from service.rag.synthesis import SynthesisQuery, synthesize
 from service.retrieval import Scope
 from service.snapshot import Snapshot
+from service.snapshot.options import RequestOptions
 
 log = logging.getLogger(__name__)
 

@@ -2,12 +2,19 @@
 step by step, then answers from what they returned.
 
 The tools are the registry's (service.agents.tools) and, for Datafari's custom agent, those of
-agentic-custom-tools.json (service.agents.custom), run with the caller's scope
-(service.agents.toolbox), so an agent reads nothing its caller may not.
+agentic-custom-tools.json (read with the config, run by service.agents.custom), run with the
+caller's scope (service.agents.toolbox), so an agent reads nothing its caller may not.
 Bounded: at most agentic.max.steps tool-calling turns of at most MAX_CALLS_PER_STEP calls,
 each result cut to MAX_RESULT_CHARS, every LLM call (the tools' own included) spent from the
 request's budget, within its deadline; the calls the answer needs are kept for it. Out of steps
 (or of calls), the answer is written from what the tools found.
+
+The first step needs no LLM call: the question searched as rag searches it
+(RequestToolbox.retrieve), shown as the agent's own search tool, and rag's answer from what it
+found (read whole: the verification's and the answer's calls, as /ai/rag's). That answer stands
+unless it abstains; then the tool loop runs, the first search already in its messages, and its
+answer is written from everything found (the first one's abstention stands when the tools found
+no document it had not). An agent without a search tool (a custom agent's) starts with the loop.
 
 The answer is rag's: once the tools found documents, rag's stages from the chunking on write
 it from them (service.rag.assemble.answer_from: reranked, cut to the span, cited, verified,
@@ -25,11 +32,11 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable, Mapping
-from dataclasses import replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
-from service.agents.custom import CustomTool
+from service.agents.custom import custom_tool
 from service.agents.steps import (
     NEXT_STEP,
     AnswerParts,
@@ -51,19 +58,46 @@ from service.agents.tools import (
 )
 from service.chains.prompts import language_name
 from service.chains.result import says_nothing_relevant
+from service.config.custom_tools import CustomTool
 from service.deadline import Deadline
-from service.errors import DocumentNotFound, ServiceError
-from service.llm import ChatMessage
+from service.errors import DocumentNotFound, NoDocumentFound, NoValidAnswer, ServiceError
+from service.llm import ChatMessage, Usage
 from service.llm.types import ToolCall
 from service.rag import assemble
-from service.rag.options import RequestOptions
 from service.rag.reply import Answer, Reply
 from service.rag.request import RagQuery
 from service.retrieval import Scope
 from service.snapshot import Snapshot
+from service.snapshot.options import RequestOptions
 
 MAX_CALLS_PER_STEP = 3
 MAX_ANSWER_DOCUMENTS = 20  # of those the tools found, the answer is written from the first
+
+
+@dataclass
+class FirstStep:
+    """The agent's first step: the ids its search found, and rag's answer from them (or its
+    refusal); the answer stands unless it abstains."""
+
+    ids: frozenset[str]
+    answer: Answer | None = None
+    refused: ServiceError | None = None
+
+    @property
+    def stands(self) -> bool:
+        return self.answer is not None and self.answer.abstained is None
+
+    def shown(self, on_text: Callable[[str], None], usages: Sequence[Usage] = ()) -> Answer:
+        """The answer, with the calls made since (`usages`), told whole to `on_text` (a
+        stream's message.delta: it was read whole, to know whether it abstains); its
+        refusal raised, or (no document found) rag's NoDocumentFound."""
+        if self.answer is None:
+            raise self.refused or NoDocumentFound("the agent's search found nothing")
+        for usage in usages:
+            self.answer.add_usage(usage)
+        if self.answer.message:
+            on_text(self.answer.message)
+        return self.answer
 
 
 class Agent:
@@ -89,7 +123,7 @@ class Agent:
         # the registry's tools; Datafari's custom agent's (service.agents.custom) win a name
         custom = custom or {}
         self.catalog: dict[str, Tool] = {
-            name: custom[name].tool if name in custom else TOOLS[name]
+            name: custom_tool(custom[name]) if name in custom else TOOLS[name]
             for name in tools
             if name in custom or name in TOOLS
         }
@@ -101,7 +135,8 @@ class Agent:
         self.toolbox = RequestToolbox(snapshot, scope, lang)
 
     async def run(self, question: str, history: tuple[ChatMessage, ...] = ()) -> Reply | Answer:
-        """The answer: once the tools found documents, rag's answer from them (a Reply: cut,
+        """The answer: rag's from the first search when it does not abstain (an Answer, read
+        whole); else, once the tools found documents, rag's answer from them (a Reply: cut,
         cited, verified, echo-checked, grounded and refused as /ai/rag's); when they found
         nothing (no tool called, only errors or empty results), rag's own answer to the
         question; when they returned something else (a custom tool's figures), the LLM's
@@ -127,6 +162,12 @@ class Agent:
         ]
         # the calls rag's answer needs are kept for it: the verification's and the answer's
         kept = assemble.answer_calls(self.snapshot.settings)
+        query = RagQuery(query=question, history=history, lang=self.lang, scope=self.toolbox.scope,
+                         options=RequestOptions(always_use_history=bool(history)))  # fmt: skip
+        first = await self._first_step(question, query, messages, deadline, started)
+        if first is not None and first.stands:
+            return first.shown(self.on_text)
+        spent = len(self.toolbox.usages)  # the first answer's, when it abstained
         results: list[str] = []
         text = None
         for _ in range(self.max_steps):
@@ -147,10 +188,11 @@ class Agent:
                     results.append(f"{call.name}({call.arguments[:200]}):\n{result}")
                 answered.append(result)
             self._record(messages, written, calls, answered)
+        if first is not None and first.ids and not self._found_since(first):
+            # rag asked again of the same documents says the same: its abstention stands
+            return first.shown(self.on_text, self.toolbox.usages[spent:])
         self.progress("answer")
         agent_ms = round((time.perf_counter() - started) * 1000, 1)
-        query = RagQuery(query=question, history=history, lang=self.lang, scope=self.toolbox.scope,
-                         options=RequestOptions(always_use_history=bool(history)))  # fmt: skip
         # the first documents met (steps x calls x results, whole documents read: bounded
         # here as rag's retrieval is, before chunking and reranking)
         found = tuple(self.toolbox.found.values())[:MAX_ANSWER_DOCUMENTS]
@@ -168,6 +210,65 @@ class Agent:
         return await deadline.run(
             self._own_answer(question, history, system, results, text, started)
         )
+
+    def _searcher(self) -> str | None:
+        """The agent's own search tool, the one its first step is shown as (the configured
+        retrieval's kind first); None for an agent without one (a custom agent's tools)."""
+        hybrid = self.snapshot.settings.retrieval.in_force != "bm25"
+        kinds = ("hybridSearch", "bm25Search") if hybrid else ("bm25Search", "hybridSearch")
+        return next((n for n in ("search", *kinds) if self.catalog.get(n) is TOOLS[n]), None)
+
+    async def _first_step(
+        self,
+        question: str,
+        query: RagQuery,
+        messages: list[dict[str, Any]],
+        deadline: Deadline,
+        started: float,
+    ) -> FirstStep | None:
+        """The question searched as rag searches it, shown as the agent's search tool and
+        written into `messages` as its call and result (the LLM never repeats it); when it
+        found documents, rag's answer from them, read whole (whether it abstains decides
+        whether the tool loop runs). None: the agent has no search tool."""
+        name = self._searcher()
+        if name is None:
+            return None
+        self.progress("agent")
+        self.progress(name)
+        ran = ToolEvent("call", uuid.uuid4().hex, name)
+        self.on_tool(ran)
+        searching = time.perf_counter()
+        try:
+            found = await deadline.run(self.toolbox.retrieve(question))
+        except ServiceError as error:
+            took = round((time.perf_counter() - searching) * 1000)
+            failed = f"{error.message} ({error.reason[:200]})"
+            self.on_tool(replace(ran, what="error", duration_ms=took, error=failed))
+            raise
+        took = round((time.perf_counter() - searching) * 1000)
+        self.on_tool(replace(ran, what="result", duration_ms=took))
+        call = ToolCall(f"call-{ran.id[:12]}", name, json.dumps({"query": question}))
+        step = json.dumps({"tool": name, "input": question}) if self.protocol == "json" else ""
+        self._record(messages, step, (call,), [self.toolbox.listed(found)[:MAX_RESULT_CHARS]])
+        first = FirstStep(frozenset(d.id for d in found))
+        if not found:
+            return first
+        self.progress("answer")
+        reply = await assemble.answer_from(self.snapshot, query, found, deadline=deadline)
+        reply.started = started
+        reply.timings["agent"] = round((time.perf_counter() - started) * 1000, 1)
+        try:
+            first.answer = await reply.complete()
+        except (NoValidAnswer, NoDocumentFound) as error:  # refused as rag refuses it
+            first.refused = error
+            return first
+        if first.answer.abstained is not None:  # its calls counted with the turn's
+            self.toolbox.spend(first.answer.usage, first.answer.llm_calls)
+        return first
+
+    def _found_since(self, first: FirstStep) -> bool:
+        """Whether the tools found a document the first search had not."""
+        return any(known not in first.ids for known in self.toolbox.found)
 
     async def _own_answer(
         self,

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from service.agents.agent import Agent
-from service.agents.custom import CustomTool
 from service.agents.steps import protocol_for
 from service.agents.tools import ToolEvent
+from service.config.custom_tools import CustomTool
 from service.config.settings import agents_of
 from service.errors import FeatureDisabled
 from service.retrieval import Scope

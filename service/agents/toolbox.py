@@ -41,9 +41,10 @@ class Sources:
         return known.number
 
     def id_of(self, named: str) -> str:
-        """A document named by its number ("3", "[3]") or its id."""
+        """A document named by its number ("3", "[3]": digits 0-9 only, never '²', which
+        str.isdigit() takes and int() refuses) or its id."""
         digits = named.strip().strip("[]")
-        if digits.isdigit():
+        if digits.isascii() and digits.isdigit():
             for document in self.by_id.values():
                 if document.number == int(digits):
                     return document.id
@@ -76,12 +77,26 @@ class RequestToolbox:
         scope = self.scope.within((self.sources.id_of(within),)) if within else self.scope
         scope = await self.snapshot.narrowed(scope, None, filters)
         retriever = self.snapshot.index_retriever(scope, SEARCH_RESULTS, method=method)
-        found = (await retriever.run(query))[:SEARCH_RESULTS]
-        if not found:
-            return NOTHING_FOUND
+        found = tuple(await retriever.run(query))[:SEARCH_RESULTS]
         for document in found:
             self._keep(document)
-        return "\n\n".join(self._shown(document) for document in found)
+        return self.listed(found)
+
+    async def retrieve(self, question: str) -> tuple[RetrievedDocument, ...]:
+        """The question searched as rag searches it (its words as Solr is asked them, the
+        configured retrieval in the request's language, as many as rag reads), each kept and
+        numbered: an agent's first step, which no LLM call chooses."""
+        scope = replace(self.scope, lang=self.lang)
+        found = await self.snapshot.retriever(scope).run(assemble.searched(question))
+        for document in found:
+            self._keep(document)
+        return tuple(found)
+
+    def listed(self, documents: tuple[RetrievedDocument, ...]) -> str:
+        """What a search's result shows the LLM of `documents`: the first, numbered."""
+        if not documents:
+            return NOTHING_FOUND
+        return "\n\n".join(self._shown(document) for document in documents[:SEARCH_RESULTS])
 
     async def ask(self, question: str, document: str = "") -> str:
         """The question's answer, its citations renumbered as the agent numbers sources."""

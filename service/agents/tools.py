@@ -11,11 +11,12 @@ The tools are MCP's (search, ask, summarize, get_document) and Datafari 7's gene
 (bm25Search, hybridSearch, ragByDocument, searchChunksFromADocument, readNextChunks,
 entityExtraction, with summarize). A handler works through a `Toolbox`: the agent's request
 (the caller's scope, its language, the sources numbered so far), so a tool reads nothing its
-caller may not. Datafari's custom tools (service.agents.custom) are Tools too, made from the
-file the config holds.
+caller may not. Datafari's custom tools are Tools too (service.agents.custom), made from the
+file the config holds (service.config.custom_tools).
 
-This module imports nothing of the service but its errors: rag.properties' check of
-agentic.agents (service.config.settings) reads the tool names here.
+Every tool is named in service.config.tool_names, where rag.properties' check of
+agentic.agents (service.config.settings) reads the names without importing the agents; this
+module imports nothing else of the service but its errors.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from service.config.tool_names import TOOL_NAMES
 from service.errors import DocumentNotFound
 
 NOTHING_FOUND = "nothing found"  # a search's result when it found nothing
@@ -189,7 +191,9 @@ async def _search_in_document(box: Toolbox, given: Mapping[str, str]) -> str:
 
 async def _read_next(box: Toolbox, given: Mapping[str, str]) -> str:
     named, part = given["documentId"], given["part"]
-    index = int(part) if part.isdigit() else 0
+    if not (part.isascii() and part.isdigit() and len(part) <= 9):  # never '²': int() refuses
+        return f"error: part is a number written 0, 1, 2... (not {part[:20]!r})"
+    index = int(part)
     shown, more = await box.read(named, index * READ_PART_CHARS, READ_PART_CHARS)
     if not shown:
         return f"{named[:100]!r} has no part {index}: it ends before"
@@ -211,7 +215,10 @@ def register(
     i18n_key: str = "",
     **arguments: str,
 ) -> Tool:
-    """A tool added to the registry, its arguments (name=description) all required strings."""
+    """A tool added to the registry, its arguments (name=description) all required strings;
+    its name one of TOOL_NAMES (what agentic.agents may list)."""
+    if name not in TOOL_NAMES:
+        raise ValueError(f"{name!r} is no tool name: add it to service.config.tool_names")
     tool = Tool(name, description, dict(arguments), tuple(arguments), handler,
                 label, icon, i18n_key)  # fmt: skip
     TOOLS[name] = tool

@@ -12,6 +12,7 @@ All need `Authorization: Bearer <admin token>`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Mapping
 from functools import partial
 from typing import Annotated, Any
@@ -26,7 +27,7 @@ from service.api.payload import json_route
 from service.config import Settings
 from service.config.catalog import by_key, catalog
 from service.config.settings import secret_destinations
-from service.config.store import ConfigStore
+from service.config.store import ConfigStore, env_name
 from service.errors import (
     ConfigChangedMeanwhile,
     ConfigConflict,
@@ -36,6 +37,7 @@ from service.errors import (
 )
 from service.probes import addresses, probe_upstreams
 from service.runtime import Runtime
+from service.text.tokens import TokenizerError, loaded_counter
 
 router = APIRouter(tags=["admin"], dependencies=[Depends(require_admin)], route_class=json_route())
 
@@ -127,19 +129,23 @@ async def change_config(
     expected = None if expected == "*" else expected
     try:
         if written:
-            preview = runtime.config.preview(written)
+            # validated off the event loop: a tokenizer file (llm.tokenizer) is read there
+            preview = await asyncio.to_thread(runtime.config.preview, written)
             # the settings in force read now, never under the file's lock (a reload there
             # would wait on the lock its own thread holds)
             keep = partial(
                 _keep_tokens_with_their_endpoints, runtime.config, runtime.settings(), written
             )
-            keep(runtime.config.as_is(), preview)  # refused before Solr is asked
+            keep(await asyncio.to_thread(runtime.config.as_is), preview)  # before Solr is asked
             await runtime.check_startable(preview, set(written))
             # the file lock may wait: off the event loop; checked again under the lock, on
             # the file as it is then (an edit meanwhile)
             settings, version = await asyncio.to_thread(
                 runtime.config.update, written, expected_version=expected, check=keep
             )
+            # an OpenAI model's encoding loaded now, off the loop, not by the next question
+            with contextlib.suppress(TokenizerError):  # a file gone meanwhile: said when used
+                await loaded_counter(settings.llm.tokenizer, settings.llm.model)
         else:
             settings, version = runtime.settings(), runtime.config.version()
     except ConfigConflict as error:
@@ -160,7 +166,10 @@ def _as_properties(changes: dict[str, Any]) -> dict[str, str | None]:
         if info is None:
             raise InvalidConfigChange(f"{key}: unknown key")
         if info.read_only:
-            raise InvalidConfigChange(f"{key}: read-only through the admin API")
+            raise InvalidConfigChange(
+                f"{key}: read-only through the admin API: set it on the server, in "
+                f"rag.properties or the environment variable {env_name(key)}"
+            )
         if info.kind == "secret" and value == "***":
             continue  # the masked value sent back unchanged: keep the token
         try:

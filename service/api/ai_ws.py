@@ -16,8 +16,9 @@ minute, a message of at most MAX_MESSAGE_BYTES, refused by the protocol before i
 whole (1009; no compression is offered, so nothing inflates), MAX_REFUSED messages that ask
 nothing (garbage, other types, `human.input.response`: then closed, 1003), a client that
 stops reading is closed after SEND_SECONDS (its turn cancelled), and one that says nothing for
-IDLE_SECONDS between turns is closed (1001). The server pings every PING_SECONDS
-(service.api.connections): a peer that does not answer is gone.
+IDLE_SECONDS between turns is closed (1001); a caller holds at most ws.max.per.caller sockets
+and the worker ws.max.total (more: closed at once, 1013; service.api.sockets). The server
+pings every PING_SECONDS (service.api.connections): a peer that does not answer is gone.
 A turn itself may take as long as its answer does (request.timeout).
 """
 
@@ -38,7 +39,7 @@ from pydantic import ValidationError
 from starlette.websockets import WebSocketDisconnect
 
 from service.api.ai import AiRequest, turn_of
-from service.api.dependencies import request_snapshot
+from service.api.dependencies import counting_snapshot
 from service.api.door import POLICY_VIOLATION, Door, caller_of
 from service.api.errors import describe_validation_errors
 from service.api.payload import NOT_JSON, QUESTION_BYTES, read_json
@@ -46,6 +47,7 @@ from service.api.protocols.datafari7 import AiEvents
 from service.api.protocols.driver import drive
 from service.api.protocols.ndjson import EventStream
 from service.api.request_context import CLIENT_LEFT, record_access
+from service.api.sockets import OpenSockets, SocketsFull
 from service.errors import BadRequest, ServiceError
 from service.observability import request_id_var
 from service.text.language import answer_language
@@ -81,7 +83,32 @@ class Closing(Exception):
 @router.websocket("/ai/ws")
 async def ai_ws(websocket: WebSocket) -> None:
     """Datafari 7's AI API over a WebSocket (the module's docstring); the door
-    (service.api.door) has checked its Origin and its caller."""
+    (service.api.door) has checked its Origin and its caller. A socket over its caller's
+    share, or the worker's, is closed at once (1013: service.api.sockets)."""
+    door: Door = websocket.app.state.door
+    try:
+        release = _open_sockets(websocket).take(caller_of(websocket), door.settings())
+    except SocketsFull as full:
+        log.info("WebSocket %s refused: %s", websocket.url.path, full.reason)
+        await websocket.accept()
+        await websocket.close(code=full.close_code, reason=full.reason)
+        return
+    try:
+        await _serve(websocket)
+    finally:
+        release()
+
+
+def _open_sockets(websocket: WebSocket) -> OpenSockets:
+    """The app's count of open sockets (made with its first socket)."""
+    state = websocket.app.state
+    sockets = getattr(state, "open_sockets", None)
+    if sockets is None:
+        sockets = state.open_sockets = OpenSockets()
+    return sockets
+
+
+async def _serve(websocket: WebSocket) -> None:
     await websocket.accept()
     connection = uuid.uuid4().hex[:12]
     websocket.state.request_id = connection
@@ -189,9 +216,11 @@ async def _answer(websocket: WebSocket, text: str, refused: Refusals) -> int:
         return 400
     websocket.state.language = answer_language(body.lang, body.query)
     settings = door.settings()
+    await door.observe(settings)  # the LLM's queue, as an HTTP question's admission reads it
     try:
         with door.question(caller, settings):
-            turn = turn_of(body, websocket, request_snapshot(websocket), caller)
+            snapshot = await counting_snapshot(websocket)  # type: ignore[arg-type]
+            turn = turn_of(body, websocket, snapshot, caller)
             events = AiEvents(body.action, websocket.state.language)
             # the driver writes an event's lines (the answer's end's) as one piece: a
             # WebSocket message is one event

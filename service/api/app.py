@@ -31,6 +31,7 @@ from service.api import (
     users,
 )
 from service.api import jobs as jobs_api
+from service.api.connections import quiet_accept_errors
 from service.api.datafari import DatafariPaths, add_datafari_paths
 from service.api.docs import install_docs
 from service.api.door import Door, DoorMiddleware
@@ -42,7 +43,7 @@ from service.api.mcp import PATH as MCP_PATH
 from service.api.mcp import McpEndpoint, create_mcp, http_scope
 from service.api.openai_schema import add_schemas
 from service.api.request_context import RequestContext
-from service.ingest.job_runner import JobRunner
+from service.job_runner import JobRunner
 from service.observability import configure_logging
 from service.runtime import Runtime
 
@@ -64,17 +65,17 @@ def create_app(config_path: Path) -> FastAPI:
     """The service for one rag.properties; raises ConfigError or PromptTemplateError at once
     when either is invalid, so a misconfigured service never starts."""
     runtime = Runtime(config_path)
-    agents = create_mcp(runtime, http_scope)
-    agents.streamable_http_app()  # makes its session manager
+    agents = McpEndpoint(runtime, create_mcp(runtime, http_scope))
 
     jobs = JobRunner(runtime)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        quiet_accept_errors(asyncio.get_running_loop())  # out of descriptors: said once
         await runtime.start()
         running = asyncio.create_task(jobs.run_forever(), name="ingestion jobs")
         try:
-            async with agents.session_manager.run():
+            async with agents.running():
                 yield
         finally:
             running.cancel()
@@ -102,7 +103,7 @@ def create_app(config_path: Path) -> FastAPI:
     app.add_middleware(CancelOnDisconnect)
     # the one door (service.api.door): who calls, from which page, within which cap and the
     # LLM's admission; Datafari 7's WebSocket asks it again at every turn
-    app.state.door = Door(runtime.settings)
+    app.state.door = Door(runtime.settings, runtime.llm_loads)
     app.add_middleware(DoorMiddleware, door=app.state.door)
     origins = [o.strip() for o in runtime.settings().server.cors_origins.split(",") if o.strip()]
     if origins:
@@ -129,9 +130,7 @@ def create_app(config_path: Path) -> FastAPI:
     app.include_router(metrics.router)
     app.include_router(pages.router)
     # the Model Context Protocol, for agents (service.api.mcp)
-    app.add_route(
-        MCP_PATH, McpEndpoint(runtime, agents), ["GET", "POST", "DELETE"], include_in_schema=False
-    )
+    app.add_route(MCP_PATH, agents, ["GET", "POST", "DELETE"], include_in_schema=False)
     install_docs(app)
     app.add_middleware(
         DatafariPaths, settings=runtime.settings

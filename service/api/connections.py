@@ -10,20 +10,37 @@ byte of its next request; otherwise it is closed. The body has its own bound
 completed its headers: the timer ends there, and the socket's own bounds apply
 (`SERVER_OPTIONS`: a message is at most the app's 512 KiB, refused by the protocol before it
 is read whole; no compression, so nothing inflates past it; a ping every PING_SECONDS, and a
-peer that does not answer one within PING_SECONDS is gone).
+peer that does not answer one within PING_SECONDS is gone; how many are open:
+service.api.sockets).
+
+Out of file descriptors all the same, asyncio would log a traceback for every accept() that
+failed, thousands a second: AcceptErrors, the serving loop's exception handler (installed by
+the app's start, `quiet_accept_errors`), says it once per burst.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
+import logging
+import resource
+import time
+from collections.abc import Callable
+from typing import Any
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from service.api.payload import QUESTION_BYTES
 
+log = logging.getLogger(__name__)
+
 HEADER_SECONDS = 10.0
 PING_SECONDS = 20.0
+# an accept() that failed for want of descriptors is said once, then once more when a burst
+# of them has been over for this long
+ACCEPT_BURST_SECONDS = 60.0
+OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
 
 class BoundedHeaders(H11Protocol):
@@ -76,3 +93,63 @@ SERVER_OPTIONS: dict[str, object] = {
     "ws_ping_interval": PING_SECONDS,
     "ws_ping_timeout": PING_SECONDS,
 }
+
+
+class AcceptErrors:
+    """The event loop's exception handler, which says once per burst that connections cannot
+    be accepted for want of file descriptors. asyncio reports each accept() that failed
+    (EMFILE, ENFILE...) with a traceback, up to the listening socket's backlog (2048) at a
+    time and again every second: 149,461 lines in 15 s (issue 81). Here the first of a burst
+    is one line, and its end (ACCEPT_BURST_SECONDS without one) another, with their count;
+    every other report goes to the handler it replaced (asyncio's own by default)."""
+
+    def __init__(
+        self,
+        previous: Callable[[asyncio.AbstractEventLoop, dict[str, Any]], object] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.previous = previous
+        self.clock = clock
+        self.failed = 0  # accepts failed in the burst going on (0: none)
+        self.last = 0.0
+
+    def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        error = context.get("exception")
+        accepting = str(context.get("message", "")).startswith("socket.accept()")
+        if not (accepting and isinstance(error, OSError) and error.errno in OUT_OF_RESOURCES):
+            if self.previous is not None:
+                self.previous(loop, context)
+            else:
+                loop.default_exception_handler(context)
+            return
+        self.last = self.clock()
+        self.failed += 1
+        if self.failed > 1:
+            return
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        log.error(
+            "cannot accept connections: %s (the open-file limit, ulimit -n, is %s); said once "
+            "until connections are accepted again",
+            error.strerror or error,  # type: ignore[union-attr]
+            "none" if soft == resource.RLIM_INFINITY else soft,
+        )
+        loop.call_later(ACCEPT_BURST_SECONDS, self.ended, loop)
+
+    def ended(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The burst's end, said once it has been quiet for ACCEPT_BURST_SECONDS."""
+        quiet = self.clock() - self.last
+        if quiet < ACCEPT_BURST_SECONDS:
+            loop.call_later(ACCEPT_BURST_SECONDS - quiet, self.ended, loop)
+            return
+        log.warning(
+            "accepting connections again; %d accepts had failed for want of file descriptors",
+            self.failed,
+        )
+        self.failed = 0
+
+
+def quiet_accept_errors(loop: asyncio.AbstractEventLoop) -> None:
+    """AcceptErrors on `loop` (once: a second app on the same loop keeps it)."""
+    current = loop.get_exception_handler()
+    if not isinstance(current, AcceptErrors):
+        loop.set_exception_handler(AcceptErrors(current))

@@ -23,8 +23,9 @@ The LLM as it is needs `openai.passthrough.enabled` (the router's 400 otherwise)
   the sources keep at least a fifth.
 - `similarity_threshold` (KAITO's, 0-1) overrides `retrieval.similarity.min` for the request;
   `openai.dynamic.topk` fetches at least 100 passages and stuffs the most relevant that fit.
-- Nothing relevant found: the LLM answers the conversation without sources
-  (`openai.no.context=answer`, KAITO's rule), or 428 NoFileFound (`error`).
+- Nothing relevant found: the not-found sentence with `abstained` (`openai.no.context=refuse`,
+  shipped: service.api.openai), the LLM answering the conversation without sources (`answer`,
+  KAITO's rule), or 428 NoFileFound (`error`).
 
     >>> plan = plan_of(request, settings, scope)   # raises InvalidChatRequest (a 400)
     >>> reply = await ask(snapshot, plan.query)     # its options applied (service.rag.assemble)
@@ -48,9 +49,9 @@ from service.errors import (
 from service.ingest.partitions import INDEX_NAME, RESERVED_NAMES
 from service.llm import ChatMessage
 from service.models.local import LOCAL_MODELS
-from service.rag.options import RequestOptions
 from service.rag.request import RagQuery
 from service.retrieval import Scope
+from service.snapshot.options import RequestOptions
 from service.text.tokens import MESSAGE_TOKENS, TokenCounter, token_counter
 
 log = logging.getLogger(__name__)

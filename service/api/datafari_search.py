@@ -33,7 +33,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
-from service.actions.search import MAX_DEPTH, documents_found
+from service.actions.search import MAX_DEPTH, documents_found, shown_score
 from service.api.auth import require_api_key
 from service.api.dependencies import CurrentSnapshot
 from service.api.door import caller_of
@@ -110,7 +110,11 @@ async def select(
         snapshot, scope, words, start + rows, operator.upper(), fq or []
     )
     wanted = [f for f in (part.strip() for part in fl.split(",")) if f in FIELDS] or list(FIELDS)
-    docs = [_doc(document, wanted) for document in found[start : start + rows]]
+    security = snapshot.settings.security
+    docs = [
+        _doc(document, wanted, shown_score(document.score, start + number, security))
+        for number, document in enumerate(found[start : start + rows], start=1)
+    ]
     took = round((time.perf_counter() - started) * 1000)
     params = {"q": q, "rows": str(rows), "start": str(start), "wt": "json"}
     return JSONResponse(
@@ -121,8 +125,9 @@ async def select(
     )
 
 
-def _doc(document: RetrievedDocument, fields: list[str]) -> dict[str, object]:
-    """One document as Solr returns it (title and preview_content multi-valued)."""
+def _doc(document: RetrievedDocument, fields: list[str], score: float) -> dict[str, object]:
+    """One document as Solr returns it (title and preview_content multi-valued), with the
+    score its caller may be shown (service.actions.search.shown_score)."""
     values: dict[str, object] = {
         "id": document.id,
         "docId": document.id,
@@ -130,7 +135,7 @@ def _doc(document: RetrievedDocument, fields: list[str]) -> dict[str, object]:
         "url": document.url,
         "preview_content": [document.content[:PREVIEW_CHARS]],
         "extension": _extension(document.url or document.id),
-        "score": round(document.score, 6),
+        "score": score,
     }
     return {field: values[field] for field in fields}
 

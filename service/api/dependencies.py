@@ -5,12 +5,14 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Annotated
 
 from fastapi import Depends, Request
 
 from service.runtime import Runtime
 from service.snapshot import Snapshot
+from service.text.tokens import TokenizerError, loaded_counter
 
 
 def runtime_of(request: Request) -> Runtime:
@@ -26,7 +28,18 @@ def request_snapshot(request: Request) -> Snapshot:
 
 async def _current_snapshot(request: Request) -> Snapshot:
     # async: FastAPI runs a plain function dependency in a worker thread, a hop per request
-    return request_snapshot(request)
+    return await counting_snapshot(request)
+
+
+async def counting_snapshot(request: Request) -> Snapshot:
+    """`request_snapshot`, for the event loop: its token counter loaded first, off it."""
+    snapshot = request_snapshot(request)
+    # what counts llm.model's tokens (an OpenAI encoding, a tokenizer.json read for the first
+    # time, or changed since) loaded off the event loop, not by the first question to count
+    llm = snapshot.settings.llm
+    with contextlib.suppress(TokenizerError):  # said by the route that counts
+        await loaded_counter(llm.tokenizer, llm.model)
+    return snapshot
 
 
 CurrentSnapshot = Annotated[Snapshot, Depends(_current_snapshot)]

@@ -10,8 +10,9 @@ over HTTP, streams. What is decided here, and nowhere else:
   closed, 1008), with the reason;
 - whether a question is admitted: the per-caller cap (`llm.max.concurrent.per.caller`, the
   caller being the person, else the key, else the address) and the LLM's admission
-  (`llm.admission`: a question the LLM could not answer in time is a 503 with Retry-After at
-  once); only questions that called the LLM count in its pace;
+  (`llm.admission`: a question the LLM could not answer in time, by this worker's count and
+  by the queue the LLM server reports, is a 503 with Retry-After at once); only questions
+  that called the LLM count in its pace;
 - the access log line and the metrics of each request and of each socket turn.
 
     >>> door = Door(runtime.settings)
@@ -23,7 +24,6 @@ over HTTP, streams. What is decided here, and nowhere else:
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from urllib.parse import urlsplit
@@ -33,9 +33,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.api.errors import error_response
 from service.api.identity import Caller, identify
-from service.api.llm_work import ALWAYS_ADMITTED, DEADLINE_SHARE, Callers, LlmPace, calls_the_llm
+from service.api.llm_work import Callers, LlmPace, calls_the_llm, refusal
 from service.config.settings import Settings
 from service.errors import Forbidden, LlmBusy, ServiceError, Unauthorized
+from service.llm.queue import LlmLoads
 from service.models.local import LOCAL_MODELS
 from service.observability import Work, work_var
 
@@ -78,10 +79,11 @@ def admission_on(settings: Settings) -> bool:
 class Door:
     """What every transport asks before it serves (the module's docstring)."""
 
-    def __init__(self, settings: Callable[[], Settings]) -> None:
+    def __init__(self, settings: Callable[[], Settings], loads: LlmLoads | None = None) -> None:
         self.settings = settings
         self.callers = Callers()  # each caller's questions in progress, in this worker
         self.pace = LlmPace()
+        self.loads = loads  # what the LLM reports of its queue, and its pace per call
 
     def identify(self, connection: HTTPConnection) -> Caller:
         """The caller, with the configuration of this moment (kept in the connection's state
@@ -131,26 +133,23 @@ class Door:
             finally:
                 work_var.reset(bound)
 
+    async def observe(self, settings: Settings) -> None:
+        """A fresh reading of the LLM's queue for `admit` (at most every half second, waited
+        for a quarter of a second at most; a server that reports none: this worker's counts)."""
+        if self.loads is not None and admission_on(settings):
+            token = settings.llm.token.get_secret_value()
+            await self.loads.observe(settings.llm.endpoint, token)
+
     def admit(self, settings: Settings) -> None:
-        """LlmBusy when the LLM, at its pace, would not answer one more question in time
-        (asked when a question comes, and again once its body is whole)."""
-        pace = self.pace
-        expected = pace.expected_seconds()
+        """LlmBusy when the LLM, at its pace and with its queue, would not answer one more
+        question in time (asked when a question comes, and again once its body is whole)."""
         # the answer's call must end within both (a streamed answer's first words within the
         # read timeout): the smaller is what a question can wait
         deadline = min(settings.server.request_timeout, settings.llm.timeout_read)
-        if (
-            expected is not None
-            and pace.in_progress >= ALWAYS_ADMITTED
-            and expected > deadline * DEADLINE_SHARE
-        ):
-            each = expected / (pace.in_progress + 1)
-            raise LlmBusy(
-                f"the LLM is answering {pace.in_progress} questions, about one every "
-                f"{each:.1f}s: a new one would wait about {expected:.0f}s, past the "
-                f"{deadline:g}s that request.timeout and llm.timeout.read leave; retry shortly",
-                retry_after=max(1, min(60, math.ceil(each))),
-            )
+        load = self.loads.of(settings.llm.endpoint) if self.loads is not None else None
+        refused = refusal(self.pace, load, deadline)
+        if refused is not None:
+            raise LlmBusy(refused.reason, retry_after=refused.retry_after)
 
 
 class DoorMiddleware:
@@ -189,6 +188,7 @@ class DoorMiddleware:
         with ExitStack() as held:
             try:
                 caller = self.door.identify(request)
+                await self.door.observe(self.door.settings())
                 work = held.enter_context(self.door.asking(caller, self.door.settings()))
             except ServiceError as refused:
                 await error_response(request, refused)(scope, receive, send)

@@ -7,6 +7,9 @@ is given by the door (service.api.door), made here from the request's credential
   not document-level security is on (`security.enabled` decides the groups, not the person).
 - The groups, for document-level security: from the header a trusted proxy sets, or from the
   verified JWT's groups claim.
+- Where an identity source is configured (a JWT key, or the proxy's security.user.header), a
+  request that sends no identity is a 401 (security.identity.required, the default); allowed,
+  its groups are unknown, and it sees no document that denies any group.
 
 What a caller owns (conversations, memories) belongs to the person when there is one, else to
 the key; an address owns nothing (`Caller.owner` is then None).
@@ -32,6 +35,9 @@ GROUP = re.compile(r"^[\w.@:-]{1,128}$")
 USER = re.compile(r"^[\w.@:+-]{1,256}$")
 MAX_GROUPS = 200
 MAX_SUBJECT = 200  # characters of a token's sub kept as they are (longer: its hash)
+# a hashed subject's mark ("sub:#<sha256>"); a subject that begins with it is kept with it
+# doubled ("sub:##..."), so that no subject, whatever its text, is another's hash
+HASHED = "#"
 
 
 @dataclass(frozen=True)
@@ -80,27 +86,47 @@ def identify(connection: HTTPConnection, settings: Settings) -> Caller:
             token = ""  # the API key in Authorization: no identity token
         verifying = security.enabled or bool(security.jwt_key.get_secret_value())
         claims = verified_claims(token, security) if token and verifying else {}
+        unknown = verifying and not token  # an identity source, and no identity sent
+        if unknown and security.identity_required:
+            raise Unauthorized(
+                "an identity token is required (security.identity.required): send it in "
+                "Authorization: Bearer, and the API key in X-API-Key"
+            )
         person = _subject(claims)
         scope = EVERYTHING
         if security.enabled:
             groups = _groups_claim(claims, security)
-            scope = groups_scope(groups, security, security.jwt_groups_claim)
+            # a token without its groups claim (Azure AD's overage sends `_claim_names`
+            # instead) tells nothing of the groups: what it left out may be a denied one
+            unknown = unknown or security.jwt_groups_claim not in claims
+            scope = groups_scope(groups, security, security.jwt_groups_claim, unknown=unknown)
         nameless = bool(claims) and person is None
         return Caller(key_name, person, address, scope, _expiry(claims), nameless)
+    user = _proxy_user(connection, security)
+    unknown = bool(security.user_header) and user is None  # the proxy named nobody
+    if unknown and security.identity_required:
+        raise Unauthorized(
+            f"the request names no person ({security.user_header}, set by the trusted proxy), "
+            "and an identity is required (security.identity.required)"
+        )
     scope = EVERYTHING
     if security.enabled:
         raw = connection.headers.get(security.groups_header, "")
-        scope = groups_scope(raw.split(","), security, security.groups_header)
-    return Caller(key_name, _proxy_user(connection, security), address, scope)
+        scope = groups_scope(raw.split(","), security, security.groups_header, unknown=unknown)
+    return Caller(key_name, user, address, scope)
 
 
 def _subject(claims: dict[str, Any]) -> str | None:
-    """The person a verified token names (its whole `sub`: a long one by its hash)."""
+    """The person a verified token names (its whole `sub`: a long one by its hash, marked
+    HASHED; a short one that begins with the mark has it doubled, so no subject spells
+    another's hash, and every other subject keeps the key it always had)."""
     subject = claims.get("sub")
     if not isinstance(subject, str) or not subject:
         return None
     if len(subject) > MAX_SUBJECT:
-        return "sub:#" + hashlib.sha256(subject.encode("utf-8", "replace")).hexdigest()
+        return "sub:" + HASHED + hashlib.sha256(subject.encode("utf-8", "replace")).hexdigest()
+    if subject.startswith(HASHED):
+        return "sub:" + HASHED + subject
     return "sub:" + subject
 
 
@@ -133,9 +159,12 @@ def _proxy_user(connection: HTTPConnection, security: SecuritySettings) -> str |
     return "user:" + user
 
 
-def groups_scope(groups: list[str], security: SecuritySettings, where: str) -> Scope:
+def groups_scope(
+    groups: list[str], security: SecuritySettings, where: str, *, unknown: bool = False
+) -> Scope:
     """What callers of these groups may see (security on); BadRequest naming `where` the
-    groups came from when they are not group names."""
+    groups came from when they are not group names. `unknown`: the caller sent no identity
+    where one is configured (no document that denies any group is seen)."""
     if not security.enabled:
         return EVERYTHING
     unique = tuple(dict.fromkeys(group.strip() for group in groups if group.strip()))
@@ -144,7 +173,7 @@ def groups_scope(groups: list[str], security: SecuritySettings, where: str) -> S
             f"{where} must list at most {MAX_GROUPS} group names "
             "(letters, digits, . _ @ : -), separated by commas"
         )
-    return Scope(groups=unique, security=security.model)
+    return Scope(groups=unique, security=security.model, groups_unknown=unknown)
 
 
 def _groups_claim(claims: dict[str, Any], security: SecuritySettings) -> list[str]:

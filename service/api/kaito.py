@@ -10,6 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from service.actions.search import shown_score
 from service.api.auth import require_admin
 from service.api.dependencies import CurrentSnapshot, request_snapshot
 from service.api.door import caller_of
@@ -229,11 +230,11 @@ async def retrieve(
             doc_id=doc_id,
             node_id=node.id,
             text=node.content,
-            score=node.score,
+            score=shown_score(node.score, rank, snapshot.settings.security),
             source=node.url or None,
             metadata=metadata.get(doc_id) or None,
         )
-        for doc_id, node in zip(doc_ids, found, strict=True)
+        for rank, (doc_id, node) in enumerate(zip(doc_ids, found, strict=True), start=1)
     ]
     return RetrieveResponse(query=body.query, results=results, count=len(results))
 

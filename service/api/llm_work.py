@@ -8,7 +8,9 @@ pool, its circuit breaker, the workers' time): the counters the door keeps
   client opening 200 slow streams cannot take the pool from the others.
 - LlmPace: the questions in progress and the rate the LLM has been answering them, for
   `llm.admission` (a question it could not answer within `request.timeout` is a 503 with
-  Retry-After at once, rather than a 504 after the whole deadline).
+  Retry-After at once, rather than a 504 after the whole deadline); `refusal` weighs it with
+  what the LLM itself reports of its queue (service.llm.queue.LlmLoad: other workers' and
+  replicas' questions included).
 - CancelOnDisconnect: when the client leaves before its answer is sent, the request's work
   (Solr, the LLM call) is cancelled instead of running on for nobody; it is logged as 499.
 """
@@ -26,6 +28,7 @@ import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.errors import CallerOverLimit
+from service.llm.queue import LlmLoad
 from service.observability import Work
 
 # the endpoints whose requests call the LLM (after DatafariPaths has rewritten its aliases)
@@ -47,6 +50,10 @@ PACE_SECONDS = 120.0
 MIN_ANSWERED = 3  # questions answered before the pace is trusted (admitted freely till then)
 ALWAYS_ADMITTED = 2  # questions in progress never refused: one behind another is no queue
 DEADLINE_SHARE = 0.8  # a question must expect its answer within this part of request.timeout
+# questions admitted at once before any pace is known: a cold LLM given 32 at once answered
+# none in time (issue 81); what it has answered (or not, in time) soon tells more
+COLD_ADMITTED = ALWAYS_ADMITTED
+COLD_RETRY_AFTER_SECONDS = 5
 _NO_BODY = frozenset({"GET", "HEAD", "DELETE", "OPTIONS"})
 
 
@@ -141,6 +148,10 @@ class LlmPace:
     answered: float = 0.0  # completions, decayed
     busy: float = 0.0  # seconds with a question in progress, decayed
     since: float = field(default_factory=time.monotonic)
+    calls: float = 0.0  # the LLM calls of the completions, decayed
+
+    def calls_per_question(self) -> float:
+        return max(1.0, self.calls / self.answered) if self.answered > 0 else 1.0
 
     def expected_seconds(self) -> float | None:
         """How long a question admitted now should take to be answered; None until enough
@@ -164,6 +175,7 @@ class LlmPace:
             if work.llm_calls:
                 self.completed += 1
                 self.answered += 1
+                self.calls += work.llm_calls
 
     def _advance(self) -> None:
         now = time.monotonic()
@@ -171,4 +183,53 @@ class LlmPace:
         if self.in_progress and elapsed > 0:
             decay = math.exp(-elapsed / PACE_SECONDS)
             self.answered *= decay
+            self.calls *= decay
             self.busy = self.busy * decay + elapsed
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a question is refused (LlmBusy: a 503), and when to ask again."""
+
+    reason: str
+    retry_after: int
+
+
+def refusal(pace: LlmPace, load: LlmLoad | None, deadline: float) -> Refusal | None:
+    """Why one more question would not be answered within `deadline` seconds, or None.
+
+    Its wait: the questions ahead of it (the calls the LLM reports in progress and waiting,
+    from every worker and replica, and this worker's questions yet to reach it) times
+    the LLM's seconds per question (its seconds per call, as parallel as it delivered them,
+    times a question's calls; else this worker's own pace). Before any pace is known, at most
+    COLD_ADMITTED questions are ahead of an admitted one, or it is this worker's only one."""
+    mine = pace.in_progress
+    at_llm = load.ahead() if load else 0  # calls, this worker's in flight included
+    sent = load.in_flight if load else 0  # this worker's
+    per_call = load.seconds_per_call() if load else None
+    own = pace.expected_seconds()
+    if own is None and per_call is None:
+        ahead = mine + max(0, at_llm - sent)  # this worker's questions and others' calls
+        # one question at a time is always tried: else a worker started beside a busy shared
+        # LLM would refuse every question, never measure a call, and stay cold for good
+        if ahead < COLD_ADMITTED or mine == 0:
+            return None
+        return Refusal(
+            f"the LLM is answering {ahead} questions and has not answered enough yet for its "
+            f"pace to be known: no more than {COLD_ADMITTED} are admitted until then; retry "
+            "shortly",
+            COLD_RETRY_AFTER_SECONDS,
+        )
+    calls = pace.calls_per_question()
+    each = per_call * calls if per_call is not None else (own or 0.0) / (mine + 1)
+    # the questions at the LLM, everyone's, and this worker's yet to reach it
+    ahead_q = max(float(mine), at_llm / calls + max(0.0, mine - sent / calls))
+    expected = max((ahead_q + 1) * each, own or 0.0)
+    if ahead_q < ALWAYS_ADMITTED or expected <= deadline * DEADLINE_SHARE:
+        return None
+    return Refusal(
+        f"the LLM is answering {round(ahead_q)} questions ({mine} of them this worker's), "
+        f"about one every {each:.1f}s: a new one would wait about {expected:.0f}s, past the "
+        f"{deadline:g}s that request.timeout and llm.timeout.read leave; retry shortly",
+        max(1, min(60, math.ceil(each))),
+    )

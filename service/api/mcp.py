@@ -16,13 +16,15 @@ groups given on its command line.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal, TypeVar, get_args
 from urllib.parse import unquote
 
 from mcp.server.fastmcp import Context, FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
 from mcp.server.fastmcp.resources import ResourceTemplate
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import (
     INVALID_PARAMS,
@@ -39,10 +41,12 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import Message, Receive, Send
 from starlette.types import Scope as AsgiScope
 
+from service.actions.search import shown_score
 from service.api.door import caller_of
 from service.api.errors import describe_validation_errors, error_response
 from service.api.fields import MAX_QUERY_PARAM
 from service.api.identity import groups_scope
+from service.api.mcp_progress import reporting, wants_stream
 from service.api.payload import NOT_JSON, QUESTION_BYTES, checked_body
 from service.api.protocols.mcp import AskResult, SummaryResult
 from service.api.rag import RagRequest
@@ -174,6 +178,7 @@ def create_mcp(runtime: Runtime, scope_of: ScopeOf) -> FastMCP:  # type: ignore[
             if not words:
                 raise BadRequest("query: no words to search for once Solr's syntax is left out")
             documents = await snapshot.index_retriever(scope, top_k).run(words)
+            security = snapshot.settings.security
             return SearchResult(
                 sources=[
                     Source(
@@ -181,9 +186,9 @@ def create_mcp(runtime: Runtime, scope_of: ScopeOf) -> FastMCP:  # type: ignore[
                         title=d.title,
                         url=d.url,
                         excerpt=d.content[:EXCERPT_CHARS],
-                        score=d.score or None,
+                        score=shown_score(d.score, rank, security) or None,
                     )
-                    for d in documents[:top_k]
+                    for rank, d in enumerate(documents[:top_k], start=1)
                 ]
             )
 
@@ -207,8 +212,9 @@ def create_mcp(runtime: Runtime, scope_of: ScopeOf) -> FastMCP:  # type: ignore[
             body = RagRequest.model_validate(
                 {"query": question, "id": id, "lang": lang, "format": format, "history": history}
             )
-            reply = await assemble.ask(snapshot, body.to_query(scope))
-            return AskResult.of(await reply.complete())
+            async with reporting(ctx) as progress:  # a host that asked for progress
+                reply = await assemble.ask(snapshot, body.to_query(scope), progress)
+                return AskResult.of(await reply.complete())
 
         return await guarded(ctx, answered)
 
@@ -224,8 +230,9 @@ def create_mcp(runtime: Runtime, scope_of: ScopeOf) -> FastMCP:  # type: ignore[
         async def summarized(snapshot: Snapshot, scope: Scope) -> SummaryResult:
             body = SummarizeRequest.model_validate({"id": id, "text": text, "lang": lang})
             query = body.to_query(scope)
-            reply = await assemble.summarize(snapshot, query)
-            return SummaryResult(summary=(await reply.complete()).message)
+            async with reporting(ctx) as progress:
+                reply = await assemble.summarize(snapshot, query, progress)
+                return SummaryResult(summary=(await reply.complete()).message)
 
         return await guarded(ctx, summarized)
 
@@ -397,11 +404,24 @@ def _unanswerable(value: object) -> Response | None:
 
 class McpEndpoint:
     """The ASGI endpoint of /mcp: the API key check of the public endpoints, then the SDK's
-    streamable HTTP transport."""
+    streamable HTTP transport: JSON responses, or an SSE stream for a tool call that asks for
+    progress (service.api.mcp_progress). `running()` runs both while the service serves."""
 
     def __init__(self, runtime: Runtime, server: FastMCP) -> None:  # type: ignore[type-arg]
         self._runtime = runtime
         self._server = server
+        server.streamable_http_app()  # makes its session manager (JSON responses)
+        self._streaming = StreamableHTTPSessionManager(
+            app=server._mcp_server,
+            json_response=False,
+            stateless=True,
+            security_settings=server.settings.transport_security,
+        )
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        async with self._server.session_manager.run(), self._streaming.run():
+            yield
 
     async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)  # its caller identified at the door
@@ -429,4 +449,6 @@ class McpEndpoint:
                 return {"type": "http.request", "body": body, "more_body": False}
             return await receive()  # then only the disconnect
 
-        await self._server.session_manager.handle_request(scope, replayed, send)
+        accept = request.headers.get("accept", "")
+        manager = self._streaming if wants_stream(value, accept) else self._server.session_manager
+        await manager.handle_request(scope, replayed, send)

@@ -39,17 +39,24 @@ from service.api.protocols.driver import Ready, drive
 from service.api.protocols.envelopes import OpenAIErrorBody, openai_body_of
 from service.api.protocols.openai import Completion
 from service.api.sse import SSE_HEADERS, event_stream, sse_event
+from service.chains.prompts import not_found_sentence
 from service.errors import (
     InvalidChatRequest,
     ModelNotServed,
+    NoDocumentFound,
     ServiceError,
     UpstreamBadResponse,
 )
 from service.rag.assemble import ask
+from service.rag.reply import Answer, Reply
+from service.rag.request import RagQuery
 from service.runtime import Runtime
 from service.snapshot import Snapshot
+from service.text.language import answer_language
+from service.text.tokens import loaded_counter
 
 log = logging.getLogger(__name__)
+SSE = "text/event-stream"
 
 router = APIRouter(
     tags=["openai"], dependencies=[Depends(require_api_key)], route_class=json_route()
@@ -119,23 +126,47 @@ async def chat_completions(request: Request, snapshot: CurrentSnapshot) -> Respo
     relayed to the LLM as it is (openai.passthrough.enabled)."""
     chat = ChatCompletionRequest.parse(await _json_body(request))
     settings = snapshot.settings
+    if chat.model:  # the encoding of the OpenAI model it names: loaded off the event loop
+        await loaded_counter(settings.llm.tokenizer, chat.model)
     plan = plan_of(chat, settings, caller_of(request).scope)
     if plan.query is None:
         return await _relay(snapshot, chat.relayed())
-    reply = await ask(snapshot, plan.query)
+    try:
+        reply: Reply | Answer = await ask(snapshot, plan.query)
+    except NoDocumentFound as nothing:
+        # a caller's JSON form has no sentence to say it in: the 428 of openai.no.context=error
+        if settings.openai.no_context != "refuse" or plan.query.options.form.json:
+            raise
+        reply = refusal(plan.query, nothing)
     completion = Completion(
         completion_id=f"chatcmpl-{uuid.uuid4().hex}",
-        model=plan.model or reply.model or "default",
+        model=plan.model
+        or (reply.model if isinstance(reply, Reply) else settings.llm.model)
+        or "default",
         inline_sources=plan.inline_sources,
         include_usage=chat.wants_usage,
     )
+    if chat.stream and isinstance(reply, Answer):  # the refusal: its sentence, one delta
+        said = [*completion.started(), *completion.delta(reply.message)]
+        said += [*completion.final(reply), *completion.ended()]
+        return StreamingResponse(iter(["".join(said)]), media_type=SSE, headers=SSE_HEADERS)
     if chat.stream:
         return StreamingResponse(
             drive(Ready(reply), completion, request.state.request_id),
-            media_type="text/event-stream",
+            media_type=SSE,
             headers=SSE_HEADERS,
         )
-    return JSONResponse(completion.whole(await reply.complete()))
+    whole = reply if isinstance(reply, Answer) else await reply.complete()
+    return JSONResponse(completion.whole(whole))
+
+
+def refusal(query: RagQuery, nothing: NoDocumentFound) -> Answer:
+    """What a request for an answer from the documents gets when they hold nothing on it
+    (openai.no.context=refuse): the not-found sentence in the question's language and why,
+    never an answer from the LLM's memory."""
+    lang = answer_language(query.lang, query.query)
+    why = f"nothing in the documents to answer from: {nothing.reason}"
+    return Answer(message=not_found_sentence(lang or None), documents=[], abstained=why)
 
 
 async def _json_body(request: Request) -> object:

@@ -227,7 +227,7 @@ class ChatCompletionRequest(BaseModel):
             not isinstance(value, dict)
             or len(value) > MAX_LOGIT_BIAS
             or not all(
-                isinstance(token, str) and token.isdigit() and len(token) <= 10
+                isinstance(token, str) and token.isascii() and token.isdigit() and len(token) <= 10
                 and not isinstance(bias, bool) and isinstance(bias, int | float)
                 and -100 <= bias <= 100
                 for token, bias in value.items()

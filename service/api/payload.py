@@ -109,7 +109,7 @@ def _depth(body: bytes) -> int:
 
 async def bounded_body(request: Request, limit: int) -> bytes:
     declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
+    if declared.isascii() and declared.isdigit() and int(declared) > limit:
         raise PayloadTooLarge(_too_large(int(declared), limit))
     chunks: list[bytes] = []
     size = 0

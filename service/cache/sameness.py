@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from service.grounding.claims import negated, numbers, stem, tokens
+from service.text.claims import negated, numbers, stem, tokens
 
 # what a rephrasing may add or drop without changing what is asked
 NEUTRAL = frozenset({"a", "an", "the", "of", "please", "s", "do", "does"})

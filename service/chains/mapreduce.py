@@ -81,7 +81,9 @@ class MapReduceChain:
                 "or raise prompt.max.request.size so that fewer requests are needed"
             )
         packs = Packer.within_calls(packs, maps, "map-reduce")
-        result = ChainResult("", sources_of([item for pack in packs for item in pack.items]))
+        result = ChainResult(
+            "", sources_of([item for pack in packs for item in pack.items]), stepped=len(packs) > 1
+        )
         partials = await self._all(
             [
                 self._builder.messages(

@@ -51,7 +51,9 @@ class RefineChain:
         step_room = self._packer.room("refine_step", reserve=self._reserve, previous_answer="")
         packs = self._packer.pack(numbered, step_room, first=first_room)
         packs = Packer.within_calls(packs, self._llm.calls.left, "refine")  # one call a pack
-        result = ChainResult("", sources_of([item for pack in packs for item in pack.items]))
+        result = ChainResult(
+            "", sources_of([item for pack in packs for item in pack.items]), stepped=len(packs) > 1
+        )
 
         request = self._builder.messages("refine_initial", sources=packs[0].sources)
         for pack in packs[1:]:

@@ -78,6 +78,9 @@ class ChainResult:
     usage: Usage = field(default_factory=Usage)
     # why the last request ended: "stop", or "length" when max_tokens cut the answer
     finish_reason: str = "stop"
+    # the answer was written in several steps (refine, map-reduce): the last one may drop the
+    # citations the earlier ones carried, and grounding restores them (service.rag.stages.ground)
+    stepped: bool = False
     # the last request's tokens and their probabilities (when asked for and reported), filled
     # as they arrive when streamed
     tokens: list[TokenChoice] = field(default_factory=list)

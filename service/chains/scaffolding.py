@@ -81,14 +81,19 @@ _LABEL_FORMS = tuple(
     for far in ("", " so far")
 )
 # ... and the words before a citation ("The number of the document that says this is [1]";
-# "This can be found in [1]", "This answer is found in [1]": issue 69), from a word's start,
+# "This can be found in [1]", "This answer is found in [1]": issue 69; their French), from a
+# word's start,
 # as the forms are found
 _CITATION_BODY = _either_case(
     # a run of blanks read whole, once (possessive, from its start: no backtracking over it)
     r"(?<![ \t])[ \t]*+(?<!\S)"
     r"(?:(?:the[ \t]+)?(?:number[ \t]+of[ \t]+the[ \t]+)?document[ \t]+that[ \t]+"
     r"says[ \t]+(?:it|this|that|so)[ \t]+is|this(?:[ \t]+answer|[ \t]+information)?[ \t]+"
-    r"(?:can[ \t]+be|is)[ \t]+found[ \t]+in)[ \t]*+:?[ \t]*+"
+    r"(?:can[ \t]+be|is)[ \t]+found[ \t]+in"
+    # French alike ("Elle est disponible dans les documents [1]", "Cette information se
+    # trouve dans [2]": issue 83)
+    r"|(?:cette[ \t]+information|elle|ceci|cela)[ \t]+(?:se[ \t]+trouve|est[ \t]+disponible|"
+    r"figure)[ \t]+dans(?:[ \t]+(?:les[ \t]+documents|le[ \t]+document))?)[ \t]*+:?[ \t]*+"
 )
 _CITATION_WORDS = re.compile(_CITATION_BODY + r"(?=\[\d{1,3}\])")
 # the same words ending what is left of a sentence a form was cut from: they would cite
@@ -97,17 +102,27 @@ _CITATION_HEAD = re.compile(_CITATION_BODY + "$")
 # what may come between the words and the citation, as _CITATION_WORDS reads it (blanks, a
 # colon, blanks): " : [1]" held too, or the stream showed what the whole reading takes out
 _COLONS = (" ", ": ", ":", "", " : ", " :")
-_CITATION_FORMS = tuple(
-    f"{the}{number}document that says {what} is{colon}["
-    for the in ("the ", "")
-    for number in ("number of the ", "")
-    for what in ("it", "this", "that", "so")
-    for colon in _COLONS
-) + tuple(
-    f"this{what} {can} found in{colon}["
-    for what in ("", " answer", " information")
-    for can in ("can be", "is")
-    for colon in _COLONS
+_CITATION_FORMS = (
+    tuple(
+        f"{the}{number}document that says {what} is{colon}["
+        for the in ("the ", "")
+        for number in ("number of the ", "")
+        for what in ("it", "this", "that", "so")
+        for colon in _COLONS
+    )
+    + tuple(
+        f"this{what} {can} found in{colon}["
+        for what in ("", " answer", " information")
+        for can in ("can be", "is")
+        for colon in _COLONS
+    )
+    + tuple(
+        f"{what} {verb} dans{where}{colon}["
+        for what in ("cette information", "elle", "ceci", "cela")
+        for verb in ("se trouve", "est disponible", "figure")
+        for where in ("", " les documents", " le document")
+        for colon in _COLONS
+    )
 )
 _SENTENCE = re.compile(r"[^.!?\n]*[.!?]*[ \t]*\n?")
 _WORD_START = re.compile(r"(?<!\S)\S")

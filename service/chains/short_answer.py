@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 
 from service.chains.prompts import NOT_FOUND_SENTENCES
 from service.chains.result import Source
-from service.grounding.claims import content_words, is_content, stem, tokens
+from service.text.claims import content_words, is_content, stem, tokens
 from service.text.language import FRENCH
 
 NOT_FOUND = NOT_FOUND_SENTENCES["en"]

@@ -19,10 +19,19 @@ from service.config.settings import Settings, key_field, known_keys
 Kind = Literal["boolean", "integer", "number", "string", "choice", "secret"]
 
 # Not editable through the admin API: the vector field must match the collection's schema
-# (Datafari shows it read-only), the admin token guards the API itself, and the TLS files are
-# paths on the server's disk (an admin session must not make the service read another file).
+# (Datafari shows it read-only), the admin token guards the API itself, the TLS files are
+# paths on the server's disk (an admin session must not make the service read another file),
+# and so are the folders a sync may index (jobs.sync.folders: any file under them would
+# become a document): each set on the server, in rag.properties or the environment.
 READ_ONLY = frozenset(
-    {"solr.vector.field", "admin.token", "solr.tls.ca", "solr.tls.cert", "solr.tls.key"}
+    {
+        "solr.vector.field",
+        "admin.token",
+        "solr.tls.ca",
+        "solr.tls.cert",
+        "solr.tls.key",
+        "jobs.sync.folders",
+    }
 )
 
 

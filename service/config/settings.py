@@ -31,10 +31,10 @@ from pydantic import (
     model_validator,
 )
 
-from service.agents.tools import TOOLS
 from service.config.field_map import FieldMap, parse_fields
 from service.config.tls import TlsFiles, tls_context
-from service.text.tokens import ENCODINGS, TokenCounter, token_counter
+from service.config.tool_names import TOOL_NAMES
+from service.text.tokens import ENCODINGS, TokenCounter, checked_soon, token_counter
 
 # the retrieval methods: the one list every part of the service reads
 Retrieval = Literal["bm25", "vector", "hybrid"]
@@ -179,6 +179,25 @@ class ServerSettings(Part):
         "Origins of search pages that embed the chat widget from another host, comma-separated "
         "(https://search.example.org); read at startup. Empty: same origin only.",
     )
+    ws_max_per_caller: int = _key(
+        "ws.max.per.caller",
+        16,
+        "WebSockets (/ai/ws) one caller may hold open at once in each worker: the person, "
+        "else the API key from one address, else the address; more are closed at once with "
+        "1013 (try again later). 0: no limit but ws.max.total.",
+        ge=0,
+        le=100_000,
+    )
+    ws_max_total: int = _key(
+        "ws.max.total",
+        0,
+        "WebSockets (/ai/ws) each worker holds open at once, all callers together; more are "
+        "closed at once with 1013 (try again later). 0: half the process's open-file limit "
+        "(ulimit -n); never more than that limit less 128 (what Solr, the LLM and HTTP "
+        "clients need).",
+        ge=0,
+        le=1_000_000,
+    )
 
 
 class OpenAISettings(Part):
@@ -202,12 +221,13 @@ class OpenAISettings(Part):
         "VectorMain, bm25, vector or hybrid; empty: such requests go to the LLM as they "
         "are (KAITO's rule; needs openai.passthrough.enabled).",
     )
-    no_context: Literal["answer", "error"] = _key(
+    no_context: Literal["refuse", "answer", "error"] = _key(
         "openai.no.context",
-        "answer",
-        "/v1/chat/completions when the search finds nothing relevant: answer (the LLM answers "
-        "the conversation without sources, as KAITO does) or error (a 428 NoFileFound, as "
-        "/ai/rag).",
+        "refuse",
+        "/v1/chat/completions when the search finds nothing relevant: refuse (a completion "
+        "saying the documents do not hold the answer, with `abstained`: never an answer from "
+        "the LLM's memory), answer (the LLM answers the conversation without sources, as "
+        "KAITO does) or error (a 428 NoFileFound, as /ai/rag).",
     )
     context_ratio: float = _key(
         "openai.context.token.ratio",
@@ -304,7 +324,8 @@ class LLMSettings(Part):
         "llm.circuit.failures",
         5,
         "Failed calls in a row (after retries) that open the circuit breaker: calls to that API "
-        "then fail at once until llm.circuit.cooldown has passed (0: no breaker).",
+        "then fail at once until llm.circuit.cooldown has passed (0: no breaker). A timeout "
+        "while the LLM had other calls to serve (a queue) is no failure.",
         ge=0,
         le=1000,
     )
@@ -319,9 +340,11 @@ class LLMSettings(Part):
         "llm.admission",
         "auto",
         "Whether a question is refused at once (503, Retry-After) when the LLM already has "
-        "more in progress than it can answer within request.timeout, measured from the "
-        "questions it answered while busy: on, off, or auto (on for the service's own local "
-        "models, whose one CPU-bound server queues what it cannot answer yet).",
+        "more in progress than it can answer within request.timeout: this worker's questions, "
+        "or the queue the LLM server reports (/metrics of llama.cpp, vLLM, SGLang; llama.cpp's "
+        "/slots), at the pace it has been answering (at most 2 before that pace is known): "
+        "on, off, or auto (on for the service's own local models, whose one CPU-bound "
+        "server queues what it cannot answer yet).",
     )
     max_concurrent_per_caller: int = _key(
         "llm.max.concurrent.per.caller",
@@ -355,7 +378,9 @@ class LLMSettings(Part):
     def _known_tokenizer(cls, value: str) -> str:
         value = value.strip()
         if value not in ("auto", "chars") and value not in ENCODINGS:
-            token_counter(value, "")  # a tokenizer.json: read now, so a bad path stops here
+            # a tokenizer.json: read now, so a bad path stops here (on the event loop, a
+            # settings reload, only looked at: the first question reads it in a thread)
+            checked_soon(value)
         return value
 
 
@@ -1131,7 +1156,9 @@ class JobsSettings(Part):
         "jobs.sync.folders",
         "",
         "Folders of the server that POST /jobs/sync may bring the index in step with (their "
-        "sub-folders too), comma-separated absolute paths; empty: none (the endpoint is off).",
+        "sub-folders too), comma-separated absolute paths; empty: none (the endpoint is off). "
+        "Set on the server only (rag.properties or the environment): read-only through the "
+        "admin API, so the admin token cannot make any file of the host a document.",
     )
     lease_seconds: float = _key(
         "jobs.lease.seconds",
@@ -1208,7 +1235,7 @@ class ConversationSettings(Part):
     )
 
 
-AGENT_TOOLS = tuple(TOOLS)  # the registry's (service.agents.tools)
+AGENT_TOOLS = TOOL_NAMES  # the agents' tools (service.agents.tools registers each)
 # Datafari 7's generic agent: its tools, by its names
 GENERIC_AGENT = (
     "generic=bm25Search,hybridSearch,ragByDocument,searchChunksFromADocument,readNextChunks,"
@@ -1462,6 +1489,22 @@ class SecuritySettings(Part):
         "Where the caller's groups come from: header (security.groups.header, set by a trusted "
         "proxy) or jwt (a signed token in `Authorization: Bearer`, verified with "
         "security.jwt.key; its security.jwt.groups.claim lists the groups).",
+    )
+    identity_required: bool = _key(
+        "security.identity.required",
+        True,
+        "Where an identity source is configured (security.identity=jwt with its key, or "
+        "header with security.user.header), a request that sends none (the API key alone) "
+        "is a 401. False: it is answered, and, its groups being unknown, it sees no "
+        "document that denies any group (denied_groups; manifoldcf: any deny token).",
+    )
+    scores_exposed: bool = _key(
+        "security.scores.exposed",
+        False,
+        "With security.enabled, whether callers are shown Solr's own relevance scores "
+        "(/search/select's score, MCP's search, KAITO's retrieve). BM25 counts every "
+        "document, hidden ones too, so a word's score tells whether documents the caller "
+        "may not see hold it. False: a score of the rank alone (1/rank) instead.",
     )
     jwt_key: SecretStr = _secret(
         "security.jwt.key",

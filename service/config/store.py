@@ -7,8 +7,8 @@ names (`SOLR_RAG_SOLR_AUTH_PASSWORD_FILE`, for Docker secrets); `ADMIN_TOKEN` (o
 by `ADMIN_TOKEN_FILE`) sets `admin.token`. A secret's file is watched as rag.properties is: a
 password rotated there is read again, the service not restarted.
 
-Datafari's agentic-custom-tools.json beside rag.properties (service.agents.custom) is read and
-checked with it: the config is the two files.
+Datafari's agentic-custom-tools.json beside rag.properties (service.config.custom_tools) is
+read and checked with it: the config is the two files.
 
 Edits (`ConfigStore.update`) are validated as a whole file before anything is written, then
 written atomically (temp file + rename), one at a time across threads and processes (a lock
@@ -30,7 +30,7 @@ from pathlib import Path
 
 from pydantic import SecretStr, ValidationError
 
-from service.agents.custom import FILE_NAME, CustomTool, checked_custom_tools
+from service.config.custom_tools import FILE_NAME, CustomTool, checked_custom_tools
 from service.config.properties import parse_properties, with_values
 from service.config.settings import UNNAMED_MODELS, Settings, key_field, known_keys
 from service.errors import ConfigConflict, ConfigError

@@ -21,7 +21,9 @@ from functools import lru_cache
 from typing import Any
 
 from service.errors import ServiceError
-from service.grounding.claims import (
+from service.llm.embeddings import EmbeddingsClient
+from service.llm.types import Usage
+from service.text.claims import (
     Claim,
     claims_of,
     facts,
@@ -30,8 +32,6 @@ from service.grounding.claims import (
     sentences_of,
     without_spans,
 )
-from service.llm.embeddings import EmbeddingsClient
-from service.llm.types import Usage
 
 log = logging.getLogger(__name__)
 

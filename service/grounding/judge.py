@@ -28,10 +28,10 @@ from service.grounding.check import (
     closest,
     evidence_of,
 )
-from service.grounding.claims import Claim
 from service.llm.client import ChatClient
 from service.llm.size import RequestSize
 from service.llm.types import ChatMessage, Usage
+from service.text.claims import Claim
 from service.text.clean import clean_context
 
 log = logging.getLogger(__name__)

@@ -257,7 +257,7 @@ def _local_target(schema: dict[str, Any], ref: object) -> object:
         key = part.replace("~1", "/").replace("~0", "~")
         if isinstance(node, dict) and key in node:
             node = node[key]
-        elif isinstance(node, list) and key.isdigit() and int(key) < len(node):
+        elif isinstance(node, list) and key.isascii() and key.isdigit() and int(key) < len(node):
             node = node[int(key)]
         else:
             raise _Refused(f"has a $ref to nothing ({ref[:80]!r})")

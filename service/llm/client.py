@@ -13,8 +13,7 @@ import json
 import logging
 import math
 import random
-import time
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,8 +30,9 @@ from service.errors import (
 )
 from service.llm.breaker import CircuitBreaker
 from service.llm.budget import CallBudget
+from service.llm.queue import BusyClock, LlmLoad
 from service.llm.types import ChatMessage, Completion, TokenChoice, ToolCall, ToolTurn, Usage
-from service.metrics import LLM_CALL_SECONDS, upstream_error
+from service.metrics import upstream_error
 from service.observability import count_llm_call, request_headers
 from service.upstream import POOL_WAIT_SECONDS, upstream_call
 
@@ -66,33 +66,6 @@ class LLMOptions:
     model_chosen_by_caller: bool = False
 
 
-class BusyClock:
-    """Wall time during which at least one call was in flight: concurrent calls count once,
-    so a request's LLM time can be taken from its total to leave the service's own. Each call
-    is also observed in solr_rag_llm_call_seconds."""
-
-    def __init__(self, upstream: str) -> None:
-        self.seconds = 0.0
-        self._upstream = upstream
-        self._active = 0
-        self._since = 0.0
-
-    @contextlib.contextmanager
-    def track(self) -> Iterator[None]:
-        started = time.perf_counter()
-        if self._active == 0:
-            self._since = started
-        self._active += 1
-        try:
-            yield
-        finally:
-            self._active -= 1
-            now = time.perf_counter()
-            LLM_CALL_SECONDS.labels(self._upstream).observe(now - started)
-            if self._active == 0:
-                self.seconds += now - self._since
-
-
 class OpenAICompatibleClient:
     """HTTP plumbing shared by the chat and embeddings clients: URLs, auth, retries, errors."""
 
@@ -104,11 +77,12 @@ class OpenAICompatibleClient:
         http: httpx.AsyncClient,
         options: LLMOptions,
         breaker: CircuitBreaker | None = None,
+        load: LlmLoad | None = None,  # the endpoint's calls and queue (service.llm.queue)
     ) -> None:
         self._http = http
         self.options = options
         self.breaker = breaker or CircuitBreaker.off()
-        self.busy = BusyClock(self.upstream)
+        self.busy = BusyClock(self.upstream, load)
         self._timeout = httpx.Timeout(
             options.read_timeout, connect=options.connect_timeout, pool=POOL_WAIT_SECONDS
         )
@@ -173,7 +147,9 @@ class OpenAICompatibleClient:
         try:
             response = await self._attempts(path, payload, stream=stream)
         except (UpstreamUnavailable, UpstreamTimeout) as error:
-            self.breaker.record_failure()
+            # a timeout while the LLM had a queue says it is busy, not broken
+            if isinstance(error, UpstreamUnavailable) or not self.busy.queued():
+                self.breaker.record_failure()
             upstream_error(self.upstream, error.metric)
             self._log_failure(error)
             raise
@@ -269,8 +245,9 @@ class ChatClient(OpenAICompatibleClient):
         options: LLMOptions,
         breaker: CircuitBreaker | None = None,
         calls: CallBudget | None = None,
+        load: LlmLoad | None = None,
     ) -> None:
-        super().__init__(http, options, breaker)
+        super().__init__(http, options, breaker, load)
         self.calls = calls or CallBudget.unlimited()
 
     async def complete(

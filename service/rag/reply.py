@@ -107,6 +107,7 @@ class Finishing:
     written: str = ""  # the answer as the LLM wrote it, before the short answer's cut
     # the request's deadline, which the stages run within (one may bound its own work by it)
     deadline: Deadline = field(default_factory=lambda: Deadline(float("inf")))
+    plain: bool = True  # prose, which citations may be added to (not a caller's JSON)
 
     def take(self, amendment: Amendment) -> None:
         """An answer stage's amendment written into the answer."""
@@ -331,7 +332,9 @@ class Reply:
             )
             if self.sources_only_if_found:
                 answer.documents = []
-        done = Finishing(answer, result, found_nothing, written, self.deadline)
+        done = Finishing(
+            answer, result, found_nothing, written, self.deadline, plain=not self.form.json
+        )
         for stage in self.finishing:
             if stage.wanted(done):
                 with self.timings.stage(stage.name) if stage.timed else nullcontext():

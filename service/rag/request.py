@@ -1,13 +1,13 @@
 """What a request asks: the question (or the document to summarize), with the options it
-sets for itself (service.rag.options)."""
+sets for itself (service.snapshot.options)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from service.llm import ChatMessage
-from service.rag.options import DEFAULTS, RequestOptions
 from service.retrieval.scope import EVERYTHING, Scope
+from service.snapshot.options import DEFAULTS, RequestOptions
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,9 @@ Document-level security (Datafari Enterprise's promise), in one of two models
   value) meaning open; a caller sees a document when at each level it is open or one of the
   caller's tokens is allowed, and none of the caller's tokens is denied.
 With security on, every search gets Solr filters for the caller's groups (tokens); a caller
-with none sees open documents only. Values travel quoted in filter queries built here, never
+with none sees open documents only, and a caller whose groups are unknown (an identity is
+configured and it sent none) sees no document that denies any group (token) either: what it
+left out might have been a denied group. Values travel quoted in filter queries built here, never
 from user text, so they cannot add syntax.
 """
 
@@ -50,6 +52,9 @@ class Scope:
     # the FileShare documents a search is restricted to (Datafari 7's filters), passages by
     # their parent; None: no restriction
     documents: tuple[str, ...] | None = None
+    # the caller sent no identity where one is configured: a document denying any group
+    # (token) is hidden from it, whatever its groups
+    groups_unknown: bool = False
 
     def within(self, documents: Sequence[str]) -> Scope:
         """This scope restricted to these documents (and their passages); an empty list
@@ -84,7 +89,7 @@ class Scope:
             filters.append(f"{{!term f={parent} v=$rag.parent}}")
             params["rag.parent"] = self.parent_id
         if self.groups is not None:
-            filters += visible_to(self.groups, self.security)
+            filters += visible_to(self.groups, self.security, unknown=self.groups_unknown)
         if self.documents is not None:
             filters.append(self._documents_filter(fields, params))
         if filters:
@@ -106,18 +111,25 @@ class Scope:
         return f"{{!terms f={field} separator=$rag.separator v=$rag.documents}}"
 
 
-def visible_to(groups: Sequence[str], model: SecurityModel = "groups") -> list[str]:
-    """Solr filters for what members of `groups` may see (none: open documents only)."""
+def visible_to(
+    groups: Sequence[str], model: SecurityModel = "groups", *, unknown: bool = False
+) -> list[str]:
+    """Solr filters for what members of `groups` may see (none: open documents only);
+    `unknown`: the caller's groups are not known (it sent no identity), so no document that
+    denies any group is seen either."""
     if model == "manifoldcf":
-        return _manifoldcf(groups)
+        return _manifoldcf(groups, unknown)
+    hidden = ["*:* -denied_groups:[* TO *]"] if unknown else []
     if not groups:
-        return [PUBLIC]
+        return [PUBLIC, *hidden]
     quoted = " OR ".join(_quote(group) for group in groups)
-    return [f"allowed_groups:({quoted}) OR {PUBLIC}", f"*:* -denied_groups:({quoted})"]
+    return [f"allowed_groups:({quoted}) OR {PUBLIC}", f"*:* -denied_groups:({quoted})", *hidden]
 
 
-def _manifoldcf(tokens: Sequence[str]) -> list[str]:
-    """At each level: open, or one of the tokens allowed; and none of the tokens denied."""
+def _manifoldcf(tokens: Sequence[str], unknown: bool = False) -> list[str]:
+    """At each level: open, or one of the tokens allowed; and none of the tokens denied
+    (`unknown` tokens: no token denied at all but ManifoldCF's open one, `__nosecurity__`,
+    which its Solr connector writes where nothing is denied)."""
     allowed = " OR ".join([NO_SECURITY, *(_quote(token) for token in tokens)])
     filters = []
     for level in LEVELS:
@@ -126,6 +138,9 @@ def _manifoldcf(tokens: Sequence[str]) -> list[str]:
         if tokens:
             denied = " OR ".join(_quote(token) for token in tokens)
             filters.append(f"*:* -{deny}:({denied})")
+        if unknown:  # any token before or after the open one, in the field's order
+            open_ = _quote(NO_SECURITY)
+            filters.append(f"*:* -{deny}:[* TO {open_}}} -{deny}:{{{open_} TO *]")
     return filters
 
 

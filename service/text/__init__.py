@@ -1,4 +1,6 @@
-"""Text handling: the query (sanitize), document text (clean, chunk)."""
+"""Text handling: the query (sanitize), document text (clean, chunk), an answer's sentences
+as claims and what they hold (claims: content words, stems, figures, negation), read by the
+chains, the grounding check, the echo stage and the answer cache alike."""
 
 from service.text.chunk import Chunker
 from service.text.clean import clean_context

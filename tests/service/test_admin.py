@@ -3,14 +3,19 @@ kept, concurrent edits all applied, hot), and the optional API keys of public en
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from tokenizers import Tokenizer
+from tokenizers.models import WordLevel
+from tokenizers.pre_tokenizers import Whitespace
 
 from service.config.properties import parse_properties
+from service.text import tokens
 from testing.llm_server import LLMScript
 from testing.service import ADMIN_TOKEN, ClientFactory
 
@@ -253,6 +258,61 @@ def test_a_key_set_by_the_environment_is_refused(
     response = client.patch("/admin/config", headers=ADMIN, json={"llm.model": "x"})
     assert response.status_code == 422
     assert "SOLR_RAG_LLM_MODEL" in response.json()["content"]["reason"]
+
+
+def test_an_admin_session_cannot_open_the_server_s_folders_to_sync(admin) -> None:
+    """Issue 81, finding 7: jobs.sync.folders through the admin API made any file of the host
+    indexable as a public document; like the TLS files' paths, it is read-only there, and
+    the refusal says where it is set."""
+    client, path = admin
+    before = path.read_bytes()
+    response = client.patch("/admin/config", headers=ADMIN, json={"jobs.sync.folders": "/etc"})
+    assert response.status_code == 422, response.text
+    content = response.json()["content"]
+    assert content["label"] == "adminInvalidConfig"
+    assert "jobs.sync.folders" in content["reason"] and "read-only" in content["reason"]
+    assert "SOLR_RAG_JOBS_SYNC_FOLDERS" in content["reason"]  # the fix, named
+    assert path.read_bytes() == before
+    keys = {i["key"]: i for i in client.get("/admin/config", headers=ADMIN).json()["settings"]}
+    assert keys["jobs.sync.folders"]["read_only"] is True
+
+
+def test_a_tokenizer_file_is_loaded_once_off_the_event_loop_whatever_its_name(
+    admin, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 81, finding 7: a tokenizer.json named in an edit was loaded on the event loop
+    (a 65 MB one held /health/live for 8 s), and again under another name of the same file
+    (./), never let go. It is loaded in a worker thread, once per file (its device, inode,
+    size and time), and one no longer named is let go."""
+    loads: list[tuple[str, bool]] = []
+
+    class Counted(tokens.TokenizerFile):
+        def __init__(self, path: Path, text: str) -> None:
+            try:
+                asyncio.get_running_loop()
+                on_the_loop = True
+            except RuntimeError:
+                on_the_loop = False
+            loads.append((path.name, on_the_loop))
+            super().__init__(path, text)
+
+    monkeypatch.setattr(tokens, "TokenizerFile", Counted)
+    client, _ = admin
+    for name in ("first", "second", "third"):
+        tokenizer = Tokenizer(WordLevel({"[UNK]": 0, name: 1}, unk_token="[UNK]"))
+        tokenizer.pre_tokenizer = Whitespace()
+        tokenizer.save(str(tmp_path / f"{name}.json"))
+    for named in ["first.json", "./first.json", "sub/../first.json", "second.json",
+                  "third.json", "first.json"]:  # fmt: skip
+        (tmp_path / "sub").mkdir(exist_ok=True)
+        change = {"llm.tokenizer": f"{tmp_path}/{named}"}
+        response = client.patch("/admin/config", headers=ADMIN, json=change)
+        assert response.status_code == 200, response.text
+    # the same file under three names: read once; first.json let go once two others came
+    assert loads == [("first.json", False), ("second.json", False), ("third.json", False),
+                     ("first.json", False)]  # fmt: skip
+    health = client.get("/health", headers=ADMIN).json()
+    assert health["checks"]["llm"]["tokenizer"].endswith("first.json")
 
 
 def test_test_connection_reports_each_service(admin) -> None:

@@ -22,13 +22,13 @@ from service.api.llm_work import LlmPace
 from service.api.payload import MAX_DEPTH, QUESTION_BYTES
 from service.errors import Overloaded
 from service.grounding.check import MAX_BY_MEANING, MAX_CLAUSES, GroundingCheck
-from service.grounding.claims import MAX_SENTENCES
 from service.ingest.extract import MAX_DOCUMENT_CHARS
 from service.llm.breaker import CircuitBreaker
 from service.llm.client import ChatClient, LLMOptions
 from service.llm.embeddings import EmbeddingsClient
 from service.llm.types import ChatMessage
 from service.processes import start_server, stop_group
+from service.text.claims import MAX_SENTENCES
 from service.upstream import POOL_WAIT_SECONDS
 from testing.hostile_schemas import HOSTILE_SCHEMAS
 from testing.llm_server import LLMScript, Step

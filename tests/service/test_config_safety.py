@@ -14,10 +14,10 @@ from fastapi.testclient import TestClient
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.agents.custom import FILE_NAME as CUSTOM_TOOLS
 from service.api.admin import _keep_tokens_with_their_endpoints
 from service.config import ConfigStore
 from service.config.catalog import catalog
+from service.config.custom_tools import FILE_NAME as CUSTOM_TOOLS
 from service.config.properties import parse_properties, with_values
 from service.config.settings import secret_destinations
 from service.errors import InvalidConfigChange

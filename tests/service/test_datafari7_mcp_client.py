@@ -19,7 +19,7 @@ import pytest
 
 from testing.llm_server import LLMScript, Step
 from testing.service import ServiceFactory
-from tests.service.test_datafari7 import tool_call
+from tests.service.test_datafari7 import NOT_THERE
 
 KEY = "mcp-forwarded-key"
 # DatafariClient.DEFAULT_FL (datafari-mcp-server @494ebd7e)
@@ -172,16 +172,24 @@ def test_its_agentic_tool_gets_the_generic_agent_s_answer_with_a_citation(
     base = service({"agentic.enabled": True, "agentic.max.steps": 3})
     for body in (AGENTIC_BODY, AGENTIC_BODY_LANG):
         llm.reset()
-        llm.then(tool_call("bm25Search", query="lighthouse lamp"))
         llm.answer = lambda request: "The keeper of the Brannoch lighthouse lit it [1]."
         message, sources = read_ai(*post_ai(base, body))
         assert message == "The keeper of the Brannoch lighthouse lit it [1]."
         assert sources and sources[0].id == "lighthouse"  # what [1] names
         assert sources[0].title == "The lighthouse keeper"
         assert all(s.content and len(s.content) <= 201 for s in sources)  # Datafari's 200 + …
-        sent = llm.requests[0].body
-        assert "bm25Search" in {t["function"]["name"] for t in sent["tools"]}  # generic's tools
-        assert "Who kept the lighthouse lamp lit?" in llm.requests[0].prompt
+        # issue 83: its first search (no LLM call) found the document: rag's answer from it,
+        # in rag's one call here (no verification), no turn of the agent's loop
+        (written,) = llm.requests
+        assert "tools" not in written.body and "Brannoch" in written.prompt
+        assert "Who kept the lighthouse lamp lit?" in written.prompt
+        # an answer that abstains: generic's tools, its first search already called
+        llm.reset()
+        llm.then(NOT_THERE)
+        read_ai(*post_ai(base, body))
+        turn = llm.requests[1].body
+        assert "bm25Search" in {t["function"]["name"] for t in turn["tools"]}  # generic's tools
+        assert "Who kept the lighthouse lamp lit?" in llm.requests[1].prompt
 
 
 def test_its_summarize_tool_reads_the_first_source(service: ServiceFactory, llm: LLMScript) -> None:

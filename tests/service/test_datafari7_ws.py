@@ -4,7 +4,9 @@ and callers without the key closed with a reason."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+from contextlib import ExitStack
 
 import pytest
 import websockets.sync.client as ws_client
@@ -12,6 +14,7 @@ from fastapi.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
 from service.api.ai_ws import MAX_MESSAGE_BYTES, MAX_REFUSED, READ_AHEAD
+from service.api.connections import AcceptErrors
 from testing.llm_server import LLMScript, Step
 from testing.service import ClientFactory, ServiceFactory
 from tests.service.test_datafari7_conformance import ANSWERED, FAILED, RAG, conforming, shape
@@ -133,3 +136,47 @@ def test_a_caller_without_the_key_is_refused_at_the_handshake(
     with client.websocket_connect("/ai/ws", headers={"X-API-Key": "the-key"}) as websocket:
         websocket.send_text(json.dumps({"type": "ai.request", "data": RAG}))
         assert ANSWERED.match(shape(turn(websocket)))
+
+
+def test_one_caller_s_sockets_are_capped_and_cost_other_callers_nothing(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    """Issue 81, finding 3: one caller held 2,000 idle sockets (each allowed IDLE_SECONDS),
+    until the process ran out of file descriptors and answered no one. A caller has at most
+    ws.max.per.caller open, the worker ws.max.total; more are closed with 1013 (try again
+    later) and the reason, and a socket closed gives its place back."""
+    client = make_client({"api.keys": "key-a,key-b", "ws.max.per.caller": 3,
+                          "ws.max.total": 5})  # fmt: skip
+    a, b = {"X-API-Key": "key-a"}, {"X-API-Key": "key-b"}
+    with ExitStack() as held:
+        for _ in range(3):
+            held.enter_context(client.websocket_connect("/ai/ws", headers=a))
+        with (
+            pytest.raises(WebSocketDisconnect) as closed,
+            client.websocket_connect("/ai/ws", headers=a) as refused,
+        ):
+            refused.receive_text()
+        assert closed.value.code == 1013 and "ws.max.per.caller" in closed.value.reason
+        # another caller still connects, and asks; the service still answers everyone
+        other = held.enter_context(client.websocket_connect("/ai/ws", headers=b))
+        other.send_text(json.dumps({"type": "ai.request", "data": RAG}))
+        assert ANSWERED.match(shape(turn(other)))
+        assert client.get("/health/live").status_code == 200
+        held.enter_context(client.websocket_connect("/ai/ws", headers=b))  # the fifth
+        with (
+            pytest.raises(WebSocketDisconnect) as closed,
+            client.websocket_connect("/ai/ws", headers=b) as refused,
+        ):
+            refused.receive_text()
+        assert closed.value.code == 1013 and "ws.max.total" in closed.value.reason
+    # out of descriptors all the same (other files), a failed accept is said once a burst
+    assert isinstance(client.portal.call(_exception_handler), AcceptErrors)  # type: ignore[union-attr]
+    # all closed: their places given back
+    with client.websocket_connect("/ai/ws", headers=a) as again:
+        again.send_text(json.dumps({"type": "ai.request", "data": RAG}))
+        assert ANSWERED.match(shape(turn(again)))
+
+
+async def _exception_handler() -> object:
+    """The exception handler of the loop the service runs on."""
+    return asyncio.get_running_loop().get_exception_handler()

@@ -460,3 +460,21 @@ def test_two_people_behind_one_key_never_continue_each_other_s_turns_over_a_sock
         llm.reset()
         again = ended(_socket_turn(socket, {"query": QUESTION, "conversationId": mine}))
     assert secret in prompts(llm) and again["conversation"]["conversationId"] == mine
+
+
+def test_a_subject_spelling_a_long_subject_s_hash_reads_none_of_its_conversations(
+    people: tuple[TestClient, dict, dict, dict],
+) -> None:
+    """Issue 81, finding 5: a sub over 200 characters was kept as "#" + its sha256; a token
+    whose sub was that text listed and read the long subject's conversations."""
+    client = people[0]
+    long = f"https://idp.example/{uuid.uuid4().hex}/" + "x" * 300
+    real = person(long, ["staff"])
+    forged = person("#" + hashlib.sha256(long.encode()).hexdigest(), ["staff"])
+    secret = f"LONG-SUBJECT {uuid.uuid4().hex}"
+    written = client.post("/users/messages", headers=real, json={"role": "user", "content": secret})
+    mine = content(written)["conversationId"]
+    assert content(client.get("/users/conversations", headers=real))["conversationId"] == mine
+    listed = content(client.get("/users/conversations", headers=forged))
+    assert listed["conversations"] == [] and secret not in json.dumps(listed)
+    assert client.get(f"/ai/conversations/{mine}", headers=forged).status_code == 404

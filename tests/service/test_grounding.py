@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.config import Settings
-from testing.llm_server import LLMScript, Step
+from testing.llm_server import LLMScript, RecordedRequest, Step
 from testing.servers import free_port
 from testing.service import ClientFactory
 from tests.service.test_streaming import read_events
@@ -19,6 +19,7 @@ from tests.service.test_streaming import read_events
 TRUE = "The lamp burned paraffin until 1952 [1]."
 FALSE = "The lighthouse keeper was paid in gold coins [1]."
 ASK = {"query": "lighthouse", "id": "lighthouse"}
+MANUAL = {"query": "turbine maintenance", "id": "turbine-manual"}
 
 
 def grounded(overrides: dict[str, object] | None = None) -> dict[str, object]:
@@ -216,3 +217,63 @@ def test_what_the_llm_cannot_judge_falls_to_the_default_check(
 def test_absurd_grounding_settings_are_refused(key: str, value: str) -> None:
     with pytest.raises(ValueError, match=re.escape(key)):
         Settings.of({key: value})
+
+
+def uncited_copy(request: RecordedRequest) -> str:
+    """A model that never cites: the first words of the first source it was shown (else of
+    the answer it was asked to improve or combine), with no [n]."""
+    source = re.search(r"^######\n(?:\[\d+\][^\n]*\n)?([^\n]+)", request.prompt, re.M)
+    assert source is not None, request.prompt
+    words = source.group(1).split()
+    return " ".join(words[:14]).rstrip(".") + "."
+
+
+@pytest.mark.parametrize("strategy", ["refine", "mapreduce"])
+def test_an_answer_whose_last_step_dropped_its_citations_gets_them_back(
+    make_client: ClientFactory, llm: LLMScript, strategy: str
+) -> None:
+    """Issue 86: whatever the last step of refine or map-reduce writes, the answer cites the
+    sources that support it (by grounding's own check), streamed or whole, and only those."""
+    client = make_client(
+        grounded(
+            {
+                "prompt.chunking.strategy": strategy,
+                "prompt.max.request.size": 2500,
+                "chunking.chunk.size": 500,
+            }
+        )
+    )
+    llm.answer = uncited_copy
+    body = client.post("/ai/rag", json=MANUAL).json()
+    message = body["content"]["message"]
+    assert "usage" in body and body["usage"]["llm_calls"] > 1, body
+    assert message.endswith("[1]") and message.count("[") == 1, message
+    assert [d["cited"] for d in body["content"]["documents"]] == [True]
+    assert all(s["supported"] for s in body["grounding"]["sentences"]), body["grounding"]
+    with client.stream("POST", "/ai/rag", json={**MANUAL, "stream": True}) as response:
+        events = read_events(response)
+    streamed = "".join(data["text"] for name, data in events if name == "token")
+    assert streamed == events[-1][1]["message"] and streamed.endswith(" [1]"), events[-1]
+
+
+def test_a_stuff_answer_and_an_unsupported_stepped_one_are_not_given_citations(
+    make_client: ClientFactory, llm: LLMScript
+) -> None:
+    """Citations are given back only where the steps wrote the answer and a source supports
+    it: a one-request answer stays as the model wrote it, and so does an invented one."""
+    llm.answer = uncited_copy
+    stuff = make_client(grounded()).post("/ai/rag", json=MANUAL).json()
+    assert "[" not in stuff["content"]["message"], stuff
+    llm.answer = lambda request: "The wind turbine maintenance manual was written in 1066."
+    refine = make_client(
+        grounded(
+            {
+                "prompt.chunking.strategy": "refine",
+                "prompt.max.request.size": 2500,
+                "chunking.chunk.size": 500,
+            }
+        )
+    )
+    body = refine.post("/ai/rag", json=MANUAL).json()
+    assert body["content"]["message"].endswith(" in 1066."), body
+    assert not any(s["supported"] for s in body["grounding"]["sentences"]), body

@@ -100,6 +100,48 @@ async def test_search_ask_and_read_a_document_over_http(
         assert result_of(await session.call_tool("list_indexes", {})) == {"indexes": []}
 
 
+async def test_a_long_tool_call_tells_a_host_that_asked_it_is_still_working(
+    service: ServiceFactory, llm: LLMScript
+) -> None:
+    """Issue 83: a host that asked for progress (the SDK's progress_callback: a progress
+    token in the request) is sent MCP progress notifications while the answer is worked on,
+    one as each stage begins (a host resets its request timeout on each); without a token,
+    the same answer comes as one JSON response, no notification."""
+    base = service({"retrieval.method": "bm25", "ai.enable.summarization": True})
+    said: list[tuple[float, str | None]] = []
+
+    async def progress(done: float, total: float | None, message: str | None) -> None:
+        said.append((done, message))
+
+    async with http_session(base) as session:
+        answered = await session.call_tool("ask", {"question": QUESTION},
+                                           progress_callback=progress)  # fmt: skip
+        assert result_of(answered)["answer"].startswith(f"Test answer to: {QUESTION}")
+        assert said and [done for done, _ in said] == list(range(1, len(said) + 1)), said
+        messages = [message for _, message in said]
+        assert messages[0] == "started" and "retrieve" in messages and "chain" in messages
+        said.clear()
+        summary = await session.call_tool("summarize", {"id": "lighthouse"},
+                                          progress_callback=progress)  # fmt: skip
+        assert result_of(summary)["summary"] and said
+    # without a token: one JSON response, as before
+    request = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+               "params": {"name": "ask", "arguments": {"question": QUESTION}}}  # fmt: skip
+    accept = {"Accept": "application/json, text/event-stream"}
+    plain = httpx.post(f"{base}/mcp", json=request, headers=accept, timeout=60)
+    assert plain.headers["content-type"].startswith("application/json"), plain.text
+    assert plain.json()["result"]["structuredContent"]["answer"]
+    # with one: an SSE stream, the notifications before the result
+    request["params"]["_meta"] = {"progressToken": "p-1"}
+    streamed = httpx.post(f"{base}/mcp", json=request, headers=accept, timeout=60)
+    assert streamed.headers["content-type"].startswith("text/event-stream"), streamed.text
+    sent = [json.loads(line[5:]) for line in streamed.text.splitlines()
+            if line.startswith("data:") and line[5:].strip()]  # fmt: skip
+    assert sent[0]["method"] == "notifications/progress"
+    assert sent[0]["params"]["progressToken"] == "p-1"
+    assert sent[-1]["id"] == 7 and sent[-1]["result"]["structuredContent"]["answer"]
+
+
 async def test_errors_are_the_tools_own_with_the_reason(service: ServiceFactory) -> None:
     async with http_session(service()) as session:
         missing = await session.call_tool("get_document", {"id": "no-such-document"})

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
+from typing import Any, ClassVar
 
 import httpx
 import pytest
@@ -13,6 +15,7 @@ from pydantic import BaseModel
 from service.api.conversation import NO_USER_PROMPT, TOO_LONG, split_conversation
 from service.api.openai_schema import ChatMessageIn
 from service.api.protocols import driver
+from service.text import tokens
 from service.text.tokens import token_counter
 from testing.llm_server import LLMScript, Step
 from testing.service import ServiceFactory
@@ -209,24 +212,59 @@ def test_nothing_found_is_an_openai_error_when_so_configured(service: ServiceFac
     assert response.json()["error"]["code"] == "NoFileFound"
 
 
+def text_and_last(response: Any, stream: bool) -> tuple[str, Any]:
+    """A completion's text, and what carries its extensions (the last chunk when streamed)."""
+    if not stream:
+        return response.choices[0].message.content, response
+    chunks = list(response)
+    return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices), chunks[-1]
+
+
 @pytest.mark.parametrize("stream", [False, True])
 def test_nothing_found_is_answered_without_sources_as_kaito_does(
     service: ServiceFactory, llm: LLMScript, stream: bool
 ) -> None:
     llm.then(Step(content="A xylophonist plays the xylophone."))
     messages = [{"role": "system", "content": "Be brief."}, *ask("What is a xylophonist?")]
-    response = client_for(service()).chat.completions.create(
+    response = client_for(service({"openai.no.context": "answer"})).chat.completions.create(
         model="rag", messages=messages, stream=stream
     )
-    if stream:
-        chunks = list(response)  # type: ignore[arg-type]
-        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
-        last = chunks[-1]
-    else:
-        text, last = response.choices[0].message.content, response  # type: ignore[union-attr]
+    text, last = text_and_last(response, stream)
     assert text == "A xylophonist plays the xylophone."  # no "Sources:" block
     assert last.model_extra["sources"] == []  # type: ignore[union-attr]
     assert llm.requests[0].body["messages"] == messages  # the conversation as sent
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_nothing_found_is_refused_not_answered_from_the_llm_s_memory(
+    service: ServiceFactory, llm: LLMScript, stream: bool
+) -> None:
+    """Issue 83: the `rag` model asked for an answer from the documents; when they hold
+    nothing, the answer says so (in the question's language) and why, and the LLM is never
+    asked (the shipped openai.no.context=refuse)."""
+    openai = client_for(service())
+    for question, sentence in (
+        ("Who won the xylophonist world cup final in Paris?", "I could not find the answer"),
+        ("Qui a gagné la finale de la coupe du monde des xylophonistes ?", "Je n'ai pas trouvé"),
+    ):
+        response = openai.chat.completions.create(
+            model="rag", messages=ask(question), stream=stream
+        )
+        text, last = text_and_last(response, stream)
+        assert text.startswith(sentence), text
+        assert last.model_extra["sources"] == []  # type: ignore[union-attr]
+        assert "nothing in the documents" in last.model_extra["abstained"]  # type: ignore[union-attr]
+    assert llm.requests == []
+    if not stream:  # a JSON form has no sentence to say it in: the 428, never plain text
+        json_mode = httpx.post(
+            f"{openai.base_url}chat/completions",
+            json={
+                "model": "rag",
+                "messages": ask("Who won the xylophonist world cup?"),
+                "response_format": {"type": "json_object"},
+            },
+        )
+        assert json_mode.status_code == 428, json_mode.text
 
 
 def test_no_max_tokens_means_what_the_window_leaves(
@@ -478,12 +516,39 @@ def test_a_model_the_llm_does_not_serve_is_404_not_a_retried_5xx(
 # -- grounded by default: plain OpenAI clients get answers from the index ---------------------
 
 
+class _Encoding:
+    """An OpenAI encoding as the tests count its loads: where each ran, never loading one."""
+
+    loads: ClassVar[list[tuple[str, bool]]] = []
+
+    def __init__(self, encoding: str) -> None:
+        try:
+            asyncio.get_running_loop()
+            on_the_loop = True
+        except RuntimeError:
+            on_the_loop = False
+        self.loads.append((encoding, on_the_loop))
+        self.name = encoding
+
+    def count(self, text: str) -> int:
+        return len(text) // 4 + 1
+
+
 def test_a_plain_request_is_answered_from_the_index(
-    service: ServiceFactory, llm: LLMScript
+    service: ServiceFactory, llm: LLMScript, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    completion = client_for(service()).chat.completions.create(
+    # issue 81, finding 7: the first request naming an OpenAI model loaded its encoding (2 s)
+    # on the event loop; it is loaded in a worker thread, once
+    monkeypatch.setattr(tokens, "OpenAIEncoding", _Encoding)
+    monkeypatch.setattr(tokens, "_encodings", {})  # none loaded yet
+    monkeypatch.setattr(_Encoding, "loads", [])
+    openai = client_for(service())
+    completion = openai.chat.completions.create(
         model="gpt-4o-mini", messages=ask("When was the lighthouse lamp electrified?")
     )
+    again = openai.chat.completions.create(model="gpt-4o-mini", messages=ask("lighthouse lamp"))
+    assert again.choices[0].message.content
+    assert _Encoding.loads == [("o200k_base", False)]
     assert completion.model_extra is not None
     assert completion.model_extra["sources"][0]["id"] == "lighthouse"
     assert completion.model_extra["citations"][0] == completion.model_extra["sources"][0]["url"]

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import jwt
 import pytest
 from fastapi.testclient import TestClient
 
@@ -329,6 +331,52 @@ def test_manifoldcf_security_holds_for_every_query_of_multi_query_retrieval(
     assert sources(response.json()["content"]) == PUBLIC
     assert_no_leak(response.text, llm, PUBLIC)
     assert len(llm.requests) == 2  # the queries, then the answer
+
+
+MEMO = "file://share/public/renovation.txt"
+MEMO_DOC = {
+    "id": MEMO,
+    "title": ["Renovation"],
+    "content": ["The renovationq memo, for everyone but the interns."],
+    "content_en": "The renovationq memo, for everyone but the interns.",
+    "url": MEMO,
+    "language": "en",
+    "deny_token_document": ["AD:interns"],  # allowed to all (__nosecurity__) but interns
+}
+JWT_SECRET = "own-solr-" + "j" * 40
+
+
+def test_manifoldcf_deny_tokens_hide_a_document_from_a_caller_of_unknown_tokens(
+    foreign: str, make_client: ClientFactory, llm: LLMScript
+) -> None:
+    """Issue 81, finding 1, ManifoldCF's model: the key alone (no identity token) read what
+    the interns are denied; now it is a 401, or (security.identity.required=false) a caller
+    whose tokens are unknown sees no document that denies any token."""
+    post(foreign, DOCS, [MEMO_DOC])
+    try:
+        config = {"security.identity": "jwt", "security.jwt.key": JWT_SECRET,
+                  "security.jwt.algorithms": "HS256", "api.keys": "own-key"}  # fmt: skip
+        required = secure(make_client, **config)
+        allowed = secure(make_client, **config, **{"security.identity.required": False})
+        key = {"X-API-Key": "own-key"}
+
+        def holder(tokens: list[str]) -> dict[str, str]:
+            claims = {"sub": "x", "groups": tokens, "exp": int(time.time()) + 600}
+            return {**key, "Authorization": "Bearer " + jwt.encode(claims, JWT_SECRET, "HS256")}
+
+        def found(client: TestClient, headers: dict[str, str]) -> bool:
+            response = client.post("/ai/rag", json={"query": "renovationq"}, headers=headers)
+            assert response.status_code in (200, 428), response.text
+            return MEMO in response.text
+
+        assert found(required, holder(["AD:sales"])) and found(allowed, holder([]))
+        assert not found(required, holder(["AD:sales", "AD:interns"]))
+        assert not found(allowed, key)
+        refused = required.post("/ai/rag", json={"query": "renovationq"}, headers=key)
+        assert refused.status_code == 401 and MEMO not in refused.text
+    finally:
+        httpx.post(f"{foreign}/{DOCS}/update", params={"commit": "true"},
+                   json={"delete": {"id": MEMO}}, timeout=60).raise_for_status()  # fmt: skip
 
 
 def test_manifoldcf_security_needs_the_token_fields(

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from service.agents.custom import FILE_NAME, MAX_FILE_BYTES, CustomToolsError, custom_tools
+from service.agents.custom import custom_tool, rendered
 from service.config import ConfigStore
 from service.config import store as config_store
+from service.config.custom_tools import FILE_NAME, MAX_FILE_BYTES, CustomToolsError, custom_tools
 from service.errors import ConfigError
 
 SEARCH = {
@@ -34,9 +35,9 @@ def test_no_file_is_no_tools_and_a_tool_reads_as_datafari_writes_it(tmp_path: Pa
     assert custom_tools(tmp_path) == {}
     (tool,) = custom_tools(write(tmp_path, [SEARCH])).values()
     assert (tool.kind, tool.method, tool.required) == ("search", "hybrid", ("q", "cfp"))
-    assert tool.spec["parameters"]["required"] == ["q", "cfp"]
-    assert tool.rendered(tool.filters[0], {"cfp": "arxiv"}) == "repo_source:arxiv"
-    assert tool.rendered(tool.filters[0], {}) == "repo_source:"
+    assert custom_tool(tool).spec["parameters"]["required"] == ["q", "cfp"]
+    assert rendered(tool, tool.filters[0], {"cfp": "arxiv"}) == "repo_source:arxiv"
+    assert rendered(tool, tool.filters[0], {}) == "repo_source:"
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from service.grounding import GroundingCheck
 from service.grounding.check import MAX_EVIDENCE, evidence_of
-from service.grounding.claims import MAX_SENTENCES, claims_of, numbers, without_spans
+from service.text.claims import MAX_SENTENCES, claims_of, numbers, without_spans
 
 KEEPER = (
     1,

@@ -3,6 +3,7 @@ decides them for every way in: issue 66's review findings, each as it was found.
 
 from __future__ import annotations
 
+import hashlib
 import time
 
 import jwt
@@ -14,6 +15,7 @@ from service.api.identity import identify
 from service.config.settings import Settings
 from service.config.store import settings_from_mapping
 from service.errors import Forbidden, Unauthorized
+from service.retrieval.scope import LEVELS, NO_SECURITY, PUBLIC, visible_to
 
 SECRET = "identity-unit-" + "k" * 40
 KEY = "the-shared-key"
@@ -62,7 +64,7 @@ def test_two_long_subjects_sharing_a_head_are_two_people() -> None:
 
 
 def test_a_token_naming_nobody_owns_nothing_and_is_not_the_key() -> None:
-    config = settings(**JWT)
+    config = settings(**JWT, **{"security.identity.required": False})
     nameless = identify(connection(x_api_key=KEY, authorization=bearer(groups=[])), config)
     assert nameless.owner is None
     key_only = identify(connection(x_api_key=KEY), config)
@@ -78,9 +80,12 @@ def test_an_expiry_written_as_digits_is_read() -> None:
 
 
 def test_the_api_key_in_authorization_is_no_identity_token() -> None:
-    config = settings(**JWT, **{"security.enabled": True})
+    config = settings(**JWT, **{"security.enabled": True, "security.identity.required": False})
     caller = identify(connection(authorization=f"Bearer {KEY}"), config)
     assert caller.key and caller.person is None and caller.scope.groups == ()
+    assert caller.scope.groups_unknown  # no identity sent: its groups are not "none"
+    with pytest.raises(Unauthorized, match=r"security\.identity\.required"):
+        identify(connection(authorization=f"Bearer {KEY}"), settings(**JWT))
     with pytest.raises(Unauthorized):
         identify(connection(x_api_key=KEY, authorization="Bearer not-a-token"), config)
 
@@ -117,3 +122,58 @@ def test_a_proxy_s_forwarded_host_is_the_page_s_own_and_others_are_refused() -> 
     for hostile in ("https://evil.example", "null", "https://widget.example.evil"):
         with pytest.raises(Forbidden):
             door.check_origin(connection(origin=hostile, host="127.0.0.1:8000"), config)
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_an_identity_source_requires_its_identity_by_default(enabled: bool) -> None:
+    """Issue 81, finding 1: with an identity source configured, the key alone was anonymous,
+    and an anonymous caller saw what its person's group is denied."""
+    for source, person in ((JWT, {"authorization": bearer(sub="bob", groups=["eng"])}),
+                           ({"security.user.header": "X-User"}, {"x_user": "bob"})):  # fmt: skip
+        config = settings(**source, **{"security.enabled": enabled})
+        with pytest.raises(Unauthorized, match=r"security\.identity\.required"):
+            identify(connection(x_api_key=KEY), config)
+        known = identify(connection(x_api_key=KEY, **person), config)
+        assert known.person and not known.scope.groups_unknown
+        allowed = settings(**source, **{"security.enabled": enabled,
+                                        "security.identity.required": False})  # fmt: skip
+        unknown = identify(connection(x_api_key=KEY), allowed)
+        assert unknown.person is None and unknown.scope.groups_unknown is enabled
+    # no identity source (the groups header of a trusted proxy): the key alone is answered
+    plain = identify(connection(x_api_key=KEY), settings(**{"security.enabled": True}))
+    assert plain.scope.groups == () and not plain.scope.groups_unknown
+
+
+def test_a_caller_of_unknown_groups_sees_no_document_that_denies_any() -> None:
+    unknown = visible_to((), "groups", unknown=True)
+    assert "*:* -denied_groups:[* TO *]" in unknown
+    assert visible_to((), "groups") == [PUBLIC]
+    tokens = visible_to((), "manifoldcf", unknown=True)
+    for level in LEVELS:  # any deny token but ManifoldCF's "open" one hides the document
+        assert any(f"deny_token_{level}:[* TO" in f and NO_SECURITY in f for f in tokens), tokens
+
+
+def test_a_subject_that_spells_a_long_subject_s_hash_is_another_person() -> None:
+    """Issue 81, finding 5: a sub over 200 characters was kept as "#" + its sha256, so a
+    token whose sub was that very text was the same owner."""
+    config = settings(**JWT)
+    long = "https://idp.example/tenant/" + "y" * 300
+    real = identify(connection(x_api_key=KEY, authorization=bearer(sub=long)), config)
+    spelled = "#" + hashlib.sha256(long.encode()).hexdigest()
+    forged = identify(connection(x_api_key=KEY, authorization=bearer(sub=spelled)), config)
+    assert real.owner != forged.owner and real.name != forged.name
+    # nor is a subject ever the key's owner, or a proxy's user
+    key_owner = identify(connection(x_api_key=KEY), settings(**JWT, **{
+        "security.identity.required": False})).owner  # fmt: skip
+    header = settings(**{"security.user.header": "X-User"})
+    carol = identify(connection(x_api_key=KEY, x_user="carol"), header).owner
+    for owner in (key_owner, carol):
+        assert owner is not None
+        who = owner.rpartition("|")[0]
+        for subject in (who, owner, "sub:" + who, "#" + who):
+            caller = identify(connection(x_api_key=KEY, authorization=bearer(sub=subject)),
+                              config)  # fmt: skip
+            assert caller.owner != owner
+    # a subject of the same text as a short one keeps its key (stored conversations stay)
+    short = identify(connection(x_api_key=KEY, authorization=bearer(sub="alice")), config)
+    assert short.person == "sub:alice"

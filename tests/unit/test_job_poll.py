@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from service.config import settings_from_mapping
-from service.ingest.job_runner import JobRunner
 from service.ingest.jobs import JobStore
+from service.job_runner import JobRunner
 from service.runtime import Runtime
 
 

@@ -16,9 +16,9 @@ from service.errors import (
     RelayDisabled,
     UnsupportedParameter,
 )
-from service.rag.options import RequestOptions
 from service.rag.request import RagQuery
 from service.retrieval import Scope
+from service.snapshot.options import RequestOptions
 
 SETTINGS = settings_from_mapping({"llm.context.window": "1000"}, source="test", env={})
 CHARS = SETTINGS.overridden({"llm.tokenizer": "chars"})
@@ -150,7 +150,7 @@ def test_max_tokens_is_lowered_so_that_the_sources_keep_a_fifth() -> None:
         max_tokens=kept,
         temperature=0.5,
         always_use_history=True,
-        answer_without_sources=True,  # openai.no.context=answer, KAITO's rule
+        answer_without_sources=False,  # openai.no.context=refuse (shipped): no LLM without sources
     )
 
 

@@ -19,7 +19,8 @@ FRAGMENTS = [
     "a name, a number or a short phrase", "a sentence or two otherwise", "A lambda is",
     "just the words that answer it", "otherwise a sentence or two", "Keep it short:",
     "The number of the document that says this is", "the document that says it is:", "[1]",
-    "This can be found in", "This answer is found in",
+    "This can be found in", "This answer is found in", "Elle est disponible dans les documents",
+    "Cette information se trouve dans", "Elle",
     "[2]", "In 1952", "It raises an AssertionError", "the lamp", "was lit", "at dusk", "Rollo",
     ".", ",", "?", " ", " ", "\n", "\n\n", "#", "-", "*", "\\n", "1.5", "Ans", "Doc",
 ]  # fmt: skip
@@ -106,6 +107,30 @@ def test_a_sentence_about_where_the_answer_is_never_reaches_the_screen() -> None
     assert "found in" not in "".join(_given_while_written(answer))
     assert without_scaffolding(answer) == "The type before Norman was Anglo-Saxon. [1]"
     assert without_scaffolding("It is found in bones [1]") == "It is found in bones [1]"
+
+
+@pytest.mark.parametrize(
+    ("answer", "kept"),
+    [
+        (
+            "La CNIL est une autorité indépendante. Elle est disponible dans les documents [1]",
+            "La CNIL est une autorité indépendante. [1]",
+        ),
+        (
+            "Le délai est de un mois. Cette information se trouve dans [2].",
+            "Le délai est de un mois. [2].",
+        ),
+        # a sentence that says where something is, not where the answer is, stays
+        ("Elle se trouve dans la salle 3 [1].", "Elle se trouve dans la salle 3 [1]."),
+    ],
+)
+def test_a_french_sentence_about_where_the_answer_is_goes_as_the_english_one(
+    answer: str, kept: str
+) -> None:
+    """Issue 83: "Elle est disponible dans les documents [1]" is where, not what."""
+    assert without_scaffolding(answer) == kept
+    reader = Unscaffolded()
+    assert "".join(_given_while_written(answer, reader)) + reader.flush() == kept
 
 
 # -- read from the templates as loaded (issue 67) ----------------------------------------------

@@ -23,7 +23,6 @@ from service.llm.rerank import RerankClient
 from service.llm.size import RequestSize
 from service.rag.assemble import rag_pipeline
 from service.rag.honesty import Honesty
-from service.rag.options import RequestOptions
 from service.rag.pipeline import Pipeline
 from service.rag.reply import Reply
 from service.rag.request import RagQuery, SummarizeQuery
@@ -45,6 +44,7 @@ from service.rag.stages import (
 from service.retrieval import RetrievedDocument
 from service.runtime import Runtime
 from service.snapshot import Snapshot
+from service.snapshot.options import RequestOptions
 from testing.llm_server import LLMScript, Step, create_llm_app
 from testing.rerank_server import RerankScript, create_rerank_app
 

@@ -101,6 +101,43 @@ def test_a_file_that_is_no_tokenizer_is_refused_without_its_content(tmp_path: Pa
         settings_from_mapping({"llm.tokenizer": str(fifo)}, source="test", env={})
 
 
+def test_settings_reloaded_on_the_event_loop_read_no_tokenizer_and_a_broken_one_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The review's: a rag.properties reloaded on the event loop (a hand edit, another
+    worker's admin edit) parsed a new tokenizer.json there (3.6 s for 55 MB), and a file
+    broken after its check was parsed again at every question. On the loop the settings
+    only look at the file; one found broken is said at once, never parsed again."""
+    import asyncio
+
+    from service.text import tokens
+
+    parsed: list[str] = []
+
+    class Counted(tokens.TokenizerFile):
+        def __init__(self, path: Path, text: str) -> None:
+            parsed.append(path.name)
+            super().__init__(path, text)
+
+    monkeypatch.setattr(tokens, "TokenizerFile", Counted)
+    good = tmp_path / "good.json"
+    good.write_bytes(MINILM_TOKENIZER.read_bytes())
+
+    async def reloaded() -> None:
+        settings_from_mapping({"llm.tokenizer": str(good)}, source="test", env={})
+        with pytest.raises(ConfigError, match=r"llm\.tokenizer"):  # what a look says, at once
+            settings_from_mapping({"llm.tokenizer": str(tmp_path / "x.txt")}, source="t", env={})
+
+    asyncio.run(reloaded())
+    assert parsed == []  # read by the first question, in a worker thread
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"version": "1.0", "model": ')
+    for _ in range(3):
+        with pytest.raises(ValueError, match=r"not a tokenizer\.json"):
+            token_counter(str(broken), "")
+    assert parsed == ["broken.json"]
+
+
 def test_the_settings_count_with_the_model_in_force() -> None:
     settings = settings_from_mapping(
         {"llm.model": "gpt-4o", "prompt.max.request.tokens": "1000"}, source="test", env={}
@@ -166,10 +203,10 @@ def test_the_stuff_selection_passes_over_what_does_not_fit() -> None:
 def test_model_names_a_client_invents_do_not_grow_any_cache() -> None:
     from service.text import tokens
 
-    before = tokens._encoding.cache_info().currsize, tokens._tokenizer_file.cache_info().currsize
+    before = len(tokens._files), len(tokens._names)
     for n in range(1000):
         assert token_counter("auto", f"invented-model-{n}") is tokens.CHARACTERS
         assert token_counter("auto", f"gpt-4o-{n}").name == "o200k_base"
-    after = tokens._encoding.cache_info().currsize, tokens._tokenizer_file.cache_info().currsize
-    assert after[0] <= len(tokens.ENCODINGS) and after[1] == before[1]
+    after = len(tokens._files), len(tokens._names)
+    assert len(tokens._encodings) <= len(tokens.ENCODINGS) and after == before
     assert not hasattr(token_counter, "cache_info")  # nothing keyed by the model name

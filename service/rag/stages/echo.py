@@ -32,16 +32,16 @@ from itertools import pairwise
 from typing import Any, ClassVar
 
 from service.chains.result import ChainResult, says_nothing_relevant
-from service.grounding.claims import FIGURES, is_content, stem, tokens
 from service.llm.types import TokenChoice
 from service.rag.reply import Amendment, Finishing, source_texts
 from service.rag.stages.again import Again, AskAgain
 from service.rag.stages.confidence import Confidence, not_found_probability
 from service.text.citations import CITATION
+from service.text.claims import FIGURES, is_content, stem, tokens
 from service.text.language import FRENCH, guess_language
 
 # French function words (and the ones the language guess does not need) as the English ones
-# are (grounding's stopwords.txt): what an answer shares with any text
+# are (text/stopwords.txt): what an answer shares with any text
 _FRENCH_FUNCTION = frozenset(
     stem(token)
     for word in FRENCH

@@ -17,10 +17,10 @@ from service.errors import (
     NoDocumentFound,
     ServiceError,
 )
-from service.grounding.claims import windows_of
 from service.llm.rerank import RerankClient
 from service.rag.stages.state import Chunks, EveryRequest, RagState, log
 from service.retrieval.fusion import blended
+from service.text.claims import windows_of
 from service.text.parts import has_parts
 
 MAX_WINDOWS = 100  # sentence windows scored a request (the local reranker's limit)

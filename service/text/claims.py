@@ -1,4 +1,5 @@
-"""An answer as claims to check: its sentences, the sources each cites, and what must match.
+"""An answer as claims to check: its sentences, the sources each cites, and what must match
+(text analysis, so that the chains and the grounding check read it alike, downward).
 
 A sentence's content words (no stop words, crudely stemmed) are what a source must contain to
 support it; its numbers and whether it negates must match the source's exactly, since a

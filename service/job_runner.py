@@ -1,6 +1,8 @@
 """The worker side of ingestion jobs: each process of the service runs one JobRunner, which
 claims a waiting job (or one whose worker died), indexes it a batch at a time and writes its
-progress after each committed batch.
+progress after each committed batch. It drives ingest/ (the jobs' store, the extraction, the
+indexer) with the runtime and a snapshot of its settings, so it sits above all three, beside
+the API that starts it; ingest/ imports neither.
 
 - A batch is indexed and committed whole (service.ingest.indexer): a document is either in
   FileShare with all its passages, or not at all. A cancel takes effect after the batch in

@@ -1,12 +1,17 @@
 """One request's view of the service: the settings in force when it arrived (with its own
-options applied), and the clients bound to them, built on first use from the runtime's
-long-lived pools, breakers and caches.
+options applied: options.py, RequestOptions), and the clients bound to them, built on first use
+from the runtime's long-lived pools, breakers and caches.
 
     >>> snapshot = Snapshot(runtime)                       # FastAPI: Depends(request_snapshot)
     >>> reply = await ask(snapshot, query)   # service.rag.assemble: overridden(query.options)
 
 A settings reload in the middle of a request does not reach it: every stage and client of one
 request sees one snapshot.
+
+The snapshot sits above what it builds (the runtime, the clients of llm/ and retrieval/, the
+answer cache, the conversations, ingest's indexer) and below what works with it (rag/, agents/,
+actions/, the job runner, the API): what it holds is handed to it (Datafari's custom tools,
+read with the config) or defined here (the request's options), never imported from above.
 """
 
 from __future__ import annotations
@@ -14,23 +19,23 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from functools import cached_property
 
-from service.agents.custom import CustomTool
 from service.cache import AnswerCache
 from service.chains import PromptLibrary
 from service.config import Settings
+from service.config.custom_tools import CustomTool
 from service.conversations.store import ConversationStore
 from service.ingest.indexer import Indexer, indexer_for
 from service.ingest.partitions import Partitions
 from service.llm import ChatClient, EmbeddingsClient
 from service.llm.budget import CallBudget
 from service.llm.rerank import RerankClient, rerank_client
-from service.rag.options import DEFAULTS, RequestOptions
 from service.retrieval import Retriever, Scope, SolrClient, VectorRetriever
 from service.retrieval.embedding_mode import EmbeddingMode
 from service.retrieval.facet_filter import documents_matching
 from service.retrieval.factory import build_retriever, vector_retriever
 from service.retrieval.in_memory import InMemorySearch
 from service.runtime import Runtime
+from service.snapshot.options import DEFAULTS, RequestOptions
 
 MAX_FILES = 100  # chunking.maxFiles' upper bound
 

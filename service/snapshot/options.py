@@ -8,7 +8,9 @@ per-call options are.
 
 The OpenAI endpoint fills it from a chat request (`service.api.conversation`); /ai/rag and MCP send
 the defaults. Nothing a router does afterwards can forget a field: the pipeline's snapshot is
-`snapshot.overridden(query.options)`, made by `service.rag.assemble.ask`.
+`snapshot.overridden(query.options)`, made by `service.rag.assemble.ask`. It lives with the
+snapshot that applies it (it needs only the settings and the answer's form), so the snapshot
+imports nothing above it.
 """
 
 from __future__ import annotations

@@ -1,0 +1,79 @@
+"""MCP progress notifications: a long tool call (ask, summarize) tells a host that asked for
+progress (its request's `_meta.progressToken`) that it is still working, so a host that resets
+its request timeout on progress (the TypeScript SDK's `resetTimeoutOnProgress`, the Python
+SDK's `progress_callback`) waits for the answer instead of giving up at its 60 s.
+
+One notification as the work begins, one as each stage of the answer begins (retrieve, chain:
+the stage's name is the message), and one every PROGRESS_EVERY seconds between them (the LLM
+writing a long answer). Sent with the official SDK's `Context.report_progress`; a request
+without a token gets none. Over streamable HTTP, a request with a token is answered as an SSE
+stream (`wants_stream`: the notifications, then the result), every other one as JSON.
+
+    >>> async with reporting(ctx) as progress:
+    ...     reply = await assemble.ask(snapshot, query, progress)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager, suppress
+from typing import Any
+
+from mcp.server.fastmcp import Context
+
+log = logging.getLogger(__name__)
+
+PROGRESS_EVERY = 10.0  # seconds between two notifications while nothing begins
+
+
+def _token(ctx: Context) -> str | int | None:  # type: ignore[type-arg]
+    meta = ctx.request_context.meta
+    return None if meta is None else meta.progressToken
+
+
+@asynccontextmanager
+async def reporting(
+    ctx: Context,  # type: ignore[type-arg]
+    every: float = PROGRESS_EVERY,
+) -> AsyncIterator[Callable[[str], None]]:
+    """A `progress` callback for the pipeline (told each stage's name): the host is sent a
+    progress notification for each, and one every `every` seconds, while the block runs;
+    nothing when the request carries no progress token."""
+    if _token(ctx) is None:
+        yield lambda _: None
+        return
+    stages: asyncio.Queue[str] = asyncio.Queue()
+    stages.put_nowait("started")
+
+    async def send() -> None:
+        count, said = 0, "working"
+        while True:
+            with suppress(TimeoutError):  # nothing began: still working on the last
+                said = await asyncio.wait_for(stages.get(), every)
+            count += 1
+            try:
+                await ctx.report_progress(count, None, said)
+            except Exception:  # the host left, or its stream closed: the answer goes on
+                log.debug("MCP progress notification not sent", exc_info=True)
+                return
+
+    sender = asyncio.create_task(send())
+    try:
+        yield stages.put_nowait
+    finally:
+        sender.cancel()
+        with suppress(asyncio.CancelledError):
+            await sender
+
+
+def wants_stream(value: object, accept: str) -> bool:
+    """Whether a JSON-RPC request asks for progress (a tools/call with a progress token) from
+    a client that reads an SSE stream: answered as one, its notifications before its result."""
+    if not isinstance(value, dict) or value.get("method") != "tools/call":
+        return False
+    params: Any = value.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    token = meta.get("progressToken") if isinstance(meta, dict) else None
+    return token is not None and "text/event-stream" in accept
