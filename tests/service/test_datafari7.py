@@ -445,6 +445,7 @@ AGENTIC = {"agentic.enabled": True, "agentic.max.steps": 3}
 NOT_THERE = Step(content="I could not find it in the documents.",
                  takes=lambda request: "tools" not in request.body)  # fmt: skip
 AGENT_BODY = {**RAG_BODY, "action": "agentic", "query": "Who kept the lighthouse lamp lit?"}
+QUASAR = "Xylophone quasar?"  # a question the agent's first search finds nothing for
 
 
 def test_the_agent_calls_our_tools_and_answers_citing_what_they_found(
@@ -708,7 +709,7 @@ def test_a_model_that_cannot_call_tools_is_said_so(
 ) -> None:
     client = make_client(AGENTIC)
     refusal = {"error": {"message": "tools param requires --jinja flag", "type": "x"}}
-    llm.then(Step(status=400, body=json.dumps(refusal)))
+    llm.then(NOT_THERE, Step(status=400, body=json.dumps(refusal)))  # the loop's first turn
     error = error_of(client.post("/ai", json=AGENT_BODY), "400", "aiBadRequest", status=400)
     assert "cannot call tools" in error["reason"] and "action=rag" in error["reason"]
 
@@ -761,7 +762,8 @@ def test_json_steps_let_a_small_local_model_call_the_tools(
         Step(content='{"tool": "answer", "input": ""}'),
     )
     llm.answer = lambda request: "In 1952 [1]."
-    answer = ok(client.post("/ai", json=AGENT_BODY))
+    # a question its first search finds nothing for: the steps choose the search
+    answer = ok(client.post("/ai", json={**AGENT_BODY, "query": QUASAR}))
     assert answer["message"] == "In 1952 [1]."
     assert answer["documents"][0]["id"] == "lighthouse" and answer["documents"][0]["cited"]
     first, second, written = llm.requests
@@ -958,9 +960,10 @@ def test_a_turn_of_many_tool_calls_runs_three_each_cut_to_size(
     message = {"role": "assistant", "content": None, "tool_calls": calls}
     llm.then(Step(body=json.dumps({"choices": [{"message": message}]})))
     llm.answer = lambda request: "It is in the manual [1]."
-    ok(client.post("/ai", json=AGENT_BODY))
+    ok(client.post("/ai", json={**AGENT_BODY, "query": QUASAR}))  # the loop from its start
     sent = llm.requests[1].body["messages"]
-    results = [m for m in sent if m.get("role") == "tool"]
+    asked = {call["id"] for call in calls}  # (the first search's result is before them)
+    results = [m for m in sent if m.get("role") == "tool" and m["tool_call_id"] in asked]
     assert len(results) == 3 and len(sent[-4]["tool_calls"]) == 3
     assert all(0 < len(m["content"]) <= 3_000 for m in results)
 
@@ -1077,7 +1080,9 @@ def test_out_of_steps_a_tool_call_written_as_text_never_streams(
     llm.answer = lambda request: (
         'I will search. {"name": "search", "arguments": {"query": "lighthouse keeper"}}'
     )
-    sent = events(list(client.post("/ai/stream", json=AGENT_BODY).iter_lines()))
+    # a question its first search finds nothing for: the loop from its start, out of steps
+    asked = {**AGENT_BODY, "query": QUASAR}
+    sent = events(list(client.post("/ai/stream", json=asked).iter_lines()))
     deltas = [data["text"] for data in of_type(sent, "message.delta")]
     assert deltas == ["I will search."], deltas
     assert of_type(sent, "message.final")[0]["text"] == "I will search."
