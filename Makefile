@@ -10,7 +10,7 @@ SOLR_PORT ?= 8983
 MODEL_PORT ?= 8001
 LLM_PORT ?= 8002
 
-.PHONY: setup browser llama-server llama answerer run stop test test-unit lint format clean
+.PHONY: setup browser llama-server llama answerer run stop test test-solr-versions test-unit lint format clean
 
 # PYTHONWARNINGS=ignore: setuptools' banner about editable installs is for its own developers
 $(BIN)/.installed: pyproject.toml Makefile
@@ -68,6 +68,13 @@ test: setup browser
 	$(BIN)/ruff check service tests bench testing models
 	$(BIN)/pytest -q
 
+# the Solr tests (tests/solr_versions.py) again on the second Solr version tested beside the
+# default 9.8.1: its jars fetched once into solr/local/lib-9.10.1 (CI runs it after `make test`)
+OTHER_SOLR ?= 9.10.1
+test-solr-versions: setup
+	bash solr/local/solr.sh fetch --version $(OTHER_SOLR)
+	SOLR_VERSION=$(OTHER_SOLR) $(BIN)/pytest -q -m solr_versions
+
 # the fast suite: no Solr, no model, no socket (tests/unit/conftest.py refuses the network)
 test-unit: setup
 	$(BIN)/pytest -q tests/unit -m "not solr"
@@ -80,4 +87,4 @@ format: setup
 	$(BIN)/ruff format service tests bench testing models
 
 clean: stop
-	rm -rf $(VENV) .cache .solr-data solr/local/lib models/onnx
+	rm -rf $(VENV) .cache .solr-data solr/local/lib solr/local/lib-* models/onnx

@@ -1,8 +1,8 @@
 """What reading a streamed answer costs the event loop (issue 70; the review of 2026-11-29):
-the scaffolding's reader (service.chains.scaffolding.Unscaffolded) and the echo check's hold
-(service.rag.stages.echo.EchoHold), fed 4 characters a piece as an LLM streams, against the
-same text read whole. CPU seconds of this process; a cost that grows with the square of the
-answer's length shows as 16 times the 4 KB row at 16 KB.
+the scaffolding's reader (service.chains.scaffolding_stream.Unscaffolded) and the echo
+check's hold (service.rag.stages.echo.EchoHold), fed 4 characters a piece as an LLM streams,
+against the same text read whole. CPU seconds of this process; a cost that grows with the
+square of the answer's length shows as 16 times the 4 KB row at 16 KB.
 
     python -m bench.stream_cost
 """
@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import time
 
-from service.chains.scaffolding import Unscaffolded, without_scaffolding
+from service.chains.scaffolding_reading import without_scaffolding
+from service.chains.scaffolding_stream import Unscaffolded
 from service.rag.gate import Gate
 from service.rag.stages.echo import EchoCheck, EchoHold
 

@@ -37,6 +37,7 @@ from service.ingest.folder import (
     read_folder,
 )
 from service.ingest.indexer import with_source
+from service.ingest.job_payload import JobDocuments, ListedDocuments
 from service.ingest.jobs import MAX_ERRORS, DocumentError, FolderSync, Job, JobStore, timestamp
 from service.runtime import Runtime
 from service.snapshot import Snapshot
@@ -84,7 +85,7 @@ class JobRunner:
                 log.warning("ingestion jobs: %s", error.reason)
                 await asyncio.sleep(BACKOFF_SECONDS)
 
-    async def run(self, store: JobStore, job: Job, work: list[SourceDocument] | FolderSync) -> None:
+    async def run(self, store: JobStore, job: Job, work: JobDocuments | FolderSync) -> None:
         heartbeat = asyncio.create_task(self._renew(store, job.id))
         errors = list(job.errors)
         counts = {"failed": job.failed, "passages": job.passages, "embedded": job.embedded}
@@ -92,7 +93,7 @@ class JobRunner:
             unread: list[DocumentError] = []
             if isinstance(work, FolderSync):
                 try:
-                    documents, unread, passed_over = await self._read_folder(work)
+                    read, unread, passed_over = await self._read_folder(work)
                 except (ServiceError, FolderUnreadable) as error:
                     reason = error.reason if isinstance(error, ServiceError) else str(error)
                     await store.update(job.id, state_s="failed", finished_dt=timestamp(),
@@ -101,22 +102,26 @@ class JobRunner:
                     return
                 if job.next == 0:  # the files' errors once, not again on a resume
                     errors += unread + passed_over
-                await store.update(job.id, total_i=len(documents))
+                documents: JobDocuments = ListedDocuments(read)
+                await store.update(job.id, total_i=documents.total)
             else:
                 documents = work
-            log.info("job %s: %d documents, from document %d", job.id, len(documents), job.next)
+            total = documents.total
+            log.info("job %s: %d documents, from document %d", job.id, total, job.next)
             if not await self._batches(store, job, documents, errors, counts):
+                await documents.forget()
                 return  # cancelled
             failed = counts["failed"]
-            state = "failed" if documents and failed == len(documents) else "done"
-            notes = [f"{failed} of {len(documents)} documents failed"] if failed else []
+            state = "failed" if total and failed == total else "done"
+            notes = [f"{failed} of {total} documents failed"] if failed else []
             if isinstance(work, FolderSync) and not unread:  # an unread file is not a gone one
-                present = {document.id for document in documents}
+                present = {document.id for document in read}
                 gone = await Snapshot(self._runtime).indexer.delete_gone(work.source, present)
                 notes.append(f"{gone} gone deleted")
             await store.update(
                 job.id, state_s=state, finished_dt=timestamp(), message_s="; ".join(notes)
             )
+            await documents.forget()  # a finished job is never run again
             log.info("job %s: %s (%d failed)", job.id, state, failed)
         except asyncio.CancelledError:  # the service stops: the next start resumes it at once
             with contextlib.suppress(ServiceError):
@@ -129,19 +134,24 @@ class JobRunner:
         self,
         store: JobStore,
         job: Job,
-        documents: list[SourceDocument],
+        documents: JobDocuments,
         errors: list[DocumentError],
         counts: dict[str, int],
     ) -> bool:
         """The documents from the job's next batch on, each batch committed and its progress
-        written; False when the job was cancelled (after a batch)."""
+        written; False when the job was cancelled (after a batch) or its documents are gone."""
         size = store.settings.batch_size
-        for start in range(job.next, len(documents), size):
+        for start in range(job.next, documents.total, size):
             if await store.cancel_requested(job.id):
                 await store.update(job.id, state_s="cancelled", finished_dt=timestamp())
                 log.info("job %s: cancelled at document %d", job.id, start)
                 return False
-            batch = documents[start : start + size]
+            try:
+                batch = await documents.read(start, start + size)
+            except LookupError as gone:  # its pieces deleted under it
+                await store.update(job.id, state_s="failed", finished_dt=timestamp(),
+                                   message_s=str(gone))  # fmt: skip
+                return False
             await self._index(batch, errors, counts)
             await store.update(
                 job.id,

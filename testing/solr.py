@@ -1,5 +1,7 @@
-"""A local Solr 9.8 for tests and benchmarks, through solr/local/solr.sh: one node or a cluster.
+"""A local Solr for tests and benchmarks, through solr/local/solr.sh: one node or a cluster.
 
+Its version is SOLR_VERSION's (9.8.1 unless set; 9.10.1 is tested too), so that a whole test run
+is pointed at another Solr: `SOLR_VERSION=9.10.1 pytest -m solr_versions` (README, "Development").
 Node K of a cluster is a process of its own on port + K - 1, so a test can kill it (SIGKILL, as
 a crashed machine) and start it again, while the other nodes and ZooKeeper (node 1) go on.
 """
@@ -13,7 +15,7 @@ import subprocess
 import zipfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -22,6 +24,12 @@ from testing.servers import free_ports
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "solr" / "local" / "solr.sh"
+DEFAULT_VERSION = "9.8.1"  # solr.sh's and solr/local/pom.xml's default: what users asked for
+
+
+def solr_version() -> str:
+    """The Solr version to start: SOLR_VERSION, else the default (9.8.1)."""
+    return os.environ.get("SOLR_VERSION", "").strip() or DEFAULT_VERSION
 
 
 class SolrStartError(RuntimeError):
@@ -37,6 +45,8 @@ class LocalSolr:
     security: Path | None = None  # Solr's security.json (solr.sh --security)
     tls: Path | None = None  # https: solr.sh --tls's folder (testing.secured_solr)
     java_opts: str = ""  # SOLR_JAVA_OPTS (ZooKeeper ACLs' system properties); "": solr.sh's
+    version: str = field(default_factory=solr_version)  # solr.sh --version
+    vectors: str = ""  # solr.sh --vectors: "quantized" (VectorMainQuantized), "float"; "": as is
 
     @property
     def url(self) -> str:
@@ -66,6 +76,8 @@ class LocalSolr:
             embeds += ("--security", str(self.security))
         if self.tls:
             embeds += ("--tls", str(self.tls))
+        if self.vectors:
+            embeds += ("--vectors", self.vectors)
         return self._run(
             "start",
             "--nodes",
@@ -92,8 +104,9 @@ class LocalSolr:
         self._run("start-node", str(k))
 
     def _run(self, *command: str, check: bool = True) -> str:
+        where = ("--port", str(self.port), "--dir", str(self.folder), "--version", self.version)
         done = subprocess.run(
-            ["bash", str(SCRIPT), *command, "--port", str(self.port), "--dir", str(self.folder)],
+            ["bash", str(SCRIPT), *command, *where],
             capture_output=True,
             text=True,
             timeout=600,
@@ -117,11 +130,25 @@ def local_solr(
     security: Path | None = None,
     tls: Path | None = None,
     java_opts: str = "",
+    version: str = "",
+    vectors: str = "",
 ) -> Iterator[LocalSolr]:
     """Solr started in `folder` on free ports, stopped (all its nodes) on exit;
     `text_to_vector`: VectorMain embeds through that embeddings API (solr.sh --text-to-vector);
-    `security`, `tls`, `java_opts`: a secured Solr (testing.secured_solr makes them)."""
-    solr = LocalSolr(free_ports(nodes), folder, nodes, text_to_vector, security, tls, java_opts)
+    `security`, `tls`, `java_opts`: a secured Solr (testing.secured_solr makes them);
+    `version`: which Solr ("": SOLR_VERSION's, else 9.8.1); `vectors`: "quantized" makes
+    VectorMain of the VectorMainQuantized configset."""
+    solr = LocalSolr(
+        free_ports(nodes),
+        folder,
+        nodes,
+        text_to_vector,
+        security,
+        tls,
+        java_opts,
+        version or solr_version(),
+        vectors,
+    )
     try:
         solr.start(shards=shards, replicas=replicas)
         yield solr

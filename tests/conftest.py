@@ -1,4 +1,5 @@
-"""Fixtures: a real Solr 9.8 (once per run), a recording LLM server, and the service on both.
+"""Fixtures: a real Solr (once per run: 9.8.1, or SOLR_VERSION's), a recording LLM server, and the
+service on both.
 
 Set SOLR_RAG_TEST_SOLR_URL to run against a Solr you started yourself (with this project's
 configsets) instead of starting one.
@@ -36,6 +37,7 @@ from testing.service import (
     write_properties,
 )
 from testing.solr import SolrStartError, local_solr
+from tests.solr_versions import in_subset
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -50,10 +52,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The `solr` marker means it: every test that needs the real Solr (through the solr_url
-    fixture, directly or not) carries it, so `-m "not solr"` runs what needs none."""
+    fixture, directly or not) carries it, so `-m "not solr"` runs what needs none. The tests
+    tests/solr_versions.py lists carry `solr_versions` (CI runs them on Solr 9.10.1 too)."""
     for item in items:
         if "solr_url" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.solr)
+        if in_subset(item.nodeid):
+            item.add_marker(pytest.mark.solr_versions)
 
 
 @pytest.hookimpl(wrapper=True)

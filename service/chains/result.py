@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 
 import anyio.to_thread
 
-from service.chains.scaffolding import Scaffolding, without_scaffolding
+from service.chains.scaffolding import Scaffolding
+from service.chains.scaffolding_reading import without_scaffolding
 from service.errors import NoValidAnswer
 from service.llm.answer_format import PLAIN, AnswerFormat, StopCut
 from service.llm.client import ChatClient

@@ -1,5 +1,5 @@
 """`solr-rag model-server`, `solr-rag llm-server` and `solr-rag solr`: the local model server,
-the embedded LLM's server and the local Solr 9.8."""
+the embedded LLM's server and the local Solr (9.8.1, or SOLR_VERSION's: 9.10.1 is tested too)."""
 
 from __future__ import annotations
 
@@ -38,8 +38,20 @@ def add(commands: Commands) -> None:
     llm.add_argument("--port", type=int, default=DEFAULT_LLM_PORT)
     llm.set_defaults(run=_llm_server)
 
-    solr = commands.add_parser("solr", help="the local Solr 9.8 (from Maven Central jars)")
+    solr = commands.add_parser("solr", help="the local Solr (from Maven Central jars)")
     solr.add_argument("action", choices=["start", "stop", "status", "fetch"])
+    solr.add_argument(
+        "--version",
+        dest="solr_version",
+        metavar="VERSION",
+        help="Solr's version: 9.8.1 (default, or $SOLR_VERSION) or 9.10.1, each in its own jars",
+    )
+    solr.add_argument(
+        "--vectors",
+        choices=["float", "quantized"],
+        help="VectorMain, when made: float vectors (default) or scalar-quantized ones "
+        "(configset VectorMainQuantized; start only)",
+    )
     solr.add_argument("--port", type=int, default=int(os.environ.get("SOLR_PORT", "8983")))
     solr.add_argument("--dir", type=Path, default=REPO_ROOT / ".solr-data")
     for shape in ("nodes", "shards", "replicas"):  # solr.sh's defaults: 1, or $SOLR_NODES...
@@ -89,4 +101,8 @@ def _solr(args: argparse.Namespace) -> int:
             command += [f"--{shape}", str(getattr(args, shape))]
     if args.text_to_vector:
         command += ["--text-to-vector", args.text_to_vector]
+    if args.solr_version:
+        command += ["--version", args.solr_version]
+    if args.vectors:
+        command += ["--vectors", args.vectors]
     return subprocess.call(command)

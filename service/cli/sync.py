@@ -15,6 +15,7 @@ import httpx
 from service.cli.common import CONFIG_HELP, DEFAULT_CONFIG, Commands, upstream_failed
 from service.config import Settings
 from service.errors import TechnicalError
+from service.ingest.sync_state import SETTLE_SECONDS
 from service.retrieval.access import SolrPools
 from service.retrieval.solr import SolrClient
 
@@ -36,11 +37,23 @@ def add(commands: Commands) -> None:
     sync.add_argument(
         "--checkpoint",
         type=Path,
-        help="where a run keeps its place, to resume after a crash "
+        help="where a run keeps its place, to resume after a crash, and where the last run "
+        "ended, so the next reads only the documents written since "
         "(default: ~/.cache/solr-rag/sync-<documents>-<passages>.json)",
     )
     sync.add_argument(
-        "--restart", action="store_true", help="start from the first document, not the checkpoint"
+        "--restart",
+        action="store_true",
+        help="read every document again, not only those written since the last run",
+    )
+    sync.add_argument(
+        "--settle",
+        type=_settle,
+        default=SETTLE_SECONDS,
+        metavar="INTERVAL",
+        help="how late a write to the documents collection may become visible "
+        "(autoSoftCommit, commitWithin, several shards): what was written this long before a "
+        "run is read again by the next (default 5m; 0s for one node committing every write)",
     )
     sync.set_defaults(run=_sync)
 
@@ -51,7 +64,9 @@ def _sync(args: argparse.Namespace) -> int:
     settings = load_settings(args.config, os.environ)
     while True:
         try:
-            asyncio.run(_sync_once(settings, args.checkpoint, restart=args.restart))
+            asyncio.run(
+                _sync_once(settings, args.checkpoint, restart=args.restart, settle=args.settle)
+            )
         except TechnicalError as error:  # Solr or the embeddings API, after their retries
             failed = upstream_failed(
                 "sync", error, "Run it again once it answers: it goes on from its checkpoint"
@@ -66,7 +81,9 @@ def _sync(args: argparse.Namespace) -> int:
         args.restart = False
 
 
-async def _sync_once(settings: Settings, checkpoint: Path | None, *, restart: bool) -> None:
+async def _sync_once(
+    settings: Settings, checkpoint: Path | None, *, restart: bool, settle: float
+) -> None:
     from service.ingest.progress import ProgressLine
     from service.ingest.sync import PassageSync, default_checkpoint
     from service.llm.embeddings import embeddings_client
@@ -78,6 +95,7 @@ async def _sync_once(settings: Settings, checkpoint: Path | None, *, restart: bo
             settings,
             embeddings_client(http, settings),
             checkpoint=checkpoint or default_checkpoint(settings),
+            settle=settle,
         )
         if restart:
             sync.checkpoint.clear()
@@ -90,13 +108,26 @@ async def _sync_once(settings: Settings, checkpoint: Path | None, *, restart: bo
 
 
 def _interval(text: str) -> float:
+    """30s, 5m, 1h, or seconds: 1s to 7 days."""
+    seconds = _seconds(text)
+    if not 1 <= seconds <= 7 * 86400:
+        raise argparse.ArgumentTypeError(f"{text!r}: an interval is 1s to 7 days")
+    return seconds
+
+
+def _settle(text: str) -> float:
+    """0s to 1 day."""
+    seconds = _seconds(text)
+    if not 0 <= seconds <= 86400:
+        raise argparse.ArgumentTypeError(f"{text!r}: --settle is 0s to 1 day")
+    return seconds
+
+
+def _seconds(text: str) -> float:
     """30s, 5m, 1h, or seconds."""
     units = {"s": 1, "m": 60, "h": 3600}
     number, unit = (text[:-1], text[-1]) if text and text[-1] in units else (text, "s")
     try:
-        seconds = float(number) * units[unit]
+        return float(number) * units[unit]
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an interval (30s, 5m, 1h)") from None
-    if not 1 <= seconds <= 7 * 86400:
-        raise argparse.ArgumentTypeError(f"{text!r}: an interval is 1s to 7 days")
-    return seconds

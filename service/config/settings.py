@@ -790,6 +790,16 @@ class RetrievalSettings(Part):
         le=1,
     )
     top_k: int = _key("solr.topK", 10, "Passages retrieved by vector search.", ge=1, le=1000)
+    knn_depth: int = _key(
+        "knn.depth",
+        100,
+        "Neighbours Solr's HNSW search looks for (its topK) before the nearest are kept: the "
+        "graph is approximate and finds more of the true nearest when it looks further "
+        "(recall@10 against exact search at 10,000 passages: 0.86 looking for 10, 0.99 for "
+        "100; bench.scale). Costs a few milliseconds.",
+        ge=1,
+        le=1000,
+    )
     similarity_min: float = _key(
         "retrieval.similarity.min",
         0.25,

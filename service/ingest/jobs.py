@@ -6,9 +6,11 @@ see them: submitted, claimed by one worker, their progress written after each ba
     >>> await store.get(job_id)                            # Job: state, counts, errors
 
 A job is one Solr document, changed by atomic updates (a progress update never overwrites a
-cancel); a worker claims a job with optimistic concurrency (`_version_`), so two never run it,
-and holds it by a lease it renews: a job whose lease ran out (its worker died) is claimed again
-and resumed at its first batch not committed (`next_i`).
+cancel); its documents are kept beside it in pieces (service.ingest.job_payload), so that an
+update rewrites its state, not its documents. A worker claims a job with optimistic
+concurrency (`_version_`), so two never run it, and holds it by a lease it renews: a job whose
+lease ran out (its worker died) is claimed again and resumed at its first batch not committed
+(`next_i`).
 """
 
 from __future__ import annotations
@@ -19,11 +21,11 @@ import json
 import random
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import orjson
 
@@ -35,9 +37,12 @@ from service.errors import (
     TooManyJobs,
     UpstreamBadResponse,
 )
+from service.ingest import job_payload
 from service.ingest.extract import SourceDocument
+from service.ingest.job_payload import JobDocuments, ListedDocuments, StoredDocuments
 from service.retrieval.solr import SolrClient
 
+T = TypeVar("T")
 State = Literal["queued", "running", "done", "failed", "cancelled"]
 ACTIVE = "state_s:(queued OR running)"
 FINISHED = frozenset({"done", "failed", "cancelled"})
@@ -142,15 +147,30 @@ class JobStore:
         """A new queued job (`errors`: what was left out before it, files not extracted);
         TooManyJobs (a 429) when the queue or this caller is full."""
         self._check_enabled()
-        async with self._admission():
-            return await self._admit(caller, documents, kind, errors)
+        job_id = uuid.uuid4().hex
+        if isinstance(documents, FolderSync):
+            payload: object = asdict(documents)
+        else:  # its pieces first, outside the admission (a large job takes long to write)
+            payload = await self._call(
+                job_payload.write(self._solr, self._collection, job_id, documents)
+            )
+        try:
+            async with self._admission():
+                return await self._admit(job_id, caller, documents, kind, errors, payload)
+        except BaseException:
+            if isinstance(payload, dict) and "pieces" in payload:
+                with contextlib.suppress(ServiceError):
+                    await asyncio.shield(self._forget(job_id, payload))
+            raise
 
     async def _admit(
         self,
+        job_id: str,
         caller: str,
         documents: list[SourceDocument] | FolderSync,
         kind: str,
         errors: list[DocumentError] | None,
+        payload: object,
     ) -> Job:
         """The limits checked and the job written, by the one holder of the admission."""
         limits = self.settings
@@ -167,7 +187,7 @@ class JobStore:
                 retry_after=RETRY_AFTER_SECONDS,
             )
         doc = {
-            "id": uuid.uuid4().hex,
+            "id": job_id,
             "state_s": "queued",
             "kind_s": kind,
             "caller_s": caller,
@@ -181,11 +201,7 @@ class JobStore:
             "lease_l": 0,
             "cancel_b": False,
             "errors_json": json.dumps([asdict(e) for e in errors or ()]),
-            "payload": orjson.dumps(
-                asdict(documents)
-                if isinstance(documents, FolderSync)
-                else [_encoded(d) for d in documents]
-            ).decode(),
+            "payload": orjson.dumps(payload).decode(),  # a folder, or its pieces' note
         }
         await self._write([doc])
         return Job.of(doc)
@@ -264,13 +280,17 @@ class JobStore:
             return job
         if job.state == "queued" or not job.held(_now_ms()):
             await self.update(job.id, state_s="cancelled", finished_dt=timestamp(), cancel_b=True)
+            payload = await self._solr.get(self._collection, job.id, "payload")
+            note = orjson.loads((payload or {}).get("payload") or "[]")
+            if isinstance(note, dict) and "pieces" in note:
+                await self._forget(job.id, note)
         else:
             await self.update(job.id, cancel_b=True)
         return await self.get(job_id)
 
     # -- what a worker does ------------------------------------------------------------------
 
-    async def claim(self, worker: str) -> tuple[Job, list[SourceDocument] | FolderSync] | None:
+    async def claim(self, worker: str) -> tuple[Job, JobDocuments | FolderSync] | None:
         """The oldest job that waits (or whose worker died), now this worker's, with its
         documents; None when there is none, the deployment runs jobs.max.running, or another
         worker claimed it first."""
@@ -304,9 +324,13 @@ class JobStore:
             raise
         payload = await self._solr.get(self._collection, job.id, "payload")
         work = orjson.loads((payload or {}).get("payload") or "[]")
+        claimed = await self.get(job.id)
         if job.kind == "sync":
-            return await self.get(job.id), FolderSync(**work)
-        return await self.get(job.id), [_decoded(d) for d in work]
+            return claimed, FolderSync(**work)
+        if isinstance(work, dict):  # its pieces' note
+            documents = StoredDocuments(self._solr, self._collection, job.id, work, job.total)
+            return claimed, documents
+        return claimed, ListedDocuments([job_payload.decoded(d) for d in work])  # written before
 
     async def update(self, job_id: str, *, version: int | None = None, **fields: object) -> None:
         """Atomic updates of some fields (`version`: only if the job is still that version)."""
@@ -346,6 +370,17 @@ class JobStore:
         found = await self._select({"q": query, "fq": list(filters), "rows": 0})
         return int(found["response"]["numFound"])
 
+    async def _forget(self, job_id: str, note: dict[str, Any]) -> None:
+        await self._call(
+            job_payload.forget(self._solr, self._collection, job_id, int(note["pieces"]))
+        )
+
+    async def _call(self, work: Awaitable[T]) -> T:
+        try:
+            return await work
+        except UpstreamBadResponse as error:
+            raise self._missing(error) from None
+
     def _missing(self, error: UpstreamBadResponse) -> UpstreamBadResponse:
         """Solr's 404 for a collection it lacks, said with the fix."""
         if " 404 " not in error.reason:
@@ -354,36 +389,6 @@ class JobStore:
             f"Solr has no collection {self._collection!r} (jobs.collection): create it from "
             "the configset solr/configsets/IngestJobs, or set jobs.enabled=false"
         )
-
-
-def _encoded(document: SourceDocument) -> dict[str, object]:
-    return {
-        "id": document.id,
-        "title": document.title,
-        "url": document.url,
-        "content": document.content,
-        "language": document.language,
-        "last_modified": document.last_modified.isoformat(),
-        "allowed_groups": list(document.allowed_groups),
-        "denied_groups": list(document.denied_groups),
-        "sections": list(document.sections),
-        "fields": [list(pair) for pair in document.fields],
-    }
-
-
-def _decoded(item: dict[str, Any]) -> SourceDocument:
-    return SourceDocument(
-        id=item["id"],
-        title=item["title"],
-        url=item["url"],
-        content=item["content"],
-        language=item["language"],
-        last_modified=datetime.fromisoformat(item["last_modified"]),
-        allowed_groups=tuple(item["allowed_groups"]),
-        denied_groups=tuple(item["denied_groups"]),
-        sections=tuple(item["sections"]),
-        fields=tuple((str(k), str(v)) for k, v in item["fields"]),
-    )
 
 
 def _conflict(error: UpstreamBadResponse) -> bool:

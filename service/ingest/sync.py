@@ -2,17 +2,21 @@
 
 For a Solr where no plugin may be installed: a crawler (ManifoldCF, a script) fills the
 documents collection, and sync makes the passages (split and embedded as ingestion does) of
-the documents that are new or changed since, and removes those whose document is gone.
+the documents that are new or changed since, and removes those whose document is gone. A run
+costs what changed, not what the collection holds:
 
-- The documents are read a page at a time in id order (cursorMark), their fields through
-  solr.documents.fields; the passages are written through solr.passages.fields, each with the
-  hash of what it was made from (SYNC_HASH): a document whose passages carry its current hash
-  is unchanged and costs nothing. A changed one is split again, and a passage whose text and
-  model are as before keeps its stored vector (EMBEDDING_HASH): only new text is embedded.
+- Only the documents written since the last run are read (their `_version_` above its mark:
+  service.ingest.sync_state), a page at a time in `_version_` order (cursorMark), their
+  fields through solr.documents.fields; a first run (or --restart) reads them all.
+- The passages are written through solr.passages.fields, each with the hash of what it was
+  made from (SYNC_HASH): a document read again whose passages carry its current hash (a
+  crawler that wrote it again unchanged) costs its hashes, never its vectors. A changed one is
+  split again, and a passage whose text and model are as before keeps its stored vector
+  (EMBEDDING_HASH): only new text is embedded.
 - Each page is committed, then the checkpoint (the page's cursorMark) is written: a run that
   stops (a crash, Ctrl-C) resumes after the last committed page.
-- Then the passages are read in parent order, and those whose parent the documents
-  collection no longer holds are deleted.
+- Then the passages whose document is gone are deleted: counted in a few requests, the ids
+  compared only when the counts leave room for a gone one (service.ingest.orphans).
 - Security fields (ours and ManifoldCF's) are copied from a document to its passages.
 """
 
@@ -21,9 +25,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +36,8 @@ from service.config.field_map import SchemaFields
 from service.errors import SolrLayoutError
 from service.ingest.extract import MAX_DOCUMENT_CHARS
 from service.ingest.indexer import EMBEDDING_HASH, ID_SEPARATOR, IngestProgress, sha256_of
+from service.ingest.orphans import FIRST, Orphans, corpus_side
+from service.ingest.sync_state import SETTLE_SECONDS, Checkpoint, SyncState
 from service.llm.embeddings import EmbeddingsClient
 from service.retrieval.layout import ANALYSIS_VERSION, EMBEDDING_FIELD, EMBEDDING_MODEL
 from service.retrieval.reading import documents_from_response, read_params
@@ -43,7 +48,9 @@ from service.text.chunk import Chunker
 log = logging.getLogger(__name__)
 
 SYNC_HASH = "sync_hash_s"  # a passage: the hash of the document version it was made from
-PAGE = 100  # documents read, and passages' parents checked, a request
+PAGE = 100  # documents read a request
+HELD_PAGE = 10_000  # passages' hashes read a request
+VECTOR_PAGE = 1_000  # passages' vectors read a request
 SLICE = 256  # passages embedded, written and committed together
 SECURITY = (*security_fields("groups"), *security_fields("manifoldcf"))
 
@@ -52,50 +59,36 @@ SECURITY = (*security_fields("groups"), *security_fields("manifoldcf"))
 class SyncSummary:
     """What a sync did."""
 
-    documents: int  # read
+    documents: int  # read (those written since the last run)
     changed: int  # whose passages were written again
     passages: int  # written
     embedded: int  # of them, embedded (the others kept their vectors)
     removed: int  # documents gone, whose passages were deleted
     seconds: float
     resumed: bool = False
+    compared: int = 0  # ids compared to find the gone (0: the counts showed none was)
 
     def __str__(self) -> str:
         rate = self.documents / self.seconds if self.seconds else 0.0
         again = " (resumed)" if self.resumed else ""
+        gone = f"{self.compared} ids compared" if self.compared else "counted"
         return (
             f"{self.documents} documents read{again}, {self.changed} new or changed: "
             f"{self.passages} passages written ({self.embedded} embedded); passages of "
-            f"{self.removed} documents gone removed; {self.seconds:.1f}s "
+            f"{self.removed} documents gone removed ({gone}); {self.seconds:.1f}s "
             f"({rate:.1f} documents/s)"
         )
 
 
 @dataclass(frozen=True)
-class Checkpoint:
-    """Where a sync is: the cursorMark after the last committed page, and what it had done."""
+class PageWritten:
+    """What one page of documents came to."""
 
-    path: Path
-    fingerprint: str
-
-    def load(self) -> dict[str, Any] | None:
-        try:
-            state = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-        if not isinstance(state, dict) or state.get("fingerprint") != self.fingerprint:
-            return None  # another configuration's: started again
-        return state
-
-    def save(self, state: dict[str, Any]) -> None:
-        """Written whole or not at all (a temporary file renamed over the old one)."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = self.path.with_suffix(".tmp")
-        temporary.write_text(json.dumps({**state, "fingerprint": self.fingerprint}), "utf-8")
-        os.replace(temporary, self.path)
-
-    def clear(self) -> None:
-        self.path.unlink(missing_ok=True)
+    written: int  # passages
+    embedded: int
+    changed: int  # documents
+    textless: frozenset[str]  # the page's documents left without passages
+    with_passages: frozenset[str]  # and those with
 
 
 class PassageSync:
@@ -109,7 +102,11 @@ class PassageSync:
         *,
         checkpoint: Path,
         page: int = PAGE,
+        settle: float = SETTLE_SECONDS,
     ) -> None:
+        """`settle`: seconds a write to the documents collection may take to become visible
+        (autoSoftCommit, commitWithin, several shards): what changed this long before a run
+        is read again by the next."""
         layout = settings.solr
         self._solr = solr
         self._documents, self._passages = layout.documents_collection, layout.passages_collection
@@ -121,6 +118,7 @@ class PassageSync:
         cutting = settings.embeddings
         self._chunker = Chunker(cutting.passage_size, cutting.passage_overlap)
         self._page = page
+        self._settle = settle
         self._chunk_index = False  # whether passages have Datafari's (and our) chunk_index
         made_of = [
             *(self._documents, self._passages, str(self._in.roles), str(self._out.roles)),
@@ -134,55 +132,89 @@ class PassageSync:
         started = time.perf_counter()
         source = await self._solr.schema_fields(self._documents)
         target = await self._solr.schema_fields(self._passages)
-        self._check(target)
-        self._chunk_index = target.has("chunk_index")
+        self._check(source, target)
+        self._chunk_index = target.has(FIRST)
         copied = [f for f in SECURITY if source.has(f) and target.has(f)]
-        state = self.checkpoint.load()
-        resumed = state is not None
-        state = state or {"cursor": "*", "read": 0, "changed": 0, "passages": 0, "embedded": 0}
         corpus = [MAIN_CORPUS] if source.has(INDEX_FIELD) else []
-        id_field = self._in.field("id")
+        kept = self.checkpoint.load() or SyncState()
+        resumed = kept.running
+        state = kept if resumed else kept.begun(await self._newest(corpus), self._settle)
+        textless = set(state.textless)
         reading = read_params(self._in, source, MAX_DOCUMENT_CHARS, score=False)
         reading["fl"] = ",".join([reading["fl"], *copied])
-        while True:
-            found = await self._solr.select(
-                self._documents,
-                {"q": "*:*", "defType": "lucene", "fq": corpus, "sort": f"{id_field} asc",
-                 "rows": self._page, "cursorMark": state["cursor"], **reading},
-            )  # fmt: skip
-            total = int(found["response"]["numFound"])
-
-            def said(passages: int, embedded: int, total: int = total) -> None:
-                """Progress within the page too: a large document's passages take long."""
-                if progress:
-                    seconds = time.perf_counter() - started
-                    done = state["passages"] + passages, state["embedded"] + embedded
-                    progress(IngestProgress(state["read"], total, *done, seconds))
-
+        told = _Progress(progress, started, state)
+        async for found, cursor in self._changed_pages(state, corpus, reading):
+            told.total = int(found["response"]["numFound"])
             docs = found["response"]["docs"]
             read = documents_from_response(found, self._in, max_chars=MAX_DOCUMENT_CHARS)
             texts = [document.content for document in read]
-            written, embedded, changed = await self._write(docs, texts, copied, said)
-            await self._solr.commit(self._passages)
-            state["read"] += len(docs)
-            state["changed"] += changed
-            state["passages"] += written
-            state["embedded"] += embedded
-            cursor = found.get("nextCursorMark", state["cursor"])
-            done = cursor == state["cursor"] or len(docs) < self._page
-            state["cursor"] = cursor
+            page = await self._write(docs, texts, copied, told.said)
+            if page.changed:  # a page of documents written again unchanged opens no searcher
+                await self._solr.commit(self._passages)
+            textless = (textless - page.with_passages) | page.textless
+            state = state.advanced(cursor, len(docs), page.changed, page.written, page.embedded)
             self.checkpoint.save(state)
-            said(0, 0)
-            if done:
-                break
-        removed = await self._remove_orphans()
+            told.state = state
+            told.said(0, 0)
+        report = await self._orphans(source, target).run(
+            state.settled, frozenset(textless), compare=state.since is None or resumed
+        )
         await self._solr.commit(self._passages)
-        self.checkpoint.clear()
+        self.checkpoint.save(state.ended(report.textless if report.textless is not None
+                                         else frozenset(textless)))  # fmt: skip
         seconds = time.perf_counter() - started
-        return SyncSummary(state["read"], state["changed"], state["passages"], state["embedded"],
-                           removed, seconds, resumed)  # fmt: skip
+        return SyncSummary(state.read, state.changed, state.passages, state.embedded,
+                           report.removed, seconds, resumed, report.compared)  # fmt: skip
 
-    def _check(self, target: SchemaFields) -> None:
+    async def _newest(self, corpus: list[str]) -> int | None:
+        """The newest `_version_` the documents collection holds (None: it is empty)."""
+        found = await self._solr.select(
+            self._documents,
+            {"q": "*:*", "defType": "lucene", "fq": corpus, "rows": 0,
+             "json.facet": json.dumps({"newest": "max(_version_)"})},
+        )  # fmt: skip
+        newest = found.get("facets", {}).get("newest")
+        return int(newest) if newest is not None and int(found["response"]["numFound"]) else None
+
+    async def _changed_pages(
+        self, state: SyncState, corpus: list[str], reading: dict[str, str]
+    ) -> AsyncIterator[tuple[dict[str, Any], str]]:
+        """The pages of documents written since the last run's mark (every document on a
+        first run), in `_version_` order, each with the cursorMark after it; from the
+        state's cursorMark (a run that resumes)."""
+        id_field = self._in.field("id")
+        since = [] if state.since is None else [f"_version_:{{{state.since} TO *]"]
+        cursor = state.cursor
+        while True:
+            found = await self._solr.select(
+                self._documents,
+                {"q": "*:*", "defType": "lucene", "fq": [*corpus, *since],
+                 "sort": f"_version_ asc, {id_field} asc", "rows": self._page,
+                 "cursorMark": cursor, **reading},
+            )  # fmt: skip
+            next_cursor = found.get("nextCursorMark", cursor)
+            docs = found["response"]["docs"]
+            if docs:
+                yield found, next_cursor
+            if next_cursor == cursor or len(docs) < self._page:
+                return
+            cursor = next_cursor
+
+    def _orphans(self, source: SchemaFields, target: SchemaFields) -> Orphans:
+        documents = corpus_side(self._documents, self._in.field("id"), self._in.field("id"),
+                                source.has(INDEX_FIELD), MAIN_CORPUS)  # fmt: skip
+        passages = corpus_side(self._passages, self._out.field("parent"), self._out.field("id"),
+                               target.has(INDEX_FIELD), MAIN_CORPUS)  # fmt: skip
+        return Orphans(self._solr, documents, passages, first=self._chunk_index)
+
+    def _check(self, source: SchemaFields, target: SchemaFields) -> None:
+        if not source.has("_version_"):
+            raise SolrLayoutError(
+                f"{self._documents} (solr.collection.documents) has no _version_ field: sync "
+                "reads the documents written since its last run by it. Add "
+                '<field name="_version_" type="plong" indexed="false" stored="false" '
+                'docValues="true"/> to its schema (Solr\'s update log needs it too)'
+            )
         text = self._out.written("text")
         needed = [SYNC_HASH, EMBEDDING_HASH, self._out.field("parent"), self._vector,
                   *([text] if text else [])]  # fmt: skip
@@ -201,9 +233,9 @@ class PassageSync:
         texts: list[str],
         copied: list[str],
         said: Callable[[int, int], None],
-    ) -> tuple[int, int, int]:
-        """The passages of this page's new and changed documents: (written, embedded,
-        documents changed). `texts`: each document's text, read up to MAX_DOCUMENT_CHARS."""
+    ) -> PageWritten:
+        """The passages of this page's new and changed documents. `texts`: each document's
+        text, read up to MAX_DOCUMENT_CHARS."""
         read = self._in.read
         versions = {}
         for doc, text in zip(docs, texts, strict=True):
@@ -216,19 +248,21 @@ class PassageSync:
             versions[read(doc, "id")] = (version, title, text, url, language, meta)
         held = await self._held(list(versions))
         changed = {
-            i: v
-            for i, v in versions.items()
-            if held.get(i, (None, {}))[0] != v[0] and (i in held or v[2].strip())
+            i: v for i, v in versions.items() if held.get(i) != v[0] and (i in held or v[2].strip())
         }  # a document without text and without passages has nothing to change
+        unchanged = {i for i in versions if i not in changed}
+        with_passages = {i for i in unchanged if i in held}
         if not changed:
-            return 0, 0, 0
-        known = {h: vec for _, vectors in (held.get(i, (None, {})) for i in changed)
-                 for h, vec in vectors.items()}  # fmt: skip
+            return PageWritten(0, 0, 0, frozenset(unchanged - with_passages),
+                               frozenset(with_passages))  # fmt: skip
+        known = await self._vectors([i for i in changed if i in held])
         fields = (self._out.field("parent"), self._vector)
         writer = _SliceWriter(self._solr, self._passages, self._embeddings, fields, known, said)
+        textless = unchanged - with_passages
         for parent, (version, title, text, url, language, meta) in changed.items():
             pieces = await asyncio.to_thread(self._chunker.run, text)
             writer.delete(parent)
+            (with_passages if pieces else textless).add(parent)
             # the first passage last: a document whose run stopped midway lacks it, and is
             # made again (its passages' stored vectors reused) by the next run
             prefix = self._embeddings.prefixes["passage"]  # e5's "passage: " (reused: same)
@@ -238,7 +272,7 @@ class PassageSync:
                     self._out.field("id"): f"{parent}_{index}",
                     self._out.field("parent"): parent,
                     self._text_field: pieces[index],
-                    **({"chunk_index": index} if self._chunk_index else {}),
+                    **({FIRST: index} if self._chunk_index else {}),
                     SYNC_HASH: version,
                     EMBEDDING_HASH: sha256_of(self._model, self._vector, prefix + embedded_text),
                     EMBEDDING_FIELD: self._vector,
@@ -250,77 +284,75 @@ class PassageSync:
                         passage[field] = value
                 await writer.add(passage, embedded_text)
         await writer.flush()
-        return writer.written, writer.embedded, len(changed)
+        return PageWritten(writer.written, writer.embedded, len(changed), frozenset(textless),
+                           frozenset(with_passages))  # fmt: skip
 
-    async def _held(self, parents: Sequence[str]) -> dict[str, tuple[str | None, dict]]:
-        """parent -> (the version its passages were made from, their vectors by hash)."""
-        parents = [p for p in parents if p and ID_SEPARATOR not in p]
-        if not parents:
-            return {}
-        parent = self._out.field("parent")
-        id_field = self._out.field("id")
-        found = await self._solr.select(
-            self._passages,
-            {
-                "q": _terms(parent, parents),
-                "defType": "lucene",
-                "rows": 100_000,
-                "fl": ",".join([id_field, parent, SYNC_HASH, EMBEDDING_HASH, self._vector]),
-            },
-        )
-        held: dict[str, tuple[str | None, dict]] = {}
+    async def _held(self, parents: Sequence[str]) -> dict[str, str | None]:
+        """parent -> the version its passages were made from (None: they are of two versions,
+        or the first is missing: a run stopped midway), for the parents that have passages.
+        Their hashes only: the vectors are read for the changed documents alone."""
+        parent, id_field = self._out.field("parent"), self._out.field("id")
+        held: dict[str, str | None] = {}
         first: set[str] = set()  # the parents whose first passage is there: written whole
-        for doc in found["response"]["docs"]:
-            version, vectors = held.get(doc[parent], (doc.get(SYNC_HASH), {}))
-            if doc.get(SYNC_HASH) != version:
+        async for doc in self._passages_of(parents, [id_field, parent, SYNC_HASH], HELD_PAGE):
+            version = doc.get(SYNC_HASH)
+            if doc[parent] in held and held[doc[parent]] != version:
                 version = None  # passages of two versions: made again
-            if doc.get(EMBEDDING_HASH) and doc.get(self._vector):
-                vectors[doc[EMBEDDING_HASH]] = doc[self._vector]
-            held[doc[parent]] = (version, vectors)
+            held[doc[parent]] = version
             if str(doc.get(id_field)) == f"{doc[parent]}_0":
                 first.add(doc[parent])
-        return {p: (v if p in first else None, vectors) for p, (v, vectors) in held.items()}
+        return {p: (v if p in first else None) for p, v in held.items()}
 
-    async def _remove_orphans(self) -> int:
-        """Deletes the passages whose parent the documents collection no longer holds: how
-        many parents were gone."""
-        parent = self._out.field("parent")
-        cursor, removed = "*", 0
+    async def _vectors(self, parents: Sequence[str]) -> dict[str, list[float]]:
+        """embedding hash -> the vector stored, for these parents' passages."""
+        vectors: dict[str, list[float]] = {}
+        fields = [self._out.field("id"), EMBEDDING_HASH, self._vector]
+        async for doc in self._passages_of(parents, fields, VECTOR_PAGE):
+            if doc.get(EMBEDDING_HASH) and doc.get(self._vector):
+                vectors[doc[EMBEDDING_HASH]] = doc[self._vector]
+        return vectors
+
+    async def _passages_of(
+        self, parents: Sequence[str], fields: list[str], rows: int
+    ) -> AsyncIterator[dict[str, Any]]:
+        """These parents' passages (only `fields`), `rows` a request, however many."""
+        parents = [p for p in parents if p and ID_SEPARATOR not in p]
+        if not parents:
+            return
+        cursor = "*"
         while True:
             found = await self._solr.select(
                 self._passages,
-                {"q": "*:*", "defType": "lucene", "rows": self._page * 10, "fl": parent,
-                 "sort": f"{parent} asc, {self._out.field('id')} asc", "cursorMark": cursor},
+                {"q": _terms(self._out.field("parent"), parents), "defType": "lucene",
+                 "fl": ",".join(fields), "sort": f"{self._out.field('id')} asc",
+                 "rows": rows, "cursorMark": cursor},
             )  # fmt: skip
-            parents = list(
-                dict.fromkeys(d[parent] for d in found["response"]["docs"] if parent in d)
-            )
-            gone = set(parents) - await self._existing(parents)
-            if gone:
-                await self._solr.update(
-                    self._passages,
-                    [("delete", {"query": f"{{!term f={parent}}}{p}"}) for p in gone],
-                )
-                removed += len(gone)
+            docs = found["response"]["docs"]
+            for doc in docs:
+                yield doc
             next_cursor = found.get("nextCursorMark", cursor)
-            if next_cursor == cursor or not found["response"]["docs"]:
-                return removed
+            if next_cursor == cursor or len(docs) < rows:
+                return
             cursor = next_cursor
 
-    async def _existing(self, ids: Sequence[str]) -> set[str]:
-        id_field = self._in.field("id")
-        existing: set[str] = set()
-        for start in range(0, len(ids), self._page):
-            batch = [i for i in ids[start : start + self._page] if ID_SEPARATOR not in i]
-            if not batch:
-                continue
-            found = await self._solr.select(
-                self._documents,
-                {"q": _terms(id_field, batch), "defType": "lucene", "rows": len(batch),
-                 "fl": id_field},
-            )  # fmt: skip
-            existing |= {str(doc[id_field]) for doc in found["response"]["docs"]}
-        return existing
+
+class _Progress:
+    """What a run says of its progress: after each page, and within one (a large document's
+    passages take long)."""
+
+    def __init__(
+        self, progress: Callable[[IngestProgress], None] | None, started: float, state: SyncState
+    ) -> None:
+        self._progress, self._started = progress, started
+        self.state = state  # as of the last committed page
+        self.total = 0  # documents to read, as the last page said
+
+    def said(self, passages: int, embedded: int) -> None:
+        """`passages` written and `embedded` within the page so far."""
+        if self._progress:
+            state, seconds = self.state, time.perf_counter() - self._started
+            done = state.passages + passages, state.embedded + embedded
+            self._progress(IngestProgress(state.read, self.total, *done, seconds))
 
 
 class _SliceWriter:

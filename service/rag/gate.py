@@ -18,7 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from service.chains.scaffolding import Scaffolding, Unscaffolded
+from service.chains.scaffolding import Scaffolding
+from service.chains.scaffolding_stream import Unscaffolded
 from service.llm.types import TokenChoice
 
 

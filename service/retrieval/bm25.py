@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from service.config.field_map import FieldMap, parse_fields
 from service.retrieval.base import RetrievedDocument
-from service.retrieval.reading import documents_from_response, read_params
+from service.retrieval.reading import documents_from_response, id_params, read_params
 from service.retrieval.scope import EVERYTHING, Scope
 from service.retrieval.solr import SolrClient
 from service.text.language import guess_language
@@ -17,7 +17,8 @@ class Bm25Retriever:
     scores over the fields it matches (title and text scored as one), 0 keeps the best one.
 
     The query must already be sanitized; `uf=-*` is sent as well, so even then no field name
-    or magic field (`_query_`) in the user's text can steer the parse.
+    or magic field (`_query_`) in the user's text can steer the parse. `texts` False: hits
+    are read by id and score alone (a TextReader reads those kept).
     """
 
     def __init__(
@@ -31,9 +32,11 @@ class Bm25Retriever:
         tie: float = 1.0,
         scope: Scope = EVERYTHING,
         field_map: FieldMap = OUR_DOCUMENTS,
+        texts: bool = True,
     ) -> None:
         self._solr = solr
         self._collection = collection
+        self._texts = texts
         self._fields = fields
         self._map = field_map
         self._tie = tie
@@ -56,7 +59,7 @@ class Bm25Retriever:
             "uf": "-*",
             "lowercaseOperators": "false",
             "rows": self._rows,
-            **read_params(self._map, schema),
+            **(read_params(self._map, schema) if self._texts else id_params(self._map)),
         }
         params.update(self._scope.params(self._map, schema))
         body = await self._solr.select(self._collection, params)

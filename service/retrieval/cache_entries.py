@@ -57,7 +57,9 @@ class CacheEntries:
             "fq": [
                 "{!term f=variant_s v=$cache.variant}",
                 "{!term f=index_version_s v=$cache.index}",
-                f"created_dt:[NOW-{int(ttl)}SECONDS TO *]",
+                # checked on the entries of the variant and index state, never cached (NOW,
+                # to the millisecond, made each lookup a filterCache entry of every entry)
+                f"{{!cache=false}}created_dt:[NOW-{int(ttl)}SECONDS TO *]",
             ],
             "cache.variant": variant,
             "cache.index": index_version,

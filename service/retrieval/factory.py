@@ -11,6 +11,7 @@ from service.retrieval.fusion import HybridRetriever
 from service.retrieval.in_memory import InMemorySearch
 from service.retrieval.scope import EVERYTHING, Scope
 from service.retrieval.solr import SolrClient
+from service.retrieval.texts import TextReader
 from service.retrieval.vector import VectorRetriever
 
 
@@ -23,6 +24,8 @@ def vector_retriever(
     scope: Scope = EVERYTHING,
     min_similarity: float = 0.0,
     mode: EmbeddingMode | None = None,
+    depth: int = 0,
+    texts: bool = True,
 ) -> VectorRetriever:
     """kNN over VectorMain's passages, whatever `retrieval.method` says (/search/vector);
     `mode`: whether Solr embeds the question (None: the service does)."""
@@ -36,6 +39,8 @@ def vector_retriever(
         min_similarity=min_similarity,
         mode=mode,
         field_map=layout.passages_map,
+        depth=depth,
+        texts=texts,
     )
 
 
@@ -76,6 +81,7 @@ def build_retriever(
             top_k=rows,
             min_similarity=method.similarity_min,
             mode=mode,
+            depth=method.knn_depth,
         )
     depth = max(rows, method.candidates)
     lexical = Bm25Retriever(
@@ -87,6 +93,7 @@ def build_retriever(
         tie=method.bm25_tie,
         scope=scope,
         field_map=layout.passages_map,
+        texts=False,
     )
     semantic = vector_retriever(
         layout,
@@ -96,6 +103,8 @@ def build_retriever(
         top_k=depth,
         min_similarity=method.similarity_min,
         mode=mode,
+        depth=method.knn_depth,
+        texts=False,
     )
     return HybridRetriever(
         lexical,
@@ -109,4 +118,7 @@ def build_retriever(
         reads=reads,
         foreign_weight=method.foreign_weight,
         flat_spread=method.flat_spread,
+        texts=TextReader(
+            solr, layout.passages_collection, scope=scope, field_map=layout.passages_map
+        ),
     )

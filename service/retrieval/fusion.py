@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from service.retrieval.base import RetrievedDocument, Retriever
+from service.retrieval.texts import TextReader
 from service.text.language import guess_language
 
 # -- hybrid: BM25 and kNN of one query -------------------------------------------------------------
@@ -129,7 +130,10 @@ class HybridRetriever:
     (`foreign`) gets the kNN ranking at `foreign_weight`, and no similarity floor: an English
     encoder's vectors of a French question pull wrong passages up and say nothing of its
     meaning; at 0 the question is ranked by BM25 alone (issue 60). So does a question whose
-    kNN ranking is `flat` (its best and last similarities within `flat_spread`)."""
+    kNN ranking is `flat` (its best and last similarities within `flat_spread`).
+
+    `texts`: the rankings read ids and scores alone, and this reads the texts of the hits
+    kept (one request for `limit` texts rather than two for every candidate's)."""
 
     def __init__(
         self,
@@ -145,7 +149,9 @@ class HybridRetriever:
         reads: frozenset[str] | None = None,
         foreign_weight: float = 0.25,
         flat_spread: float | None = None,
+        texts: TextReader | None = None,
     ) -> None:
+        self._texts = texts
         self._flat_spread = flat_spread
         self._needs_meaning = needs_meaning
         self._reads = reads
@@ -179,6 +185,10 @@ class HybridRetriever:
         return 2 * (max(scores) - min(scores)) < self._flat_spread
 
     async def run(self, query: str) -> list[RetrievedDocument]:
+        fused = await self._fused(query)
+        return await self._texts.run(fused) if self._texts and fused else fused
+
+    async def _fused(self, query: str) -> list[RetrievedDocument]:
         foreign = self.foreign(query)
         semantic_weight = self._foreign_weight if foreign else self._weights[1]
         if foreign and semantic_weight == 0:  # BM25 alone: the kNN side is not asked

@@ -7,14 +7,15 @@ from service.errors import UpstreamBadResponse
 from service.llm.embeddings import EmbeddingsClient
 from service.retrieval.base import RetrievedDocument
 from service.retrieval.embedding_mode import PARSER_NAME, EmbeddingMode
-from service.retrieval.reading import documents_from_response, read_params
+from service.retrieval.reading import documents_from_response, id_params, read_params
 from service.retrieval.scope import EVERYTHING, Scope
 from service.retrieval.solr import SolrClient
 
 
 class VectorRetriever:
     """The `top_k` passages nearest to the question (cosine), within `scope`, those at least
-    `min_similarity` similar.
+    `min_similarity` similar; Solr's HNSW search looks for `depth` neighbours (knn.depth),
+    of which those are the nearest. `texts` False: hits are read by id and score alone.
 
     The question is embedded by the same OpenAI-compatible embeddings API that embedded the
     passages at ingestion: by the service, or by Solr when `mode` says Solr embeds (the
@@ -34,6 +35,8 @@ class VectorRetriever:
         min_similarity: float = 0.0,
         mode: EmbeddingMode | None = None,
         field_map: FieldMap | None = None,
+        depth: int = 0,
+        texts: bool = True,
     ) -> None:
         self._solr = solr
         self._map = field_map or parse_fields("", "passages")
@@ -42,6 +45,9 @@ class VectorRetriever:
         self._embeddings = embeddings
         self._field = field
         self._top_k = top_k
+        self._texts = texts
+        # HNSW looks for this many neighbours, of which the `top_k` nearest are kept
+        self._depth = max(top_k, depth)
         self._scope = scope
         # Solr scores a cosine kNN hit (1 + cosine) / 2
         self._min_score = (1 + min_similarity) / 2 if min_similarity > 0 else 0.0
@@ -51,7 +57,7 @@ class VectorRetriever:
         params: dict[str, str | int | list[str]] = {
             "defType": "lucene",
             "rows": self._top_k,
-            **read_params(self._map, schema),
+            **(read_params(self._map, schema) if self._texts else id_params(self._map)),
             **await self._knn(query),
         }
         params.update(self._scope.params(self._map, schema))
@@ -63,7 +69,7 @@ class VectorRetriever:
         """The kNN query: the question's vector, or its text for Solr to embed (by reference,
         so no character of it is read as query syntax)."""
         if self._mode is not None and await self._mode.solr_embeds(self._solr):
-            local = f"f={self._field} topK={self._top_k} v=$question_text"
+            local = f"f={self._field} topK={self._depth} v=$question_text"
             # e5's "query: " too (the plugin embeds passages as they are: a passage to e5)
             text = self._embeddings.prefixes["query"] + query
             return {"q": f"{{!{PARSER_NAME} {local}}}", "question_text": text}
@@ -71,4 +77,4 @@ class VectorRetriever:
         if not vector:
             raise UpstreamBadResponse("the embeddings API returned an empty vector")
         literal = "[" + ",".join(f"{x:.7g}" for x in vector) + "]"
-        return {"q": f"{{!knn f={self._field} topK={self._top_k}}}{literal}"}
+        return {"q": f"{{!knn f={self._field} topK={self._depth}}}{literal}"}

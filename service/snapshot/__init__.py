@@ -203,6 +203,7 @@ class Snapshot:
             top_k=top_k or settings.retrieval.top_k,
             scope=scope,
             mode=self.embedding_mode if own_model else None,
+            depth=settings.retrieval.knn_depth,
         )
 
     @cached_property

@@ -1,13 +1,19 @@
 /*
- * Starts a real Solr 9.8 (SolrCloud, embedded ZooKeeper) on 127.0.0.1 from the jars that
- * solr/local/pom.xml fetches, and creates a collection per configset of solr/configsets
- * (FileShare, VectorMain, AnswerCache), the same configsets docker-compose.yml uploads to the
- * official solr:9.8 image. Several nodes are several processes (solr.sh starts them), so that
- * one can fail alone.
+ * Starts a real Solr 9 (SolrCloud, embedded ZooKeeper) on 127.0.0.1 from the jars that
+ * solr/local/pom.xml fetches (9.8.1, or 9.10.1: the class path says which), and creates a
+ * collection per configset of solr/configsets (FileShare, VectorMain, AnswerCache...), the same
+ * configsets docker-compose.yml uploads to the official solr image. Several nodes are several
+ * processes (solr.sh starts them), so that one can fail alone.
  *
  * Run as a single-file source program (no build step):
  *   java -cp 'solr/local/lib/*' solr/local/SolrLauncher.java --port 8983 --dir .solr-data \
  *        --configsets solr/configsets
+ *
+ * A configset whose folder holds a file `variant-of` (VectorMainQuantized: "VectorMain") is
+ * uploaded but makes no collection of its own: it is another configset for the collection that
+ * file names, chosen with --configset COLLECTION=CONFIGSET (solr.sh --vectors quantized) when
+ * that collection is created. An existing collection keeps the configset it was made with; one
+ * asked for another is refused (its index would mix both).
  *
  * It prints "ZK READY <address>" once ZooKeeper runs (for joining nodes), "SOLR READY <base url>"
  * once both collections answer, and stops cleanly on SIGTERM.
@@ -32,9 +38,12 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Properties;
 import java.util.Set;
+import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 import org.apache.solr.client.solrj.SolrRequest;
@@ -46,6 +55,7 @@ import org.apache.solr.cloud.MiniSolrCloudCluster;
 import org.apache.solr.common.cloud.ClusterProperties;
 import org.apache.solr.common.cloud.SolrZkClient;
 import org.apache.solr.common.params.ModifiableSolrParams;
+import org.apache.solr.common.util.Utils;
 import org.apache.solr.embedded.JettyConfig;
 import org.apache.solr.embedded.JettySolrRunner;
 import org.apache.zookeeper.CreateMode;
@@ -82,13 +92,14 @@ public class SolrLauncher {
    */
   record Options(
       int port, Path dir, Path configsets, int nodes, int shards, int replicas, String join,
-      int node, Path security, Path tls) {
+      int node, Path security, Path tls, Map<String, String> chosen) {
     static Options parse(String[] args) {
       int port = 8983, nodes = 1, shards = 1, replicas = 1, node = 1;
       Path dir = Path.of(".solr-data");
       Path configsets = Path.of("solr/configsets");
       String join = null;
       Path security = null, tls = null;
+      Map<String, String> chosen = new TreeMap<>();
       for (int i = 0; i < args.length; i++) {
         String value = i + 1 < args.length ? args[i + 1] : null;
         switch (args[i]) {
@@ -102,10 +113,18 @@ public class SolrLauncher {
           case "--node" -> { node = Integer.parseInt(value); i++; }
           case "--security" -> { security = Path.of(value).toAbsolutePath(); i++; }
           case "--tls" -> { tls = Path.of(value).toAbsolutePath(); i++; }
+          case "--configset" -> {
+            String[] pair = value == null ? new String[0] : value.split("=", 2);
+            if (pair.length != 2 || pair[0].isBlank() || pair[1].isBlank()) {
+              throw new IllegalArgumentException("--configset takes COLLECTION=CONFIGSET");
+            }
+            chosen.put(pair[0], pair[1]);
+            i++;
+          }
           default -> throw new IllegalArgumentException("unknown option " + args[i]
-              + " (use --port N --dir PATH --configsets PATH --nodes N --shards S --replicas R,"
-              + " or --join ZK_ADDRESS --node K --port N --dir PATH; --security FILE,"
-              + " --tls DIR)");
+              + " (use --port N --dir PATH --configsets PATH --nodes N --shards S --replicas R"
+              + " [--configset COLLECTION=CONFIGSET], or --join ZK_ADDRESS --node K --port N"
+              + " --dir PATH; --security FILE, --tls DIR)");
         }
       }
       if (nodes < 1 || shards < 1 || replicas < 1 || node < 1) {
@@ -116,16 +135,25 @@ public class SolrLauncher {
             + " nodes (--nodes " + nodes + "): two copies of a shard on one node protect nothing");
       }
       return new Options(port, dir.toAbsolutePath(), configsets.toAbsolutePath(), nodes, shards,
-          replicas, join, node, security, tls);
+          replicas, join, node, security, tls, Map.copyOf(chosen));
     }
   }
 
   public static void main(String[] args) throws Exception {
     Options options = Options.parse(args);
-    if (options.join() != null) {
-      runNode(options);
-    } else {
-      runCluster(options);
+    try {
+      if (options.join() != null) {
+        runNode(options);
+      } else {
+        runCluster(options);
+      }
+    } catch (Exception e) {
+      // the cluster's threads would keep the process alive, start-up failed: say why and end
+      // (the shutdown hook stops what was started)
+      e.printStackTrace(System.out);
+      System.out.println("SOLR FAILED " + e);
+      System.out.flush();
+      System.exit(1);
     }
   }
 
@@ -148,6 +176,7 @@ public class SolrLauncher {
   private static void runCluster(Options options) throws Exception {
     long started = System.nanoTime();
     List<Path> configsets = listConfigsets(options.configsets());
+    Map<String, Path> collections = collectionConfigsets(configsets, options.chosen());
 
     JettyConfig jetty = jettyConfig(options);
     // The cluster starts ZooKeeper only; the node is started here so that an existing node
@@ -162,6 +191,9 @@ public class SolrLauncher {
       new ClusterProperties(zk).setClusterProperty("urlScheme", "https");
     }
     boolean secured = isSecured(zk);
+    if (!secured) {
+      refuseAnotherConfigset(zk, options.chosen()); // before any node starts: at once
+    }
     System.out.println("ZK READY " + zkAddress);
     System.out.flush();
     cluster.startJettySolrRunner(nodeRunner(options, zkAddress));
@@ -172,14 +204,25 @@ public class SolrLauncher {
     Set<String> existing =
         secured ? Set.of() : Set.copyOf(CollectionAdminRequest.listCollections(client));
     for (Path configset : secured ? List.<Path>of() : configsets) {
-      String name = configset.getFileName().toString();
-      cluster.uploadConfigSet(configset.resolve("conf"), name);
+      cluster.uploadConfigSet(configset.resolve("conf"), configset.getFileName().toString());
+    }
+    List<String> made = new ArrayList<>();
+    for (Map.Entry<String, Path> entry : secured ? Map.<String, Path>of().entrySet()
+        : collections.entrySet()) {
+      String name = entry.getKey();
+      String configName = entry.getValue().getFileName().toString();
       if (existing.contains(name)) {
+        // it keeps the configset it was made of (refuseAnotherConfigset: none other was asked)
+        configName = client.getClusterState().getCollection(name).getConfigName();
         CollectionAdminRequest.reloadCollection(name).process(client);
       } else {
-        client.request(createCollection(name, configset, options));
+        client.request(createCollection(name, entry.getValue(), options));
       }
       cluster.waitForActiveCollection(name, 120, TimeUnit.SECONDS);
+      made.add(configName.equals(name) ? name : name + " (" + configName + ")");
+    }
+    if (secured) {
+      made.addAll(collections.keySet()); // left as they are: the launcher has no credentials
     }
 
     String url = cluster.getJettySolrRunner(0).getBaseUrl().toString();
@@ -189,8 +232,8 @@ public class SolrLauncher {
     zk.close();
     long millis = (System.nanoTime() - started) / 1_000_000;
     System.out.println("SOLR READY " + url + " (" + millis + " ms, " + options.nodes()
-        + " node(s), collections "
-        + configsets.stream().map(p -> p.getFileName().toString()).toList() + ")");
+        + " node(s), collections " + made + ", Solr "
+        + org.apache.solr.client.api.util.SolrVersion.LATEST + ")");
     System.out.flush();
     Thread.currentThread().join();
   }
@@ -221,6 +264,38 @@ public class SolrLauncher {
     System.setProperty("jetty.testMode", "true");
     boolean clientAuth = Files.exists(tls.resolve("client-auth"));
     return new SSLConfig(true, clientAuth, keyStore, password, trustStore, password);
+  }
+
+  /**
+   * A collection that exists keeps the configset it was made of: one asked for another is
+   * refused (its index would mix both), read from ZooKeeper before a node starts.
+   */
+  private static void refuseAnotherConfigset(SolrZkClient zk, Map<String, String> chosen)
+      throws Exception {
+    for (Map.Entry<String, String> choice : chosen.entrySet()) {
+      String path = "/collections/" + choice.getKey();
+      if (!zk.exists(path, true)) {
+        continue;
+      }
+      // Solr 9 keeps it in the collection's state.json (older ones: in its own znode)
+      Object has = null;
+      if (zk.exists(path + "/state.json", true)) {
+        Object state = ((Map<?, ?>) Utils.fromJSON(
+            zk.getData(path + "/state.json", null, null, true))).get(choice.getKey());
+        has = state instanceof Map<?, ?> collection ? collection.get("configName") : null;
+      }
+      if (has == null) {
+        byte[] data = zk.getData(path, null, null, true);
+        has = data == null || data.length == 0 ? null
+            : ((Map<?, ?>) Utils.fromJSON(data)).get("configName");
+      }
+      if (has != null && !choice.getValue().equals(has)) {
+        throw new IllegalStateException("collection " + choice.getKey() + " exists with"
+            + " configset " + has + ", not " + choice.getValue() + ": a configset is chosen when"
+            + " its collection is made (delete " + choice.getKey() + ", or start with another"
+            + " --dir)");
+      }
+    }
   }
 
   /** Whether ZooKeeper already holds a security.json with rules (a secured restart). */
@@ -264,6 +339,50 @@ public class SolrLauncher {
   }
 
   /**
+   * The collections to have, each with the configset it is made with: one per configset that is
+   * no variant (named like it), unless `chosen` names a variant of it (a configset whose file
+   * `variant-of` names that collection).
+   */
+  private static Map<String, Path> collectionConfigsets(
+      List<Path> configsets, Map<String, String> chosen) throws Exception {
+    Map<String, Path> byName = new LinkedHashMap<>();
+    Map<String, String> variantOf = new LinkedHashMap<>();
+    for (Path configset : configsets) {
+      String name = configset.getFileName().toString();
+      byName.put(name, configset);
+      Path marker = configset.resolve("variant-of");
+      if (Files.isRegularFile(marker)) {
+        String of = Files.readAllLines(marker).stream().map(String::strip)
+            .filter(line -> !line.isEmpty() && !line.startsWith("#")).findFirst().orElse("");
+        variantOf.put(name, of);
+      }
+    }
+    Map<String, Path> collections = new LinkedHashMap<>();
+    for (Path configset : configsets) {
+      String name = configset.getFileName().toString();
+      if (!variantOf.containsKey(name)) {
+        collections.put(name, configset);
+      }
+    }
+    for (Map.Entry<String, String> choice : chosen.entrySet()) {
+      String collection = choice.getKey(), configName = choice.getValue();
+      if (!collections.containsKey(collection)) {
+        throw new IllegalArgumentException("--configset " + collection + "=" + configName
+            + ": no collection " + collection + " (collections: " + collections.keySet() + ")");
+      }
+      if (!configName.equals(collection) && !collection.equals(variantOf.get(configName))) {
+        List<String> offered = variantOf.entrySet().stream()
+            .filter(e -> e.getValue().equals(collection)).map(Map.Entry::getKey).toList();
+        throw new IllegalArgumentException("--configset " + collection + "=" + configName
+            + ": " + collection + " is made of its own configset or of a variant of it "
+            + offered);
+      }
+      collections.put(collection, byName.get(configName));
+    }
+    return collections;
+  }
+
+  /**
    * The Collections API CREATE, with the shape asked for and the configset's own creation
    * parameters (collection.properties beside conf/, e.g. VectorMain's router.field), the file
    * solr/docker/init-collections.sh reads too.
@@ -273,7 +392,7 @@ public class SolrLauncher {
     ModifiableSolrParams params = new ModifiableSolrParams();
     params.set("action", "CREATE");
     params.set("name", name);
-    params.set("collection.configName", name);
+    params.set("collection.configName", configset.getFileName().toString());
     params.set("numShards", options.shards());
     params.set("replicationFactor", options.replicas());
     Path extra = configset.resolve("collection.properties");

@@ -1,11 +1,13 @@
-# Stand-in for solr:9.8 (testing/docker/bases.sh): Solr 9.8 from the jars solr/local/pom.xml
-# fetches from Maven Central, run as the image runs it: `solr-foreground [-c]` as user solr
-# (8983), SOLR_HOME /var/solr/data (its lib/ loaded for every core), `solr zk ...` for the
-# configsets, curl for health checks. Built with the repository as its context.
+# Stand-in for solr:9.8.1 (testing/docker/bases.sh): Solr from the jars solr/local/pom.xml
+# fetches from Maven Central (build argument SOLR_VERSION: 9.8.1, or 9.10.1), run as the image
+# runs it: `solr-foreground [-c]` as user solr (8983), SOLR_HOME /var/solr/data (its lib/ loaded
+# for every core), `solr zk ...` for the configsets, curl for health checks. Built with the
+# repository as its context.
 FROM solr-rag-ci/maven:3 AS jars
+ARG SOLR_VERSION=9.8.1
 WORKDIR /build
 COPY solr/local/pom.xml ./
-RUN mvn -q -B dependency:copy-dependencies && mkdir -p /opt/solr && mv lib /opt/solr/lib
+RUN mvn -q -B -Dsolr.version=${SOLR_VERSION} -Dsolr.lib=/opt/solr/lib dependency:copy-dependencies
 COPY testing/docker/solr/SolrForeground.java ./
 RUN javac -d /opt/solr/classes -cp '/opt/solr/lib/*' SolrForeground.java
 

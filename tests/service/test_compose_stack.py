@@ -34,6 +34,7 @@ PROJECT = f"solr-rag-stack-test-{os.getpid()}"
 QUESTION = "What does the assert statement do?"  # the README's
 STAND_INS = {
     "SOLR_IMAGE": "solr-rag-ci/solr:9.8",
+    "SOLR_VERSION": "9.8.1",  # the stand-in's (solr/local/pom.xml's default), not the run's
     "MAVEN_IMAGE": "solr-rag-ci/maven:3",
     "PYTHON_IMAGE": "solr-rag-ci/python:3.11",
 }

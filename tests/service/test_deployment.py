@@ -19,9 +19,17 @@ COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 SERVICES = COMPOSE["services"]
 
 
+SOLR_IMAGE = "${SOLR_IMAGE:-solr:${SOLR_VERSION:-9.8.1}}"  # the official image, 9.8.1 by default
+
+
 def configsets() -> set[str]:
+    """Our configsets that make a collection each (a variant, VectorMainQuantized, makes none)."""
     folder = ROOT / "solr" / "configsets"
-    return {p.name for p in folder.iterdir() if (p / "conf" / "solrconfig.xml").is_file()}
+    return {
+        p.name
+        for p in folder.iterdir()
+        if (p / "conf" / "solrconfig.xml").is_file() and not (p / "variant-of").is_file()
+    }
 
 
 def test_configsets_are_named_like_the_collections_the_service_uses() -> None:
@@ -38,7 +46,7 @@ def test_configsets_are_named_like_the_collections_the_service_uses() -> None:
 
 def test_solr_is_the_official_98_image_in_cloud_mode_with_text_to_vector() -> None:
     solr = SERVICES["solr"]
-    assert solr["image"] == "${SOLR_IMAGE:-solr:9.8}"
+    assert solr["image"] == SOLR_IMAGE
     assert "-c" in solr["command"]  # SolrCloud, embedded ZooKeeper
     # which listens on 127.0.0.1 unless told otherwise: solr-init uploads through it
     assert solr["environment"]["SOLR_ZK_EMBEDDED_HOST"] == "0.0.0.0"
@@ -107,7 +115,7 @@ def test_every_public_image_is_a_variable_defaulting_to_it() -> None:
         assert base.startswith("${") and base.strip("${}") in arguments, base
     assert re.search(r"^USER (?!root)\w", dockerfile, re.MULTILINE)  # not root
     assert "HEALTHCHECK" in dockerfile
-    public = {"solr:9.8", "zookeeper:3.9", "maven:3.9-eclipse-temurin-17"}
+    public = {"solr:${SOLR_VERSION:-9.8.1}", "zookeeper:3.9", "maven:3.9-eclipse-temurin-17"}
     for name, service in SERVICES.items():
         image = service["image"]
         if image == "solr-rag:${SOLR_RAG_TAG:-local}":
@@ -185,7 +193,7 @@ def test_zookeeper_is_a_three_node_ensemble_every_solr_node_joins() -> None:
     zk_host = ",".join(f"{name}:2181" for name in ensemble)
     for name in ("solr1", "solr2", "solr3"):
         node = CLOUD[name]
-        assert node["image"] == "${SOLR_IMAGE:-solr:9.8}"
+        assert node["image"] == SOLR_IMAGE
         assert node["environment"]["ZK_HOST"] == zk_host
         assert node["environment"]["SOLR_HOST"] == name  # its node name resolves in compose
         assert set(node["depends_on"]) == {*ensemble, "solr-plugins", "solr-credentials"}
@@ -217,6 +225,10 @@ def test_every_solr_node_loads_our_plugin_with_text_to_vector_on() -> None:
     assert f"<finalName>{Path(jar).stem}</finalName>" in (plugin / "pom.xml").read_text()
     script = build["command"][-1]
     assert "mvn" in script and f"cp {jar} {mounts['solr-plugins']}/" in script
+    # against the Solr the nodes run (SOLR_VERSION, the same default as their image's), in a
+    # clean build folder
+    assert "-Dsolr.version=${SOLR_VERSION:-9.8.1}" in script and "clean package" in script
+    assert "-Dplugin.target=target" in script
     configset = (ROOT / "solr/configsets/VectorMain/conf/solrconfig.xml").read_text()
     for name in ("solr", "solr1", "solr2", "solr3"):
         node = SERVICES[name]
@@ -315,7 +327,7 @@ def test_each_container_gets_only_the_secrets_it_needs() -> None:
             assert "rag-secrets" not in mounted, name
             if "solr-secrets" in mounted:
                 assert "solr-secrets:/run/solr-secrets:ro" in service["volumes"], name
-                assert service["image"] == "${SOLR_IMAGE:-solr:9.8}", name  # Solr's user
+                assert service["image"] == SOLR_IMAGE, name  # Solr's user
         for value in service.get("environment", {}).values():
             assert "/run/solr-secrets/" not in str(value) or name not in ("rag", "rag-cloud")
 
@@ -359,3 +371,15 @@ def test_zookeeper_is_under_digest_acls_in_both_profiles() -> None:
     node = (ROOT / "testing" / "docker" / "solr" / "SolrForeground.java").read_text()
     for name in ("zkCredentialsProvider", "zkACLProvider", "zkCredentialsInjector"):
         assert f'<str name="{name}">${{{name}:' in node, name
+
+
+def test_vectormain_is_made_of_its_quantized_variant_when_asked() -> None:
+    """SOLR_VECTORS=quantized: a new VectorMain of VectorMainQuantized, in both profiles, as the
+    local launcher's --vectors quantized (docs/operations.md "Quantized vectors")."""
+    for name in ("solr-init", "cloud-init"):
+        assert SERVICES[name]["environment"]["VECTORS"] == "${SOLR_VECTORS:-float}", name
+    script = (ROOT / "solr" / "docker" / "init-collections.sh").read_text()
+    assert "quantized) vector_configset=VectorMainQuantized" in script
+    assert "collection.configName=$configset" in script
+    assert '[ ! -f "$dir/variant-of" ]' in script  # a variant makes no collection of its own
+    assert (ROOT / "solr" / "configsets" / "VectorMainQuantized" / "variant-of").is_file()

@@ -113,6 +113,41 @@ def test_a_thousand_documents_watched_to_the_end(
     assert answer.status_code == 200
 
 
+def pieces_of(solr_url: str, job_id: str) -> int:
+    """The pieces a job's documents are kept in, in the jobs collection."""
+    found = httpx.get(
+        f"{solr_url}/IngestJobs/select",
+        params={"q": f"{{!prefix f=id}}{job_id}-payload-", "rows": 0},
+    ).json()
+    return int(found["response"]["numFound"])
+
+
+def test_a_jobs_progress_rewrites_its_state_not_its_documents(
+    make_client: ClientFactory, solr_url: str, cleanup
+) -> None:
+    """Issue 82, item 3: Solr makes an atomic update by rewriting the document whole, and a
+    job's progress is written after every batch (its lease renewed every few seconds): the
+    job's documents are kept beside it, in pieces read as its batches reach them, so each
+    update rewrites the job's state (under 2 KB), not its documents; the pieces go with the
+    job's end."""
+    cleanup("job-p", 1000)
+    client = make_client(JOBS)
+    job = client.post("/jobs", json={"documents": documents("job-p", 1000)}, headers=AUTH).json()
+    kept = httpx.get(f"{solr_url}/IngestJobs/get", params={"id": job["id"]}).json()["doc"]
+    assert len(str(kept)) < 2_000, "the job's documents are in its own Solr document"
+    assert pieces_of(solr_url, job["id"]) == 2  # 500 documents a piece
+    get = lambda path: client.get(path, headers=AUTH)  # noqa: E731
+    final = watch(get, job["id"], lambda j: j["state"] == "done")[-1]
+    assert (final["done"], final["failed"]) == (1000, 0)
+    assert indexed(solr_url, "job-p")[0] == 1000
+    deadline = time.monotonic() + 10  # deleted once the job's end is written
+    while pieces_of(solr_url, job["id"]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert pieces_of(solr_url, job["id"]) == 0
+    listed = client.get("/jobs", headers=AUTH).json()["jobs"]
+    assert [j["id"] for j in listed].count(job["id"]) == 1  # a piece is no job
+
+
 def test_cancel_midway_leaves_whole_documents_only(
     make_client: ClientFactory, solr_url: str, cleanup
 ) -> None:

@@ -21,11 +21,13 @@ from service.api.app import create_app
 from service.errors import SolrLayoutError
 from service.ingest.indexer import IngestProgress
 from service.ingest.sync import PAGE, PassageSync, SyncSummary
+from service.ingest.sync_state import SETTLE_SECONDS
 from service.llm.embeddings import embeddings_client
 from service.retrieval import SolrClient
 from testing.llm_server import LLMScript, Step
 from testing.service import ADMIN_TOKEN, ClientFactory, test_settings, write_properties
 from testing.solr import create_collection, delete_collection, upload_configset
+from testing.solr_reads import SolrReads
 
 CONFIGSETS = Path(testing.__file__).parent / "configsets"
 AUTH = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
@@ -483,13 +485,26 @@ def synced_settings(solr_url: str, model_server_url: str, documents: str, passag
     )
 
 
-async def sync_run(settings, checkpoint: Path, progress=None, page: int = PAGE) -> SyncSummary:
-    async with httpx.AsyncClient() as http:
-        solr = SolrClient(http, settings.solr.url)
-        sync = PassageSync(
-            solr, settings, embeddings_client(http, settings), checkpoint=checkpoint, page=page
-        )
+async def sync_run(
+    settings,
+    checkpoint: Path,
+    progress=None,
+    page: int = PAGE,
+    settle: float = SETTLE_SECONDS,
+    reads: SolrReads | None = None,
+) -> SyncSummary:
+    """One sync (`reads`: what Solr answers it, counted)."""
+    hooks = reads.hooks if reads else {}
+    async with httpx.AsyncClient() as http, httpx.AsyncClient(event_hooks=hooks) as to_solr:
+        solr = SolrClient(to_solr, settings.solr.url)
+        sync = PassageSync(solr, settings, embeddings_client(http, settings),
+                           checkpoint=checkpoint, page=page, settle=settle)  # fmt: skip
         return await sync.run(progress)
+
+
+def running(checkpoint: Path) -> bool:
+    """Whether the checkpoint says a run is under way (its place), not only where it ended."""
+    return bool(json.loads(checkpoint.read_text())["cursor"])
 
 
 def passages_of(solr_url: str, collection: str) -> dict[str, list[dict]]:
@@ -538,7 +553,7 @@ async def test_sync_writes_new_and_changed_documents_resumes_and_removes_the_gon
         seen: list[IngestProgress] = []
         first = await sync_run(settings, checkpoint, seen.append, page=5)
         assert first.resumed and [s.documents for s in seen] == [10, 12]
-        assert not checkpoint.exists()
+        assert not running(checkpoint)
         held = passages_of(solr_url, passages)
         assert sorted(held) == [f"wiki-{i:02d}" for i in range(12)]
         one = held["wiki-03"]
@@ -547,10 +562,11 @@ async def test_sync_writes_new_and_changed_documents_resumes_and_removes_the_gon
         assert "glacier number 3" in one[0]["embedded_content"]
         assert len(one[0]["vector_384"]) == 384
 
-        # nothing changed: nothing embedded, nothing written
+        # nothing changed: nothing embedded, nothing written (the documents written in the
+        # last SETTLE_SECONDS are read again: one may have become visible late)
         again = await sync_run(settings, checkpoint)
         assert (again.changed, again.passages, again.embedded, again.removed) == (0, 0, 0, 0)
-        assert not again.resumed
+        assert again.documents == 12 and not again.resumed
 
         # one paragraph of one document changed: only its passage is embedded again
         changed = wiki(3)
@@ -623,6 +639,80 @@ async def test_a_large_documents_passages_show_progress_and_resume_midway(
         delete_collection(solr_url, passages)
 
 
+def page_of(i: int, revision: str = "") -> dict:
+    """A crawled page of one passage."""
+    text = f"Note {i}: cairn {i} stands {i % 97} metres above the pass.{revision}"
+    return {"id": f"note-{i:03d}", "title": [f"Cairn {i}"], "content": [text], "content_en": text,
+            "url": f"https://notes.example/{i}", "language": "en"}  # fmt: skip
+
+
+async def test_a_sync_reads_only_what_changed_since_the_last(
+    solr_url: str, model_server_url: str, tmp_path: Path
+) -> None:
+    """Issue 82, item 3: a sync costs what changed, not what FileShare holds. After a first
+    run, one with nothing changed reads no document (not even an id) and no passage; after 3
+    of 500 documents changed it reads and embeds those 3, and the vectors of their passages
+    alone; a crawler that writes 5 documents again unchanged costs their text and their
+    passages' hashes, no vector; a deleted document is found by counting, and the ids are
+    compared only then (counted by what Solr returned to the sync's own client)."""
+    documents, passages = "ReadDocs", "ReadPassages"
+    upload_configset(solr_url, "DatafariFileShare", CONFIGSETS / "DatafariFileShare")
+    upload_configset(solr_url, "DatafariVectorMain", CONFIGSETS / "DatafariVectorMain")
+    create_collection(solr_url, documents, "DatafariFileShare")
+    create_collection(solr_url, passages, "DatafariVectorMain")
+    try:
+        post(solr_url, documents, [page_of(i) for i in range(500)])
+        scan = {"id": "scan-001", "title": ["A scanned page"], "language": "en"}  # no text
+        post(solr_url, documents, [scan])
+        settings = synced_settings(solr_url, model_server_url, documents, passages)
+        checkpoint, reads = tmp_path / "sync.json", SolrReads()
+
+        async def synced() -> SyncSummary:
+            reads.clear()
+            return await sync_run(settings, checkpoint, settle=0, reads=reads)
+
+        first = await synced()
+        assert (first.documents, first.changed, first.embedded) == (501, 500, 500)
+        assert reads.carrying(documents, "content") == 500  # the scanned page has none
+
+        nothing = await synced()
+        assert (nothing.documents, nothing.changed, nothing.removed, nothing.compared) == (
+            0, 0, 0, 0)  # fmt: skip
+        assert reads.documents[documents] == 0 and reads.documents[passages] == 0
+        assert reads.searches[documents] + reads.searches[passages] <= 8  # whatever N is
+
+        post(solr_url, documents, [page_of(i, " Rebuilt in 2024.") for i in (7, 250, 499)])
+        three = await synced()
+        assert (three.documents, three.changed, three.passages, three.embedded) == (3, 3, 3, 3)
+        assert reads.carrying(documents, "content") == reads.documents[documents] == 3
+        assert reads.carrying(passages, "vector_384") <= 3  # the changed ones' own
+        assert three.compared == 0 and three.removed == 0
+
+        post(solr_url, documents, [page_of(i) for i in range(100, 105)])  # written again as is
+        again = await synced()
+        assert (again.documents, again.changed, again.embedded) == (5, 0, 0)
+        assert reads.carrying(passages, "vector_384") == 0
+
+        httpx.post(f"{solr_url}/{documents}/update", params={"commit": "true"},
+                   json={"delete": {"id": "note-042"}}).raise_for_status()  # fmt: skip
+        gone = await synced()
+        assert (gone.documents, gone.removed) == (0, 1) and gone.compared > 500
+        assert "note-042" not in passages_of(solr_url, passages)
+        assert "scan-001" not in passages_of(solr_url, passages)  # no text: no passage
+
+        quiet = await synced()  # the ids are compared when a document may be gone, only
+        assert (quiet.documents, quiet.removed, quiet.compared) == (0, 0, 0)
+        assert reads.documents[documents] + reads.documents[passages] == 0
+
+        post(solr_url, documents, [{**scan, "content": ["Its text, read at last."]}])
+        text = await synced()  # a document without passages that gains some: counted still
+        assert (text.documents, text.changed, text.embedded, text.compared) == (1, 1, 1, 0)
+        assert (await synced()).compared == 0
+    finally:
+        delete_collection(solr_url, documents)
+        delete_collection(solr_url, passages)
+
+
 @pytest.fixture(scope="module")
 def synced(foreign: str, model_server_url: str, tmp_path_factory: pytest.TempPathFactory) -> str:
     """DfVectorMain made from DfFileShare by sync: the passages a crawler's documents get."""
@@ -673,6 +763,12 @@ def test_the_cli_syncs_with_progress(
         cli.main(["sync", "--config", str(path), "--every", "soon"])
     assert bad.value.code == 2
     assert "'soon' is not an interval (30s, 5m, 1h)" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as late:
+        cli.main(["sync", "--config", str(path), "--settle", "2d"])
+    assert late.value.code == 2 and "is not an interval" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as late:
+        cli.main(["sync", "--config", str(path), "--settle", "25h"])
+    assert late.value.code == 2 and "--settle is 0s to 1 day" in capsys.readouterr().err
 
 
 async def test_a_huge_document_is_read_only_as_far_as_a_question_needs(foreign: str) -> None:

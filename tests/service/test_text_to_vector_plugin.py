@@ -30,8 +30,14 @@ from testing.corpus import load_corpus
 from testing.llm_server import LLMScript
 from testing.servers import free_port
 from testing.service import ADMIN_TOKEN, ROOT, ClientFactory
+from testing.solr import (
+    DEFAULT_VERSION,
+    create_collection,
+    delete_collection,
+    local_solr,
+    solr_version,
+)
 from testing.solr import SCRIPT as SOLR_SCRIPT
-from testing.solr import create_collection, delete_collection, local_solr
 
 PLUGIN = ROOT / "solr" / "plugins" / "text-to-vector"
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
@@ -40,23 +46,29 @@ ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 def test_the_plugins_java_tests_pass_against_the_local_model_server(
     model_server_url: str,
 ) -> None:
+    """Built and tested against the Solr the run starts (SOLR_VERSION), in that version's build
+    folder (target/ for 9.8.1, target-<version>/ for another: the plugin's pom)."""
+    version = solr_version()
     result = subprocess.run(
-        ["mvn", "-q", "-B", "test", f"-Dembeddings.endpoint={model_server_url}/v1/"],
+        ["mvn", "-q", "-B", "test", f"-Dsolr.version={version}",
+         f"-Dembeddings.endpoint={model_server_url}/v1/"],
         cwd=PLUGIN,
         capture_output=True,
         text=True,
         timeout=900,
-    )
+    )  # fmt: skip
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
-    reports = sorted((PLUGIN / "target" / "surefire-reports").glob("TEST-*.xml"))
+    target = PLUGIN / ("target" if version == DEFAULT_VERSION else f"target-{version}")
+    reports = sorted((target / "surefire-reports").glob("TEST-*.xml"))
     suites = [ElementTree.parse(report).getroot() for report in reports]
     assert {suite.get("name") for suite in suites} == {
         "org.solrrag.vectors.EmbeddingsEndpointTest",
         "org.solrrag.vectors.PassageSplitterTest",
         "org.solrrag.vectors.PassagesUpdateProcessorFactoryTest",
+        "org.solrrag.vectors.ScalarQuantizedDenseVectorFieldTest",
         "org.solrrag.vectors.TextToVectorUpdateProcessorFactoryTest",
     }
-    assert sum(int(suite.get("tests", 0)) for suite in suites) == 17
+    assert sum(int(suite.get("tests", 0)) for suite in suites) == 21
     assert all(suite.get("failures") == "0" and suite.get("errors") == "0" for suite in suites)
     assert all(suite.get("skipped") == "0" for suite in suites)
 

@@ -184,7 +184,8 @@ def test_pack_greedy_fills_each_group_in_order() -> None:
     ],
 )  # fmt: skip
 def test_scaffolding_copied_from_the_prompt_is_taken_out(written: str, kept: str) -> None:
-    from service.chains.scaffolding import Unscaffolded, without_scaffolding
+    from service.chains.scaffolding_reading import without_scaffolding
+    from service.chains.scaffolding_stream import Unscaffolded
 
     assert without_scaffolding(written) == kept
     for size in (1, 2, 3, 7):  # streamed in pieces: the same text, none of it taken back

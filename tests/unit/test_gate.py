@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from service.chains.scaffolding import without_scaffolding
+from service.chains.scaffolding_reading import without_scaffolding
 from service.chains.short_answer import phrase
 from service.llm.types import TokenChoice
 from service.rag.gate import WHOLE, Gate

@@ -9,6 +9,8 @@
   import counted, in a function or under TYPE_CHECKING too), so each sits above or below the
   other; the ground floor (config, text, errors, observability) imports nothing else of the
   service.
+- No file of service/ over 500 lines but config/settings.py (issue 84): a longer one is split by
+  concept.
 """
 
 from __future__ import annotations
@@ -156,3 +158,23 @@ def test_a_tie_is_seen_through_every_kind_of_import(tmp_path: Path, kind: str) -
     ]
     (package / "low/uses.py").write_text("from pkg.low.base import B\n")
     assert two_way_ties(import_graph(package), package) == []
+
+
+# -- files a reader can hold (issue 84) ----------------------------------------------------------
+
+LONGEST = 500  # lines
+# the settings' parts, each a few lines of keys, read best in one place
+LONGER_ALLOWED = ("config/settings.py",)
+
+
+def test_no_file_over_500_lines_but_the_settings() -> None:
+    longer = sorted(
+        f"{path.relative_to(SERVICE).as_posix()}: {lines} lines"
+        for path in SERVICE.rglob("*.py")
+        if path.relative_to(SERVICE).as_posix() not in LONGER_ALLOWED
+        and (lines := len(path.read_text(encoding="utf-8").splitlines())) > LONGEST
+    )
+    assert longer == [], (
+        "split by concept (what a reader does while streaming vs to a whole answer), "
+        "not by line count"
+    )

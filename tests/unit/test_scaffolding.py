@@ -10,8 +10,10 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from service.chains import PromptLibrary, scaffolding
-from service.chains.scaffolding import SHIPPED, Scaffolding, Unscaffolded, without_scaffolding
+from service.chains import PromptLibrary, scaffolding_reading, scaffolding_stream
+from service.chains.scaffolding import SHIPPED, Scaffolding
+from service.chains.scaffolding_reading import without_scaffolding
+from service.chains.scaffolding_stream import Unscaffolded
 
 FRAGMENTS = [
     "Answer:", "Refined answer:", "**Final answer:**", "Answer so far:", "Question: why?",
@@ -154,13 +156,13 @@ def test_an_edited_templates_own_sentence_is_taken_out_streamed_or_whole(tmp_pat
     scaffolding = _edited(tmp_path).scaffolding
     copied = f"{EDITED}\nIt was electrified in 1952 [1]."
     assert without_scaffolding(copied) == copied  # our templates never said it
-    assert scaffolding.without(copied) == "It was electrified in 1952 [1]."
+    assert without_scaffolding(copied, scaffolding) == "It was electrified in 1952 [1]."
     echoed = "The lamp was lit to name the year or the person asked about. In 1952 [1]."
-    assert scaffolding.without(echoed) == "In 1952 [1]."
+    assert without_scaffolding(echoed, scaffolding) == "In 1952 [1]."
     for text in (copied, echoed):
         reader = Unscaffolded(scaffolding)
         streamed = "".join(reader.feed(character) for character in text) + reader.flush()
-        assert streamed == scaffolding.without(text)
+        assert streamed == without_scaffolding(text, scaffolding)
 
 
 def test_the_shipped_templates_scaffolding_is_read_from_them() -> None:
@@ -178,13 +180,15 @@ def test_each_piece_reads_the_lines_still_open_not_the_whole_answer(
     settled, so a long answer costs about its length, not its length squared (issue 70: a
     4,000-token answer cost 12 s of the event loop)."""
     read: list[int] = []
-    reading = scaffolding._Reading.__init__
+    reading = scaffolding_reading.Reading.__init__
 
-    def counting(self: scaffolding._Reading, of: Scaffolding, text: str, **given: bool) -> None:
+    def counting(
+        self: scaffolding_reading.Reading, of: Scaffolding, text: str, **given: bool
+    ) -> None:
         read.append(len(text))
         reading(self, of, text, **given)
 
-    monkeypatch.setattr(scaffolding._Reading, "__init__", counting)
+    monkeypatch.setattr(scaffolding_reading.Reading, "__init__", counting)
     said = "The lamp was lit at dusk and burned oil. Answer: it did."
     for text in (f"{said}\n" * 150, f"{said} " * 150):  # lines, then one line of sentences
         read.clear()
@@ -204,8 +208,8 @@ def test_the_open_line_read_once_takes_out_the_citation_words_as_read_whole(
 ) -> None:
     """The open line is cut where no citation words run across (`_Uncited`): reading it in
     parts, as it grows or is read otherwise at every piece, leaves what reading it whole does."""
-    uncited = scaffolding._Uncited()
+    uncited = scaffolding_stream._Uncited()
     line = ""
     for text in texts:
         line = line + text if len(text) % 3 else line[: len(line) // 2] + text  # grows, or not
-        assert uncited.of(line) == scaffolding._without_citation_words(line), line
+        assert uncited.of(line) == scaffolding_reading.without_citation_words(line), line
