@@ -24,6 +24,7 @@ from service.llm.embeddings import EmbeddingsClient
 from service.retrieval.bm25 import OUR_DOCUMENTS
 from service.retrieval.embedding_mode import EmbeddingMode
 from service.retrieval.layout import ANALYSIS_VERSION, EMBEDDING_FIELD, EMBEDDING_MODEL
+from service.retrieval.pages import pages
 from service.retrieval.scope import INDEX_FIELD, MAIN_CORPUS
 from service.retrieval.solr import SolrClient
 
@@ -278,17 +279,11 @@ class Indexer:
     async def ids_from(self, source: str, page: int = 10_000) -> list[str]:
         """The ids of the documents FileShare holds from one source (a folder's name)."""
         ids: list[str] = []
-        cursor = "*"
-        while True:
-            found = await self._solr.select(
-                self._collection,
-                {"q": f"{{!term f={SOURCE_FIELD}}}{source}", "defType": "lucene",
-                 "fl": "id", "sort": "id asc", "rows": page, "cursorMark": cursor},
-            )  # fmt: skip
+        params = {"q": f"{{!term f={SOURCE_FIELD}}}{source}", "defType": "lucene", "fl": "id",
+                  "sort": "id asc", "rows": page}  # fmt: skip
+        async for found, _ in pages(self._solr, self._collection, params):
             ids += [doc["id"] for doc in found["response"]["docs"]]
-            if found.get("nextCursorMark", cursor) == cursor:
-                return ids
-            cursor = found["nextCursorMark"]
+        return ids
 
     async def delete_gone(self, source: str, present: set[str]) -> int:
         """Removes the documents of `source` (and their passages) whose id is not in

@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
 from service.ingest.indexer import ID_SEPARATOR
+from service.retrieval.pages import pages
 from service.retrieval.scope import INDEX_FIELD
 from service.retrieval.solr import SolrClient
 
@@ -146,25 +147,16 @@ class Orphans:
         main corpus; `whole`: KAITO's indexes too. Read through `field()`, from the values
         the sort itself reads (docValues, or the field uninverted): a stored id is read with
         its whole document (a passage's vector, a document's text), 5 to 20 times slower."""
-        cursor = "*"
         corpus = [] if whole else list(side.corpus)
         fields = f"k:field({side.key})"
         if side.main_field:
             fields += f",other:exists({side.main_field})"
-        while True:
-            found = await self._solr.select(
-                side.collection,
-                {"q": "*:*", "defType": "lucene", "fq": [*corpus, *filters], "fl": fields,
-                 "sort": sort, "rows": self._page, "cursorMark": cursor},
-            )  # fmt: skip
-            docs = found["response"]["docs"]
-            for doc in docs:
+        params = {"q": "*:*", "defType": "lucene", "fq": [*corpus, *filters], "fl": fields,
+                  "sort": sort, "rows": self._page}  # fmt: skip
+        async for found, _ in pages(self._solr, side.collection, params):
+            for doc in found["response"]["docs"]:
                 if doc.get("k") is not None:
                     yield str(doc["k"]), not doc.get("other")
-            next_cursor = found.get("nextCursorMark", cursor)
-            if next_cursor == cursor or len(docs) < self._page:
-                return
-            cursor = next_cursor
 
     async def _count(self, side: Side, *filters: str) -> int:
         found = await self._solr.select(

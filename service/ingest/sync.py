@@ -40,6 +40,7 @@ from service.ingest.orphans import FIRST, Orphans, corpus_side
 from service.ingest.sync_state import SETTLE_SECONDS, Checkpoint, SyncState
 from service.llm.embeddings import EmbeddingsClient
 from service.retrieval.layout import ANALYSIS_VERSION, EMBEDDING_FIELD, EMBEDDING_MODEL
+from service.retrieval.pages import pages
 from service.retrieval.reading import documents_from_response, read_params
 from service.retrieval.scope import INDEX_FIELD, MAIN_CORPUS, security_fields
 from service.retrieval.solr import SolrClient
@@ -184,21 +185,17 @@ class PassageSync:
         state's cursorMark (a run that resumes)."""
         id_field = self._in.field("id")
         since = [] if state.since is None else [f"_version_:{{{state.since} TO *]"]
-        cursor = state.cursor
-        while True:
-            found = await self._solr.select(
-                self._documents,
-                {"q": "*:*", "defType": "lucene", "fq": [*corpus, *since],
-                 "sort": f"_version_ asc, {id_field} asc", "rows": self._page,
-                 "cursorMark": cursor, **reading},
-            )  # fmt: skip
-            next_cursor = found.get("nextCursorMark", cursor)
-            docs = found["response"]["docs"]
-            if docs:
-                yield found, next_cursor
-            if next_cursor == cursor or len(docs) < self._page:
-                return
-            cursor = next_cursor
+        params = {
+            "q": "*:*",
+            "defType": "lucene",
+            "fq": [*corpus, *since],
+            "sort": f"_version_ asc, {id_field} asc",
+            "rows": self._page,
+            **reading,
+        }
+        async for found, cursor in pages(self._solr, self._documents, params, cursor=state.cursor):
+            if found["response"]["docs"]:
+                yield found, cursor
 
     def _orphans(self, source: SchemaFields, target: SchemaFields) -> Orphans:
         documents = corpus_side(self._documents, self._in.field("id"), self._in.field("id"),
@@ -319,21 +316,16 @@ class PassageSync:
         parents = [p for p in parents if p and ID_SEPARATOR not in p]
         if not parents:
             return
-        cursor = "*"
-        while True:
-            found = await self._solr.select(
-                self._passages,
-                {"q": _terms(self._out.field("parent"), parents), "defType": "lucene",
-                 "fl": ",".join(fields), "sort": f"{self._out.field('id')} asc",
-                 "rows": rows, "cursorMark": cursor},
-            )  # fmt: skip
-            docs = found["response"]["docs"]
-            for doc in docs:
+        params = {
+            "q": _terms(self._out.field("parent"), parents),
+            "defType": "lucene",
+            "fl": ",".join(fields),
+            "sort": f"{self._out.field('id')} asc",
+            "rows": rows,
+        }
+        async for found, _ in pages(self._solr, self._passages, params):
+            for doc in found["response"]["docs"]:
                 yield doc
-            next_cursor = found.get("nextCursorMark", cursor)
-            if next_cursor == cursor or len(docs) < rows:
-                return
-            cursor = next_cursor
 
 
 class _Progress:

@@ -186,7 +186,7 @@ class HybridRetriever:
 
     async def run(self, query: str) -> list[RetrievedDocument]:
         fused = await self._fused(query)
-        return await self._texts.run(fused) if self._texts and fused else fused
+        return await self._texts.run(fused) if self._texts else fused
 
     async def _fused(self, query: str) -> list[RetrievedDocument]:
         foreign = self.foreign(query)

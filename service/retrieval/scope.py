@@ -99,16 +99,25 @@ class Scope:
     def _documents_filter(self, fields: FieldMap | None, params: dict[str, str | list[str]]) -> str:
         """The filter of `documents`: by id, or a passage's by its parent's; the ids travel in
         their own parameter, never parsed as syntax."""
-        kept = [d for d in self.documents or () if SEPARATOR not in d]
-        if not kept:
-            return NOTHING
         if fields is not None and "parent" in fields.roles:
             field = fields.field("parent")
         else:
             field = fields.field("id") if fields is not None and "id" in fields.roles else "id"
-        params["rag.documents"] = SEPARATOR.join(kept)
-        params["rag.separator"] = SEPARATOR
-        return f"{{!terms f={field} separator=$rag.separator v=$rag.documents}}"
+        return terms_query(field, self.documents or (), "rag.documents", params) or NOTHING
+
+
+def terms_query(
+    field: str, values: Sequence[str], key: str, params: dict[str, str | list[str]]
+) -> str:
+    """A `{!terms}` query for these values of `field` ("" when none is left); the values
+    travel in their own parameters (`key`, and `key`.separator), never parsed as syntax, and
+    a value holding the separator is left out."""
+    kept = [value for value in values if SEPARATOR not in value]
+    if not kept:
+        return ""
+    params[key] = SEPARATOR.join(kept)
+    params[f"{key}.separator"] = SEPARATOR
+    return f"{{!terms f={field} separator=${key}.separator v=${key}}}"
 
 
 def visible_to(

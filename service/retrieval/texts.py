@@ -16,7 +16,7 @@ from dataclasses import replace
 from service.config.field_map import FieldMap
 from service.retrieval.base import RetrievedDocument
 from service.retrieval.reading import documents_from_response, read_params
-from service.retrieval.scope import EVERYTHING, SEPARATOR, Scope
+from service.retrieval.scope import EVERYTHING, Scope, terms_query
 from service.retrieval.solr import SolrClient
 
 
@@ -33,20 +33,19 @@ class TextReader:
         self._map = field_map
 
     async def run(self, hits: Sequence[RetrievedDocument]) -> list[RetrievedDocument]:
-        kept = [hit for hit in hits if SEPARATOR not in hit.id]
-        if not kept:
+        ids: dict[str, str | list[str]] = {}
+        query = terms_query(self._map.field("id"), [hit.id for hit in hits], "rag.ids", ids)
+        if not query:
             return []
         schema = await self._solr.schema_fields(self._collection)
         params: dict[str, str | int | list[str]] = {
             "defType": "lucene",
-            "rows": len(kept),
+            "rows": len(hits),
             **read_params(self._map, schema, score=False),
             **self._scope.params(self._map, schema),
-            # the ids travel in their own parameter, never parsed as query syntax
-            "q": f"{{!terms f={self._map.field('id')} separator=$rag.ids.separator v=$rag.ids}}",
-            "rag.ids": SEPARATOR.join(hit.id for hit in kept),
-            "rag.ids.separator": SEPARATOR,
+            "q": query,
+            **ids,
         }
         body = await self._solr.select(self._collection, params)
         read = {doc.id: doc for doc in documents_from_response(body, self._map, self._scope.lang)}
-        return [replace(read[hit.id], score=hit.score) for hit in kept if hit.id in read]
+        return [replace(read[hit.id], score=hit.score) for hit in hits if hit.id in read]

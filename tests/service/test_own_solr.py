@@ -518,6 +518,14 @@ def passages_of(solr_url: str, collection: str) -> dict[str, list[dict]]:
     return by_parent
 
 
+def datafari_collections(solr_url: str, documents: str, passages: str) -> None:
+    """A FileShare and a VectorMain of Datafari's schemas (testing/configsets), for a sync."""
+    upload_configset(solr_url, "DatafariFileShare", CONFIGSETS / "DatafariFileShare")
+    upload_configset(solr_url, "DatafariVectorMain", CONFIGSETS / "DatafariVectorMain")
+    create_collection(solr_url, documents, "DatafariFileShare")
+    create_collection(solr_url, passages, "DatafariVectorMain")
+
+
 def wiki(i: int) -> dict:
     """A crawled page: three paragraphs, so several passages."""
     text = "\n\n".join(
@@ -533,10 +541,7 @@ async def test_sync_writes_new_and_changed_documents_resumes_and_removes_the_gon
     solr_url: str, model_server_url: str, tmp_path: Path
 ) -> None:
     documents, passages = "SyncDocs", "SyncPassages"
-    upload_configset(solr_url, "DatafariFileShare", CONFIGSETS / "DatafariFileShare")
-    upload_configset(solr_url, "DatafariVectorMain", CONFIGSETS / "DatafariVectorMain")
-    create_collection(solr_url, documents, "DatafariFileShare")
-    create_collection(solr_url, passages, "DatafariVectorMain")
+    datafari_collections(solr_url, documents, passages)
     try:
         post(solr_url, documents, [wiki(i) for i in range(12)])
         settings = synced_settings(solr_url, model_server_url, documents, passages)
@@ -605,10 +610,7 @@ async def test_a_large_documents_passages_show_progress_and_resume_midway(
     from service.ingest.sync import SLICE
 
     documents, passages = "BigSyncDocs", "BigSyncPassages"
-    upload_configset(solr_url, "DatafariFileShare", CONFIGSETS / "DatafariFileShare")
-    upload_configset(solr_url, "DatafariVectorMain", CONFIGSETS / "DatafariVectorMain")
-    create_collection(solr_url, documents, "DatafariFileShare")
-    create_collection(solr_url, passages, "DatafariVectorMain")
+    datafari_collections(solr_url, documents, passages)
     paragraphs = [
         f"Paragraph {n} of the long survey: cairn {n} stands {n} metres high." for n in range(300)
     ]
@@ -656,10 +658,7 @@ async def test_a_sync_reads_only_what_changed_since_the_last(
     passages' hashes, no vector; a deleted document is found by counting, and the ids are
     compared only then (counted by what Solr returned to the sync's own client)."""
     documents, passages = "ReadDocs", "ReadPassages"
-    upload_configset(solr_url, "DatafariFileShare", CONFIGSETS / "DatafariFileShare")
-    upload_configset(solr_url, "DatafariVectorMain", CONFIGSETS / "DatafariVectorMain")
-    create_collection(solr_url, documents, "DatafariFileShare")
-    create_collection(solr_url, passages, "DatafariVectorMain")
+    datafari_collections(solr_url, documents, passages)
     try:
         post(solr_url, documents, [page_of(i) for i in range(500)])
         scan = {"id": "scan-001", "title": ["A scanned page"], "language": "en"}  # no text
