@@ -410,9 +410,15 @@ def gold(ranks: list[tuple[dict, list[str]]]) -> dict:
 
 
 async def recall(
-    http: httpx.AsyncClient, solr_url: str, folder: Path, size: int, asked: list[dict]
+    http: httpx.AsyncClient,
+    solr_url: str,
+    folder: Path,
+    size: int,
+    asked: list[dict],
+    depths: tuple[int, ...] = (10, 100),
+    collection: str = PASSAGES,
 ) -> tuple[dict, dict]:
-    """Solr's kNN top 10 (topK 10, and topK 100: the service's hybrid.candidates) against
+    """Solr's kNN top 10 (asked for topK 10, and topK 100: knn.depth's default) against
     numpy's exact top 10 over every vector the caller may see."""
     needles = np.load(folder / "needles.npz")
     count = len(needles["parents"])
@@ -439,7 +445,7 @@ async def recall(
         name: round(float(mask[count:].mean()), 4) if size else 1.0 for name, mask in seen.items()
     }
     queries = load_encoder().encode([q["text"] for q in asked])
-    found: dict[str, dict[int, list[float]]] = {name: {10: [], 100: []} for name in SCOPES}
+    found: dict[str, dict[int, list[float]]] = {n: {d: [] for d in depths} for n in SCOPES}
     for query in queries:
         scores = every @ query
         literal = "[" + ",".join(f"{x:.7g}" for x in query) + "]"
@@ -458,7 +464,7 @@ async def recall(
                     "fl": "id",
                     **scope.params(),
                 }
-                response = await http.post(f"{solr_url}/{PASSAGES}/select", data=params)
+                response = await http.post(f"{solr_url}/{collection}/select", data=params)
                 response.raise_for_status()
                 got = {doc["id"] for doc in response.json()["response"]["docs"]}
                 kept.append(len(got & exact) / len(exact))

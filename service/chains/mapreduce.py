@@ -50,10 +50,12 @@ class MapReduceChain:
         drop_irrelevant: bool = True,
         answer_reserve: int = 800,
         partial_ok: bool = True,
+        citing: bool = True,
     ) -> None:
         """`partial_ok`: when the call budget cannot cover every pack, leave the least
         relevant out (RAG) rather than refuse with TooManyCalls (summaries, which would
-        silently miss part of the document)."""
+        silently miss part of the document). `citing`: the answer cites its sources by number
+        (a question's; a summary's does not), and keeps them whatever the last reduce wrote."""
         self._llm = llm
         self._builder = builder
         self._size = as_size(size)
@@ -64,6 +66,7 @@ class MapReduceChain:
         self._drop_irrelevant = drop_irrelevant
         self._reserve = answer_reserve
         self._partial_ok = partial_ok
+        self._citing = citing
 
     async def run(self, numbered: list[NumberedChunk]) -> ChainResult:
         return await (await self.prepare(numbered)).complete(self._llm)
@@ -82,7 +85,9 @@ class MapReduceChain:
             )
         packs = Packer.within_calls(packs, maps, "map-reduce")
         result = ChainResult(
-            "", sources_of([item for pack in packs for item in pack.items]), stepped=len(packs) > 1
+            "",
+            sources_of([item for pack in packs for item in pack.items]),
+            citing_steps=self._citing and len(packs) > 1,
         )
         partials = await self._all(
             [

@@ -52,7 +52,9 @@ class RefineChain:
         packs = self._packer.pack(numbered, step_room, first=first_room)
         packs = Packer.within_calls(packs, self._llm.calls.left, "refine")  # one call a pack
         result = ChainResult(
-            "", sources_of([item for pack in packs for item in pack.items]), stepped=len(packs) > 1
+            "",
+            sources_of([item for pack in packs for item in pack.items]),
+            citing_steps=len(packs) > 1,
         )
 
         request = self._builder.messages("refine_initial", sources=packs[0].sources)

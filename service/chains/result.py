@@ -5,7 +5,7 @@ leaves to send (whole or streamed)."""
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 
@@ -18,6 +18,8 @@ from service.llm.answer_format import PLAIN, AnswerFormat, StopCut
 from service.llm.client import ChatClient
 from service.llm.types import ChatMessage, TokenChoice, Usage
 from service.retrieval.base import RetrievedDocument
+from service.text.citations import cited_numbers
+from service.text.support import best_source, checkable_claims, evidence_of
 
 # -- chunks, numbered as sources, and the result ---------------------------------------------------
 
@@ -69,6 +71,11 @@ def sources_of(sent: list[NumberedChunk]) -> list[Source]:
     ]
 
 
+def source_texts(sources: Sequence[Source]) -> list[tuple[int, str]]:
+    """What each source sent to the LLM said, under its number: what grounding checks."""
+    return [(source.number, text) for source in sources for text in source.snippets]
+
+
 @dataclass
 class ChainResult:
     """What a chain produced: the answer, the sources it was given, and what it cost."""
@@ -79,9 +86,10 @@ class ChainResult:
     usage: Usage = field(default_factory=Usage)
     # why the last request ended: "stop", or "length" when max_tokens cut the answer
     finish_reason: str = "stop"
-    # the answer was written in several steps (refine, map-reduce): the last one may drop the
-    # citations the earlier ones carried, and grounding restores them (service.rag.stages.ground)
-    stepped: bool = False
+    # the answer was written in several steps that cite their sources (a question's refine or
+    # map-reduce, not a summary's): the last may drop the citations the earlier ones carried,
+    # which the answer then gets back from its sources (with_citations_restored)
+    citing_steps: bool = False
     # the last request's tokens and their probabilities (when asked for and reported), filled
     # as they arrive when streamed
     tokens: list[TokenChoice] = field(default_factory=list)
@@ -137,6 +145,30 @@ def says_nothing_relevant(text: str) -> bool:
     if _ONLY_CITATIONS.match(stripped):
         return True
     return len(stripped) <= _SHORT and bool(_NOTHING_FOUND.search(stripped))
+
+
+def with_citations_restored(answer: str, sources: Sequence[Source], *, shown: bool) -> str:
+    """`answer` with each of its sentences that cites no source given the number of the source
+    that supports it best, by the grounding check's words (service.text.support.best_source):
+    at the sentence's end, before its full stop ("... digits [2]."), or, when the answer was
+    already shown as it was written (`shown`: streamed), at the answer's end, unless it cites
+    that source already. A sentence no source supports stays uncited, and an answer that says
+    its documents hold nothing stays as it is: no citation is invented."""
+    if says_nothing_relevant(answer):
+        return answer
+    evidence = evidence_of(source_texts(sources))
+    restored = [
+        (len(answer[: claim.end].rstrip().rstrip(".!?")), number)
+        for claim in checkable_claims(answer)
+        if not claim.cited and (number := best_source(claim, evidence)) is not None
+    ]
+    if shown:
+        cited = cited_numbers(answer)
+        missing = dict.fromkeys(number for _, number in restored if number not in cited)
+        restored = [(len(answer.rstrip()), number) for number in missing]
+    for at, number in reversed(restored):
+        answer = f"{answer[:at]} [{number}]{answer[at:]}"
+    return answer
 
 
 # -- the last request: sent whole or streamed ------------------------------------------------------
@@ -209,6 +241,8 @@ class Prepared:
         if cut.stopped:
             result.finish_reason = "stop"
         result.answer = clean_answer(text, self.scaffolding)
+        if result.citing_steps and not form.json:  # the last step's citations, whatever it wrote
+            result.answer = with_citations_restored(result.answer, result.sources, shown=stream)
         if form.json:  # a caller's schema: bounded (answer_format), still checked off the loop
             await anyio.to_thread.run_sync(form.check, result.answer)
         if not stream or self.final is None:

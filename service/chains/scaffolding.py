@@ -10,7 +10,9 @@ heading ("The answer so far, ...:", "Answer so far:") before a label or a separa
 starts its own; a sentence that repeats the instruction's forms ("A lambda expression is
 just the words that answer it", or the earlier "... is a name, a number or a short phrase
 when that answers it"); the instruction's words before a citation ("... The number of the
-document that says this is [1]").
+document that says this is [1]"); a sentence's opening words that only say where the
+answer comes from ("According to the documents provided,", "Selon les documents fournis,"),
+the sentence after them kept.
 
 The templates' lines, headings and instructions are read from the answer templates as loaded
 (`Scaffolding.of`, which `PromptLibrary` does once per load): an operator who edits a template
@@ -70,15 +72,15 @@ LABEL_FORMS = tuple(
     for far in ("", " so far")
 )
 # ... and the words before a citation ("The number of the document that says this is [1]";
-# "This can be found in [1]", "This answer is found in [1]": issue 69; their French), from a
-# word's start,
-# as the forms are found
+# "This can be found in [1]", "This answer is found in [1]": issue 69; "It is available in the
+# documents [1]" and their French: issue 83), from a word's start, as the forms are found
 _CITATION_BODY = _either_case(
     # a run of blanks read whole, once (possessive, from its start: no backtracking over it)
     r"(?<![ \t])[ \t]*+(?<!\S)"
     r"(?:(?:the[ \t]+)?(?:number[ \t]+of[ \t]+the[ \t]+)?document[ \t]+that[ \t]+"
-    r"says[ \t]+(?:it|this|that|so)[ \t]+is|this(?:[ \t]+answer|[ \t]+information)?[ \t]+"
-    r"(?:can[ \t]+be|is)[ \t]+found[ \t]+in"
+    r"says[ \t]+(?:it|this|that|so)[ \t]+is|(?:this(?:[ \t]+answer|[ \t]+information)?[ \t]+"
+    r"(?:can[ \t]+be[ \t]+found|is[ \t]+found|is[ \t]+available)|it[ \t]+is[ \t]+available)"
+    r"[ \t]+in(?:[ \t]+the[ \t]+documents?)?"
     # French alike ("Elle est disponible dans les documents [1]", "Cette information se
     # trouve dans [2]": issue 83)
     r"|(?:cette[ \t]+information|elle|ceci|cela)[ \t]+(?:se[ \t]+trouve|est[ \t]+disponible|"
@@ -100,9 +102,11 @@ _CITATION_FORMS = (
         for colon in _COLONS
     )
     + tuple(
-        f"this{what} {can} found in{colon}["
-        for what in ("", " answer", " information")
-        for can in ("can be", "is")
+        f"{what} {verb} in{where}{colon}["
+        for what in ("this", "this answer", "this information", "it")
+        for verb in ("can be found", "is found", "is available")
+        if what != "it" or verb == "is available"
+        for where in ("", " the documents", " the document")
         for colon in _COLONS
     )
     + tuple(
@@ -114,6 +118,43 @@ _CITATION_FORMS = (
     )
 )
 _SPACES = re.compile(r"\s+")
+
+# ... and a sentence's opening words that only say where its answer comes from ("According to
+# the documents provided, ...", "Selon les documents fournis, ...": issue 83): they go, the
+# sentence after them stays. Each ends in its comma, and has at most LEAD_WORDS words: the
+# stream holds a sentence's first SENTENCE_HOLD (6) words, so it knows the lead and the word
+# after it whole before it shows any of them
+LEAD_WORDS = 5
+LEAD_FORMS = tuple(
+    f"{by} {what},"
+    for by in ("according to", "based on")
+    for what in (
+        *(f"the {which}" for which in ("documents", "document", "sources", "context")),
+        *(f"the provided {which}" for which in ("documents", "document", "sources", "context")),
+        *(f"the {which} provided" for which in ("documents", "document", "sources", "context")),
+        "the documents above",
+    )
+) + tuple(
+    f"{by} {what},"
+    for by in ("selon", "d'après", "d’après")
+    for what in (
+        "les documents",
+        "les documents fournis",
+        "les documents ci-dessus",
+        "le document",
+        "le document fourni",
+        "les sources",
+        "les sources fournies",
+        "le contexte",
+        "le contexte fourni",
+        "les informations fournies",
+    )
+)
+LEAD = re.compile(
+    r"([ \t]*+)(?:"
+    + "|".join(_either_case(re.escape(form).replace(r"\ ", r"[ \t]+")) for form in LEAD_FORMS)
+    + r")[ \t]*+"
+)
 
 # reading a template's own words: its tags and comments out, its variables between them
 _TAG = re.compile(r"{%.*?%}|{#.*?#}", re.S)

@@ -3,7 +3,8 @@
 `without_scaffolding` reads an answer line by line (a template's line, a separator, a label,
 an earlier answer's heading and the lines under it, when the model's own answer follows them,
 go), then sentence by sentence (one whose first `SENTENCE_HOLD` words hold the instruction's
-forms goes whole; later in a sentence, from the forms to its end), then the words before a
+forms goes whole; later in a sentence, from the forms to its end; opening words that only
+say where the answer comes from go, the rest of the sentence kept), then the words before a
 citation. `Reading` reads a text written so far alike, and stops where what may follow could
 still change what it keeps (`final`: nothing follows), so that the streamed reader
 (service.chains.scaffolding_stream) gives out, piece by piece, exactly what this one keeps.
@@ -20,6 +21,7 @@ from service.chains.scaffolding import (
     CITATION_WORDS,
     LABEL,
     LABEL_FORMS,
+    LEAD,
     Scaffolding,
 )
 
@@ -181,7 +183,7 @@ class Reading:
                 if _words_before(sentence, form) >= SENTENCE_HOLD:
                     head = sentence[:form]
                     cited = CITATION_HEAD.search(head)
-                    kept.append(head[: cited.start()] if cited else head)
+                    kept.append(_without_lead(head[: cited.start()] if cited else head))
                     length += len(kept[-1])
                 if not ended:
                     return "".join(kept), False
@@ -189,8 +191,8 @@ class Reading:
                     self._sentences_settled = (match.end(), length)
                 continue
             if ended:
-                kept.append(sentence)
-                length += len(sentence)
+                kept.append(_without_lead(sentence))
+                length += len(kept[-1])
                 if followed:
                     self._sentences_settled = (match.end(), length)
                 continue
@@ -201,7 +203,11 @@ class Reading:
                 for at in first[:SENTENCE_HOLD]
             ):
                 return "".join(kept), False
-            kept.append(sentence[: self._first_form(sentence)])
+            cut = self._first_form(sentence)
+            lead = LEAD.match(sentence)
+            if lead is not None and cut < lead.end():  # held until what follows it is known
+                return "".join(kept), False
+            kept.append(_without_lead(sentence[:cut]))
             return "".join(kept), False
         return "".join(kept), True
 
@@ -248,6 +254,18 @@ class Reading:
         begins with a form or a form begins with it (every form is shorter), without folding a
         long text whole: the test runs at every word of a sentence still being written."""
         return _folded_head(text, self.scaffolding.longest + 1)
+
+
+def _without_lead(sentence: str) -> str:
+    """`sentence` (or its beginning) without its opening words on where the answer comes from
+    ("According to the documents provided, the lamp ..." -> "The lamp ..."), the word after
+    them capitalised when it is all lower case."""
+    lead = LEAD.match(sentence)
+    if lead is None:
+        return sentence
+    rest = sentence[lead.end() :]
+    word = rest.split(maxsplit=1)[0] if rest[:1].islower() else ""
+    return lead.group(1) + (rest[0].upper() + rest[1:] if word.islower() else rest)
 
 
 def _folded_head(text: str, size: int) -> str:

@@ -48,6 +48,7 @@ class Summarizer:
                 drop_irrelevant=False,
                 answer_reserve=self._reserve,
                 partial_ok=False,
+                citing=False,
             ).prepare(numbered)
         return Prepared(
             ChainResult("", sources_of(list(packs[0].items))),

@@ -11,41 +11,35 @@ sources it cites; an uncited one against every source sent.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import math
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from functools import lru_cache
 from typing import Any
 
 from service.errors import ServiceError
 from service.llm.embeddings import EmbeddingsClient
 from service.llm.types import Usage
-from service.text.claims import (
-    Claim,
-    claims_of,
-    facts,
-    negated,
-    numbers,
-    sentences_of,
-    without_spans,
+from service.text.claims import Claim, without_spans
+from service.text.support import (
+    CLOSEST,
+    MIN_OVERLAP,
+    Evidence,
+    checkable_claims,
+    evidence_of,
+    scored,
+    source_numbers,
 )
 
 log = logging.getLogger(__name__)
 
-MAX_EVIDENCE = 2000  # source sentences (and pairs) one answer is checked against
 # clauses of one answer that are checked: the sentences of the rest count as unsupported (an
 # answer too long to check is not vouched for), so a 1,000-clause answer costs no more
 MAX_CLAUSES = 300
 # clauses that words leave open and the embeddings API then judges: in one deduplicated
 # request of at most MAX_BY_MEANING * (1 + CLOSEST) texts; the rest stay unsupported
 MAX_BY_MEANING = 64
-CLOSEST = 3  # source sentences per doubtful claim whose meaning is compared
-# a claim of at most this many content words is a mention (a name, a figure, a short answer's
-# phrase), not a statement: a negation in the sentence that holds it does not deny it
-MENTION_WORDS = 2
 
 
 @dataclass(frozen=True)
@@ -115,19 +109,6 @@ class Grounding:
         return without_spans(answer, spans)
 
 
-@dataclass(frozen=True)
-class Evidence:
-    source: int
-    text: str
-    words: frozenset[str]
-    numbers: frozenset[str]
-    negated: bool
-
-    @classmethod
-    def of(cls, source: int, text: str) -> Evidence:
-        return cls(source, text, *facts(text))
-
-
 class GroundingCheck:
     """The default check: words first, then meaning (embeddings) for what words leave open."""
 
@@ -137,7 +118,7 @@ class GroundingCheck:
         self,
         embeddings: EmbeddingsClient | None,
         *,
-        min_overlap: float = 0.6,
+        min_overlap: float = MIN_OVERLAP,
         min_similarity: float = 0.8,
     ) -> None:
         self._embeddings = embeddings
@@ -159,12 +140,12 @@ class GroundingCheck:
         doubtful: list[tuple[int, Claim, list[Evidence]]] = []
         hopeless: set[int] = set()  # claims with a clause nothing may support
         for position, (index, clause) in enumerate(clauses[:MAX_CLAUSES]):
-            scored = [(_overlap(clause, e), e) for e in _candidates(clause, evidence)]
-            by_words = [e for overlap, e in scored if overlap >= self._min_overlap]
+            candidates = scored(clause, evidence)
+            by_words = [e for overlap, e in candidates if overlap >= self._min_overlap]
             if by_words:
-                verdicts[position] = _numbers_of(by_words)
-            elif scored:
-                closest = sorted(scored, key=lambda pair: -pair[0])[:CLOSEST]
+                verdicts[position] = source_numbers(by_words)
+            elif candidates:
+                closest = sorted(candidates, key=lambda pair: -pair[0])[:CLOSEST]
                 doubtful.append((position, clause, [e for _, e in closest]))
             else:
                 hopeless.add(index)
@@ -208,7 +189,7 @@ class GroundingCheck:
                 if _cosine(claim_vector, vector_of[e.text]) >= self._min_similarity
             ]
             if near:
-                verdicts[index] = _numbers_of(near)
+                verdicts[index] = source_numbers(near)
         return verdicts
 
 
@@ -239,64 +220,6 @@ def with_verbatim_quotes(
 
 def _flat(text: str) -> str:
     return " ".join(text.split()).lower()
-
-
-def checkable_claims(answer: str) -> list[Claim]:
-    """The answer's sentences a source could support (the others are not counted)."""
-    return [claim for claim in claims_of(answer) if claim.checkable]
-
-
-def evidence_of(sources: Sequence[tuple[int, str]]) -> list[Evidence]:
-    """Each source sentence, and each two consecutive ones (a sentence may join two)."""
-    evidence: list[Evidence] = []
-    for number, text in sources:
-        evidence += _source_evidence(number, text)
-        if len(evidence) >= MAX_EVIDENCE:
-            return evidence[:MAX_EVIDENCE]
-    return evidence
-
-
-@lru_cache(maxsize=1024)
-def _source_evidence(number: int, text: str) -> tuple[Evidence, ...]:
-    """One source's evidence, remembered: the same passages are sent with many questions."""
-    sentences = sentences_of(text)
-    # on two lines: what ends the first (a denial's "no.") never reads as joined to the next
-    pairs = [f"{first}\n{second}" for first, second in itertools.pairwise(sentences)]
-    return tuple(Evidence.of(number, sentence) for sentence in [*sentences, *pairs])
-
-
-def _cited(claim: Claim, evidence: list[Evidence]) -> list[Evidence]:
-    """The evidence from the sources the claim cites (all, when it cites none it was given)."""
-    return [e for e in evidence if e.source in claim.cited] or evidence
-
-
-def _candidates(claim: Claim, evidence: list[Evidence]) -> list[Evidence]:
-    """The evidence that may support the claim: cited, with its numbers and its negation. A
-    mention (a claim of at most MENTION_WORDS content words: a short answer's phrase, "Thomas
-    Sowell [1]") states nothing a negation could deny: a negating sentence that holds it may
-    support it ("Thomas Sowell ... claims that this is due to women not taking ...")."""
-    wanted, negative = numbers(claim.text), negated(claim.text)
-    mention = not negative and len(claim.words) <= MENTION_WORDS
-    return [
-        e
-        for e in _cited(claim, evidence)
-        if wanted <= e.numbers and (e.negated == negative or mention)
-    ]
-
-
-def closest(claim: Claim, evidence: list[Evidence], count: int = CLOSEST) -> list[Evidence]:
-    """The cited evidence sharing most of the claim's words, whatever its numbers say (for a
-    judge that reads them)."""
-    return sorted(_cited(claim, evidence), key=lambda e: -_overlap(claim, e))[:count]
-
-
-def _overlap(claim: Claim, evidence: Evidence) -> float:
-    words = claim.words
-    return len(words & evidence.words) / len(words) if words else 0.0
-
-
-def _numbers_of(evidence: list[Evidence]) -> tuple[int, ...]:
-    return tuple(sorted({e.source for e in evidence}))
 
 
 def _cosine(a: Sequence[float], b: Sequence[float]) -> float:

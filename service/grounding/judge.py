@@ -19,20 +19,13 @@ from service.chains.packing import pack_greedy
 from service.chains.prompts import PromptLibrary
 from service.chains.structured import one_each, parse_json_answer
 from service.errors import ServiceError
-from service.grounding.check import (
-    Evidence,
-    Grounding,
-    GroundingCheck,
-    SentenceCheck,
-    checkable_claims,
-    closest,
-    evidence_of,
-)
+from service.grounding.check import Grounding, GroundingCheck, SentenceCheck
 from service.llm.client import ChatClient
 from service.llm.size import RequestSize
 from service.llm.types import ChatMessage, Usage
 from service.text.claims import Claim
 from service.text.clean import clean_context
+from service.text.support import Evidence, checkable_claims, closest, evidence_of
 
 log = logging.getLogger(__name__)
 

@@ -107,7 +107,6 @@ class Finishing:
     written: str = ""  # the answer as the LLM wrote it, before the short answer's cut
     # the request's deadline, which the stages run within (one may bound its own work by it)
     deadline: Deadline = field(default_factory=lambda: Deadline(float("inf")))
-    plain: bool = True  # prose, which citations may be added to (not a caller's JSON)
 
     def take(self, amendment: Amendment) -> None:
         """An answer stage's amendment written into the answer."""
@@ -332,9 +331,7 @@ class Reply:
             )
             if self.sources_only_if_found:
                 answer.documents = []
-        done = Finishing(
-            answer, result, found_nothing, written, self.deadline, plain=not self.form.json
-        )
+        done = Finishing(answer, result, found_nothing, written, self.deadline)
         for stage in self.finishing:
             if stage.wanted(done):
                 with self.timings.stage(stage.name) if stage.timed else nullcontext():
@@ -365,11 +362,6 @@ def shaped(answer: str, sources: Sequence[Source], phrase_of: str | None) -> str
     answers (`phrase_of`), the answer cut to that phrase."""
     answer = true_citation(answer, sources)
     return phrase(answer, phrase_of) if phrase_of is not None else answer
-
-
-def source_texts(result: ChainResult) -> list[tuple[int, str]]:
-    """What each source sent to the LLM said, under its number: what grounding checks."""
-    return [(source.number, text) for source in result.sources for text in source.snippets]
 
 
 def answer_of(result: ChainResult, message: str) -> Answer:

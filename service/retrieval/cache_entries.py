@@ -39,7 +39,15 @@ class CacheEntries:
         return hashlib.sha256("|".join(states).encode()).hexdigest()[:24]
 
     async def _state(self, collection: str) -> str:
-        params = {"q": "*:*", "rows": 1, "fl": "_version_", "sort": "_version_ desc"}
+        # the shipped configsets run this very query as each new searcher warms (their
+        # solrconfig.xml's listeners): kept alike, a question finds it in Solr's cache
+        params = {
+            "q": "*:*",
+            "defType": "lucene",
+            "rows": 1,
+            "fl": "_version_",
+            "sort": "_version_ desc",
+        }
         body = await self._solr.select(collection, params)
         response = body.get("response", {})
         docs = response.get("docs") or [{}]

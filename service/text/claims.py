@@ -17,8 +17,9 @@ from pathlib import Path
 from service.text.citations import CITATION, without_citations
 from service.text.fold import folded
 
-# a sentence ends at . ! ? (and the citations right after), before a space and the next one
-_END = re.compile(r"(?<=[.!?])((?:\s*\[\d{1,3}\])*)\s+(?=[\"'(\[]?[A-Z0-9])")
+# a sentence ends at . ! ? (and the citations right after), before a space and the next one,
+# which a citation never begins: "... retreat. [2]" at a line's end is the sentence's
+_END = re.compile(r"(?<=[.!?])((?:\s*\[\d{1,3}\])*)\s+(?=[\"'(]?[A-Z0-9]|\[(?!\d{1,3}\])[A-Z0-9])")
 # an abbreviation a figure follows ends no sentence: "Vol. 2", "Fig. 3", "pp. 10-12"
 _NUMBERED = re.compile(r"(?<![\w.])(?:[Vv]ol|Fig|Art|pp?|Ch)\.$")
 # a number sign ("Symphony No. 7", "loi nº 2021", "№ 7", on its figure's line) ends no

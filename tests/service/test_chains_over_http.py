@@ -9,9 +9,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.chains.result import NO_ANSWER
+from service.text.claims import claims_of
 from testing.corpus import load_corpus
 from testing.llm_server import LLMScript, RecordedRequest, Step
 from testing.service import ClientFactory
+from tests.service.test_streaming import read_events
 
 BLOCK = re.compile(r"^######\n\[(\d+)\] [^\n]*\n[^\n]*\n", re.M)
 BUDGET = 2500
@@ -191,6 +193,77 @@ def test_refine_cuts_an_answer_so_far_longer_than_its_reserve(
     assert all(r.size <= BUDGET for r in llm.requests)
 
 
+# five surveys told apart by their number, the lighthouse and the orchard: more than one
+# request holds (in requests of 2,100 characters that keep 600 for the answer so far)
+GLACIER = {"query": "Vatnaj glacier survey retreat, lighthouse keeper, apple trees pruned"}
+SMALL = {"prompt.max.request.size": 2100, "llm.maxTokens": 150, "chunking.maxFiles": 7}
+
+
+class CitingModel:
+    """A model that answers every step of a chain as asked: the sentences the earlier answers
+    in its prompt carry, then the first sentence of each document it is shown, each followed
+    by its document's number; but from its `careless_from`-th request on (its chain's last
+    step) it drops every bracket."""
+
+    def __init__(self, careless_from: int | None = None) -> None:
+        self.careless_from = careless_from
+        self.requests = 0
+        self.written: list[str] = []  # every sentence it wrote, cited
+
+    def __call__(self, request: RecordedRequest) -> str:
+        self.requests += 1
+        carried = [sentence for sentence in self.written if sentence in request.prompt]
+        shown = [
+            f"{FULL_STOP.split(text)[0].rstrip('.')} [{number}]."
+            for number, text in SOURCE.findall(request.prompt)
+        ]
+        self.written += [sentence for sentence in shown if sentence not in self.written]
+        answer = " ".join(dict.fromkeys([*carried, *shown]))
+        if self.careless_from is not None and self.requests >= self.careless_from:
+            return re.sub(r" ?\[\d+\]", "", answer)
+        return answer
+
+
+SOURCE = re.compile(r"^######\n\[(\d+)\] [^\n]*\n([^\n]+)", re.M)
+FULL_STOP = re.compile(r"(?<=\.)(?: |\\n)+")  # a source's literal \n too (Datafari's)
+
+
+def sentences_cited(message: str) -> list[tuple[str, tuple[int, ...]]]:
+    return [(claim.text, claim.cited) for claim in claims_of(message)]
+
+
+@pytest.mark.parametrize("strategy", ["refine", "mapreduce"])
+def test_the_answer_keeps_the_citations_its_last_step_dropped(
+    make_client: ClientFactory, llm: LLMScript, strategy: str
+) -> None:
+    """Issue 86: whatever the last step of refine or map-reduce writes, each sentence of the
+    answer cites the source that says it: the steps' own citations when the last step keeps
+    them, the same ones when it drops them all (grounding off: the chain restores them)."""
+    client = chain_client(make_client, strategy, **SMALL)
+    llm.answer = careful = CitingModel()
+    kept = post_ok(client, GLACIER)
+    steps = careful.requests
+    assert steps >= 2 and kept["usage"]["llm_calls"] == steps, kept
+    expected = sentences_cited(kept["content"]["message"])
+    assert len(expected) >= 3 and all(len(cited) == 1 for _, cited in expected), expected
+    said = dict(enumerate((d["content"] for d in kept["content"]["documents"]), start=1))
+    assert all(text.rstrip(".") in said[n] for text, (n,) in expected), (expected, said)
+    llm.answer = CitingModel(careless_from=steps)
+    body = post_ok(client, GLACIER)
+    message = body["content"]["message"]
+    assert sentences_cited(message) == expected, message
+    assert body["content"]["documents"] == kept["content"]["documents"]
+    assert "grounding" not in body["timings"]  # the chain restored them, not the check
+    llm.answer = CitingModel(careless_from=steps)  # streamed: shown first, cited at its end
+    with client.stream("POST", "/ai/rag", json={**GLACIER, "stream": True}) as response:
+        events = read_events(response)
+    streamed = "".join(data["text"] for name, data in events if name == "token")
+    done = events[-1][1]
+    assert streamed == done["message"], (streamed, done)
+    numbers = dict.fromkeys(n for _, (n,) in expected)
+    assert streamed.endswith(". " + " ".join(f"[{n}]" for n in numbers)), streamed
+
+
 def test_a_chunk_larger_than_a_request_is_split_not_dropped(
     make_client: ClientFactory, llm: LLMScript
 ) -> None:
@@ -245,7 +318,7 @@ def test_history_goes_into_every_request_trimmed(
 def test_rewriting_changes_the_search_but_not_the_question(
     make_client: ClientFactory, llm: LLMScript
 ) -> None:
-    client = make_client({"chat.query.rewriting.enabled": True, "chunking.maxFiles": 5})
+    client = make_client({"chat.query.rewriting.enabled": True, "chunking.maxFiles": 6})
     llm.then(Step(content="zebra quokka"))
     payload = post_ok(client, {"query": "Which animals graze together at Ravensholt park?"})
     rewrite, answer = llm.requests

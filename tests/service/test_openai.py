@@ -15,9 +15,10 @@ from pydantic import BaseModel
 from service.api.conversation import NO_USER_PROMPT, TOO_LONG, split_conversation
 from service.api.openai_schema import ChatMessageIn
 from service.api.protocols import driver
+from service.chains.prompts import NOT_FOUND_SENTENCES
 from service.text import tokens
 from service.text.tokens import token_counter
-from testing.llm_server import LLMScript, Step
+from testing.llm_server import LLMScript, Step, verification
 from testing.service import ServiceFactory
 from tests.service.test_streaming import SAID
 
@@ -265,6 +266,86 @@ def test_nothing_found_is_refused_not_answered_from_the_llm_s_memory(
             },
         )
         assert json_mode.status_code == 428, json_mode.text
+
+
+WORLD_CUP = "Who won the 1998 football world cup final in Paris?"
+FROM_MEMORY = "The 1998 FIFA World Cup final was won by Brazil."  # wrong: France won
+# a question sharing a word with a document (BM25 finds it), which does not answer it
+NEAR_WORLD_CUP = "Who won the football world cup the year the lighthouse was electrified?"
+NEAR_FROM_MEMORY = "West Germany won the 1954 FIFA World Cup final."
+# the retrieval a `rag` model answers with, the question and the LLM's memory of it: make
+# run's hybrid (kNN finds nothing near the question), and BM25 (a shared word finds a
+# passage, which the LLM then answers beside)
+SEARCHES = {
+    "hybrid": ({"retrieval.method": "hybrid"}, WORLD_CUP, FROM_MEMORY),
+    "bm25": ({"retrieval.method": "bm25"}, NEAR_WORLD_CUP, NEAR_FROM_MEMORY),
+}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("search", SEARCHES)
+def test_the_rag_model_refuses_what_its_documents_do_not_answer_never_from_memory(
+    service: ServiceFactory, llm: LLMScript, stream: bool, search: str
+) -> None:
+    """Issue 83: POST /v1/chat/completions with the `rag` model and the world cup question
+    answered "won by Brazil" (the LLM's memory, wrong) where /ai/rag said 428: whether the
+    search finds nothing or a passage beside the question, the documents do not answer it,
+    and the completion says so (`abstained`, no sources), whole or streamed, the memory's
+    words never sent."""
+    settings, question, memory = SEARCHES[search]
+    llm.then(Step(content=memory), Step(content=memory))  # asked, and asked again
+    response = client_for(service(settings)).chat.completions.create(
+        model="rag", messages=ask(question), stream=stream
+    )
+    text, last = text_and_last(response, stream)
+    assert text == NOT_FOUND_SENTENCES["en"]
+    assert "Germany" not in text and "Brazil" not in text
+    assert last.model_extra["abstained"], last  # type: ignore[index]
+    assert last.model_extra["sources"] == last.model_extra["citations"] == []  # type: ignore[index]
+    assert (search == "bm25") == bool(llm.requests)  # BM25 found a passage, kNN nothing
+
+
+# make run's: the LLM asked first whether a document says the answer (its own model's way)
+SHIPPED_VERIFICATION = {
+    "grounding.verify": True,
+    "grounding.abstain.unsupported": 0.55,
+    "grounding.verify.parallel": False,
+}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_rag_model_refuses_when_the_verification_finds_no_document_saying_it(
+    service: ServiceFactory, llm: LLMScript, stream: bool
+) -> None:
+    """Passages found, and the LLM asked whether one says the answer says no: the completion
+    is the refusal, the answer never asked for (grounding.verify, as make run ships it)."""
+    settings = {"retrieval.method": "bm25", **SHIPPED_VERIFICATION}
+    no = Step(content="No", first_top={"No": 0.9, "Yes": 0.1}, takes=verification)
+    llm.then(no, Step(content=NEAR_FROM_MEMORY))
+    response = client_for(service(settings)).chat.completions.create(
+        model="rag", messages=ask(NEAR_WORLD_CUP), stream=stream
+    )
+    text, last = text_and_last(response, stream)
+    assert text == NOT_FOUND_SENTENCES["en"]
+    assert "grounding.abstain.unsupported" in last.model_extra["abstained"]  # type: ignore[index]
+    assert last.model_extra["sources"] == []  # type: ignore[index]
+    assert [request.body["max_tokens"] for request in llm.requests] == [1]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("search", SEARCHES)
+def test_the_rag_model_still_answers_what_its_documents_say_with_sources(
+    service: ServiceFactory, llm: LLMScript, stream: bool, search: str
+) -> None:
+    llm.then(Step(content="It was electrified in 1952, when it stopped burning paraffin [1]."))
+    response = client_for(service(SEARCHES[search][0])).chat.completions.create(
+        model="rag", messages=ask("When was the lighthouse lamp electrified?"), stream=stream
+    )
+    text, last = text_and_last(response, stream)
+    assert text.startswith("It was electrified in 1952, when it stopped burning paraffin [1].")
+    assert "\n\nSources:\n[1] [" in text
+    assert "abstained" not in last.model_extra  # type: ignore[operator]
+    assert last.model_extra["sources"][0]["id"] == "lighthouse"  # type: ignore[index]
 
 
 def test_no_max_tokens_means_what_the_window_leaves(

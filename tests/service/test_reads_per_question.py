@@ -81,3 +81,52 @@ def test_an_answer_cache_lookup_builds_no_filter_per_question(
             return filters_made(solr_url, settings.solr.cache_collection) - made
 
     assert asyncio.run(scenario()) == 0
+
+
+def query_results(solr_url: str, collection: str) -> tuple[int, int]:
+    """Solr's queryResultCache for `collection` since it started: (hits, inserts)."""
+    metrics = httpx.get(
+        f"{solr_url}/admin/metrics",
+        params={"group": "core", "prefix": "CACHE.searcher.queryResultCache", "wt": "json"},
+    ).json()["metrics"]
+    cores = [
+        metrics[name]["CACHE.searcher.queryResultCache"]
+        for name in metrics
+        if f".{collection}." in name
+    ]
+    assert cores, f"no core of {collection} in {list(metrics)}"
+    return (
+        sum(int(core["cumulative_hits"]) for core in cores),
+        sum(int(core["cumulative_inserts"]) for core in cores),
+    )
+
+
+def test_the_index_state_is_read_from_the_warmed_cache_after_a_commit(solr_url: str) -> None:
+    """The answer cache's index state (the newest `_version_` of each collection) sorts every
+    document when Solr runs it: the shipped configsets run it as each new searcher warms, so
+    the questions after an ingestion find it cached, whatever the index holds."""
+    settings = Settings.of({"solr.url": solr_url, "api.keys": "k"})
+    collections = ["FileShare", "VectorMain"]
+
+    async def scenario() -> list[tuple[int, int]]:
+        async with httpx.AsyncClient() as http:
+            solr = SolrClient(http, solr_url)
+            cache = AnswerCache(
+                solr, embeddings_client(http, settings), settings.solr, settings.cache
+            )
+            before = await cache.index_version()
+            probes = {"FileShare": {}, "VectorMain": {"parent_id": "reads-state-probe"}}
+            for collection, fields in probes.items():  # an ingestion: a new searcher for each
+                await solr.add(collection, [{"id": "reads-state-probe", **fields}], commit=True)
+            counted = [query_results(solr_url, c) for c in collections]
+            try:
+                for _ in range(READS):
+                    assert await cache.index_version() != before  # the change is seen
+                after = [query_results(solr_url, c) for c in collections]
+            finally:
+                for collection in collections:
+                    await solr.delete_by_query(collection, "id:reads-state-probe")
+            return [(h - h0, i - i0) for (h, i), (h0, i0) in zip(after, counted, strict=True)]
+
+    # every read a hit of what the warm-up put there, none inserted by a question
+    assert asyncio.run(scenario()) == [(READS, 0), (READS, 0)]

@@ -13,7 +13,7 @@ import pytest
 from service.chains import MapReduceChain, PromptBuilder, Question, RefineChain, StuffChain
 from service.chains.packing import MIN_ROOM, Packer, pack_greedy
 from service.chains.prompts import PromptLibrary
-from service.chains.result import Chunk, NumberedChunk, number_chunks
+from service.chains.result import Chunk, NumberedChunk, Source, number_chunks
 from service.errors import PromptTooLong, TechnicalError, TooManyCalls
 from service.llm import ChatClient, ChatMessage, LLMOptions
 from service.llm.budget import CallBudget
@@ -213,3 +213,64 @@ def test_an_answer_that_says_the_documents_hold_nothing_is_recognised_in_french_
     from service.chains.result import says_nothing_relevant
 
     assert says_nothing_relevant(answer) is nothing
+
+
+def glacier_sources() -> list[Source]:
+    """Five surveys that say the same but for their number (which decides the source), and a
+    prime."""
+    texts = [f"Survey number {n} of the Vatnaj glacier measured its retreat." for n in range(1, 6)]
+    texts.append("As of January 2016 the largest known prime has 22,338,618 decimal digits.")
+    return [
+        Source(number, RetrievedDocument(str(number), "t", "", text), (text,))
+        for number, text in enumerate(texts, start=1)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("answer", "whole", "streamed"),
+    [
+        ("22,338,618 digits.", "22,338,618 digits [6].", "22,338,618 digits. [6]"),
+        # each sentence its own survey; one already cited keeps its citation
+        ("Survey number 3 of the glacier measured its retreat. Survey 5 measured it too [5].",
+         "Survey number 3 of the glacier measured its retreat [3]. Survey 5 measured it too [5].",
+         "Survey number 3 of the glacier measured its retreat. Survey 5 measured it too [5]. [3]"),
+        ("- Survey 4 measured the glacier's retreat\n- Survey 1 measured the glacier's retreat",
+         "- Survey 4 measured the glacier's retreat [4]\n- Survey 1 measured the glacier's "
+         "retreat [1]",
+         "- Survey 4 measured the glacier's retreat\n- Survey 1 measured the glacier's retreat "
+         "[4] [1]"),
+        # what no source supports is never cited, nor a figure none holds
+        ("Survey 2 measured its retreat! The moon is made of cheese.",
+         "Survey 2 measured its retreat [2]! The moon is made of cheese.",
+         "Survey 2 measured its retreat! The moon is made of cheese. [2]"),
+        ("Survey number 9 of the glacier measured its retreat.",) * 3,
+        ("I could not find the answer in the documents.",) * 3,
+    ],
+)  # fmt: skip
+def test_a_sentence_without_citation_gets_the_source_that_supports_it(
+    answer: str, whole: str, streamed: str
+) -> None:
+    """Issue 86: what refine and map-reduce make of their last step's answer."""
+    from service.chains.result import with_citations_restored
+
+    assert with_citations_restored(answer, glacier_sources(), shown=False) == whole
+    assert with_citations_restored(answer, glacier_sources(), shown=True) == streamed
+
+
+async def test_a_summary_in_several_steps_is_given_no_citation_an_answer_is(
+    make_llm: LlmFactory, llm: LLMScript
+) -> None:
+    """A summary cites nothing (its prompts ask for none): what its last reduce writes stays as
+    written, however much of the document it copies; a question's map-reduce gets its
+    citation back."""
+    from service.chains import Summarizer
+
+    copied = "Step 1 of the wind turbine maintenance manual covers the blade inspection."
+    llm.answer = lambda request: copied
+    numbered = chunks_of("turbine-manual", size=300)
+    summarizing = PromptBuilder(PROMPTS, Question("Summarize"), system_template="summarize_system")
+    summary = await Summarizer(make_llm(20), summarizing, 2000, answer_reserve=200).run(numbered)
+    assert len(llm.requests) > 2 and summary.answer == copied
+    chain = MapReduceChain(make_llm(20), builder(), 2000, answer_reserve=200)
+    answer = await chain.run(numbered)
+    assert answer.answer == copied.removesuffix(".") + " [1]."

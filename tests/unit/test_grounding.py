@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from service.grounding import GroundingCheck
-from service.grounding.check import MAX_EVIDENCE, evidence_of
 from service.text.claims import MAX_SENTENCES, claims_of, numbers, without_spans
+from service.text.support import MAX_EVIDENCE, evidence_of
 
 KEEPER = (
     1,
@@ -26,6 +26,17 @@ def test_an_answer_is_cut_into_sentences_with_their_citations() -> None:
         ("It burned oil.", (2, 1)),
         ("Was it 1.5 l?", ()),
         ("Yes!", ()),
+    ]
+
+
+def test_citations_after_the_last_full_stop_belong_to_the_last_sentence() -> None:
+    """As a streamed answer's restored citations stand (issue 86): never a sentence of their
+    own, which would leave the one they follow uncited."""
+    claims = claims_of("The keeper lit the lamp. It burned oil. [2] [1]\nSee [Note] below. [3]")
+    assert [(c.text, c.cited) for c in claims] == [
+        ("The keeper lit the lamp.", ()),
+        ("It burned oil.", (2, 1)),
+        ("See [Note] below.", (3,)),
     ]
 
 

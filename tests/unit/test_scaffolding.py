@@ -11,8 +11,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from service.chains import PromptLibrary, scaffolding_reading, scaffolding_stream
-from service.chains.scaffolding import SHIPPED, Scaffolding
-from service.chains.scaffolding_reading import without_scaffolding
+from service.chains.scaffolding import LEAD_FORMS, LEAD_WORDS, SHIPPED, Scaffolding
+from service.chains.scaffolding_reading import SENTENCE_HOLD, without_scaffolding
 from service.chains.scaffolding_stream import Unscaffolded
 
 FRAGMENTS = [
@@ -22,7 +22,10 @@ FRAGMENTS = [
     "just the words that answer it", "otherwise a sentence or two", "Keep it short:",
     "The number of the document that says this is", "the document that says it is:", "[1]",
     "This can be found in", "This answer is found in", "Elle est disponible dans les documents",
-    "Cette information se trouve dans", "Elle",
+    "Cette information se trouve dans", "Elle", "It is available in the documents",
+    "This can be found in the document", "Cette information se trouve dans le document",
+    "Selon les documents fournis,", "According to the provided context,", "According to the",
+    "Selon les documents de 2020,", "le délai", "d'après le contexte,", "iOS",
     "[2]", "In 1952", "It raises an AssertionError", "the lamp", "was lit", "at dusk", "Rollo",
     ".", ",", "?", " ", " ", "\n", "\n\n", "#", "-", "*", "\\n", "1.5", "Ans", "Doc",
 ]  # fmt: skip
@@ -122,17 +125,86 @@ def test_a_sentence_about_where_the_answer_is_never_reaches_the_screen() -> None
             "Le délai est de un mois. Cette information se trouve dans [2].",
             "Le délai est de un mois. [2].",
         ),
+        (
+            "Le délai est de un mois. Cette information se trouve dans le document [2]",
+            "Le délai est de un mois. [2]",
+        ),
+        (
+            "The lamp was lit in 1952. It is available in the documents [1]",
+            "The lamp was lit in 1952. [1]",
+        ),
+        (
+            "The lamp was lit in 1952. This can be found in the document [1]",
+            "The lamp was lit in 1952. [1]",
+        ),
         # a sentence that says where something is, not where the answer is, stays
         ("Elle se trouve dans la salle 3 [1].", "Elle se trouve dans la salle 3 [1]."),
+        (
+            "Elle se trouve dans le document rouge [1].",
+            "Elle se trouve dans le document rouge [1].",
+        ),
+        ("The manual is available in French [1].", "The manual is available in French [1]."),
     ],
 )
 def test_a_french_sentence_about_where_the_answer_is_goes_as_the_english_one(
     answer: str, kept: str
 ) -> None:
-    """Issue 83: "Elle est disponible dans les documents [1]" is where, not what."""
+    """Issue 83: "Elle est disponible dans les documents [1]" (and "It is available in the
+    documents [1]") is where, not what."""
+    _kept_whole_and_streamed(answer, kept)
+
+
+def _kept_whole_and_streamed(answer: str, kept: str) -> None:
+    """`answer` is `kept` read whole, and streamed a character at a time or in pieces cut
+    anywhere (inside the words to take out, between them and their citation)."""
     assert without_scaffolding(answer) == kept
     reader = Unscaffolded()
     assert "".join(_given_while_written(answer, reader)) + reader.flush() == kept
+    for size in (2, 3, 5, 7, 11):
+        assert _streamed(answer, list(range(size, len(answer), size))) == kept, size
+
+
+@pytest.mark.parametrize(
+    ("answer", "kept"),
+    [
+        ("Selon les documents fournis, le délai est d'un mois [1].", "Le délai est d'un mois [1]."),
+        (
+            "La CNIL contrôle les fichiers. D'après les documents, elle peut sanctionner [2].",
+            "La CNIL contrôle les fichiers. Elle peut sanctionner [2].",
+        ),
+        (
+            "Selon le contexte fourni, l'été à Marseille est chaud [1].",
+            "L'été à Marseille est chaud [1].",
+        ),
+        ("According to the provided context, the lamp was lit [1].", "The lamp was lit [1]."),
+        ("Based on the documents, iOS 17 added it [3].", "iOS 17 added it [3]."),
+        # opening words that say more than where the answer comes from stay
+        (
+            "Selon les documents de 2020, le délai est d'un mois [1].",
+            "Selon les documents de 2020, le délai est d'un mois [1].",
+        ),
+        (
+            "Le document 3 précise que la CNIL est indépendante [1].",
+            "Le document 3 précise que la CNIL est indépendante [1].",
+        ),
+        (
+            "Selon les documents fournis par la mairie, le marché ouvre à 8 h [1].",
+            "Selon les documents fournis par la mairie, le marché ouvre à 8 h [1].",
+        ),
+    ],
+)
+def test_opening_words_on_where_the_answer_comes_from_go_and_the_sentence_stays(
+    answer: str, kept: str
+) -> None:
+    """Issue 83: "Selon les documents fournis, ..." (and "According to the documents, ...")
+    says where, not what: the words go, the sentence after them stays, capitalised."""
+    _kept_whole_and_streamed(answer, kept)
+
+
+def test_opening_words_are_known_within_the_words_a_sentence_is_held_for() -> None:
+    """The stream holds a sentence's first SENTENCE_HOLD words: a lead, and the word after it
+    (capitalised or not), are whole by then."""
+    assert max(len(form.split()) for form in LEAD_FORMS) <= LEAD_WORDS < SENTENCE_HOLD
 
 
 # -- read from the templates as loaded (issue 67) ----------------------------------------------
@@ -199,6 +271,7 @@ def test_each_piece_reads_the_lines_still_open_not_the_whole_answer(
 
 
 _CITING = ["This", "this", "is", "found", "in", "[1]", "]", ".", "7", ":", "x", " ", " ", "\t", ""]
+_CITING += ["It", "available", "the", "documents"]
 
 
 @settings(max_examples=300, deadline=None)

@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any, ClassVar
 
-from service.chains.result import ChainResult, says_nothing_relevant
+from service.chains.result import ChainResult, says_nothing_relevant, source_texts
 from service.llm.types import TokenChoice
-from service.rag.reply import Amendment, Finishing, source_texts
+from service.rag.reply import Amendment, Finishing
 from service.rag.stages.again import Again, AskAgain
 from service.rag.stages.confidence import Confidence, not_found_probability
 from service.text.citations import CITATION
@@ -270,7 +270,7 @@ class RefuseEcho:
         again: AskAgain | None = None,
         threshold: float | None = None,
     ) -> RefuseEcho:
-        texts = (text for _, text in source_texts(result))
+        texts = (text for _, text in source_texts(result.sources))
         return cls(EchoCheck.of(question, texts), not_found, again, threshold)
 
     def wanted(self, done: Finishing) -> bool:
