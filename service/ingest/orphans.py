@@ -11,13 +11,17 @@ Every document the last runs read is known: it has passages (its first one, `chu
 the run's mark (`settled`), R those above it (written since: their ids read, and whether they
 have passages), Q the first passages and T the textless ids below the mark,
 
-    gone <= Q - F - (R with passages) + T
+    Q - F - (R with passages) + T = gone - (documents below the mark that lost their passages)
 
-and 0 means none is gone. Otherwise (or when forced: a first run, one that resumed after a
-crash, a passages collection without `chunk_index`) both collections' ids are walked in
-order side by side (10,000 a request, read from the values the sort reads, never from the
-stored documents) and the passages of every parent the documents collection lacks are
-deleted; the walk also counts the textless ids anew.
+(and more when a textless id is gone). The lost are not counted here, where a gone document
+would cancel one: they are found before, the passages collection's first passages counted at
+a run's start against what the last run left (sync_state: fewer, and every document is read
+again). So exactly 0 means none is gone; anything else (or when forced: a first run, one that
+resumed after a crash, a passages collection without `chunk_index`) has both collections' ids
+walked in order side by side (10,000 a request, read from the values the sort reads, never
+from the stored documents) and the passages of every parent the documents collection lacks
+deleted; the walk also lists the documents without passages (sync reads again those it did
+not know to be without text).
 """
 
 from __future__ import annotations
@@ -50,11 +54,12 @@ class Side:
 @dataclass(frozen=True)
 class OrphanReport:
     """What the check did: parents gone (their passages deleted), ids compared (0: the
-    counts showed none could be gone), and the documents without passages when it knows."""
+    counts showed none could be gone), and the main corpus' documents without passages when
+    it walked them."""
 
     removed: int
     compared: int
-    textless: frozenset[str] | None  # None: not counted again (the counts sufficed)
+    unpassaged: frozenset[str] | None  # None: not walked (the counts sufficed)
 
 
 class Orphans:
@@ -83,12 +88,16 @@ class Orphans:
         the ids of documents without passages, as sync knows them; `compare`: compare the
         ids whatever the counts say."""
         counted = not compare and self._first and settled is not None
-        if counted and await self.may_be_gone(settled or 0, textless) <= 0:
-            return OrphanReport(0, 0, None)
+        if counted and await self.may_be_gone(settled or 0, textless) == 0:
+            return OrphanReport(0, 0, None)  # below 0: the counts are wrong, ids compared
         return await self._compare()
 
+    async def firsts(self) -> int:
+        """The first passages of the main corpus (every passage, without `chunk_index`)."""
+        return await self._count(self._passages, *([f"{FIRST}:0"] if self._first else []))
+
     async def may_be_gone(self, settled: int, textless: frozenset[str]) -> int:
-        """At most how many documents with passages are gone (see the module's doc)."""
+        """How many documents with passages are gone, if the counts hold (the module's doc)."""
         documents, passages = self._documents, self._passages
         recent = [
             key
@@ -108,8 +117,8 @@ class Orphans:
 
     async def _compare(self) -> OrphanReport:
         """Both collections' ids side by side, in order: the parents the documents lack are
-        gone (their passages deleted); the main corpus' documents no passage names are
-        textless. Every document counts here, KAITO's too: a passage of one is no orphan."""
+        gone (their passages deleted); the main corpus' documents no passage names are listed.
+        Every document counts here, KAITO's too: a passage of one is no orphan."""
         documents, passages = self._documents, self._passages
         held = _Ordered(self._walk(documents, [], f"{documents.key} asc", whole=True))
         sort = f"{passages.key} asc, {passages.unique} asc"
@@ -130,7 +139,7 @@ class Orphans:
                 gone = []
         await held.reaches(None)
         removed += await self._delete(gone)
-        return OrphanReport(removed, walked + held.walked, frozenset(held.textless))
+        return OrphanReport(removed, walked + held.walked, frozenset(held.unpassaged))
 
     async def _delete(self, parents: list[str]) -> int:
         """The passages of these parents deleted (committed by sync, with its other writes)."""
@@ -168,13 +177,14 @@ class Orphans:
 
 class _Ordered:
     """The documents' ids in order, stepped through as the passages' parents come: those
-    passed over have no passage (the main corpus' among them are counted textless)."""
+    passed over have no passage (the main corpus' among them are listed: without text, or
+    with passages lost)."""
 
     def __init__(self, keys: AsyncIterator[tuple[str, bool]]) -> None:
         self._keys = keys
         self._key: tuple[str, bool] | None = None
         self.walked = 0
-        self.textless: set[str] = set()
+        self.unpassaged: set[str] = set()
 
     async def next(self) -> None:
         self._key = await anext(self._keys, None)
@@ -184,7 +194,7 @@ class _Ordered:
         """Steps to `parent` (None: to the end): whether the documents hold it."""
         while self._key is not None and (parent is None or self._key[0] < parent):
             if self._key[1]:
-                self.textless.add(self._key[0])
+                self.unpassaged.add(self._key[0])
             await self.next()
         if parent is not None and self._key is not None and self._key[0] == parent:
             await self.next()

@@ -14,9 +14,13 @@ costs what changed, not what the collection holds:
   split again, and a passage whose text and model are as before keeps its stored vector
   (EMBEDDING_HASH): only new text is embedded.
 - Each page is committed, then the checkpoint (the page's cursorMark) is written: a run that
-  stops (a crash, Ctrl-C) resumes after the last committed page.
+  stops (a crash, Ctrl-C) resumes after the last committed page. One run at a time holds it.
+- A passages collection that holds fewer first passages than the last run left (emptied,
+  recreated, passages deleted by hand) has every document read again.
 - Then the passages whose document is gone are deleted: counted in a few requests, the ids
-  compared only when the counts leave room for a gone one (service.ingest.orphans).
+  compared only when the counts are not exactly those of none gone (service.ingest.orphans);
+  a document the comparison finds without passages, not known to be without text, is read
+  again.
 - Security fields (ours and ManifoldCF's) are copied from a document to its passages.
 """
 
@@ -37,7 +41,9 @@ from service.errors import SolrLayoutError
 from service.ingest.extract import MAX_DOCUMENT_CHARS
 from service.ingest.indexer import EMBEDDING_HASH, ID_SEPARATOR, IngestProgress, sha256_of
 from service.ingest.orphans import FIRST, Orphans, corpus_side
-from service.ingest.sync_state import SETTLE_SECONDS, Checkpoint, SyncState
+from service.ingest.sync_slices import SLICE as SLICE  # the tests read it here
+from service.ingest.sync_slices import SliceWriter
+from service.ingest.sync_state import SETTLE_SECONDS, Checkpoint, SyncState, lowest_newest
 from service.llm.embeddings import EmbeddingsClient
 from service.retrieval.layout import ANALYSIS_VERSION, EMBEDDING_FIELD, EMBEDDING_MODEL
 from service.retrieval.pages import pages
@@ -52,7 +58,6 @@ SYNC_HASH = "sync_hash_s"  # a passage: the hash of the document version it was 
 PAGE = 100  # documents read a request
 HELD_PAGE = 10_000  # passages' hashes read a request
 VECTOR_PAGE = 1_000  # passages' vectors read a request
-SLICE = 256  # passages embedded, written and committed together
 SECURITY = (*security_fields("groups"), *security_fields("manifoldcf"))
 
 
@@ -91,6 +96,10 @@ class PageWritten:
     textless: frozenset[str]  # the page's documents left without passages
     with_passages: frozenset[str]  # and those with
 
+    @property
+    def read(self) -> int:
+        return len(self.textless) + len(self.with_passages)
+
 
 class PassageSync:
     """Brings the passages collection in line with the documents collection."""
@@ -118,10 +127,11 @@ class PassageSync:
         self._model = settings.embeddings.model
         cutting = settings.embeddings
         self._chunker = Chunker(cutting.passage_size, cutting.passage_overlap)
-        self._page = page
+        self._page_size = page
         self._settle = settle
         self._chunk_index = False  # whether passages have Datafari's (and our) chunk_index
         made_of = [
+            str(layout.url),  # another Solr's collections of the same names: started again
             *(self._documents, self._passages, str(self._in.roles), str(self._out.roles)),
             *(self._model, str(cutting.passage_size), str(cutting.passage_overlap)),
             ANALYSIS_VERSION,  # Solr's analysis of a passage changed: written again
@@ -130,52 +140,117 @@ class PassageSync:
         self.checkpoint = Checkpoint(checkpoint, self._made_of)
 
     async def run(self, progress: Callable[[IngestProgress], None] | None = None) -> SyncSummary:
+        """One run, holding the checkpoint (SyncRunning: another run holds it)."""
+        with self.checkpoint.held():
+            return await self._run(progress)
+
+    async def _run(self, progress: Callable[[IngestProgress], None] | None) -> SyncSummary:
         started = time.perf_counter()
         source = await self._solr.schema_fields(self._documents)
         target = await self._solr.schema_fields(self._passages)
         self._check(source, target)
         self._chunk_index = target.has(FIRST)
+        orphans = self._orphans(source, target)
         copied = [f for f in SECURITY if source.has(f) and target.has(f)]
         corpus = [MAIN_CORPUS] if source.has(INDEX_FIELD) else []
-        kept = self.checkpoint.load() or SyncState()
+        firsts = await orphans.firsts()
+        kept = self._kept(firsts) or SyncState()
         resumed = kept.running
         state = kept if resumed else kept.begun(await self._newest(corpus), self._settle)
-        textless = set(state.textless)
+        textless = set(self.checkpoint.load_textless(kept))
         reading = read_params(self._in, source, MAX_DOCUMENT_CHARS, score=False)
         reading["fl"] = ",".join([reading["fl"], *copied])
         told = _Progress(progress, started, state)
         async for found, cursor in self._changed_pages(state, corpus, reading):
             told.total = int(found["response"]["numFound"])
-            docs = found["response"]["docs"]
-            read = documents_from_response(found, self._in, max_chars=MAX_DOCUMENT_CHARS)
-            texts = [document.content for document in read]
-            page = await self._write(docs, texts, copied, told.said)
-            if page.changed:  # a page of documents written again unchanged opens no searcher
-                await self._solr.commit(self._passages)
+            page = await self._page(found, copied, told.said)
             textless = (textless - page.with_passages) | page.textless
-            state = state.advanced(cursor, len(docs), page.changed, page.written, page.embedded)
+            state = state.advanced(cursor, page.read, page.changed, page.written, page.embedded)
             self.checkpoint.save(state)
             told.state = state
             told.said(0, 0)
-        report = await self._orphans(source, target).run(
+        report = await orphans.run(
             state.settled, frozenset(textless), compare=state.since is None or resumed
         )
+        if report.unpassaged is not None:  # walked: those not known to be without text, read
+            unread = report.unpassaged - textless
+            textless = (textless & report.unpassaged) | {i for i in unread if ID_SEPARATOR in i}
+            async for page in self._again(unread, corpus, reading, copied, told.said):
+                textless |= page.textless
+                state = state.advanced(state.cursor, page.read, page.changed, page.written,
+                                       page.embedded)  # fmt: skip
         await self._solr.commit(self._passages)
-        self.checkpoint.save(state.ended(report.textless if report.textless is not None
-                                         else frozenset(textless)))  # fmt: skip
+        if state.changed or report.removed:
+            firsts = await orphans.firsts()
+        ended = state.ended(firsts)
+        self.checkpoint.save_textless(ended, textless)
+        self.checkpoint.save(ended)
         seconds = time.perf_counter() - started
         return SyncSummary(state.read, state.changed, state.passages, state.embedded,
                            report.removed, seconds, resumed, report.compared)  # fmt: skip
 
-    async def _newest(self, corpus: list[str]) -> int | None:
-        """The newest `_version_` the documents collection holds (None: it is empty)."""
-        found = await self._solr.select(
-            self._documents,
-            {"q": "*:*", "defType": "lucene", "fq": corpus, "rows": 0,
-             "json.facet": json.dumps({"newest": "max(_version_)"})},
+    def _kept(self, firsts: int) -> SyncState | None:
+        """The checkpoint's state, unless the passages collection lost first passages since
+        (`firsts`: held now): emptied or recreated, or passages deleted but by a sync. A run
+        that resumes is forgiven a few (its own rewrites midway); it compares the ids."""
+        kept = self.checkpoint.load()
+        if kept is None or kept.firsts is None or firsts >= kept.firsts:
+            return kept
+        if kept.running and firsts:
+            return kept
+        log.warning(
+            "%s holds %d first passages, %d when the last sync ended (emptied, made again, or "
+            "passages deleted): every document of %s is read again",
+            self._passages, firsts, kept.firsts, self._documents,
         )  # fmt: skip
-        newest = found.get("facets", {}).get("newest")
-        return int(newest) if newest is not None and int(found["response"]["numFound"]) else None
+        return None
+
+    async def _page(
+        self, found: dict[str, Any], copied: list[str], said: Callable[[int, int], None]
+    ) -> PageWritten:
+        """A page of documents read: their passages written (and committed if any was)."""
+        docs = found["response"]["docs"]
+        read = documents_from_response(found, self._in, max_chars=MAX_DOCUMENT_CHARS)
+        page = await self._write(docs, [document.content for document in read], copied, said)
+        if page.changed:  # a page of documents written again unchanged opens no searcher
+            await self._solr.commit(self._passages)
+        return page
+
+    async def _again(
+        self,
+        ids: frozenset[str],
+        corpus: list[str],
+        reading: dict[str, str],
+        copied: list[str],
+        said: Callable[[int, int], None],
+    ) -> AsyncIterator[PageWritten]:
+        """These documents read again (those the ids' comparison found without passages, not
+        known to be without text), a page at a time."""
+        wanted = sorted(i for i in ids if ID_SEPARATOR not in i)  # one holding it: not asked
+        id_field = self._in.field("id")
+        for start in range(0, len(wanted), self._page_size):
+            batch = wanted[start : start + self._page_size]
+            params = {"q": "*:*", "defType": "lucene", "fq": [*corpus, _terms(id_field, batch)],
+                      "sort": f"{id_field} asc", "rows": len(batch), **reading}  # fmt: skip
+            found = await self._solr.select(self._documents, params)
+            if found["response"]["docs"]:
+                yield await self._page(found, copied, said)
+
+    async def _newest(self, corpus: list[str]) -> int | None:
+        """The lowest of the shards' newest `_version_` (None: the documents collection is
+        empty): each shard's leader stamps its writes by its own clock. One request for one
+        shard, one more a shard for several."""
+        newest = {"q": "*:*", "defType": "lucene", "fq": corpus, "rows": 0,
+                  "json.facet": json.dumps({"newest": "max(_version_)"})}  # fmt: skip
+        found = await self._solr.select(self._documents, {**newest, "shards.info": "true"})
+        shards = list(found.get("shards.info") or {})  # each a shard's replicas' addresses
+        if len(shards) <= 1:
+            return _newest_of(found)
+        each = [
+            _newest_of(await self._solr.select(self._documents, {**newest, "shards": shard}))
+            for shard in shards
+        ]
+        return lowest_newest(each)
 
     async def _changed_pages(
         self, state: SyncState, corpus: list[str], reading: dict[str, str]
@@ -190,7 +265,7 @@ class PassageSync:
             "defType": "lucene",
             "fq": [*corpus, *since],
             "sort": f"_version_ asc, {id_field} asc",
-            "rows": self._page,
+            "rows": self._page_size,
             **reading,
         }
         async for found, cursor in pages(self._solr, self._documents, params, cursor=state.cursor):
@@ -254,7 +329,7 @@ class PassageSync:
                                frozenset(with_passages))  # fmt: skip
         known = await self._vectors([i for i in changed if i in held])
         fields = (self._out.field("parent"), self._vector)
-        writer = _SliceWriter(self._solr, self._passages, self._embeddings, fields, known, said)
+        writer = SliceWriter(self._solr, self._passages, self._embeddings, fields, known, said)
         textless = unchanged - with_passages
         for parent, (version, title, text, url, language, meta) in changed.items():
             pieces = await asyncio.to_thread(self._chunker.run, text)
@@ -347,62 +422,16 @@ class _Progress:
             self._progress(IngestProgress(state.read, self.total, *done, seconds))
 
 
-class _SliceWriter:
-    """A page's passages written SLICE at a time, each slice embedded (but for the vectors
-    Solr already holds), written and committed, and its progress said: a document of
-    thousands of passages shows its progress, and a run that stops midway keeps what it
-    wrote (the next one reuses those vectors)."""
-
-    def __init__(
-        self,
-        solr: SolrClient,
-        collection: str,
-        embeddings: EmbeddingsClient,
-        fields: tuple[str, str],
-        known: dict[str, list[float]],
-        said: Callable[[int, int], None],
-    ) -> None:
-        self._solr, self._collection, self._embeddings = solr, collection, embeddings
-        self._parent, self._vector = fields  # the passages' parent and vector fields
-        self._known = known
-        self._said = said
-        self._commands: list[tuple[str, object]] = []
-        self._passages: list[tuple[dict[str, Any], str]] = []
-        self.written = 0
-        self.embedded = 0
-
-    def delete(self, parent: str) -> None:
-        self._commands.append(("delete", {"query": f"{{!term f={self._parent}}}{parent}"}))
-
-    async def add(self, passage: dict[str, Any], embedded_text: str) -> None:
-        self._passages.append((passage, embedded_text))
-        if len(self._passages) >= SLICE:
-            await self.flush(commit=True)
-
-    async def flush(self, *, commit: bool = False) -> None:
-        missing = [
-            i for i, (p, _) in enumerate(self._passages) if p[EMBEDDING_HASH] not in self._known
-        ]
-        texts = [self._passages[i][1] for i in missing]
-        vectors = await self._embeddings.embed(texts) if texts else []
-        fresh = dict(zip(missing, vectors, strict=True))
-        for i, (passage, _) in enumerate(self._passages):
-            passage[self._vector] = fresh.get(i) or self._known[passage[EMBEDDING_HASH]]
-        commands = self._commands + [("add", {"doc": p}) for p, _ in self._passages]
-        if commands:
-            await self._solr.update(self._collection, commands, commit=commit)
-        self.written += len(self._passages)
-        self.embedded += len(missing)
-        self._commands, self._passages = [], []
-        if commit:  # a slice within the page (the page's end is said once it is committed)
-            self._said(self.written, self.embedded)
-
-
 def default_checkpoint(settings: Settings) -> Path:
     """~/.cache/solr-rag/sync-<documents>-<passages>.json"""
     layout = settings.solr
     name = f"sync-{layout.documents_collection}-{layout.passages_collection}.json"
     return Path.home() / ".cache" / "solr-rag" / name
+
+
+def _newest_of(found: dict[str, Any]) -> int | None:
+    newest = found.get("facets", {}).get("newest")
+    return int(newest) if newest is not None and int(found["response"]["numFound"]) else None
 
 
 def _terms(field: str, values: Sequence[str]) -> str:
