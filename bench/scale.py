@@ -417,9 +417,11 @@ async def recall(
     asked: list[dict],
     depths: tuple[int, ...] = (10, 100),
     collection: str = PASSAGES,
+    rescore: bool = False,
 ) -> tuple[dict, dict]:
     """Solr's kNN top 10 (asked for topK 10, and topK 100: knn.depth's default) against
-    numpy's exact top 10 over every vector the caller may see."""
+    numpy's exact top 10 over every vector the caller may see; `rescore`: the neighbours
+    scored again by their float vectors, as knn.rescore asks."""
     needles = np.load(folder / "needles.npz")
     count = len(needles["parents"])
     documents = size // PASSAGES_PER_DOCUMENT
@@ -463,6 +465,7 @@ async def recall(
                     "rows": 10,
                     "fl": "id",
                     **scope.params(),
+                    **(rescored(top_k, literal) if rescore else {}),
                 }
                 response = await http.post(f"{solr_url}/{collection}/select", data=params)
                 response.raise_for_status()
@@ -479,6 +482,16 @@ async def recall(
             flush=True,
         )
     return recalls, selectivity
+
+
+def rescored(depth: int, literal: str) -> dict[str, str]:
+    """knn.rescore's parameters (service/retrieval/vector.py): the `depth` neighbours scored
+    again by their float vectors."""
+    return {
+        "rq": f"{{!rerank reRankQuery=$rescore_q reRankDocs={depth} reRankWeight=1 "
+        "reRankOperator=replace}",
+        "rescore_q": f"{{!func}}vectorSimilarity(vector_384,{literal})",
+    }
 
 
 _NEEDLE_IDS: dict[int, str] = {}

@@ -37,6 +37,7 @@ from bench.scale import (
     SCOPES,
     questions,
     recall,
+    rescored,
 )
 from bench.support import percentile
 from service.models.encoder import load_encoder
@@ -54,6 +55,8 @@ VARIANTS: dict[str, tuple[str, dict[str, str], dict[str, str | int]]] = {
     # the same float graph cut in 8 shards on the one node: 8 smaller searches, merged
     "sharded": ("VectorMain", {}, {"numShards": 8, "router.field": "parent_id"}),
 }
+# measured on another variant's collection, its neighbours rescored (knn.rescore)
+RESCORED = {"quantized-rescored": "quantized", "float-rescored": "float"}
 BATCH = 1000
 SENDERS = 2
 
@@ -167,7 +170,7 @@ def vector_files(solr_folder: Path, name: str) -> dict:
 
 
 async def latency(
-    solr_url: str, name: str, vectors: np.ndarray, depth: int
+    solr_url: str, name: str, vectors: np.ndarray, depth: int, rescore: bool = False
 ) -> dict[str, dict[str, float]]:
     """Solr's kNN wall time (query vector given), p50/p95 ms, under each filter."""
     out = {}
@@ -183,6 +186,7 @@ async def latency(
                     "rows": 10,
                     "fl": "id",
                     **scope.params(),
+                    **(rescored(depth, literal) if rescore else {}),
                 }
                 began = time.perf_counter()
                 (await http.post(f"{solr_url}/{name}/select", data=params)).raise_for_status()
@@ -231,29 +235,33 @@ def main(argv: list[str] | None = None) -> None:
     results = json.loads(out.read_text()) if out.is_file() else {}  # a variant measured stays
     try:
         for variant in variants:
-            name = f"Scale_{variant}"
+            name = f"Scale_{RESCORED.get(variant, variant)}"
             if not progress.get(name, {}).get("created"):
+                built = RESCORED.get(variant, variant)
                 with tempfile.TemporaryDirectory() as made:
-                    configset = configset_of(variant, Path(made))
-                    upload_configset(solr.url, configset, Path(made) / variant)
-                create_collection(solr.url, name, configset, **VARIANTS[variant][2])
+                    configset = configset_of(built, Path(made))
+                    upload_configset(solr.url, configset, Path(made) / built)
+                create_collection(solr.url, name, configset, **VARIANTS[built][2])
                 progress.setdefault(name, {"passages": 0, "seconds": 0.0})["created"] = True
                 save()
             if not progress[name].get("built"):
                 print(f"scale_vectors: building {name}", file=sys.stderr, flush=True)
                 build(solr.url, name, size, folder, progress, save)
         for variant in variants:
-            name = f"Scale_{variant}"
+            name = f"Scale_{RESCORED.get(variant, variant)}"
+            rescore = variant in RESCORED
             if variant in results:
                 continue
             result = {"variant": variant, **vector_files(here / "solr", name)}
             done = progress[name]
             result["passages_per_s"] = round(done["passages"] / max(done["seconds"], 1e-9))
 
-            async def measured(name: str = name) -> tuple[dict, dict, dict]:
+            async def measured(
+                name: str = name, rescore: bool = rescore
+            ) -> tuple[dict, dict, dict]:
                 async with httpx.AsyncClient(timeout=120) as http:
                     recalls, selectivity = await recall(
-                        http, solr.url, folder, size, asked, depths, name
+                        http, solr.url, folder, size, asked, depths, name, rescore
                     )
                 vectors = load_encoder().encode([q["text"] for q in asked])
                 return (

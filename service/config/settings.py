@@ -800,6 +800,16 @@ class RetrievalSettings(Part):
         ge=1,
         le=1000,
     )
+    knn_rescore: bool = _key(
+        "knn.rescore",
+        False,
+        "Scores the knn.depth neighbours HNSW found again by their float vectors (Solr's "
+        "rerank with vectorSimilarity) before the nearest are kept: for quantized vectors "
+        "(VectorMainQuantized), whose search compares approximations, the hits' order and "
+        "scores become the floats'; neighbours the graph missed stay missed (recall@10 at 1M: "
+        "0.51 rescored, 0.50 not, floats 0.81; bench.scale_vectors). Float vectors need it "
+        "not. Not applied when Solr embeds the question (solr.embeddings.mode).",
+    )
     similarity_min: float = _key(
         "retrieval.similarity.min",
         0.25,

@@ -25,6 +25,7 @@ def vector_retriever(
     min_similarity: float = 0.0,
     mode: EmbeddingMode | None = None,
     depth: int = 0,
+    rescore: bool = False,
     texts: bool = True,
 ) -> VectorRetriever:
     """kNN over VectorMain's passages, whatever `retrieval.method` says (/search/vector);
@@ -40,6 +41,7 @@ def vector_retriever(
         mode=mode,
         field_map=layout.passages_map,
         depth=depth,
+        rescore=rescore,
         texts=texts,
     )
 
@@ -82,6 +84,7 @@ def build_retriever(
             min_similarity=method.similarity_min,
             mode=mode,
             depth=method.knn_depth,
+            rescore=method.knn_rescore,
         )
     depth = max(rows, method.candidates)
     lexical = Bm25Retriever(
@@ -104,6 +107,7 @@ def build_retriever(
         min_similarity=method.similarity_min,
         mode=mode,
         depth=method.knn_depth,
+        rescore=method.knn_rescore,
         texts=False,
     )
     return HybridRetriever(

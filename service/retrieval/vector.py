@@ -15,7 +15,8 @@ from service.retrieval.solr import SolrClient
 class VectorRetriever:
     """The `top_k` passages nearest to the question (cosine), within `scope`, those at least
     `min_similarity` similar; Solr's HNSW search looks for `depth` neighbours (knn.depth),
-    of which those are the nearest. `texts` False: hits are read by id and score alone.
+    of which those are the nearest (`rescore`: by their float vectors, knn.rescore).
+    `texts` False: hits are read by id and score alone.
 
     The question is embedded by the same OpenAI-compatible embeddings API that embedded the
     passages at ingestion: by the service, or by Solr when `mode` says Solr embeds (the
@@ -36,6 +37,7 @@ class VectorRetriever:
         mode: EmbeddingMode | None = None,
         field_map: FieldMap | None = None,
         depth: int = 0,
+        rescore: bool = False,
         texts: bool = True,
     ) -> None:
         self._solr = solr
@@ -48,6 +50,7 @@ class VectorRetriever:
         self._texts = texts
         # HNSW looks for this many neighbours, of which the `top_k` nearest are kept
         self._depth = max(top_k, depth)
+        self._rescore = rescore
         self._scope = scope
         # Solr scores a cosine kNN hit (1 + cosine) / 2
         self._min_score = (1 + min_similarity) / 2 if min_similarity > 0 else 0.0
@@ -77,4 +80,11 @@ class VectorRetriever:
         if not vector:
             raise UpstreamBadResponse("the embeddings API returned an empty vector")
         literal = "[" + ",".join(f"{x:.7g}" for x in vector) + "]"
-        return {"q": f"{{!knn f={self._field} topK={self._depth}}}{literal}"}
+        knn = {"q": f"{{!knn f={self._field} topK={self._depth}}}{literal}"}
+        if self._rescore:  # the neighbours scored again by their float vectors (knn.rescore)
+            knn["rq"] = (
+                f"{{!rerank reRankQuery=$rescore_q reRankDocs={self._depth} reRankWeight=1 "
+                "reRankOperator=replace}"
+            )
+            knn["rescore_q"] = f"{{!func}}vectorSimilarity({self._field},{literal})"
+        return knn

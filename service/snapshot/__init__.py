@@ -204,6 +204,7 @@ class Snapshot:
             scope=scope,
             mode=self.embedding_mode if own_model else None,
             depth=settings.retrieval.knn_depth,
+            rescore=settings.retrieval.knn_rescore,
         )
 
     @cached_property
