@@ -7,7 +7,9 @@ sentences joined; nouns' number changed); unsupported ones are a sentence of ano
 with a negation added, and one with another abstract's claim added as a clause (what a
 fluent model that copies a source sentence and goes on does). Abstracts are sentence-cased
 first (Cranfield's are lower case, with " ." between sentences). Built by rule, never tuned
-on: the check's thresholds are its defaults.
+on: the check's thresholds are its defaults. Then code-bearing sources
+(bench/data/grounding-code/pairs.json, written by hand, never tuned on): prose restating a code
+line ("code restated", supported) and prose the code does not say ("code contradicted").
 
     python -m bench.grounding [--documents 150] [--embeddings-url URL]
                               [--llm-url URL --llm-model NAME --llm-items 200]
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import re
 import sys
 import time
@@ -39,6 +42,7 @@ from service.llm.embeddings import Kind
 from service.llm.size import request_size
 from service.text.claims import numbers, sentences_of
 
+CODE_PAIRS = ROOT / "bench" / "data" / "grounding-code" / "pairs.json"
 _AUXILIARY = re.compile(r"\b(is|are|was|were|can|has|have|does|do|will|may)\b")
 
 
@@ -123,6 +127,15 @@ def build_items(count: int) -> list[Item]:
         ):
             if sentence:
                 items.append(Item(sentence, abstract, False, rule))
+    return items + code_items()
+
+
+def code_items() -> list[Item]:
+    """The code-bearing sources' sentences: restating a code line, or not said by it."""
+    items = []
+    for pair in json.loads(CODE_PAIRS.read_text(encoding="utf-8")):
+        items += [Item(s, pair["source"], True, "code restated") for s in pair["supported"]]
+        items += [Item(s, pair["source"], False, "code contradicted") for s in pair["unsupported"]]
     return items
 
 
@@ -139,6 +152,8 @@ async def evaluate(
     seconds = time.perf_counter() - started
     truth = [not item.supported for item in items]
     hits = sum(1 for f, t in zip(flagged, truth, strict=True) if f and t)
+    code = [i for i, item in enumerate(items) if item.rule.startswith("code")]
+    code_hits = sum(1 for i in code if flagged[i] and truth[i])
     by_rule: dict[str, list[int]] = {}
     for item, flag in zip(items, flagged, strict=True):
         right = flag != item.supported
@@ -148,6 +163,9 @@ async def evaluate(
         "sentences": len(items),
         "precision": hits / max(sum(flagged), 1),
         "recall": hits / max(sum(truth), 1),
+        # the code-bearing sources alone
+        "code_precision": code_hits / max(sum(flagged[i] for i in code), 1),
+        "code_recall": code_hits / max(sum(truth[i] for i in code), 1),
         "ms_per_answer": seconds * 1000 / len(items),
         "embedding_calls_per_answer": sum(calls) / len(items),
         "llm_calls_per_answer": len(check.usages) / len(items),
@@ -216,6 +234,10 @@ def main(argv: list[str] | None = None) -> int:
         )
         if "llm" in method:
             print(f"{'':<20} verdicts the LLM gave (not its fallback): {row['judged_by_llm']:.0%}")
+        print(
+            f"{'':<20} code-bearing sources: precision {row['code_precision']:.3f}, "
+            f"recall {row['code_recall']:.3f}"
+        )
         print(f"{'':<20} right by rule: {row['right_by_rule']}")
     save_results("grounding", results)
     return 0

@@ -94,8 +94,8 @@ class RagRequest(BaseModel):
         200: event_stream(
             "The answer; with `stream`, Server-Sent Events: `token` ({text}) as the LLM "
             "writes, then `grounding` (when on), `sources` ({documents}), then `done` ({status, "
-            "message, timings, usage, cached, cache_age, abstained}); `error` (the error "
-            "envelope) if it fails midway."
+            "message, timings, usage, cached, cache_age, abstained, confidence, grounding}); "
+            "`error` (the error envelope) if it fails midway."
         ),
         **documented_errors(403, 404, 428),
     },

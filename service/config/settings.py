@@ -1366,9 +1366,10 @@ class GroundingSettings(Part):
     action: Literal["flag", "drop", "refuse"] = _key(
         "grounding.action",
         "flag",
-        "flag: answer as written, unsupported sentences marked; drop: unsupported sentences "
-        "removed from the answer; refuse: ragNoValidAnswer when fewer than grounding.min.ratio "
-        "of the sentences are supported, or when the answer says nothing was found.",
+        "flag: answer as written, unsupported sentences marked (none supported: the not-found "
+        "sentence, abstained); drop: unsupported sentences removed from the answer; refuse: "
+        "ragNoValidAnswer when fewer than grounding.min.ratio of the sentences are supported, "
+        "or when the answer says nothing was found.",
     )
     min_ratio: float = _key(
         "grounding.min.ratio",

@@ -1,5 +1,7 @@
 """What the service does with an answer once its sentences are checked (grounding.action):
-flag them, drop the unsupported ones, or refuse an answer its sources do not carry."""
+flag them, drop the unsupported ones, or refuse an answer its sources do not carry. Under
+flag, an answer none of whose sentences is supported abstains (the not-found sentence): what
+no source says is no answer, whatever the action."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from typing import Literal, Protocol
 from service.errors import NoValidAnswer
 from service.grounding.check import Grounding
 from service.llm.types import Usage
+from service.text.support import MIN_OVERLAP
 
 Action = Literal["flag", "drop", "refuse"]
 
@@ -24,11 +27,13 @@ class Checker(Protocol):
 
 @dataclass(frozen=True)
 class Grounded:
-    """The answer to send (without its unsupported sentences, under drop), and the report."""
+    """The answer to send (without its unsupported sentences, under drop), and the report;
+    `abstained`: why the answer is to be the not-found sentence instead (none supported)."""
 
     message: str
     grounding: Grounding
     usages: tuple[Usage, ...] = ()  # what an LLM judge cost
+    abstained: str | None = None
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,7 @@ class GroundingPolicy:
     checker: Checker
     action: Action = "flag"
     min_ratio: float = 0.5
+    min_overlap: float = MIN_OVERLAP  # the checker's: what a streamed answer is held on
 
     async def run(
         self, answer: str, sources: Sequence[tuple[int, str]], *, found_nothing: bool = False
@@ -60,4 +66,7 @@ class GroundingPolicy:
                     "sources (grounding.action=drop)"
                 )
             return Grounded(grounding.unsupported_removed(answer), grounding, usages)
+        if grounding.total and not grounding.supported and not found_nothing:
+            why = f"none of the answer's {grounding.total} sentences is supported by its sources"
+            return Grounded(answer, grounding, usages, abstained=why)
         return Grounded(answer, grounding, usages)

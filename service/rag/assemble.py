@@ -38,7 +38,6 @@ from service.rag.stages import (
     Fetch,
     Given,
     Grade,
-    Ground,
     RagState,
     Rerank,
     Retrieve,
@@ -134,8 +133,7 @@ def rag_pipeline(
     if honesty.verifying:
         beside, least = honesty.beside, honesty.abstain_unsupported
         stages.append(Verify(llm, prompts, size, strategy, beside, least))
-    policy = grounding_policy(snapshot)
-    after = AfterAnswer(honesty, Ground(policy) if policy else None, snapshot.answer_cache)
+    after = AfterAnswer(honesty, grounding_policy(snapshot), snapshot.answer_cache)
     concurrency = settings.prompt.map_concurrency
     short = short_answers(settings)
     stages.append(Chain(llm, prompts, size, strategy, concurrency, reserve, after, short))
@@ -188,7 +186,7 @@ def grounding_policy(snapshot: Snapshot) -> GroundingPolicy | None:
         min_similarity=grounding.min_similarity,
     )
     if grounding.method != "llm":
-        return GroundingPolicy(check, grounding.action, grounding.min_ratio)
+        return GroundingPolicy(check, grounding.action, grounding.min_ratio, grounding.min_overlap)
     llm = snapshot.llm
     judge = LlmGroundingCheck(
         llm,
@@ -197,7 +195,7 @@ def grounding_policy(snapshot: Snapshot) -> GroundingPolicy | None:
         check,
         concurrency=settings.prompt.map_concurrency,
     )
-    return GroundingPolicy(judge, grounding.action, grounding.min_ratio)
+    return GroundingPolicy(judge, grounding.action, grounding.min_ratio, grounding.min_overlap)
 
 
 def variant(snapshot: Snapshot, request: RagQuery) -> str:

@@ -30,6 +30,27 @@ class Hold(Protocol):
     def holds(self, kept: str, tokens: Sequence[TokenChoice]) -> bool: ...
 
 
+REREAD = 8  # characters a held text grows by, at the least, before a Reread reads it again
+
+
+class Reread:
+    """A hold that reads the text again only once it has grown by an eighth since it last
+    did (and REREAD characters), so that an answer held long costs a few readings, not one a
+    piece; holding a little longer is all a reading skipped costs (what is held is shown at
+    the end, or once a reading lets it go). `reads_held` says what one reading finds."""
+
+    _asked_at = -1  # the length of the text last read; -1: none yet
+
+    def holds(self, kept: str, tokens: Sequence[TokenChoice]) -> bool:
+        if self._asked_at >= 0 and len(kept) < self._asked_at + max(REREAD, self._asked_at // 8):
+            return True
+        self._asked_at = len(kept)
+        return self.reads_held(kept)
+
+    def reads_held(self, kept: str) -> bool:
+        raise NotImplementedError
+
+
 class Whole:
     """Holds an answer until it is whole: a short answer cut to its phrase once written
     (service.chains.short_answer.phrase) is known only at its end."""

@@ -3,7 +3,8 @@
 
 A claim is supported by a source sentence (or two consecutive ones) that contains its numbers,
 negates when it negates, and holds at least `min_overlap` of its content words. A cited claim
-is checked against the sources it cites; an uncited one against every source sent.
+is checked against the sources it cites; an uncited one against every source sent. A source's
+code is read as the prose that restates it (service.text.code).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from service.text.claims import Claim, claims_of, facts, negated, numbers, sentences_of
+from service.text.code import code_readings
 
 MIN_OVERLAP = 0.6  # grounding.min.overlap's default
 MAX_EVIDENCE = 2000  # source sentences (and pairs) one answer is checked against
@@ -21,6 +23,8 @@ CLOSEST = 3  # source sentences per doubtful claim whose meaning is compared
 # a claim of at most this many content words is a mention (a name, a figure, a short answer's
 # phrase), not a statement: a negation in the sentence that holds it does not deny it
 MENTION_WORDS = 2
+# what a claim says to restate code that tests a condition's negation ("if not x: raise")
+FALSE_WORDS = frozenset({"false", "faux", "fausse"})
 
 
 @dataclass(frozen=True)
@@ -32,10 +36,17 @@ class Evidence:
     words: frozenset[str]
     numbers: frozenset[str]
     negated: bool
+    false: bool = False  # code stating a condition false: a claim restates it saying "false"
 
     @classmethod
-    def of(cls, source: int, text: str) -> Evidence:
-        return cls(source, text, *facts(text))
+    def of(cls, source: int, text: str) -> tuple[Evidence, ...]:
+        """A source sentence's evidence: its words, or its code read as prose, each reading
+        with the text as written (service.text.code: `if not x: raise E` says "x false:
+        raises E")."""
+        readings = code_readings(text)
+        if not readings:
+            return (cls(source, text, *facts(text)),)
+        return tuple(cls(source, text, *facts(r.text), r.false) for r in readings)
 
 
 def checkable_claims(answer: str) -> list[Claim]:
@@ -59,21 +70,25 @@ def _source_evidence(number: int, text: str) -> tuple[Evidence, ...]:
     sentences = sentences_of(text)
     # on two lines: what ends the first (a denial's "no.") never reads as joined to the next
     pairs = [f"{first}\n{second}" for first, second in itertools.pairwise(sentences)]
-    return tuple(Evidence.of(number, sentence) for sentence in [*sentences, *pairs])
+    return tuple(e for text in [*sentences, *pairs] for e in Evidence.of(number, text))
 
 
 def scored(claim: Claim, evidence: list[Evidence]) -> list[tuple[float, Evidence]]:
     """The evidence that may support the claim, each with the share of the claim's words it
-    holds: cited, with its numbers and its negation. A mention (a claim of at most
+    holds: cited, with its numbers and its negation; code stating a condition false
+    (service.text.code), when the claim says "false". A mention (a claim of at most
     MENTION_WORDS content words: a short answer's phrase, "Thomas Sowell [1]") states nothing
     a negation could deny: a negating sentence that holds it may support it ("Thomas Sowell
-    ... claims that this is due to women not taking ...")."""
+    ... claims that this is due to women not taking ..."), and so may code ("It raises an
+    AssertionError [1]" of `if not x: raise AssertionError`)."""
     wanted, negative = numbers(claim.text), negated(claim.text)
     mention = not negative and len(claim.words) <= MENTION_WORDS
+    says_false = bool(claim.words & FALSE_WORDS)
     return [
         (overlap(claim, e), e)
         for e in _cited(claim, evidence)
-        if wanted <= e.numbers and (e.negated == negative or mention)
+        if wanted <= e.numbers
+        and (mention or (e.negated == negative and (says_false or not e.false)))
     ]
 
 

@@ -20,6 +20,7 @@ from tests.service.test_streaming import read_events
 TRUE = "The lamp burned paraffin until 1952 [1]."
 FALSE = "The lighthouse keeper was paid in gold coins [1]."
 ASK = {"query": "lighthouse", "id": "lighthouse"}
+NOT_FOUND = "I could not find the answer in the documents."
 MANUAL = {"query": "turbine maintenance", "id": "turbine-manual"}
 
 
@@ -266,15 +267,14 @@ def test_a_stuff_answer_and_an_unsupported_stepped_one_are_not_given_citations(
     stuff = make_client(grounded()).post("/ai/rag", json=MANUAL).json()
     assert "[" not in stuff["content"]["message"], stuff
     llm.answer = lambda request: "The wind turbine maintenance manual was written in 1066."
-    refine = make_client(
-        grounded(
-            {
-                "prompt.chunking.strategy": "refine",
-                "prompt.max.request.size": 2500,
-                "chunking.chunk.size": 500,
-            }
-        )
-    )
-    body = refine.post("/ai/rag", json=MANUAL).json()
+    stepped = {
+        "prompt.chunking.strategy": "refine",
+        "prompt.max.request.size": 2500,
+        "chunking.chunk.size": 500,
+    }
+    body = make_client(stepped).post("/ai/rag", json=MANUAL).json()
     assert body["content"]["message"].endswith(" in 1066."), body
+    # checked, it is no answer at all: none of its sentences is supported
+    body = make_client(grounded(stepped)).post("/ai/rag", json=MANUAL).json()
+    assert body["content"]["message"] == NOT_FOUND and body["abstained"], body
     assert not any(s["supported"] for s in body["grounding"]["sentences"]), body

@@ -97,6 +97,9 @@ def test_what_a_hallucinating_model_writes_is_marked_unsupported(smollm2) -> Non
     report = body["grounding"]
     assert report["total"] >= 2, body["content"]["message"]
     assert report["supported"] / report["total"] < 0.5, report
+    if not report["supported"]:  # no sentence supported: no answer, the report says why
+        assert body["abstained"] and body["content"]["documents"] == [], body
+        return
     unsupported = [s["text"] for s in report["sentences"] if not s["supported"]]
     assert all(text in " ".join(body["content"]["message"].split()) for text in unsupported)
 

@@ -2,7 +2,7 @@
 documents}}` (ours beside it: timings, usage, grounding, cached, abstained, confidence), or as
 Server-Sent Events: `token` ({text}) as the LLM writes, `grounding` (when on), `sources`
 ({documents}), `done` ({status, message, timings, usage, cached, cache_age, abstained,
-confidence}); `error` (the error envelope) if it fails midway."""
+confidence, grounding}); `error` (the error envelope) if it fails midway."""
 
 from __future__ import annotations
 
@@ -108,6 +108,7 @@ class RagEvents:
                 "cache_age": response.cache_age,
                 "abstained": response.abstained,
                 "confidence": response.confidence and response.confidence.model_dump(),
+                "grounding": response.grounding and response.grounding.model_dump(),
             },
             "done",
         )

@@ -194,6 +194,7 @@ class AiEvents:
                 usage=shown["usage"],
                 abstained=answer.abstained,
                 confidence=shown.get("confidence"),
+                grounding=shown.get("grounding"),
                 cached=shown.get("cached"),
             )
 

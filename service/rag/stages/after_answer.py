@@ -13,23 +13,27 @@ from dataclasses import dataclass
 
 from service.cache import AnswerCache
 from service.chains import ChainResult
+from service.chains.result import source_texts
+from service.grounding import GroundingPolicy
 from service.rag.honesty import Honesty
 from service.rag.reply import AnswerStage
 from service.rag.stages.again import AskAgain
 from service.rag.stages.confidence import Doubt
 from service.rag.stages.echo import RefuseEcho
-from service.rag.stages.ground import Ground
+from service.rag.stages.ground import Ground, GroundHold
 from service.rag.stages.keep_answer import KeepAnswer
 from service.rag.stages.state import RagState
 
 
 @dataclass(frozen=True)
 class Judged:
-    """What judges one answer as it is written and once it is whole: the model's doubt, and
-    the echo check (None: grounding.echo off, or no text asked to check)."""
+    """What judges one answer as it is written and once it is whole: the model's doubt, the
+    echo check (None: grounding.echo off, or no text asked to check), and the grounding
+    check's hold (None: grounding.enabled off)."""
 
     doubt: Doubt
     echo: RefuseEcho | None = None
+    grounding: GroundHold | None = None
 
 
 @dataclass(frozen=True)
@@ -37,7 +41,7 @@ class AfterAnswer:
     """The answer stages in force (the module's docstring), built once from the settings."""
 
     honesty: Honesty
-    ground: Ground | None = None  # grounding.enabled
+    grounding: GroundingPolicy | None = None  # grounding.enabled
     cache: AnswerCache | None = None  # the answer cache, where a new answer is kept
 
     def judged(self, state: RagState, result: ChainResult, again: AskAgain | None = None) -> Judged:
@@ -53,11 +57,17 @@ class AfterAnswer:
             honesty.abstain_unsupported,
             state.beside,
         )
-        if not honesty.echo or doubt.unsupported():  # not asked: no text to check
+        if doubt.unsupported():  # not asked: no text to check
             return Judged(doubt)
+        policy = self.grounding
+        hold = (
+            None if policy is None else GroundHold(source_texts(result.sources), policy.min_overlap)
+        )
+        if not honesty.echo:
+            return Judged(doubt, grounding=hold)
         again = again if honesty.again else None
         echo = RefuseEcho.of(state.query.query, result, not_found, again, honesty.abstain_not_found)
-        return Judged(doubt, echo)
+        return Judged(doubt, echo, hold)
 
     def stages(self, state: RagState, judged: Judged | None) -> tuple[AnswerStage, ...]:
         """The answer stages of one request, in order (`judged`: None for an answer not
@@ -67,8 +77,9 @@ class AfterAnswer:
             stages.append(judged.doubt)
             if judged.echo is not None:
                 stages.append(judged.echo)
-        if self.ground is not None:
-            stages.append(self.ground)
+        if self.grounding is not None:  # a caller's JSON is checked, never made a refusal
+            not_found = state.question.not_found if judged is not None else None
+            stages.append(Ground(self.grounding, not_found))
         if self.cache is not None and state.cache_key is not None:
             stages.append(KeepAnswer(self.cache, state.cache_key))  # where it is kept
         return tuple(stages)

@@ -124,5 +124,7 @@ class Chain(EveryRequest):
 
 
 def _holds(judged: Judged) -> tuple[Hold, ...]:
-    """What holds the streamed answer back: the doubt, then the echo check."""
-    return (judged.doubt,) if judged.echo is None else (judged.doubt, EchoHold(judged.echo.check))
+    """What holds the streamed answer back: the doubt, the echo check, then grounding."""
+    echo = () if judged.echo is None else (EchoHold(judged.echo.check),)
+    grounding = () if judged.grounding is None else (judged.grounding,)
+    return (judged.doubt, *echo, *grounding)

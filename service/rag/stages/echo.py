@@ -28,11 +28,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import pairwise
 from typing import Any, ClassVar
 
 from service.chains.result import ChainResult, says_nothing_relevant, source_texts
 from service.llm.types import TokenChoice
+from service.rag.gate import Reread
 from service.rag.reply import Amendment, Finishing
 from service.rag.stages.again import Again, AskAgain
 from service.rag.stages.confidence import Confidence, not_found_probability
@@ -52,12 +54,12 @@ _FRENCH_FUNCTION = frozenset(
 _ANSWERS = frozenset({"yes", "no", "oui", "non", "true", "false", "vrai", "faux"})
 _ROOT = 5
 _CUT_SHORT = 80  # characters: an answer max_tokens cut shorter than this is no echo
-_REREAD = 8  # characters the held text grows by before the echo check reads it again
 _UNFINISHED = re.compile(r"(?<!\w)\w+$")  # a word the LLM may still be writing (read once)
 _OR = frozenset({"or"})  # between a question's alternatives ("ou" folds as "où" does: not French)
 _CHOICE_WORDS = 3  # an alternative: at most this many content words beside "or"
 _SKIPPED = 3  # function words skipped after "or" ("or the", "or in the")
 _MAX_ORS = 8  # the "or"s of a question read for alternatives
+_TOKENS_KEPT = 32_768  # tokens whose content word is remembered (_content)
 
 
 def said(text: str) -> frozenset[str]:
@@ -67,40 +69,38 @@ def said(text: str) -> frozenset[str]:
     return _reading(text)[0]
 
 
-def _reading(text: str) -> tuple[frozenset[str], frozenset[tuple[str, ...]]]:
-    """A text's words (`said`) and its phrases, read once: a phrase is a run from one
-    content word to the next, the function words between as written ("rather than the
-    end" is ("rathe", "than", "the", "end"))."""
-    read = _read(text)
-    at = [i for i, (_, content) in enumerate(read) if content]
-    words = [word for word, _ in read]
+def _reading(text: str) -> tuple[frozenset[str], frozenset[tuple[str, ...]], frozenset[str]]:
+    """A text's words (`said`), its phrases and its content words by their whole stems (what
+    tells apart two words that begin alike: "catastrophism", "catastrophic"), its tokens
+    read once: a phrase is a run from one content word to the next, the function words
+    between as written ("rather than the end" is ("rathe", "than", "the", "end"))."""
+    found = _found(text)
+    at = [i for i, (_, word) in enumerate(found) if word]
+    words = [word[:_ROOT] if word else token for token, word in found]
     runs = frozenset(tuple(words[i : j + 1]) for i, j in pairwise(at))
-    return frozenset(words[i] for i in at), runs
+    return frozenset(words[i] for i in at), runs, frozenset(found[i][1] for i in at)
 
 
 def _read(text: str) -> list[tuple[str, bool]]:
     """A text's words as the check compares them, each marked whether it is a content word:
     a content word by its stem's first five letters (a figure in words by its digits), a
     function word as written."""
-    read = []
-    for token in tokens(CITATION.sub(" ", text)):
-        word = FIGURES.get(token) or stem(token)
-        if is_content(token) and word not in _FRENCH_FUNCTION:
-            read.append((word[:_ROOT], True))
-        else:
-            read.append((token, False))
-    return read
+    return [(word[:_ROOT], True) if word else (token, False) for token, word in _found(text)]
 
 
-def _stems(text: str) -> frozenset[str]:
-    """A text's content words by their whole stems (a figure in words by its digits): what
-    tells apart two words that begin alike ("catastrophism", "catastrophic")."""
-    found = set()
-    for token in tokens(CITATION.sub(" ", text)):
-        word = FIGURES.get(token) or stem(token)
-        if is_content(token) and word not in _FRENCH_FUNCTION:
-            found.add(word)
-    return frozenset(found)
+def _found(text: str) -> list[tuple[str, str]]:
+    """A text's tokens (its citations out), each with its content word (`_content`; "" for a
+    function word)."""
+    return [(token, _content(token)) for token in tokens(CITATION.sub(" ", text))]
+
+
+@lru_cache(maxsize=_TOKENS_KEPT)
+def _content(token: str) -> str:
+    """A token's whole stem (a figure in words by its digits) when it is a content word, ""
+    when it is a function word of English or French; remembered, as the same words come back
+    in every source and answer."""
+    word = FIGURES.get(token) or stem(token)
+    return word if is_content(token) and word not in _FRENCH_FUNCTION else ""
 
 
 def _choices(question: str) -> frozenset[tuple[frozenset[str], frozenset[str], frozenset[str]]]:
@@ -160,11 +160,11 @@ class EchoCheck:
         known_stems: set[str] = set()
         texts = list(sources)
         for text in texts:
-            words, runs = _reading(text)
+            words, runs, stems = _reading(text)
             known |= words
             known_phrases |= runs
-            known_stems |= _stems(text)
-        asked, asked_phrases = _reading(question)
+            known_stems |= stems
+        asked, asked_phrases, asked_stems = _reading(question)
         return cls(
             asked,
             frozenset(known),
@@ -172,7 +172,7 @@ class EchoCheck:
             frozenset(known_phrases),
             frozenset(tokens(question)) & _ANSWERS,
             guess_language(" ".join(texts)[:2000]),
-            _stems(question),
+            asked_stems,
             frozenset(known_stems),
             _choices(question),
         )
@@ -183,10 +183,10 @@ class EchoCheck:
         language = guess_language(answer)
         if language and self.language and language != self.language:
             return True  # an answer in another language shares no words: not checked
-        words, runs = _reading(answer)
+        words, runs, stems = _reading(answer)
         if (words - self.asked) & self.known:
             return True
-        if self._another_word(answer):
+        if self._another_word(stems):
             return True
         if self._chosen(words):
             return True
@@ -202,11 +202,11 @@ class EchoCheck:
             for first, second, sides in self.choices
         )
 
-    def _another_word(self, answer: str) -> bool:
+    def _another_word(self, stems: frozenset[str]) -> bool:
         """Whether the answer says a word a source holds that only begins as a word of the
         question does ("Catastrophism" for "... catastrophic events ...?", "phagolysosome"
         for "... the phagosome ...?"): another word, not the question's said back."""
-        for word in _stems(answer) - self.asked_stems:
+        for word in stems - self.asked_stems:
             root = word[:_ROOT]
             alike = [asked for asked in self.asked_stems if asked[:_ROOT] == root]
             another = not any(_inflected(word, asked) for asked in alike)
@@ -225,21 +225,14 @@ class EchoCheck:
         return not self.shown_yet(kept)
 
 
-class EchoHold:
-    """The echo check holding a streamed answer (service.rag.gate): asked again only once
-    the text has grown by an eighth since it was last asked (and a few characters), so that
-    an answer held long (an echo looping on) costs a few readings of its words, not one a
-    piece; holding a little longer is all a reading skipped costs (what is held is shown at
-    the end, or once the words say something)."""
+class EchoHold(Reread):
+    """The echo check holding a streamed answer (service.rag.gate) until its words say
+    something, read again as a Reread is (an echo looping on costs a few readings)."""
 
     def __init__(self, check: EchoCheck) -> None:
         self.check = check
-        self._asked_at = -1  # the length of the text last read; -1: none yet
 
-    def holds(self, kept: str, tokens: Sequence[TokenChoice]) -> bool:
-        if self._asked_at >= 0 and len(kept) < self._asked_at + max(_REREAD, self._asked_at // 8):
-            return True
-        self._asked_at = len(kept)
+    def reads_held(self, kept: str) -> bool:
         return not self.check.shown_yet(kept)
 
 
