@@ -28,6 +28,7 @@ from service.retrieval.in_memory import PassageVectors
 from service.retrieval.layout import verify_layout
 from service.retrieval.nodes import SolrNodes
 from service.retrieval.solr import SchemaCache
+from service.upstream import UpstreamClient
 
 DEFAULT_PROMPTS = key_field("prompt.templates.dir").default
 # the project's templates: beside the source (a checkout), or in the working folder (Docker)
@@ -240,7 +241,7 @@ class Runtime:
         if not self._started:
             raise RuntimeError("Runtime.start() must run before requests are served")
         if upstream not in self._pools:
-            self._pools[upstream] = httpx.AsyncClient(
+            self._pools[upstream] = UpstreamClient(
                 limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
                 follow_redirects=False,
                 transport=self._transport,

@@ -19,6 +19,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from functools import lru_cache
 from typing import Any
 
 LANG = "{lang}"
@@ -146,9 +147,11 @@ class FieldMap:
         return " ".join(dict.fromkeys(terms)) or qf
 
 
+@lru_cache(maxsize=64)
 def parse_fields(text: str, kind: str) -> FieldMap:
     """A FieldMap from a `role=field|field,...` list over the defaults of `kind` (documents or
-    passages); ValueError saying what is wrong."""
+    passages); ValueError saying what is wrong. Remembered: the settings' maps are asked for
+    on every request (a few lists in all; a FieldMap is never changed)."""
     roles_allowed = DOCUMENT_ROLES if kind == "documents" else PASSAGE_ROLES
     defaults = DOCUMENT_DEFAULTS if kind == "documents" else PASSAGE_DEFAULTS
     roles = _pairs(defaults, roles_allowed)
