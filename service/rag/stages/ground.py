@@ -14,7 +14,7 @@ from service.chains.result import source_texts
 from service.grounding import GroundingPolicy
 from service.rag.gate import Reread
 from service.rag.reply import Amendment, Finishing
-from service.text.support import best_source, checkable_claims, evidence_of
+from service.text.support import Evidence, best_source, checkable_claims, evidence_of
 
 
 @dataclass
@@ -56,10 +56,17 @@ class GroundHold(Reread):
     def __init__(self, sources: Sequence[tuple[int, str]], min_overlap: float) -> None:
         self._sources = sources
         self._min_overlap = min_overlap
+        # the sources' evidence, read once at the first reading: per-source memory
+        # (support._source_evidence's cache) is shared and may not hold every snippet
+        self._evidence: list[Evidence] | None = None
+        self._checked = 0  # the finished sentences found unsupported so far (each read once)
 
     def reads_held(self, kept: str) -> bool:
         finished = checkable_claims(kept)[:-1]  # the last one may still be being written
-        if not finished:
+        if len(finished) <= self._checked:
             return True
-        evidence = evidence_of(self._sources)
-        return all(best_source(c, evidence, self._min_overlap) is None for c in finished)
+        if self._evidence is None:
+            self._evidence = evidence_of(self._sources)
+        evidence, new = self._evidence, finished[self._checked :]
+        self._checked = len(finished)
+        return all(best_source(c, evidence, self._min_overlap) is None for c in new)
