@@ -29,7 +29,8 @@ class UpstreamClient(httpx.AsyncClient):
     some: httpx reads every response's through urllib's cookie machinery (a request and a
     response made for it, about a tenth of a millisecond of CPU on each of a question's five
     to seven upstream requests, issue 84), and Solr, the LLM and the model server set none.
-    An upstream that sets cookies has them kept and sent back as before."""
+    An upstream that sets cookies has them kept and sent back as before (MAX_COOKIES of
+    them at most)."""
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
@@ -44,11 +45,20 @@ class UpstreamClient(httpx.AsyncClient):
         self._jar = _CookiesWhenSet(cookies)
 
 
+# cookies one pool keeps: an upstream that sets a new one at every answer (hostile, or a
+# misconfigured proxy) would grow the jar and every later request's Cookie header for ever
+MAX_COOKIES = 64
+
+
 class _CookiesWhenSet(httpx.Cookies):
     def extract_cookies(self, response: httpx.Response) -> None:
         # urllib's jar reads these two headers alone (CookieJar.make_cookies)
         if "set-cookie" in response.headers or "set-cookie2" in response.headers:
             super().extract_cookies(response)
+            if len(self.jar) > MAX_COOKIES:  # the expired ones first, else all: set again
+                self.jar.clear_expired_cookies()
+                if len(self.jar) > MAX_COOKIES:
+                    self.jar.clear()
 
 
 class UntrustedCertificate(NamedTuple):

@@ -19,7 +19,8 @@ from service.llm.client import ChatClient
 from service.llm.types import ChatMessage, TokenChoice, Usage
 from service.retrieval.base import RetrievedDocument
 from service.text.citations import cited_numbers
-from service.text.support import best_source, checkable_claims, evidence_of
+from service.text.claims import Claim
+from service.text.support import best_source, checkable_claims, evidence_of, within_checked
 
 # -- chunks, numbered as sources, and the result ---------------------------------------------------
 
@@ -149,26 +150,68 @@ def says_nothing_relevant(text: str) -> bool:
 
 def with_citations_restored(answer: str, sources: Sequence[Source], *, shown: bool) -> str:
     """`answer` with each of its sentences that cites no source given the number of the source
-    that supports it best, by the grounding check's words (service.text.support.best_source):
-    at the sentence's end, before its full stop ("... digits [2]."), or, when the answer was
-    already shown as it was written (`shown`: streamed), at the answer's end, unless it cites
-    that source already. A sentence no source supports stays uncited, and an answer that says
-    its documents hold nothing stays as it is: no citation is invented."""
+    that supports it best, by the grounding check's words (service.text.support.best_source,
+    as far as the check reads): at the sentence's end, before its full stop ("... digits
+    [2]."); after the answer, when it was already shown as it was written (`shown`: streamed)
+    or the sentence is code (a fenced block is never written into), unless the answer cites
+    that source already. Marks after the answer are its last sentence's citations: written
+    after it only when they hold its own source, else on a line of their own. A sentence no
+    source supports stays uncited, a number no source given bears cites none, and an answer
+    that says its documents hold nothing stays as it is: no citation is invented."""
     if says_nothing_relevant(answer):
         return answer
+    given = {source.number for source in sources}
     evidence = evidence_of(source_texts(sources))
-    restored = [
-        (len(answer[: claim.end].rstrip().rstrip(".!?")), number)
-        for claim in checkable_claims(answer)
-        if not claim.cited and (number := best_source(claim, evidence)) is not None
-    ]
-    if shown:
-        cited = cited_numbers(answer)
-        missing = dict.fromkeys(number for _, number in restored if number not in cited)
-        restored = [(len(answer.rstrip()), number) for number in missing]
-    for at, number in reversed(restored):
-        answer = f"{answer[:at]} [{number}]{answer[at:]}"
-    return answer
+    claims = within_checked(checkable_claims(answer))
+    found = {
+        claim.start: number
+        for claim in claims
+        if not given.intersection(claim.cited)
+        and (number := best_source(claim, evidence)) is not None
+    }
+    blocks = _code_blocks(answer)
+    text = answer.rstrip()
+    # what is written after the answer's text is its last sentence's citation
+    last = claims[-1] if claims and claims[-1].end >= len(text) else None
+    own = found.get(last.start) if shown and last is not None and not _in(last, blocks) else None
+    inline = [] if shown else [c for c in claims if c.start in found and not _in(c, blocks)]
+    for claim in reversed(inline):
+        at = len(answer[: claim.end].rstrip().rstrip(".!?"))
+        answer = f"{answer[:at]} [{found.pop(claim.start)}]{answer[at:]}"
+    if not found or (blocks and blocks[-1][1] is None):  # an open code block: marks are code
+        return answer
+    cited = cited_numbers(answer)
+    marks = [n for n in dict.fromkeys(found.values()) if n not in cited or n == own]
+    if not marks:
+        return answer
+    text = answer.rstrip()
+    between = " " if own in marks else "\n"
+    return f"{text}{between}{' '.join(f'[{n}]' for n in marks)}{answer[len(text) :]}"
+
+
+# a fenced code block's fence: three backticks or tildes or more, at a line's start
+_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})(.*)$", re.M)
+
+
+def _code_blocks(text: str) -> list[tuple[int, int | None]]:
+    """Where `text`'s fenced code blocks are: from their opening fence to the end of their
+    closing one (None: still open at the text's end)."""
+    blocks: list[tuple[int, int | None]] = []
+    opening: re.Match[str] | None = None
+    for fence in _FENCE.finditer(text):
+        if opening is None:
+            opening = fence
+            continue
+        sign, opened = fence.group(1), opening.group(1)
+        if sign[0] == opened[0] and len(sign) >= len(opened) and not fence.group(2).strip():
+            blocks.append((opening.start(), fence.end()))
+            opening = None
+    return blocks if opening is None else [*blocks, (opening.start(), None)]
+
+
+def _in(claim: Claim, blocks: list[tuple[int, int | None]]) -> bool:
+    """Whether the claim is in one of the code blocks (its fences included)."""
+    return any(start <= claim.start and (end is None or claim.start < end) for start, end in blocks)
 
 
 # -- the last request: sent whole or streamed ------------------------------------------------------

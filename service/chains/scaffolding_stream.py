@@ -25,6 +25,11 @@ from service.chains.scaffolding_reading import (
 )
 
 _CITATIONS_IN_A_ROW = 4  # citation words before citation words, held together (bounded)
+# Up to this many characters an answer is read again at every piece; past it, once a
+# sixteenth more has come (a reading costs the answer's length, so a hostile stream costs
+# O(n log n), not O(n^2); what is given out, put together, is the same)
+_READ_AT_EVERY_PIECE = 1_000
+_READ_AGAIN_AFTER = 16
 # a character no citation words hold (they are ASCII letters, blanks and a colon), a blank next
 _NO_CITATION_THEN_BLANK = re.compile(r"[^A-Za-z:\s](?=[ \t])")
 
@@ -36,6 +41,7 @@ class Unscaffolded:
     def __init__(self, scaffolding: Scaffolding | None = None) -> None:
         self._scaffolding = scaffolding or Scaffolding.shipped()
         self._written = ""
+        self._read = 0  # how much of it was read when something was last given out
         self._given = ""
         # the whole lines read for good (`Reading.settled`): where the next reading starts,
         # and what they kept, so that each piece costs the lines still open, not the whole
@@ -51,6 +57,10 @@ class Unscaffolded:
 
     def feed(self, piece: str) -> str:
         self._written += piece
+        written = len(self._written)
+        if written > _READ_AT_EVERY_PIECE and written - self._read < written // _READ_AGAIN_AFTER:
+            return ""
+        self._read = written
         return self._give(self._decided(final=False))
 
     def flush(self) -> str:

@@ -116,6 +116,7 @@ HttpUrls = Annotated[str, AfterValidator(_http_urls)]
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # Solr's rule for collection names: letters, digits, . _ - (not first); they go in URL paths
 COLLECTION_NAME = r"^[A-Za-z0-9._][A-Za-z0-9._-]{0,99}$"
+_FIELD_NAME = re.compile(r"^[A-Za-z_][\w.-]{0,199}$")  # a field, in a query's local params
 
 
 def _sendable(value: SecretStr) -> SecretStr:
@@ -654,6 +655,14 @@ class SolrSettings(Part):
     @classmethod
     def _strip(cls, value: str) -> str:
         return value.strip()
+
+    @field_validator("vector_field")
+    @classmethod
+    def _field_name(cls, value: str) -> str:
+        # written into Solr's local params ({!knn f=...}, knn.rescore's vectorSimilarity)
+        if not _FIELD_NAME.match(value):
+            raise ValueError("a Solr field name is letters, digits, '_', '.' and '-'")
+        return value
 
     @field_validator("auth_user", "zk_user")
     @classmethod

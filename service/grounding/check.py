@@ -24,6 +24,7 @@ from service.llm.types import Usage
 from service.text.claims import Claim, without_spans
 from service.text.support import (
     CLOSEST,
+    MAX_CLAUSES,
     MIN_OVERLAP,
     Evidence,
     checkable_claims,
@@ -34,9 +35,6 @@ from service.text.support import (
 
 log = logging.getLogger(__name__)
 
-# clauses of one answer that are checked: the sentences of the rest count as unsupported (an
-# answer too long to check is not vouched for), so a 1,000-clause answer costs no more
-MAX_CLAUSES = 300
 # clauses that words leave open and the embeddings API then judges: in one deduplicated
 # request of at most MAX_BY_MEANING * (1 + CLOSEST) texts; the rest stay unsupported
 MAX_BY_MEANING = 64

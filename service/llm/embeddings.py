@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Sequence
 from typing import Literal
 
@@ -79,6 +80,9 @@ class EmbeddingsClient(OpenAICompatibleClient):
             raise UpstreamBadResponse(
                 f"{self._where} returned {len(vectors)} vectors for {expected} texts"
             )
+        # a NaN or an infinity (JSON's NaN, 1e999) makes the sum one: Solr refuses them
+        if not all(math.isfinite(sum(vector)) for vector in vectors):
+            raise UpstreamBadResponse(f"{self._where} returned vectors that are not numbers")
         return vectors
 
 

@@ -18,8 +18,13 @@ from service.text.citations import CITATION, without_citations
 from service.text.fold import folded
 
 # a sentence ends at . ! ? (and the citations right after), before a space and the next one,
-# which a citation never begins: "... retreat. [2]" at a line's end is the sentence's
-_END = re.compile(r"(?<=[.!?])((?:\s*\[\d{1,3}\])*)\s+(?=[\"'(]?[A-Z0-9]|\[(?!\d{1,3}\])[A-Z0-9])")
+# which a citation never begins: "... retreat. [2]" at a line's end is the sentence's; the next
+# one begins with a capital or a figure, accented, Greek or Cyrillic too ("Émile", "À", "Ça")
+_OPENS = "A-Z0-9\u00c0-\u00d6\u00d8-\u00de\u0152\u0160\u017d\u0178\u0391-\u03a9\u0401\u0410-\u042f"
+_QUOTE = "(?:[\"'(\u201c\u2018]|\u00ab[ \u00a0\u202f]?)"  # « with its French space
+_END = re.compile(
+    rf"(?<=[.!?])((?:\s*\[\d{{1,3}}\])*)\s+(?={_QUOTE}?[{_OPENS}]|\[(?!\d{{1,3}}\])[{_OPENS}])"
+)
 # an abbreviation a figure follows ends no sentence: "Vol. 2", "Fig. 3", "pp. 10-12"
 _NUMBERED = re.compile(r"(?<![\w.])(?:[Vv]ol|Fig|Art|pp?|Ch)\.$")
 # a number sign ("Symphony No. 7", "loi nº 2021", "№ 7", on its figure's line) ends no

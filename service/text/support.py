@@ -19,6 +19,9 @@ from service.text.code import code_readings
 
 MIN_OVERLAP = 0.6  # grounding.min.overlap's default
 MAX_EVIDENCE = 2000  # source sentences (and pairs) one answer is checked against
+# clauses of one answer that are checked: the sentences of the rest count as unsupported (an
+# answer too long to check is not vouched for), so a 1,000-clause answer costs no more
+MAX_CLAUSES = 300
 CLOSEST = 3  # source sentences per doubtful claim whose meaning is compared
 # a claim of at most this many content words is a mention (a name, a figure, a short answer's
 # phrase), not a statement: a negation in the sentence that holds it does not deny it
@@ -52,6 +55,19 @@ class Evidence:
 def checkable_claims(answer: str) -> list[Claim]:
     """The answer's sentences a source could support (the others are not counted)."""
     return [claim for claim in claims_of(answer) if claim.checkable]
+
+
+def within_checked(claims: Sequence[Claim], before: int = 0) -> list[Claim]:
+    """The first of `claims` whose clauses are all among the answer's first MAX_CLAUSES
+    (`before`: the clauses of the answer's checkable claims before them): those the grounding
+    check reads; it counts the rest unsupported, so nothing else may vouch for them."""
+    checked = []
+    for claim in claims:
+        before += len(claim.clauses)
+        if before > MAX_CLAUSES:
+            break
+        checked.append(claim)
+    return checked
 
 
 def evidence_of(sources: Sequence[tuple[int, str]]) -> list[Evidence]:

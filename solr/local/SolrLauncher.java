@@ -59,6 +59,7 @@ import org.apache.solr.common.util.Utils;
 import org.apache.solr.embedded.JettyConfig;
 import org.apache.solr.embedded.JettySolrRunner;
 import org.apache.zookeeper.CreateMode;
+import org.apache.zookeeper.data.Stat;
 
 public class SolrLauncher {
 
@@ -190,6 +191,7 @@ public class SolrLauncher {
     if (options.tls() != null) {
       new ClusterProperties(zk).setClusterProperty("urlScheme", "https");
     }
+    forgetDeadNodes(zk);
     boolean secured = isSecured(zk);
     if (!secured) {
       refuseAnotherConfigset(zk, options.chosen()); // before any node starts: at once
@@ -299,6 +301,32 @@ public class SolrLauncher {
   }
 
   /** Whether ZooKeeper already holds a security.json with rules (a secured restart). */
+  /**
+   * A restart after a kill finds the killed node's ephemeral entries (its live node, its roles)
+   * in ZooKeeper's snapshot, their session not yet expired: no node has joined this ZooKeeper
+   * yet, so each is a dead node's, and the restarted node, under the same name, would be
+   * refused.
+   */
+  private static void forgetDeadNodes(SolrZkClient zk) throws Exception {
+    for (String root : List.of("/live_nodes", "/node_roles")) {
+      forgetEphemeral(zk, root);
+    }
+  }
+
+  private static void forgetEphemeral(SolrZkClient zk, String path) throws Exception {
+    Stat stat = zk.exists(path, null, true);
+    if (stat == null) {
+      return;
+    }
+    if (stat.getEphemeralOwner() != 0) {
+      zk.delete(path, -1, true);
+      return;
+    }
+    for (String child : zk.getChildren(path, null, true)) {
+      forgetEphemeral(zk, path + "/" + child);
+    }
+  }
+
   private static boolean isSecured(SolrZkClient zk) throws Exception {
     if (!zk.exists("/security.json", true)) {
       return false;

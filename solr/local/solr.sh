@@ -156,7 +156,10 @@ running_pid() {
   local file; file=$(pidfile "$1")
   [ -f "$file" ] || return 1
   local pid; pid=$(cat "$file")
-  kill -0 "$pid" 2>/dev/null && echo "$pid"
+  kill -0 "$pid" 2>/dev/null || return 1
+  # a killed node whose parent has not reaped it yet (a zombie, state Z) runs no more
+  local state; state=$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | cut -c1)
+  [ "$state" != Z ] && echo "$pid"
 }
 
 # launch K ARGS...: the launcher as node K, in the background, its pid and output in $dir

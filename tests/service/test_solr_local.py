@@ -3,6 +3,8 @@ version a data folder was written by, VectorMain made of its quantized variant."
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 
 import httpx
@@ -67,6 +69,12 @@ def test_restart_keeps_the_index_and_what_vectormain_was_made_of(tmp_path: Path)
         assert solr.status() == "stopped"
         again = LocalSolr(solr.port, tmp_path)  # nothing asked of VectorMain
         assert "VectorMain (VectorMainQuantized)" in again.start()
+        found = httpx.get(f"{solr.url}/FileShare/select", params={"q": "survives"}).json()
+        assert [doc["id"] for doc in found["response"]["docs"]] == ["kept"]
+        # killed (a crash, the OOM killer): ZooKeeper's snapshot still holds the dead node's
+        # live node, whose session has not expired; started again, it is not refused for it
+        os.kill(int((tmp_path / "solr.pid").read_text()), signal.SIGKILL)
+        LocalSolr(solr.port, tmp_path).start()
         found = httpx.get(f"{solr.url}/FileShare/select", params={"q": "survives"}).json()
         assert [doc["id"] for doc in found["response"]["docs"]] == ["kept"]
         # the quantized segment read back by Lucene's own codec: the nearest is still found

@@ -233,7 +233,8 @@ def glacier_sources() -> list[Source]:
         # each sentence its own survey; one already cited keeps its citation
         ("Survey number 3 of the glacier measured its retreat. Survey 5 measured it too [5].",
          "Survey number 3 of the glacier measured its retreat [3]. Survey 5 measured it too [5].",
-         "Survey number 3 of the glacier measured its retreat. Survey 5 measured it too [5]. [3]"),
+         # (marks after a streamed answer are its last sentence's: one not its own, on a line)
+         "Survey number 3 of the glacier measured its retreat. Survey 5 measured it too [5].\n[3]"),
         ("- Survey 4 measured the glacier's retreat\n- Survey 1 measured the glacier's retreat",
          "- Survey 4 measured the glacier's retreat [4]\n- Survey 1 measured the glacier's "
          "retreat [1]",
@@ -242,7 +243,7 @@ def glacier_sources() -> list[Source]:
         # what no source supports is never cited, nor a figure none holds
         ("Survey 2 measured its retreat! The moon is made of cheese.",
          "Survey 2 measured its retreat [2]! The moon is made of cheese.",
-         "Survey 2 measured its retreat! The moon is made of cheese. [2]"),
+         "Survey 2 measured its retreat! The moon is made of cheese.\n[2]"),
         ("Survey number 9 of the glacier measured its retreat.",) * 3,
         ("I could not find the answer in the documents.",) * 3,
     ],

@@ -29,6 +29,18 @@ def test_an_answer_is_cut_into_sentences_with_their_citations() -> None:
     ]
 
 
+def test_a_sentence_may_begin_with_an_accented_capital_or_a_french_quote() -> None:
+    """An invented sentence after a supported one is a sentence of its own, to be checked
+    alone, in French as in English (read as one, the pair passed on the first's words)."""
+    claims = claims_of("La tour est à Paris [1]. Émile Zola l'a dessinée. « Ça » suffit. À toi.")
+    assert [(c.text, c.cited) for c in claims] == [
+        ("La tour est à Paris.", (1,)),
+        ("Émile Zola l'a dessinée.", ()),
+        ("« Ça » suffit.", ()),
+        ("À toi.", ()),
+    ]
+
+
 def test_citations_after_the_last_full_stop_belong_to_the_last_sentence() -> None:
     """As a streamed answer's restored citations stand (issue 86): never a sentence of their
     own, which would leave the one they follow uncited."""

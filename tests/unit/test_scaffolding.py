@@ -262,12 +262,16 @@ def test_each_piece_reads_the_lines_still_open_not_the_whole_answer(
 
     monkeypatch.setattr(scaffolding_reading.Reading, "__init__", counting)
     said = "The lamp was lit at dusk and burned oil. Answer: it did."
-    for text in (f"{said}\n" * 150, f"{said} " * 150):  # lines, then one line of sentences
+    # lines, one line of sentences, then a hostile model's sentence that never ends: past
+    # 1,000 characters it is read again only once it has grown a sixteenth (a review's: 22 KB
+    # of it cost 5.8 s of the event loop, every piece reading it all)
+    endless = "Zorb quux flim blah wibble " * 800
+    for text in (f"{said}\n" * 150, f"{said} " * 150, endless):
         read.clear()
         reader = Unscaffolded()
         streamed = "".join(reader.feed(text[at : at + 4]) for at in range(0, len(text), 4))
         assert streamed + reader.flush() == without_scaffolding(text)
-        assert sum(read) < 20 * len(text), sum(read) / len(text)  # whole rescans: ~1,000x
+        assert sum(read) < 30 * len(text), sum(read) / len(text)  # whole rescans: 1,000x+
 
 
 _CITING = ["This", "this", "is", "found", "in", "[1]", "]", ".", "7", ":", "x", " ", " ", "\t", ""]

@@ -50,3 +50,18 @@ def test_folding_ascii_skips_nfkd_and_reads_the_same(text: str) -> None:
     decomposed = unicodedata.normalize("NFKD", text)
     general = "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
     assert folded(text) == general
+
+
+async def test_an_upstream_setting_a_new_cookie_at_every_answer_fills_no_jar() -> None:
+    """A hostile upstream's cookies are bounded: the jar, and the Cookie header every later
+    request to it carries, do not grow with each of its answers."""
+    answers = iter(range(10_000))
+
+    def setting(request: httpx.Request) -> httpx.Response:
+        headers = {"Set-Cookie": f"c{next(answers)}=x; Path=/"}
+        return httpx.Response(200, headers=headers, json={"cookie": request.headers.get("cookie")})
+
+    async with UpstreamClient(transport=httpx.MockTransport(setting)) as client:
+        for _ in range(300):
+            sent = (await client.get("http://llm/v1/chat/completions")).json()["cookie"]
+        assert len(client.cookies.jar) <= 64 and len(sent or "") < 64 * 16

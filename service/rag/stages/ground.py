@@ -14,7 +14,14 @@ from service.chains.result import source_texts
 from service.grounding import GroundingPolicy
 from service.rag.gate import Reread
 from service.rag.reply import Amendment, Finishing
-from service.text.support import Evidence, best_source, checkable_claims, evidence_of
+from service.text.support import (
+    MAX_CLAUSES,
+    Evidence,
+    best_source,
+    checkable_claims,
+    evidence_of,
+    within_checked,
+)
 
 
 @dataclass
@@ -48,10 +55,10 @@ class Ground:
 
 class GroundHold(Reread):
     """Holds a streamed answer (service.rag.gate) until one of its finished sentences is
-    supported by its sources' words (service.text.support): an answer none of whose
-    sentences is supported becomes the not-found sentence once checked, so none of it is shown
-    first; once one is, the answer stands (meaning only adds support). Read again as a Reread
-    is."""
+    supported by its sources' words (service.text.support), among the MAX_CLAUSES clauses the
+    check reads: an answer none of whose sentences is supported becomes the not-found sentence
+    once checked, so none of it is shown first; once one is, the answer stands (meaning only
+    adds support). Read again as a Reread is."""
 
     def __init__(self, sources: Sequence[tuple[int, str]], min_overlap: float) -> None:
         self._sources = sources
@@ -60,13 +67,16 @@ class GroundHold(Reread):
         # (support._source_evidence's cache) is shared and may not hold every snippet
         self._evidence: list[Evidence] | None = None
         self._checked = 0  # the finished sentences found unsupported so far (each read once)
+        self._clauses = 0  # their clauses: past MAX_CLAUSES, the check vouches for nothing
 
     def reads_held(self, kept: str) -> bool:
         finished = checkable_claims(kept)[:-1]  # the last one may still be being written
-        if len(finished) <= self._checked:
+        if len(finished) <= self._checked or self._clauses >= MAX_CLAUSES:
             return True
         if self._evidence is None:
             self._evidence = evidence_of(self._sources)
-        evidence, new = self._evidence, finished[self._checked :]
+        evidence, fresh = self._evidence, finished[self._checked :]
+        new = within_checked(fresh, self._clauses)  # those the check will read
         self._checked = len(finished)
+        self._clauses += sum(len(claim.clauses) for claim in fresh)
         return all(best_source(c, evidence, self._min_overlap) is None for c in new)
