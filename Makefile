@@ -64,9 +64,12 @@ answerer: setup
 	$(BIN)/python -m service.models.packaged --print-path --model qwen2.5-coder-1.5b-instruct
 	$(BIN)/python -m service.models.packaged --print-path --model qwen2.5-coder-0.5b-instruct
 
+# TEST_WORKERS=2: the suite on two processes (pytest-xdist), each with its own Solr, a file's
+# tests (tests/cluster/'s together) on one of them, the slowest files first (tests/conftest.py)
+TEST_WORKERS ?= 1
 test: setup browser
 	$(BIN)/ruff check service tests bench testing models
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
 
 # the Solr tests (tests/solr_versions.py) again on the second Solr version tested beside the
 # default 9.8.1: its jars fetched once into solr/local/lib-9.10.1 (CI runs it after `make test`)

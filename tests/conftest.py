@@ -50,15 +50,48 @@ def pytest_configure(config: pytest.Config) -> None:
     signal.signal(signal.SIGTERM, interrupt)
 
 
+# The files whose tests take longest (`--durations`), started first when the suite runs on
+# several workers (`make test`: pytest-xdist, a file at a time), so that no worker is left
+# with a long file at the end while the others idle. The rest keep their order.
+SLOW_FIRST = (
+    "tests/service/test_compose_stack.py",
+    "tests/cluster/",
+    "tests/service/test_answerer.py",
+    "tests/service/test_every_door.py",
+    "tests/service/test_fuzz_openapi.py",
+    "tests/service/test_config_safety.py",
+)
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The `solr` marker means it: every test that needs the real Solr (through the solr_url
     fixture, directly or not) carries it, so `-m "not solr"` runs what needs none. The tests
-    tests/solr_versions.py lists carry `solr_versions` (CI runs them on Solr 9.10.1 too)."""
+    tests/solr_versions.py lists carry `solr_versions` (CI runs them on Solr 9.10.1 too).
+
+    On several workers (`-n 2 --dist loadgroup`), a file's tests stay on one worker (its
+    module fixtures start once), and tests/cluster/'s share the worker that starts their
+    three-node cluster; the slowest files go first."""
     for item in items:
         if "solr_url" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.solr)
         if in_subset(item.nodeid):
             item.add_marker(pytest.mark.solr_versions)
+        item.add_marker(pytest.mark.xdist_group(_worker_group(item.nodeid)))
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # one process: the order as written
+        items.sort(key=_start_rank)
+
+
+def _worker_group(nodeid: str) -> str:
+    path = nodeid.split("::", 1)[0]
+    return "tests/cluster/" if path.startswith("tests/cluster/") else path
+
+
+def _start_rank(item: pytest.Item) -> int:
+    group = _worker_group(item.nodeid)
+    return next(
+        (rank for rank, slow in enumerate(SLOW_FIRST) if group.startswith(slow)), len(SLOW_FIRST)
+    )
 
 
 @pytest.hookimpl(wrapper=True)

@@ -29,6 +29,9 @@ T = TypeVar("T")
 
 MEMORY_LIMIT = 1 << 30  # bytes of address space one worker may map
 TIMEOUT_SECONDS = 60.0
+# a new worker's start (a Python process and its imports: seconds on a loaded box) is awaited
+# before a file's time starts, up to this long
+START_SECONDS = 120.0
 
 
 def _cap_memory(limit: int) -> None:
@@ -49,12 +52,13 @@ class Extractor:
         self._memory_limit = memory_limit
         self.timeout = timeout
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
+        self._started: concurrent.futures.Future[None] | None = None  # the pool's first call
 
     async def run(self, function: Callable[..., T], name: str, *args: Any, **kwargs: Any) -> T:
         """`function(name, *args, **kwargs)` in a worker; its own exceptions come back as they
         are raised. PayloadTooLarge when it needs more memory than the worker may have;
         TechnicalError when it runs out of time or the worker dies."""
-        pool = self._ensure_pool()
+        pool = await self._started_pool()
         future = pool.submit(function, name, *args, **kwargs)
         try:
             return await asyncio.wait_for(asyncio.wrap_future(future), self.timeout)
@@ -72,12 +76,15 @@ class Extractor:
             raise TechnicalError(f"{name}: the extraction worker died on this file") from None
 
     def close(self) -> None:
-        pool, self._pool = self._pool, None
+        pool, self._pool, self._started = self._pool, None, None
         if pool is not None:
             _kill(pool)
 
-    def _ensure_pool(self) -> concurrent.futures.ProcessPoolExecutor:
-        if self._pool is None:
+    async def _started_pool(self) -> concurrent.futures.ProcessPoolExecutor:
+        """The pool, its first worker started: a file's time is its extraction's alone (on a
+        loaded box the worker that replaced a stopped one took more than a 3 s limit to start,
+        and the next file was stopped for it)."""
+        if self._pool is None or self._started is None:
             self._pool = concurrent.futures.ProcessPoolExecutor(
                 max_workers=self._workers,
                 # spawn: a fork of a process with threads (the event loop's) may deadlock
@@ -85,11 +92,26 @@ class Extractor:
                 initializer=_cap_memory,
                 initargs=(self._memory_limit,),
             )
-        return self._pool
+            self._started = self._pool.submit(_started)
+        pool = self._pool
+        try:  # every caller waits for the same start; one called off calls off none
+            started = asyncio.shield(asyncio.wrap_future(self._started))
+            await asyncio.wait_for(started, START_SECONDS)
+        except (TimeoutError, BrokenProcessPool):
+            if self._pool is pool:
+                self._restart("its worker did not start")
+            raise TechnicalError(
+                f"the extraction worker did not start within {START_SECONDS:g}s"
+            ) from None
+        return pool
 
     def _restart(self, why: str) -> None:
         log.warning("extraction worker replaced: %s", why)
         self.close()
+
+
+def _started() -> None:
+    """A worker's first call: nothing, once it runs."""
 
 
 def _kill(pool: concurrent.futures.ProcessPoolExecutor) -> None:
