@@ -10,7 +10,7 @@ SOLR_PORT ?= 8983
 MODEL_PORT ?= 8001
 LLM_PORT ?= 8002
 
-.PHONY: setup browser llama-server llama answerer run stop test test-solr-versions test-unit lint format clean
+.PHONY: setup browser llama-server llama answerer phoenix run stop test test-solr-versions test-unit lint format clean
 
 # PYTHONWARNINGS=ignore: setuptools' banner about editable installs is for its own developers
 $(BIN)/.installed: pyproject.toml Makefile
@@ -64,10 +64,15 @@ answerer: setup
 	$(BIN)/python -m service.models.packaged --print-path --model qwen2.5-coder-1.5b-instruct
 	$(BIN)/python -m service.models.packaged --print-path --model qwen2.5-coder-0.5b-instruct
 
+# Arize Phoenix (arize-phoenix==20.26.1 from PyPI) in its own virtualenv: the tracing tests'
+# collector (testing/phoenix.py; ~/.cache/solr-rag/phoenix, made once)
+phoenix: setup
+	$(BIN)/python -c "from testing.phoenix import installed; print(installed())"
+
 # TEST_WORKERS=2: the suite on two processes (pytest-xdist), each with its own Solr, a file's
 # tests (tests/cluster/'s together) on one of them, the slowest files first (tests/conftest.py)
 TEST_WORKERS ?= 1
-test: setup browser
+test: setup browser phoenix
 	$(BIN)/ruff check service tests bench testing models
 	$(BIN)/pytest -q $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
 

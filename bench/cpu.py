@@ -8,6 +8,7 @@ is the test corpus, ingested with its passages (hybrid needs them).
     python -m bench.cpu [--solr-url URL] [--requests 200] [--only bm25 hybrid ...]
                         [--repeat N]      # each configuration N times, in turn: the median
                         [--profile DIR]   # py-spy flame graphs of each configuration
+                        [--tracing URL]   # each also traced, spans sent to this collector
 
 Configurations: bm25 and hybrid without grounding, hybrid with grounding (embeddings method),
 and the answer cache (hybrid): every question new (a miss) and every question one asked
@@ -67,6 +68,7 @@ CONFIGURATIONS: dict[str, dict[str, str]] = {
     "hybrid shipped": {"retrieval.method": "hybrid"},
 }
 SHIPPED = {"bm25 shipped", "hybrid shipped"}
+TRACED = " traced"  # a configuration measured with tracing on (--tracing)
 
 
 def ingest(solr_url: str, embeddings_url: str) -> None:
@@ -90,14 +92,15 @@ def question(name: str, n: int) -> str:
 
 
 def measure(
-    name: str, base: str, pid: int, requests: int, profile: Path | None
+    label: str, base: str, pid: int, requests: int, profile: Path | None
 ) -> dict[str, float]:
+    name = label.removesuffix(TRACED)
     with httpx.Client(timeout=60) as http:
         for n in range(WARM_UP):  # a hit's entries are stored here; caches and JIT warm
             http.post(f"{base}/ai/rag", json={"query": question(name, 10_000 + n)})
         if name == "cache hit":
             time.sleep(1.5)  # the stored answers become searchable (soft commit)
-        spy = _py_spy(pid, profile / f"{name.replace(' ', '-')}.txt") if profile else None
+        spy = _py_spy(pid, profile / f"{label.replace(' ', '-')}.txt") if profile else None
         latencies = []
         before = tree_cpu_seconds(pid)
         for n in range(requests):
@@ -112,7 +115,7 @@ def measure(
             spy.send_signal(signal.SIGINT)  # py-spy writes its file on Ctrl-C
             spy.wait(timeout=60)
     return {
-        "configuration": name,
+        "configuration": label,
         "service_cpu_ms": round(cpu * 1000 / requests, 2),
         "latency_p50_ms": round(statistics.median(latencies), 1),
         "requests": requests,
@@ -152,8 +155,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", choices=list(CONFIGURATIONS), help="a subset")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each, in turn")
     parser.add_argument("--profile", type=Path, help="py-spy flame graphs into this folder")
+    parser.add_argument(
+        "--tracing",
+        metavar="URL",
+        help="each configuration measured again with tracing on ('<name> traced'), its spans "
+        "sent over OTLP/HTTP to this collector (Phoenix: http://127.0.0.1:6006)",
+    )
     args = parser.parse_args(argv)
     names = args.only or list(CONFIGURATIONS)
+    if args.tracing:
+        names = [label for name in names for label in (name, name + TRACED)]
     runs: dict[str, list[float]] = {name: [] for name in names}
     rows = []
     with (
@@ -166,9 +177,13 @@ def main(argv: list[str] | None = None) -> int:
         for name in [name for _ in range(args.repeat) for name in names]:
             port = free_port()
             base = f"http://127.0.0.1:{port}"
-            if name in SHIPPED:
+            configuration = dict(CONFIGURATIONS[name.removesuffix(TRACED)])
+            if name.endswith(TRACED):
+                configuration["observability.tracing.enabled"] = "true"
+                configuration["observability.tracing.endpoint"] = args.tracing
+            if name.removesuffix(TRACED) in SHIPPED:
                 upstreams = _shipped(solr_url, llm_url, embeddings_url)
-                config = shipped_properties(Path(folder), {**upstreams, **CONFIGURATIONS[name]})
+                config = shipped_properties(Path(folder), {**upstreams, **configuration})
                 command = [sys.executable, "-m", "service.cli", "serve", "--config",
                            str(config), "--port", str(port)]  # fmt: skip
             else:
@@ -176,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
                     "ai.embeddings.endpoint": embeddings_url,
                     "grounding.enabled": "false",
                     "solr.startup.check": "false",
-                    **CONFIGURATIONS[name],
+                    **configuration,
                 }
                 command = service_command(solr_url, llm_url, Path(folder), port, overrides)
             server = start_server(command, f"{base}/health/live", what="service", env=QUIET)

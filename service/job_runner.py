@@ -25,6 +25,7 @@ import socket
 import uuid
 from dataclasses import asdict
 
+from service import tracing
 from service.config import Settings
 from service.config.tls import TlsFiles
 from service.errors import BadRequest, ExtractionFailed, ServiceError
@@ -80,7 +81,11 @@ class JobRunner:
                 if claimed is None:
                     await asyncio.sleep(POLL_SECONDS)
                     continue
-                await self.run(store, *claimed)
+                job, work = claimed
+                kind = "sync" if isinstance(work, FolderSync) else "documents"
+                attributes = {"solr_rag.job.id": job.id, "solr_rag.job.kind": kind}
+                with tracing.span("ingestion job", attributes, root=True):  # a trace of its own
+                    await self.run(store, job, work)
             except ServiceError as error:
                 log.warning("ingestion jobs: %s", error.reason)
                 await asyncio.sleep(BACKOFF_SECONDS)
@@ -152,7 +157,8 @@ class JobRunner:
                 await store.update(job.id, state_s="failed", finished_dt=timestamp(),
                                    message_s=str(gone))  # fmt: skip
                 return False
-            await self._index(batch, errors, counts)
+            with tracing.span("ingestion batch", {"solr_rag.batch.documents": len(batch)}):
+                await self._index(batch, errors, counts)
             await store.update(
                 job.id,
                 done_i=start + len(batch),

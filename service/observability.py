@@ -2,7 +2,8 @@
 
 The id of the request being served lives in a context variable: every log line written while
 serving it carries it, and so does every call to Solr and the LLM (`X-Request-Id` header), so
-one answer can be followed across the three services' logs.
+one answer can be followed across the three services' logs. With tracing on (service.tracing)
+the request id is the trace's id, and each call carries its span's `traceparent` too.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import re
 import sys
 from contextvars import ContextVar
 from typing import TextIO
+
+from service import tracing
 
 request_id_var: ContextVar[str] = ContextVar("request_id", default="-")
 
@@ -38,9 +41,13 @@ class TextFormatter(logging.Formatter):
 
 
 def request_headers() -> dict[str, str]:
-    """Headers that carry the current request id upstream (none outside a request)."""
+    """Headers that carry the current request id upstream (none outside a request), and the
+    current span's W3C `traceparent` when tracing is on (service.tracing)."""
     request_id = request_id_var.get()
-    return {REQUEST_ID_HEADER: request_id} if request_id != "-" else {}
+    headers = {REQUEST_ID_HEADER: request_id} if request_id != "-" else {}
+    if tracing.enabled():
+        tracing.inject(headers)
+    return headers
 
 
 class RequestIdFilter(logging.Filter):

@@ -28,6 +28,7 @@ class Search:
     finished: float = 0.0
     request_id_header: str = ""
     request_id_param: str = ""
+    traceparent: str = ""  # W3C trace context, when the service traces
 
 
 @dataclass
@@ -62,6 +63,7 @@ def create_solr_proxy(solr_url: str, log: ProxyLog) -> FastAPI:
                 time.monotonic(),
                 request_id_header=request.headers.get("x-request-id", ""),
                 request_id_param=str(params.get("rid", "")),
+                traceparent=request.headers.get("traceparent", ""),
             )
             log.searches.append(search)
             await asyncio.sleep(log.delay)

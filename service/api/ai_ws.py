@@ -38,6 +38,7 @@ from fastapi import APIRouter, WebSocket
 from pydantic import ValidationError
 from starlette.websockets import WebSocketDisconnect
 
+from service import tracing
 from service.api.ai import AiRequest, turn_of
 from service.api.dependencies import counting_snapshot
 from service.api.door import POLICY_VIOLATION, Door, caller_of
@@ -261,7 +262,15 @@ def _refusal(stream: EventStream, message: object, problem: str | None) -> Itera
 
 
 async def _turn(websocket: WebSocket, text: str, refused: Refusals, request_id: str) -> None:
-    """One message answered, with its request id, access log line and metrics."""
+    """One message answered, with its request id, access log line and metrics; traced, its
+    own trace (a question), whose id is then the turn's request id."""
+    attributes = {"http.route": "/ai/ws", "solr_rag.transport": "websocket"}
+    with tracing.server("WS /ai/ws", None, attributes) as span:
+        await _answered(websocket, text, refused, span.trace_id or request_id)
+
+
+async def _answered(websocket: WebSocket, text: str, refused: Refusals, request_id: str) -> None:
+    """One message answered under `request_id`, its access log line written."""
     websocket.state.request_id = request_id
     bound = request_id_var.set(request_id)
     started = time.perf_counter()
@@ -275,6 +284,7 @@ async def _turn(websocket: WebSocket, text: str, refused: Refusals, request_id: 
         request_id_var.reset(bound)
         seconds = time.perf_counter() - started
         record_access("/ai/ws", "WS", websocket.url.path, status, seconds, request_id)
+        tracing.current().set("http.response.status_code", status)  # the turn's span
 
 
 async def _send(websocket: WebSocket, line: str) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
-from service import __version__
+from service import __version__, tracing
 from service.api import (
     admin,
     ai,
@@ -72,15 +72,17 @@ def create_app(config_path: Path) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         quiet_accept_errors(asyncio.get_running_loop())  # out of descriptors: said once
-        await runtime.start()
-        running = asyncio.create_task(jobs.run_forever(), name="ingestion jobs")
-        try:
-            async with agents.running():
-                yield
-        finally:
-            running.cancel()
-            await asyncio.wait([running])
-            await runtime.stop()
+        # OpenTelemetry traces (observability.tracing.*, OTEL_*): read at startup
+        with tracing.installed(runtime.settings().observability, version=__version__):
+            await runtime.start()
+            running = asyncio.create_task(jobs.run_forever(), name="ingestion jobs")
+            try:
+                async with agents.running():
+                    yield
+            finally:
+                running.cancel()
+                await asyncio.wait([running])
+                await runtime.stop()
 
     app = FastAPI(
         title="solr-rag",

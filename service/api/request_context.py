@@ -10,6 +10,11 @@ An unexpected exception becomes the documented 500 here, inside the request's co
 that response carries the id too and its log line (with the traceback) names the right request.
 Metric labels take only known methods and route templates, so no client can mint new series;
 log lines escape control characters, so no path can forge a line.
+
+With tracing on (service.tracing), each request is a server span (`POST /ai/rag`), continuing
+an incoming `traceparent`, and its id is the trace's (32 hex digits): a user's report leads to
+the trace. The span names the route template and the status, never the path's or the query
+string's text (a search's words may be in them).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from starlette.datastructures import Headers, MutableHeaders
 from starlette.requests import ClientDisconnect, Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from service import tracing
 from service.api.errors import as_service_error, error_response
 from service.api.redirects import without_host
 from service.metrics import REQUEST_SECONDS, REQUESTS
@@ -34,6 +40,8 @@ _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 # nginx's "client closed request": the client left before its answer; no server failure
 CLIENT_LEFT = 499
 KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+# what is asked every few seconds by machines (probes, Prometheus): no trace of each
+UNTRACED = ("/health", "/metrics")
 
 
 class RequestContext:
@@ -46,8 +54,19 @@ class RequestContext:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        if tracing.enabled() and not scope["path"].startswith(UNTRACED):
+            headers = Headers(scope=scope)
+            method = scope["method"] if scope["method"] in KNOWN_METHODS else "_OTHER"
+            attributes = {"http.request.method": method, "url.scheme": scope.get("scheme", "")}
+            with tracing.server(method, headers, attributes) as span:
+                await self._serve(scope, receive, send, span)
+        else:
+            await self._serve(scope, receive, send, tracing.NO_SPAN)
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send, span: tracing.Span) -> None:
         incoming = Headers(scope=scope).get("x-request-id", "")
         request_id = incoming if _REQUEST_ID.match(incoming) else uuid.uuid4().hex
+        request_id = span.trace_id or request_id  # traced: the trace's id
         scope.setdefault("state", {})["request_id"] = request_id
         status = 500
         started = time.perf_counter()
@@ -78,6 +97,21 @@ class RequestContext:
         finally:
             request_id_var.reset(token)
             _record(scope, request_id, status, time.perf_counter() - started)
+            if span is not tracing.NO_SPAN:
+                _describe(span, scope, status)
+
+
+def _describe(span: tracing.Span, scope: Scope, status: int) -> None:
+    """The server span's route (`POST /ai/rag`: its template, never the path a client sent)
+    and status; a 5xx marks it failed."""
+    route = getattr(scope.get("route"), "path", None)
+    if route:
+        method = scope["method"] if scope["method"] in KNOWN_METHODS else "HTTP"
+        span.rename(f"{method} {route}")
+        span.set("http.route", route)
+    span.set("http.response.status_code", status)
+    if status >= 500:
+        span.failed(str(status))
 
 
 def _record(scope: Scope, request_id: str, status: int, seconds: float) -> None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 
+from service import __version__, tracing
 from service.cli.common import (
     CONFIG_HELP,
     DEFAULT_CONFIG,
@@ -84,19 +85,22 @@ def _ingest(args: argparse.Namespace) -> int:
         print("solr-rag ingest: name files or folders, or use --samples", file=sys.stderr)
         return 2
     settings = load_settings(args.config, os.environ)
+    # one trace, when tracing is on (observability.tracing.*, OTEL_*)
+    traced = tracing.installed(settings.observability, version=__version__)
     try:
-        return asyncio.run(
-            ingest_into_solr(
-                settings,
-                paths,
-                args.language,
-                args.samples,
-                args.if_empty,
-                force=args.force,
-                source=args.source,
-                sync=args.sync,
+        with traced, tracing.span("ingest", {"solr_rag.sync": args.sync}, root=True):
+            return asyncio.run(
+                ingest_into_solr(
+                    settings,
+                    paths,
+                    args.language,
+                    args.samples,
+                    args.if_empty,
+                    force=args.force,
+                    source=args.source,
+                    sync=args.sync,
+                )
             )
-        )
     except TechnicalError as error:  # Solr or the embeddings API, after their retries
         return upstream_failed(
             "ingest",

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 
+from service import __version__, tracing
 from service.cli.common import CONFIG_HELP, DEFAULT_CONFIG, Commands, upstream_failed
 from service.config import Settings
 from service.errors import TechnicalError
@@ -62,11 +63,20 @@ def _sync(args: argparse.Namespace) -> int:
     from service.config import load_settings
 
     settings = load_settings(args.config, os.environ)
+    # each run a trace of its own, when tracing is on (observability.tracing.*, OTEL_*)
+    with tracing.installed(settings.observability, version=__version__):
+        return _syncs(args, settings)
+
+
+def _syncs(args: argparse.Namespace, settings: Settings) -> int:
+    from service.config import load_settings
+
     while True:
         try:
-            asyncio.run(
-                _sync_once(settings, args.checkpoint, restart=args.restart, settle=args.settle)
-            )
+            with tracing.span("sync", root=True):
+                asyncio.run(
+                    _sync_once(settings, args.checkpoint, restart=args.restart, settle=args.settle)
+                )
         except TechnicalError as error:  # Solr or the embeddings API, after their retries
             failed = upstream_failed(
                 "sync", error, "Run it again once it answers: it goes on from its checkpoint"

@@ -22,7 +22,9 @@ Kind = Literal["boolean", "integer", "number", "string", "choice", "secret"]
 # (Datafari shows it read-only), the admin token guards the API itself, the TLS files are
 # paths on the server's disk (an admin session must not make the service read another file),
 # and so are the folders a sync may index (jobs.sync.folders: any file under them would
-# become a document): each set on the server, in rag.properties or the environment.
+# become a document): each set on the server, in rag.properties or the environment. The
+# tracing keys are read at startup only (an edit would change nothing until a restart), and
+# say where spans, with content capture the questions too, are sent.
 READ_ONLY = frozenset(
     {
         "solr.vector.field",
@@ -31,6 +33,11 @@ READ_ONLY = frozenset(
         "solr.tls.cert",
         "solr.tls.key",
         "jobs.sync.folders",
+        "observability.tracing.enabled",
+        "observability.tracing.endpoint",
+        "observability.tracing.protocol",
+        "observability.tracing.sample.ratio",
+        "observability.tracing.capture.content",
     }
 )
 

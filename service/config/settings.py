@@ -1577,6 +1577,69 @@ class SecuritySettings(Part):
         return self
 
 
+# how spans are sent: OTLP's two transports (the Python exporters have no http/json)
+TracingProtocol = Literal["http/protobuf", "grpc"]
+
+
+def _collector_url(value: str) -> str:
+    """An OTLP collector's URL: http(s), no login in it (a span exporter's credentials go in
+    OTEL_EXPORTER_OTLP_HEADERS, never in a key the admin page shows)."""
+    if not value:
+        return value
+    if not re.match(r"^https?://[^\s/@]+(/\S*)?$", value):
+        raise ValueError(
+            "must be the collector's http:// or https:// URL without user:password@ (give "
+            "its credentials in OTEL_EXPORTER_OTLP_HEADERS), or empty"
+        )
+    return value
+
+
+CollectorUrl = Annotated[str, AfterValidator(_collector_url)]
+
+
+class ObservabilitySettings(Part):
+    """OpenTelemetry traces of each question (service.tracing): read at startup; the standard
+    OTEL_* environment variables win over these keys."""
+
+    tracing_enabled: bool = _key(
+        "observability.tracing.enabled",
+        False,
+        "Send one OpenTelemetry trace per question (the HTTP request, each stage, each Solr, "
+        "embeddings, rerank and LLM call) over OTLP; the response's X-Request-Id is then its "
+        "trace id. Also on when OTEL_EXPORTER_OTLP_ENDPOINT is set; off whatever this says "
+        "with OTEL_SDK_DISABLED=true. Read at startup.",
+    )
+    tracing_endpoint: CollectorUrl = _key(
+        "observability.tracing.endpoint",
+        "",
+        "The OTLP collector's base URL: http://host:4318 for http/protobuf (/v1/traces is "
+        "added), http://host:4317 for grpc. OTEL_EXPORTER_OTLP_ENDPOINT wins. Empty: the "
+        "exporter's default (localhost). Read at startup.",
+    )
+    tracing_protocol: TracingProtocol = _key(
+        "observability.tracing.protocol",
+        "http/protobuf",
+        "OTLP's transport: http/protobuf (port 4318) or grpc (4317); "
+        "OTEL_EXPORTER_OTLP_PROTOCOL wins. Read at startup.",
+    )
+    tracing_sample_ratio: float = _key(
+        "observability.tracing.sample.ratio",
+        1.0,
+        "Share of questions traced (a trace an incoming traceparent samples is always "
+        "followed, one it drops never); OTEL_TRACES_SAMPLER wins. Read at startup.",
+        ge=0,
+        le=1,
+    )
+    tracing_capture_content: bool = _key(
+        "observability.tracing.capture.content",
+        False,
+        "Put the LLM's messages and answers in its spans (gen_ai.input.messages, "
+        "gen_ai.output.messages): questions, documents and answers then reach the collector "
+        "and whoever reads it (docs/security.md). Also on with "
+        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true. Read at startup.",
+    )
+
+
 class Settings(BaseModel):
     """Everything rag.properties can set, by part; immutable, so a reload swaps the whole."""
 
@@ -1597,6 +1660,7 @@ class Settings(BaseModel):
     grounding: GroundingSettings = GroundingSettings()
     cache: CacheSettings = CacheSettings()
     security: SecuritySettings = SecuritySettings()
+    observability: ObservabilitySettings = ObservabilitySettings()
 
     @model_validator(mode="after")
     def _one_embeddings_model(self) -> Settings:

@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import orjson
 
+from service import tracing
 from service.errors import (
     ModelNotServed,
     TechnicalError,
@@ -123,12 +124,15 @@ class OpenAICompatibleClient:
         return headers
 
     async def _post(self, path: str, payload: dict[str, Any]) -> Any:
-        with self.busy.track():
-            response = await self._send(path, payload, stream=False)
-        try:
-            return parsed(response.content)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise UpstreamBadResponse(f"{self._where} answered with invalid JSON") from None
+        with tracing.llm_call(path, payload, self.options.endpoint) as call:
+            with self.busy.track():
+                response = await self._send(path, payload, stream=False)
+            try:
+                body = parsed(response.content)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                raise UpstreamBadResponse(f"{self._where} answered with invalid JSON") from None
+            call.answered(body)  # its span: the model, the tokens, why it stopped
+        return body
 
     async def _send(
         self, path: str, payload: dict[str, Any], *, stream: bool, errors: bool = True
@@ -331,8 +335,10 @@ class CompletionStream:
 
     async def __aiter__(self) -> AsyncIterator[str]:
         client = self._client
-        with client.busy.track():
-            response = await client._send("chat/completions", self._payload, stream=True)
+        call = tracing.llm_call("chat/completions", self._payload, client.options.endpoint)
+        with client.busy.track(), call.recording():  # its span: current only while it is sent
+            with call.sending():
+                response = await client._send("chat/completions", self._payload, stream=True)
             try:
                 async for delta in self._deltas(response):
                     yield delta
@@ -341,6 +347,7 @@ class CompletionStream:
                 raise
             finally:
                 await response.aclose()
+            call.streamed(self.text, self.usage, self.finish_reason)
 
     async def _deltas(self, response: httpx.Response) -> AsyncIterator[str]:
         client = self._client

@@ -6,6 +6,7 @@ deadline and its LLM call budget.
     >>> answer = await reply.complete()
 
 Errors found by the stages (bad input, nothing found, Solr down) come before any answer is sent.
+Each stage is a span of the question's trace when tracing is on (service.tracing): here, once.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
+from service import tracing
 from service.config import Settings
 from service.deadline import Deadline
 from service.llm import ChatClient
@@ -75,7 +77,7 @@ class Pipeline(Generic[Q, S]):
                 continue
             if progress is not None:
                 progress(stage.name)
-            with state.timings.stage(stage.name):
+            with tracing.stage(stage.name), state.timings.stage(stage.name):
                 result = await stage.run(state)
             if isinstance(result, Reply):
                 return result

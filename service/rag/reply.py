@@ -20,6 +20,7 @@ from contextlib import aclosing, contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Protocol
 
+from service import tracing
 from service.chains import ChainResult
 from service.chains.result import Prepared, Source, says_nothing_relevant
 from service.chains.short_answer import phrase, true_citation
@@ -334,7 +335,8 @@ class Reply:
         done = Finishing(answer, result, found_nothing, written, self.deadline)
         for stage in self.finishing:
             if stage.wanted(done):
-                with self.timings.stage(stage.name) if stage.timed else nullcontext():
+                timed = self.timings.stage(stage.name) if stage.timed else nullcontext()
+                with tracing.stage(stage.name), timed:
                     amendment = await self.deadline.run(stage.run(done))
                 if amendment is not None:
                     done.take(amendment)

@@ -36,6 +36,7 @@ from urllib.parse import quote
 import httpx
 import orjson
 
+from service import tracing
 from service.config.field_map import SchemaFields
 from service.errors import (
     TechnicalError,
@@ -286,7 +287,13 @@ class SolrClient:
         body = await self._request("GET", path, params={"wt": "json", "omitHeader": "true"})
         return body.get("config", {}).get(section)
 
-    async def _request(
+    async def _request(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        """One call, a span of the question's trace when tracing is on (its collection and
+        kind: service.tracing, never its text), whichever nodes and tries it takes."""
+        with tracing.solr_call(method, path, kwargs.get("json")):
+            return await self._call(method, path, **kwargs)
+
+    async def _call(
         self,
         method: str,
         path: str,

@@ -1,0 +1,91 @@
+"""Whether and where spans go: rag.properties' observability.tracing.* keys, with the standard
+OTEL_* environment variables over them (as the SOLR_RAG_* variables are over the file)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from service.errors import ConfigError
+
+if TYPE_CHECKING:
+    from service.config.settings import ObservabilitySettings
+
+PROTOCOLS = ("http/protobuf", "grpc")
+TRACES_PATH = "/v1/traces"  # what OTLP over HTTP adds to a base endpoint
+_TRUE = ("true", "1", "yes", "on")
+
+
+def _flag(env: Mapping[str, str], name: str) -> bool:
+    return env.get(name, "").strip().lower() in _TRUE
+
+
+def _first(env: Mapping[str, str], *names: str) -> str:
+    """The value of the first of `names` that is set (a signal's own variable before the
+    generic one, as OpenTelemetry reads them)."""
+    return next((env[name].strip() for name in names if env.get(name, "").strip()), "")
+
+
+@dataclass(frozen=True)
+class TracingConfig:
+    """What the tracer is set up with; `on` False: no tracer at all (no span is made)."""
+
+    on: bool
+    protocol: str = "http/protobuf"
+    # the traces endpoint to give the exporter; None: it reads OTEL_EXPORTER_OTLP_*ENDPOINT
+    # itself, or takes its default (localhost:4318 / :4317)
+    endpoint: str | None = None
+    # share of new traces kept; None: OTEL_TRACES_SAMPLER (and its _ARG) decide
+    ratio: float | None = 1.0
+    capture_content: bool = False
+    where: str = ""  # the collector, as the log names it
+
+    @classmethod
+    def of(cls, keys: ObservabilitySettings, env: Mapping[str, str]) -> TracingConfig:
+        """The keys with the environment over them; ConfigError for what no exporter sends."""
+        if _flag(env, "OTEL_SDK_DISABLED"):
+            return cls(on=False)
+        exporter = env.get("OTEL_TRACES_EXPORTER", "").strip().lower()
+        if exporter == "none":
+            return cls(on=False)
+        if exporter not in ("", "otlp"):
+            raise ConfigError(
+                f"OTEL_TRACES_EXPORTER={exporter}: this service sends traces over OTLP only; "
+                "unset it (or set otlp), and point OTEL_EXPORTER_OTLP_ENDPOINT at a collector "
+                "(an OpenTelemetry Collector forwards to Zipkin or others)"
+            )
+        from_env = _first(env, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+        if not (keys.tracing_enabled or from_env):
+            return cls(on=False)
+        protocol = _first(env, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
+        protocol = protocol or keys.tracing_protocol
+        if protocol not in PROTOCOLS:
+            raise ConfigError(
+                f"OTLP protocol {protocol!r} (OTEL_EXPORTER_OTLP_PROTOCOL): use http/protobuf "
+                "(port 4318) or grpc (4317); the Python exporters send no http/json"
+            )
+        endpoint = None if from_env else _traces_endpoint(keys.tracing_endpoint, protocol)
+        sampler = env.get("OTEL_TRACES_SAMPLER", "").strip()
+        default = (
+            "http://localhost:4318" if protocol == "http/protobuf" else "http://localhost:4317"
+        )
+        return cls(
+            on=True,
+            protocol=protocol,
+            endpoint=endpoint,
+            ratio=None if sampler else keys.tracing_sample_ratio,
+            capture_content=keys.tracing_capture_content
+            or _flag(env, "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"),
+            where=from_env or keys.tracing_endpoint or default,
+        )
+
+
+def _traces_endpoint(base: str, protocol: str) -> str | None:
+    """The key's base URL as the exporter takes it: OTLP/HTTP's with /v1/traces, gRPC's as
+    it is; None (the exporter's default) when the key is empty."""
+    if not base:
+        return None
+    if protocol == "grpc" or base.rstrip("/").endswith(TRACES_PATH):
+        return base
+    return base.rstrip("/") + TRACES_PATH
