@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import os
 from collections.abc import AsyncIterator
@@ -61,10 +62,23 @@ def app_from_environment() -> FastAPI:
     return create_app(Path(os.environ[CONFIG_VARIABLE]))
 
 
+# FastAPI's own OpenTelemetry (0.165 and later; a global provider, FASTAPI_OTEL_AUTO_CONFIGURE)
+# would send each request's url.query (a search's words) and exceptions' messages: the
+# service's spans (service.tracing) are the only ones
+_NO_FASTAPI_TELEMETRY: dict[str, Any] = (
+    {"telemetry": {"tracing": False, "metrics": False, "logs": False, "auto_configure": False}}
+    if "telemetry" in inspect.signature(FastAPI.__init__).parameters
+    else {}
+)
+
+
 def create_app(config_path: Path) -> FastAPI:
     """The service for one rag.properties; raises ConfigError or PromptTemplateError at once
     when either is invalid, so a misconfigured service never starts."""
     runtime = Runtime(config_path)
+    # a bad tracing setting (observability.tracing.*, OTEL_*) refused here, in one line, not
+    # by uvicorn's start with a traceback; the tracer itself starts with the service (lifespan)
+    tracing.TracingConfig.of(runtime.settings().observability, os.environ)
     agents = McpEndpoint(runtime, create_mcp(runtime, http_scope))
 
     jobs = JobRunner(runtime)
@@ -91,6 +105,7 @@ def create_app(config_path: Path) -> FastAPI:
         lifespan=lifespan,
         docs_url=None,  # served offline by service.api.docs
         redoc_url=None,
+        **_NO_FASTAPI_TELEMETRY,
     )
     app.state.runtime = runtime
     install_error_handlers(app)

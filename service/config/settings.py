@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from functools import cache
 from typing import Annotated, Any, Literal, get_args
+from urllib.parse import urlsplit
 
 from pydantic import (
     AfterValidator,
@@ -1581,16 +1582,29 @@ class SecuritySettings(Part):
 TracingProtocol = Literal["http/protobuf", "grpc"]
 
 
+def collector_url_problem(value: str) -> str | None:
+    """What keeps `value` from being an OTLP collector's URL (http(s), a host and a valid
+    port, no login, query string or fragment: a span exporter's credentials go in
+    OTEL_EXPORTER_OTLP_HEADERS, never in a key the admin page shows or a log line), or None."""
+    if re.match(r"^https?://[^\s/@?#]+(/[^\s?#@]*)?$", value):
+        try:
+            parts = urlsplit(value)
+            if parts.hostname and parts.port != 0:
+                return None
+        except ValueError:  # an unclosed [IPv6, a port out of range or not a number
+            pass
+        return "must name the collector's host and, if any, a port from 1 to 65535"
+    return (
+        "must be the collector's http:// or https:// URL without user:password@, query "
+        "string or fragment (give its credentials in OTEL_EXPORTER_OTLP_HEADERS), or empty"
+    )
+
+
 def _collector_url(value: str) -> str:
-    """An OTLP collector's URL: http(s), no login in it (a span exporter's credentials go in
-    OTEL_EXPORTER_OTLP_HEADERS, never in a key the admin page shows)."""
-    if not value:
-        return value
-    if not re.match(r"^https?://[^\s/@]+(/\S*)?$", value):
-        raise ValueError(
-            "must be the collector's http:// or https:// URL without user:password@ (give "
-            "its credentials in OTEL_EXPORTER_OTLP_HEADERS), or empty"
-        )
+    """An OTLP collector's URL (collector_url_problem), or empty."""
+    problem = collector_url_problem(value) if value else None
+    if problem is not None:
+        raise ValueError(problem)
     return value
 
 

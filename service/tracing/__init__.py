@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from service.tracing._config import TracingConfig
+from service.tracing._config import TracingConfig, without_login
 from service.tracing._genai import NO_CALL, LlmCall, llm_call
 from service.tracing._solr import solr_call
 from service.tracing._spans import (
@@ -34,7 +34,7 @@ from service.tracing._spans import (
     span,
     stage,
 )
-from service.tracing._state import capture_content, enabled, install, uninstall, without_login
+from service.tracing._state import capture_content, enabled, install, uninstall
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter

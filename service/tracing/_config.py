@@ -3,6 +3,7 @@ OTEL_* environment variables over them (as the SOLR_RAG_* variables are over the
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -15,6 +16,22 @@ if TYPE_CHECKING:
 PROTOCOLS = ("http/protobuf", "grpc")
 TRACES_PATH = "/v1/traces"  # what OTLP over HTTP adds to a base endpoint
 _TRUE = ("true", "1", "yes", "on")
+ENDPOINTS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+# the SDK's variables it reads as integers: a value it cannot take is refused here, by name,
+# where the SDK would raise from the service's start (a traceback) or log one and go on
+_POSITIVE = ("OTEL_BSP_SCHEDULE_DELAY", "OTEL_BSP_MAX_QUEUE_SIZE", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE")
+_LIMITS = (  # 0 or more, or "unset"
+    "OTEL_BSP_EXPORT_TIMEOUT",
+    "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT",
+    "OTEL_ATTRIBUTE_COUNT_LIMIT",
+    "OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT",
+    "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT",
+    "OTEL_SPAN_EVENT_COUNT_LIMIT",
+    "OTEL_SPAN_LINK_COUNT_LIMIT",
+    "OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT",
+    "OTEL_LINK_ATTRIBUTE_COUNT_LIMIT",
+)
+_QUEUE, _BATCH = 2048, 512  # the SDK's defaults of OTEL_BSP_MAX_QUEUE_SIZE / _EXPORT_BATCH_SIZE
 
 
 def _flag(env: Mapping[str, str], name: str) -> bool:
@@ -25,6 +42,16 @@ def _first(env: Mapping[str, str], *names: str) -> str:
     """The value of the first of `names` that is set (a signal's own variable before the
     generic one, as OpenTelemetry reads them)."""
     return next((env[name].strip() for name in names if env.get(name, "").strip()), "")
+
+
+def without_login(url: str) -> str:
+    """`url` as a log line or an error may show it: without its `user:password@` (up to the
+    last @, a password may hold one), its query string or its fragment (a token may be there)."""
+    scheme, separator, rest = url.partition("://")
+    if not separator:
+        scheme, rest = "", url
+    rest = re.split(r"[?#]", rest.rpartition("@")[2], maxsplit=1)[0]
+    return f"{scheme}{separator}{rest}"
 
 
 @dataclass(frozen=True)
@@ -51,20 +78,23 @@ class TracingConfig:
             return cls(on=False)
         if exporter not in ("", "otlp"):
             raise ConfigError(
-                f"OTEL_TRACES_EXPORTER={exporter}: this service sends traces over OTLP only; "
+                f"OTEL_TRACES_EXPORTER={exporter[:64]}: this service sends traces over OTLP only; "
                 "unset it (or set otlp), and point OTEL_EXPORTER_OTLP_ENDPOINT at a collector "
                 "(an OpenTelemetry Collector forwards to Zipkin or others)"
             )
-        from_env = _first(env, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+        from_env = _first(env, *ENDPOINTS)
         if not (keys.tracing_enabled or from_env):
             return cls(on=False)
         protocol = _first(env, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
         protocol = protocol or keys.tracing_protocol
         if protocol not in PROTOCOLS:
             raise ConfigError(
-                f"OTLP protocol {protocol!r} (OTEL_EXPORTER_OTLP_PROTOCOL): use http/protobuf "
-                "(port 4318) or grpc (4317); the Python exporters send no http/json"
+                f"OTLP protocol {protocol[:64]!r} (OTEL_EXPORTER_OTLP_PROTOCOL): use "
+                "http/protobuf (port 4318) or grpc (4317); the Python exporters send no http/json"
             )
+        if from_env:
+            _check_endpoint(env, protocol)
+        _check_numbers(env)
         endpoint = None if from_env else _traces_endpoint(keys.tracing_endpoint, protocol)
         sampler = env.get("OTEL_TRACES_SAMPLER", "").strip()
         default = (
@@ -89,3 +119,39 @@ def _traces_endpoint(base: str, protocol: str) -> str | None:
     if protocol == "grpc" or base.rstrip("/").endswith(TRACES_PATH):
         return base
     return base.rstrip("/") + TRACES_PATH
+
+
+def _check_endpoint(env: Mapping[str, str], protocol: str) -> None:
+    """The OTLP endpoint the exporter will read, as the observability.tracing.endpoint key is
+    checked (gRPC's may also be a bare host:port); ConfigError naming the variable, never
+    its login or query."""
+    from service.config.settings import collector_url_problem
+
+    name = next(name for name in ENDPOINTS if env.get(name, "").strip())
+    value = env[name].strip()
+    bare = protocol == "grpc" and "://" not in value
+    problem = collector_url_problem(f"http://{value}" if bare else value)
+    if problem is not None:
+        shown = without_login(value)[:200]
+        hidden = " (shown without its login and query)" if shown != value else ""
+        raise ConfigError(f"{name}={shown!r}{hidden}: {problem}")
+
+
+def _check_numbers(env: Mapping[str, str]) -> None:
+    """The SDK's integer variables (OTEL_BSP_*, the span limits) as it can take them."""
+    numbers: dict[str, int] = {}
+    for name in (*_POSITIVE, *_LIMITS):
+        if name not in env or (name in _LIMITS and env[name].strip().lower() == "unset"):
+            continue
+        try:
+            numbers[name] = int(env[name].strip())
+        except ValueError:
+            numbers[name] = -1
+        if numbers[name] < (1 if name in _POSITIVE else 0):
+            least = "a whole number above 0" if name in _POSITIVE else "0 or more, or unset"
+            raise ConfigError(f"{name}={env[name][:64]!r}: must be {least}, or left unset")
+    queue = numbers.get("OTEL_BSP_MAX_QUEUE_SIZE", _QUEUE)
+    if numbers.get("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", _BATCH) > queue:
+        raise ConfigError(
+            f"OTEL_BSP_MAX_EXPORT_BATCH_SIZE must be at most OTEL_BSP_MAX_QUEUE_SIZE ({queue})"
+        )

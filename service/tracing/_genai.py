@@ -37,6 +37,9 @@ _INFERENCE_KINDS = {"chat": "LLM", "embeddings": "EMBEDDING", "rerank": "RERANKE
 # the API these clients speak: what gen_ai.provider.name (and the older gen_ai.system) say
 PROVIDER = "openai"
 MAX_CAPTURED_CHARS = 32_000  # of one attribute, when content is captured
+# what an API's answer may put in a span (a third party's, maybe hostile): a model's name, a
+# finish reason, how many reasons
+MAX_NAME_CHARS, MAX_REASON_CHARS, MAX_REASONS = 256, 64, 16
 
 
 class LlmCall:
@@ -91,15 +94,16 @@ class LlmCall:
             return
         span = self._otel
         if isinstance(body.get("model"), str) and body["model"]:
-            span.set_attribute("gen_ai.response.model", body["model"])
+            span.set_attribute("gen_ai.response.model", body["model"][:MAX_NAME_CHARS])
         usage = body.get("usage")
         if isinstance(usage, dict):
             _tokens(span, usage.get("prompt_tokens"), usage.get("completion_tokens"))
         choices = body.get("choices")
         if self._operation != "chat" or not isinstance(choices, list):
             return
-        choices = [choice for choice in choices if isinstance(choice, dict)]
-        reasons = [str(c["finish_reason"]) for c in choices if c.get("finish_reason")]
+        choices = [choice for choice in choices[:MAX_REASONS] if isinstance(choice, dict)]
+        reasons = [str(c["finish_reason"])[:MAX_REASON_CHARS] for c in choices
+                   if c.get("finish_reason")]  # fmt: skip
         if reasons:
             span.set_attribute("gen_ai.response.finish_reasons", reasons)
         if _state.capture_content():
@@ -113,7 +117,7 @@ class LlmCall:
             return
         _tokens(self._otel, getattr(usage, "prompt_tokens", None),
                 getattr(usage, "completion_tokens", None))  # fmt: skip
-        self._otel.set_attribute("gen_ai.response.finish_reasons", [reason])
+        self._otel.set_attribute("gen_ai.response.finish_reasons", [reason[:MAX_REASON_CHARS]])
         if _state.capture_content():
             _output(self._otel, [text], [reason])
 

@@ -27,6 +27,11 @@ SERVER, CLIENT, INTERNAL = SpanKind.SERVER, SpanKind.CLIENT, SpanKind.INTERNAL
 # Phoenix (and other OpenInference readers) draw a span by this kind: LLM, EMBEDDING, CHAIN...
 KIND = "openinference.span.kind"
 _PROPAGATOR = TraceContextTextMapPropagator()
+# what of a caller's headers is continued: its traceparent only, when no longer than the SDK
+# reads one (a longer one is ignored without the SDK's warning). Its tracestate and baggage are
+# neither kept nor sent on: a caller's words never reach Solr or a third party's LLM that way.
+TRACEPARENT = "traceparent"
+MAX_TRACEPARENT = 512
 
 
 class Span:
@@ -159,7 +164,12 @@ def server(
     tracer = _state.tracer()
     if tracer is None:
         return NOTHING
-    parent: Context = _PROPAGATOR.extract(headers) if headers is not None else context.Context()
+    incoming = (headers.get(TRACEPARENT) or "") if headers is not None else ""
+    parent: Context = (
+        _PROPAGATOR.extract({TRACEPARENT: incoming})
+        if 0 < len(incoming) <= MAX_TRACEPARENT
+        else context.Context()
+    )
     return Current(tracer.start_span(name, parent, SERVER, attributes))
 
 
@@ -174,8 +184,9 @@ def child_tracer() -> Tracer | None:
 
 
 def inject(headers: dict[str, str]) -> None:
-    """The current span's `traceparent` (and `tracestate`) added to `headers` of a request to
-    Solr, the model server or the LLM; nothing when tracing is off or no span is current."""
+    """The current span's `traceparent` added to `headers` of a request to Solr, the model
+    server or the LLM (no `tracestate`: a caller's is never kept); nothing when tracing is off
+    or no span is current."""
     if _state.tracer() is not None:
         _PROPAGATOR.inject(headers)
 

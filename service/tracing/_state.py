@@ -8,12 +8,12 @@ spans and one log line, never a request's failure or its time.
 from __future__ import annotations
 
 import logging
-import re
 import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from service.tracing._config import TracingConfig
+from service.errors import ConfigError
+from service.tracing._config import TracingConfig, without_login
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -73,16 +73,22 @@ def install(
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
     from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 
-    resource = Resource.create({})  # OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES
-    if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
-        resource = resource.merge(Resource({"service.name": SERVICE_NAME}))
-    if version:
-        resource = resource.merge(Resource({"service.version": version}))
-    sampler = None if config.ratio is None else ParentBased(TraceIdRatioBased(config.ratio))
-    provider = TracerProvider(resource=resource, sampler=sampler)
     where = without_login(config.where)
-    exporter = QuietExporter(exporter or _exporter(config), where)
-    provider.add_span_processor(BatchSpanProcessor(exporter))  # type: ignore[arg-type]
+    try:  # what the SDK reads of OTEL_* and still refuses: a setting's error, not a traceback
+        resource = Resource.create({})  # OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES
+        if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
+            resource = resource.merge(Resource({"service.name": SERVICE_NAME}))
+        if version:
+            resource = resource.merge(Resource({"service.version": version}))
+        sampler = None if config.ratio is None else ParentBased(TraceIdRatioBased(config.ratio))
+        provider = TracerProvider(resource=resource, sampler=sampler)
+        quiet = QuietExporter(exporter or _exporter(config), where)
+        provider.add_span_processor(BatchSpanProcessor(quiet))  # type: ignore[arg-type]
+    except (ValueError, TypeError, OSError) as error:
+        raise ConfigError(
+            f"tracing cannot start ({type(error).__name__}: {str(error)[:200]}): "
+            "check the OTEL_* variables and observability.tracing.*"
+        ) from None
     for name in EXPORTER_LOGGERS:
         logging.getLogger(name).setLevel(logging.CRITICAL)
     _installed = Installed(config, provider)
@@ -104,11 +110,6 @@ def uninstall(installed: Installed | None) -> None:
     if _installed is installed:
         _installed = None
     installed.stop()
-
-
-def without_login(url: str) -> str:
-    """`url` without its `user:password@`: what a log line or a span may show of an address."""
-    return re.sub(r"(://)[^/@\s]*@", r"\1", url)
 
 
 def _exporter(config: TracingConfig) -> SpanExporter:

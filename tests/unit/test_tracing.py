@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -30,6 +31,8 @@ from service.rag.stages import RagState, StageResult
 from service.tracing._config import TracingConfig
 from service.tracing._state import QuietExporter
 from testing.llm_server import LLMScript, Step, create_llm_app
+from testing.servers import dead_address
+from testing.service import write_properties
 
 QUESTION = "Who kept the lighthouse of Alexandria?"
 ON = ObservabilitySettings(**{"observability.tracing.enabled": True})
@@ -290,6 +293,170 @@ def test_only_the_tracer_it_installed_is_taken_off(spans: InMemorySpanExporter) 
     with tracing.installed(OFF, {}):
         pass
     assert tracing.enabled()
+
+
+# -- a hostile caller, a hostile setting, a hostile upstream ------------------------------------
+
+
+def test_a_callers_tracestate_and_baggage_are_neither_kept_nor_sent_upstream(
+    spans: InMemorySpanExporter, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Only the trace is continued: what else a caller writes (tracestate, baggage) never
+    reaches Solr or a third party's LLM, and a malformed or huge header logs nothing."""
+    incoming = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    hostile = {
+        "traceparent": incoming,
+        "tracestate": "gateway=tenant-4711-secret,other=x",
+        "baggage": "user=alice,groups=hr",
+    }
+    with tracing.server("GET", hostile, {}) as request:
+        headers: dict[str, str] = {}
+        tracing.inject(headers)
+    assert request.trace_id == "0af7651916cd43dd8448eb211c80319c"
+    assert set(headers) == {"traceparent"}
+    with caplog.at_level(logging.DEBUG, "opentelemetry"):
+        for headers in (
+            {"traceparent": incoming, "tracestate": "bad key=" + "x" * 2_000},
+            {"traceparent": incoming, "tracestate": ",".join(f"k{i}=v" for i in range(40))},
+            {"traceparent": incoming + "-" + " " * 100_000},
+            {"traceparent": incoming, "tracestate": "a=" + "b" * 100_000},
+        ):
+            with tracing.server("GET", headers, {}) as request:
+                assert len(request.trace_id) == 32
+    assert [r.getMessage()[:80] for r in caplog.records if r.name.startswith("opentelemetry")] == []
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("http://user:p@ss@collector:4318", "http://collector:4318"),  # an @ in the password
+        ("https://u:p%40x@collector/v1/traces?token=abc#top", "https://collector/v1/traces"),
+        ("http://collector:4318/v1/traces?api_key=abc", "http://collector:4318/v1/traces"),
+        ("user:secret@collector:4317", "collector:4317"),  # gRPC's, without a scheme
+        ("http://collector:4318", "http://collector:4318"),
+    ],
+)
+def test_the_collector_is_named_without_its_login_or_query(url: str, shown: str) -> None:
+    assert tracing.without_login(url) == shown
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"OTEL_BSP_MAX_QUEUE_SIZE": "0"},
+        {"OTEL_BSP_SCHEDULE_DELAY": "-1"},
+        {"OTEL_BSP_SCHEDULE_DELAY": "abc"},  # the SDK: a traceback in the log, then 5 s
+        {"OTEL_BSP_EXPORT_TIMEOUT": "soon"},
+        {"OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "100000"},  # more than the queue holds
+        {"OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT": "abc"},
+        {"OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT": "-3"},
+        {"OTEL_EXPORTER_OTLP_ENDPOINT": "file:///etc/passwd"},
+        {"OTEL_EXPORTER_OTLP_ENDPOINT": "ftp://collector:4318"},
+        {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://user:secret@collector:4318"},
+        {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://collector:4318/v1/traces?token=abc"},
+        {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:99999"},
+        {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://[::1", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"},
+        {"OTEL_EXPORTER_OTLP_ENDPOINT": "not a url"},
+    ],
+)
+def test_a_hostile_otel_variable_is_a_config_error_naming_it(env: dict[str, str]) -> None:
+    with pytest.raises(ConfigError, match="OTEL_") as refused:
+        config(env, ON)
+    assert "secret" not in str(refused.value) and "token=abc" not in str(refused.value)
+
+
+def test_what_the_sdk_refuses_anyway_is_a_config_error_not_a_traceback(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from service.tracing import _state
+
+    def refused(config: TracingConfig) -> SpanExporter:
+        raise ValueError("Invalid IPv6 URL")
+
+    monkeypatch.setattr(_state, "_exporter", refused)
+    with pytest.raises(ConfigError, match="Invalid IPv6 URL"), tracing.installed(ON, {}):
+        pass
+    assert not tracing.enabled()
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["http://collector:4318/v1/traces?token=abc", "http://collector:4318#x", "http://[::1",
+     "http://collector:99999", "http://collector:port"],
+)  # fmt: skip
+def test_a_collector_key_with_a_query_or_no_valid_address_is_refused(url: str) -> None:
+    with pytest.raises(ValueError, match=r"observability\.tracing\.endpoint"):
+        Settings.of({"observability.tracing.endpoint": url})
+
+
+def test_the_service_refuses_to_start_on_a_bad_tracing_setting_before_serving(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`solr-rag serve`: one line (the CLI's ConfigError), not uvicorn's lifespan traceback."""
+    from service.api.app import create_app
+
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "zipkin")
+    properties = write_properties(
+        tmp_path / "rag.properties", {"observability.tracing.enabled": True}
+    )
+    with pytest.raises(ConfigError, match="OTEL_TRACES_EXPORTER"):
+        create_app(properties)
+
+
+def test_fastapis_own_telemetry_stays_off_whatever_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """FastAPI's native telemetry (FASTAPI_OTEL_AUTO_CONFIGURE=true with the OTLP endpoint
+    this service's tracing reads too) would send url.query (`/search?q=<a question>`) and
+    exceptions' messages: the service's own spans are the only ones."""
+    from opentelemetry import _logs, metrics, trace
+    from starlette.testclient import TestClient
+
+    from service.api.app import create_app
+
+    with dead_address() as nowhere:
+        monkeypatch.setenv("FASTAPI_OTEL_AUTO_CONFIGURE", "true")
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://{nowhere}")
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1")
+        dead = f"http://{nowhere}"
+        properties = write_properties(
+            tmp_path / "rag.properties",
+            {"solr.url": f"{dead}/solr", "solr.startup.check": False,
+             "ai.api.endpoint": f"{dead}/v1/", "ai.embeddings.endpoint": f"{dead}/v1/"},
+        )  # fmt: skip
+        with TestClient(create_app(properties), raise_server_exceptions=False) as client:
+            client.get("/search/vector", params={"q": QUESTION})
+    providers = (trace.get_tracer_provider(), metrics.get_meter_provider(),
+                 _logs.get_logger_provider())  # fmt: skip
+    assert [type(p).__name__ for p in providers] == [
+        "ProxyTracerProvider",
+        "_ProxyMeterProvider",
+        "ProxyLoggerProvider",
+    ]
+
+
+async def test_what_an_upstream_says_of_a_call_is_bounded_in_its_span(
+    spans: InMemorySpanExporter,
+) -> None:
+    """A hostile OpenAI-compatible API (a third party's) cannot grow a span without bound."""
+    with tracing.span("question"):
+        call = tracing.llm_call("chat/completions", {"model": "m"}, "http://llm/v1/")
+        with call:
+            call.answered(
+                {
+                    "model": "m" * 1_000_000,
+                    "choices": [{"finish_reason": "x" * 10_000}] * 100_000,
+                }
+            )
+        stream = tracing.llm_call("chat/completions", {"model": "m"}, "http://llm/v1/")
+        with stream.recording():
+            stream.streamed("", None, "y" * 1_000_000)
+    chat, streamed = _finished(spans)[:2]
+    assert len(chat.attributes["gen_ai.response.model"]) <= 256
+    reasons = chat.attributes["gen_ai.response.finish_reasons"]
+    assert len(reasons) <= 16 and all(len(reason) <= 64 for reason in reasons)
+    (streamed_reason,) = streamed.attributes["gen_ai.response.finish_reasons"]
+    assert len(streamed_reason) <= 64
 
 
 # -- helpers -----------------------------------------------------------------------------------
