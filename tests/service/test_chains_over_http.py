@@ -251,7 +251,8 @@ def test_the_answer_keeps_the_citations_its_last_step_dropped(
     llm.answer = CitingModel(careless_from=steps)
     body = post_ok(client, GLACIER)
     message = body["content"]["message"]
-    assert sentences_cited(message) == expected, message
+    # (map-reduce's maps run at once: the stand-in writes its sentences in the order they came)
+    assert sorted(sentences_cited(message)) == sorted(expected), message
     assert body["content"]["documents"] == kept["content"]["documents"]
     assert "grounding" not in body["timings"]  # the chain restored them, not the check
     llm.answer = CitingModel(careless_from=steps)  # streamed: shown first, cited at its end
@@ -260,8 +261,9 @@ def test_the_answer_keeps_the_citations_its_last_step_dropped(
     streamed = "".join(data["text"] for name, data in events if name == "token")
     done = events[-1][1]
     assert streamed == done["message"], (streamed, done)
-    numbers = dict.fromkeys(n for _, (n,) in expected)
-    assert streamed.endswith(". " + " ".join(f"[{n}]" for n in numbers)), streamed
+    numbers = {f"[{n}]" for _, (n,) in expected}
+    restored = re.search(r"\. ((?:\[\d+\] ?)+)$", streamed)
+    assert restored and set(restored.group(1).split()) == numbers, streamed
 
 
 def test_a_chunk_larger_than_a_request_is_split_not_dropped(
