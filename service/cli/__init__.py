@@ -5,17 +5,22 @@ sub-command (`add`)."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from service import __version__
-from service.cli import credentials, evaluate, ingest, local, mcp_stdio, serve, sync
 from service.errors import ServiceError, SetupError
 from service.observability import configure_logging
-
-COMMANDS = (serve, ingest, sync, mcp_stdio, evaluate, local, credentials)
+from service.tracing._config import propagators_refused
 
 
 def main(argv: list[str] | None = None) -> int:
+    # before the commands' modules are imported: importing FastAPI loads OpenTelemetry's
+    # propagators from OTEL_PROPAGATORS, and an unknown one is a traceback there
+    refused = propagators_refused(os.environ)
+    if refused:
+        print(f"solr-rag: {refused}", file=sys.stderr)
+        return 2
     parser = _parser()
     args = parser.parse_args(argv)
     configure_logging()
@@ -41,7 +46,10 @@ def main(argv: list[str] | None = None) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="solr-rag", description=__doc__)
     parser.add_argument("--version", action="version", version=f"solr-rag {__version__}")
+    # the commands' modules (FastAPI among their imports) only after main's checks
+    from service.cli import credentials, evaluate, ingest, local, mcp_stdio, serve, sync
+
     commands = parser.add_subparsers(dest="command", required=True)
-    for command in COMMANDS:
+    for command in (serve, ingest, sync, mcp_stdio, evaluate, local, credentials):
         command.add(commands)
     return parser

@@ -44,6 +44,28 @@ def _first(env: Mapping[str, str], *names: str) -> str:
     return next((env[name].strip() for name in names if env.get(name, "").strip()), "")
 
 
+def propagators_refused(env: Mapping[str, str]) -> str | None:
+    """What is wrong with OTEL_PROPAGATORS, or None: OpenTelemetry loads the propagators it
+    names when its API is first imported (FastAPI imports it), and a name no installed
+    package answers to raises there, a traceback before any command runs. Read here from the
+    installed entry points, without importing OpenTelemetry."""
+    configured = env.get("OTEL_PROPAGATORS", "")
+    names = [name.strip() for name in configured.split(",") if name.strip()]
+    if not names or any(name.lower() == "none" for name in names):
+        return None
+    from importlib.metadata import entry_points  # only when it is set
+
+    installed = sorted({point.name for point in entry_points(group="opentelemetry_propagator")})
+    unknown = [name for name in names if name not in installed]
+    if not unknown:
+        return None
+    return (
+        f"OTEL_PROPAGATORS names {unknown[0][:64]!r}, which no installed package provides "
+        f"(installed: {', '.join(installed) or 'none'}): unset it, or name those "
+        "(comma-separated), or none"
+    )
+
+
 def without_login(url: str) -> str:
     """`url` as a log line or an error may show it: without its `user:password@` (up to the
     last @, a password may hold one), its query string or its fragment (a token may be there)."""

@@ -31,16 +31,20 @@ EXPORTER_LOGGERS = ("opentelemetry.exporter.otlp",)
 class Installed:
     """The tracer in force: its provider (what stops it) and the config it was made of."""
 
-    def __init__(self, config: TracingConfig, provider: TracerProvider) -> None:
+    def __init__(
+        self, config: TracingConfig, provider: TracerProvider, exporter: QuietExporter
+    ) -> None:
         self.config = config
         self.provider = provider
+        self.exporter = exporter
         self.tracer: Tracer = provider.get_tracer("solr-rag")
 
     def stop(self) -> None:
-        """The last spans sent, within STOP_SECONDS (a collector that is down holds no stop)."""
+        """The last spans sent, within STOP_SECONDS; not waited for at all when the last
+        batch already failed (a collector that is down holds no stop)."""
         stopping = threading.Thread(target=self.provider.shutdown, name="tracing stop", daemon=True)
         stopping.start()
-        stopping.join(STOP_SECONDS)
+        stopping.join(0 if self.exporter.failing else STOP_SECONDS)
 
 
 _installed: Installed | None = None
@@ -91,7 +95,7 @@ def install(
         ) from None
     for name in EXPORTER_LOGGERS:
         logging.getLogger(name).setLevel(logging.CRITICAL)
-    _installed = Installed(config, provider)
+    _installed = Installed(config, provider, quiet)
     log.info(
         "tracing on: OTLP %s to %s, %s sampled%s",
         config.protocol,
@@ -158,6 +162,11 @@ class QuietExporter:
             self._failing = False
             log.info("traces reach %s again", self._where)
         return result
+
+    @property
+    def failing(self) -> bool:
+        """Whether the last batch could not be sent."""
+        return self._failing
 
     def shutdown(self) -> None:
         self._exporter.shutdown()

@@ -8,6 +8,7 @@ SDK's in-memory exporter (tests/service/test_tracing.py sends them to a real col
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from service.rag.pipeline import Pipeline
 from service.rag.reply import Reply
 from service.rag.request import RagQuery
 from service.rag.stages import RagState, StageResult
-from service.tracing._config import TracingConfig
+from service.tracing._config import TracingConfig, propagators_refused
 from service.tracing._state import QuietExporter
 from testing.llm_server import LLMScript, Step, create_llm_app
 from testing.servers import dead_address
@@ -287,6 +288,45 @@ def test_a_collector_that_is_down_is_said_once_and_never_raises(
     assert "OTEL_EXPORTER_OTLP_ENDPOINT" in said[0].getMessage()
 
 
+def test_a_stop_waits_for_no_collector_that_already_failed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The service's stop waited STOP_SECONDS for the last batch even when every batch before
+    had failed; now a collector known to be down costs the stop nothing (an answering one
+    still gets its last spans: tests/service/test_tracing.py)."""
+    import threading
+    import time
+
+    from service.tracing import _state
+
+    release = threading.Event()
+
+    class Hangs(SpanExporter):  # refuses the first batch, then hangs as a dead host does
+        calls = 0
+
+        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+            Hangs.calls += 1
+            if Hangs.calls > 1:
+                release.wait(60)
+            return SpanExportResult.FAILURE
+
+    monkeypatch.setattr(_state, "STOP_SECONDS", 60.0)
+    try:
+        with tracing.installed(ON, {}, exporter=Hangs()):
+            installed = _state._installed
+            assert installed is not None
+            with installed.tracer.start_as_current_span("a question"):
+                pass
+            assert installed.provider.force_flush(30_000)
+            assert installed.exporter.failing
+            with installed.tracer.start_as_current_span("the last question"):
+                pass
+            began = time.monotonic()
+        assert time.monotonic() - began < 30  # the hanging export's 60 s not waited for
+    finally:
+        release.set()
+
+
 def test_only_the_tracer_it_installed_is_taken_off(spans: InMemorySpanExporter) -> None:
     """A second app's stop (tests run several in one process) leaves the tracer of another."""
     assert tracing.enabled()
@@ -401,6 +441,26 @@ def test_the_service_refuses_to_start_on_a_bad_tracing_setting_before_serving(
     )
     with pytest.raises(ConfigError, match="OTEL_TRACES_EXPORTER"):
         create_app(properties)
+
+
+def test_an_unknown_propagator_is_one_line_naming_the_variable_before_any_import() -> None:
+    """OpenTelemetry loads OTEL_PROPAGATORS' propagators when FastAPI imports it: a name no
+    package provides was a ValueError's traceback before `solr-rag` could say anything."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "OTEL_PROPAGATORS": "tracecontext,bogus"}
+    done = subprocess.run(
+        [sys.executable, "-m", "service.cli", "serve", "--help"],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [done.stderr.strip()]
+    assert "OTEL_PROPAGATORS" in done.stderr and "'bogus'" in done.stderr
+    assert propagators_refused({"OTEL_PROPAGATORS": " tracecontext , baggage "}) is None
+    assert propagators_refused({"OTEL_PROPAGATORS": "bogus,none"}) is None  # none: none at all
+    assert propagators_refused({}) is None
 
 
 def test_fastapis_own_telemetry_stays_off_whatever_the_environment(
