@@ -10,7 +10,7 @@ given: Solr's time alone). Resumable: progress.json in --data; a variant built i
 again.
 
     python -m bench.scale_vectors [--size 1000000] [--variants float,dense,quantized]
-                                  [--depths 100,400] [--version 9.10.1]
+                                  [--depths 100,400] [--version 9.10.1] [--again]
 """
 
 from __future__ import annotations
@@ -208,6 +208,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=8994)
     parser.add_argument("--heap", default="3g")
     parser.add_argument("--version", default="9.10.1")
+    parser.add_argument(
+        "--again", action="store_true", help="measure a measured variant again (other depths)"
+    )
     args = parser.parse_args(argv)
     folder, size = args.data, args.size
     variants = args.variants.split(",")
@@ -250,7 +253,7 @@ def main(argv: list[str] | None = None) -> None:
         for variant in variants:
             name = f"Scale_{RESCORED.get(variant, variant)}"
             rescore = variant in RESCORED
-            if variant in results:
+            if variant in results and not args.again:
                 continue
             result = {"variant": variant, **vector_files(here / "solr", name)}
             done = progress[name]
@@ -271,6 +274,14 @@ def main(argv: list[str] | None = None) -> None:
                 )
 
             result["recall"], result["selectivity"], result["latency"] = asyncio.run(measured())
+            if variant in results:  # --again: the depths measured before kept beside these
+                for key in ("recall", "latency"):
+                    earlier = results[variant][key]
+                    for inner, values in result[key].items():
+                        if isinstance(values, dict) and isinstance(earlier.get(inner), dict):
+                            values = {**earlier[inner], **values}
+                        earlier[inner] = values
+                    result[key] = earlier
             results[variant] = result
             print(f"scale_vectors: {json.dumps(result)}", file=sys.stderr, flush=True)
             out.write_text(json.dumps(results, indent=1))
@@ -288,6 +299,8 @@ def table(results: dict, depths: tuple[int, ...]) -> str:
     ]
     for variant, r in results.items():
         for d in depths:
+            if str(d) not in r["latency"]:
+                continue  # not measured at this depth
             recalls = " | ".join(str(r["recall"][s][f"topK{d}"]) for s in SCOPES)
             lat = r["latency"][str(d)]
             lines.append(
