@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 
-import uvicorn
-
-from service.models.server import create_model_app
+from service.tracing._config import propagators_refused
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -14,6 +14,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8001)
     args = parser.parse_args(argv)
+    # before FastAPI is imported (it loads OTEL_PROPAGATORS' propagators): one line, not a
+    # traceback, as `solr-rag` says it
+    refused = propagators_refused(os.environ)
+    if refused:
+        sys.exit(f"python -m service.models: {refused}")
+    import uvicorn
+
+    from service.models.server import create_model_app
+
     uvicorn.run(create_model_app(), host=args.host, port=args.port, log_level="warning")
 
 

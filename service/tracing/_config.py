@@ -47,23 +47,26 @@ def _first(env: Mapping[str, str], *names: str) -> str:
 def propagators_refused(env: Mapping[str, str]) -> str | None:
     """What is wrong with OTEL_PROPAGATORS, or None: OpenTelemetry loads the propagators it
     names when its API is first imported (FastAPI imports it), and a name no installed
-    package answers to raises there, a traceback before any command runs. Read here from the
-    installed entry points, without importing OpenTelemetry."""
+    package answers to raises there, a traceback before any command runs. Read here as
+    OpenTelemetry reads it (set when not empty, even blank; the names in order, an empty one
+    included; `none` ends the reading where it stands) from the installed entry points,
+    without importing OpenTelemetry."""
     configured = env.get("OTEL_PROPAGATORS", "")
-    names = [name.strip() for name in configured.split(",") if name.strip()]
-    if not names or any(name.lower() == "none" for name in names):
+    if not configured:
         return None
     from importlib.metadata import entry_points  # only when it is set
 
     installed = sorted({point.name for point in entry_points(group="opentelemetry_propagator")})
-    unknown = [name for name in names if name not in installed]
-    if not unknown:
-        return None
-    return (
-        f"OTEL_PROPAGATORS names {unknown[0][:64]!r}, which no installed package provides "
-        f"(installed: {', '.join(installed) or 'none'}): unset it, or name those "
-        "(comma-separated), or none"
-    )
+    for name in (item.strip() for item in configured.split(",")):
+        if name.lower() == "none":
+            return None
+        if name not in installed:
+            return (
+                f"OTEL_PROPAGATORS names {name[:64]!r}, which no installed package provides "
+                f"(installed: {', '.join(installed) or 'none'}): unset it, or name those "
+                "(comma-separated, no empty item), or none"
+            )
+    return None
 
 
 def without_login(url: str) -> str:

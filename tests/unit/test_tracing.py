@@ -327,6 +327,41 @@ def test_a_stop_waits_for_no_collector_that_already_failed(
         release.set()
 
 
+def test_a_collector_back_up_still_gets_the_last_spans_at_the_stop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A batch refused once (a collector restarting) leaves `failing` set until the next one
+    goes: the stop still gives that next one its (shorter) wait, not none."""
+    import time
+
+    from service.tracing import _state
+
+    received: list[str] = []
+
+    class Restarted(SpanExporter):
+        calls = 0
+
+        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+            Restarted.calls += 1
+            if Restarted.calls == 1:
+                return SpanExportResult.FAILURE
+            time.sleep(0.3)  # an answer over the network: not there before the stop waits
+            received.extend(span.name for span in spans)
+            return SpanExportResult.SUCCESS
+
+    monkeypatch.setattr(_state, "FAILING_STOP_SECONDS", 30.0)  # a slow box's thread start
+    with tracing.installed(ON, {}, exporter=Restarted()):
+        installed = _state._installed
+        assert installed is not None
+        with installed.tracer.start_as_current_span("a question"):
+            pass
+        assert installed.provider.force_flush(30_000)
+        assert installed.exporter.failing
+        with installed.tracer.start_as_current_span("the last question"):
+            pass
+    assert received == ["the last question"]
+
+
 def test_only_the_tracer_it_installed_is_taken_off(spans: InMemorySpanExporter) -> None:
     """A second app's stop (tests run several in one process) leaves the tracer of another."""
     assert tracing.enabled()
@@ -459,8 +494,24 @@ def test_an_unknown_propagator_is_one_line_naming_the_variable_before_any_import
     assert done.stderr.strip().splitlines() == [done.stderr.strip()]
     assert "OTEL_PROPAGATORS" in done.stderr and "'bogus'" in done.stderr
     assert propagators_refused({"OTEL_PROPAGATORS": " tracecontext , baggage "}) is None
-    assert propagators_refused({"OTEL_PROPAGATORS": "bogus,none"}) is None  # none: none at all
+    assert propagators_refused({"OTEL_PROPAGATORS": "none,bogus"}) is None  # none ends it
     assert propagators_refused({}) is None
+    # what OpenTelemetry still raises on: a name before `none`, an empty item, a blank value
+    for value in ("bogus,none", "tracecontext,", "tracecontext,,baggage", " ", ","):
+        assert propagators_refused({"OTEL_PROPAGATORS": value}), value
+        assert _otel_refuses(value), value
+
+
+def _otel_refuses(value: str) -> bool:
+    """Whether OpenTelemetry's own import fails on OTEL_PROPAGATORS=value (a fresh process)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", "import opentelemetry.propagate"],
+        env={**os.environ, "OTEL_PROPAGATORS": value}, capture_output=True, timeout=120,
+    )  # fmt: skip
+    return done.returncode != 0
 
 
 def test_fastapis_own_telemetry_stays_off_whatever_the_environment(
