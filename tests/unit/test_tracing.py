@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -288,12 +289,30 @@ def test_a_collector_that_is_down_is_said_once_and_never_raises(
     assert "OTEL_EXPORTER_OTLP_ENDPOINT" in said[0].getMessage()
 
 
+@contextmanager
+def _after_a_failed_batch(exporter: SpanExporter) -> Iterator[None]:
+    """Tracing on with `exporter`, its first batch refused, a last span made: stopped when
+    the `with` ends."""
+    from service.tracing import _state
+
+    with tracing.installed(ON, {}, exporter=exporter):
+        installed = _state._installed
+        assert installed is not None
+        with installed.tracer.start_as_current_span("a question"):
+            pass
+        assert installed.provider.force_flush(30_000)
+        assert installed.exporter.failing
+        with installed.tracer.start_as_current_span("the last question"):
+            pass
+        yield
+
+
 def test_a_stop_waits_for_no_collector_that_already_failed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The service's stop waited STOP_SECONDS for the last batch even when every batch before
-    had failed; now a collector known to be down costs the stop nothing (an answering one
-    still gets its last spans: tests/service/test_tracing.py)."""
+    had failed; now a collector known to be down costs the stop FAILING_STOP_SECONDS at most
+    (an answering one still gets its last spans: the test below)."""
     import threading
     import time
 
@@ -312,15 +331,7 @@ def test_a_stop_waits_for_no_collector_that_already_failed(
 
     monkeypatch.setattr(_state, "STOP_SECONDS", 60.0)
     try:
-        with tracing.installed(ON, {}, exporter=Hangs()):
-            installed = _state._installed
-            assert installed is not None
-            with installed.tracer.start_as_current_span("a question"):
-                pass
-            assert installed.provider.force_flush(30_000)
-            assert installed.exporter.failing
-            with installed.tracer.start_as_current_span("the last question"):
-                pass
+        with _after_a_failed_batch(Hangs()):
             began = time.monotonic()
         assert time.monotonic() - began < 30  # the hanging export's 60 s not waited for
     finally:
@@ -350,15 +361,8 @@ def test_a_collector_back_up_still_gets_the_last_spans_at_the_stop(
             return SpanExportResult.SUCCESS
 
     monkeypatch.setattr(_state, "FAILING_STOP_SECONDS", 30.0)  # a slow box's thread start
-    with tracing.installed(ON, {}, exporter=Restarted()):
-        installed = _state._installed
-        assert installed is not None
-        with installed.tracer.start_as_current_span("a question"):
-            pass
-        assert installed.provider.force_flush(30_000)
-        assert installed.exporter.failing
-        with installed.tracer.start_as_current_span("the last question"):
-            pass
+    with _after_a_failed_batch(Restarted()):
+        pass
     assert received == ["the last question"]
 
 
