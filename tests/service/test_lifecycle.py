@@ -8,33 +8,15 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
 from service.processes import start_group, stop_group
+from testing.processes import alive, wait_until
 from testing.servers import free_port
 from testing.service import ROOT, write_properties
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    return state != "Z"  # a zombie has ended; only its exit status waits to be read
-
-
-def wait_until(condition, seconds: float = 20) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.1)
-    return condition()
 
 
 def answers(url: str) -> bool:

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
+from testing.processes import alive, wait_until
 from testing.solr import LocalSolr, SolrStartError, free_ports, solr_version
 
 SCRIPT = Path(__file__).resolve().parents[2] / "solr" / "local" / "solr.sh"
@@ -76,7 +76,8 @@ def test_restart_keeps_the_index_and_what_vectormain_was_made_of(tmp_path: Path)
         # live node, whose session has not expired; started again, it is not refused for it
         killed = int((tmp_path / "solr.pid").read_text())
         os.kill(killed, signal.SIGKILL)
-        _dead(killed)  # a crash is over when it is restarted (a kill is not at once, loaded)
+        # a crash is over when it is restarted (a kill is not at once on a loaded box)
+        assert wait_until(lambda: not alive(killed), 120), f"pid {killed} runs after SIGKILL"
         LocalSolr(solr.port, tmp_path).start()
         found = httpx.get(f"{solr.url}/FileShare/select", params={"q": "survives"}).json()
         assert [doc["id"] for doc in found["response"]["docs"]] == ["kept"]
@@ -161,17 +162,3 @@ def test_a_folder_a_newer_solr_wrote_is_refused_to_an_older_one(tmp_path: Path) 
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert bad.returncode == 2 and "a full Solr version such as 9.8.1" in bad.stderr
-
-
-def _dead(pid: int, within: float = 120.0) -> None:
-    """Returns once `pid` has exited (gone, or a zombie its parent has not reaped)."""
-    deadline = time.monotonic() + within
-    stat = Path(f"/proc/{pid}/stat")
-    while time.monotonic() < deadline:
-        try:
-            if stat.read_text().rpartition(") ")[2][:1] == "Z":
-                return
-        except FileNotFoundError:
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"pid {pid} still runs {within:.0f} s after SIGKILL")
