@@ -28,6 +28,7 @@ from service.retrieval.in_memory import PassageVectors
 from service.retrieval.layout import verify_layout
 from service.retrieval.nodes import SolrNodes
 from service.retrieval.solr import SchemaCache
+from service.transport import AiohttpTransport
 from service.upstream import UpstreamClient
 
 DEFAULT_PROMPTS = key_field("prompt.templates.dir").default
@@ -241,10 +242,11 @@ class Runtime:
         if not self._started:
             raise RuntimeError("Runtime.start() must run before requests are served")
         if upstream not in self._pools:
+            limits = httpx.Limits(max_connections=200, max_keepalive_connections=50)
             self._pools[upstream] = UpstreamClient(
-                limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
+                limits=limits,
                 follow_redirects=False,
-                transport=self._transport,
+                transport=self._transport or AiohttpTransport(verify=verify, limits=limits),
                 verify=verify,
             )
         return self._pools[upstream]
