@@ -25,6 +25,12 @@ the repository), a stopped run goes on where it stopped, a size measured is not 
 
     python -m bench.scale [--sizes 0,10000,100000,1000000] [--data DIR] [--port 8990]
                           [--heap 4g] [--queries 300]
+    python -m bench.scale --serve [--data DIR] [--port 8990]   # its Solr, as it stands
+
+`--serve` starts the Solr of --data and keeps it up until Ctrl-C (or SIGTERM), for what asks
+questions of the index as it stands: the answers among a million are
+`python -m bench.answers --solr-url http://127.0.0.1:8990/solr --no-ingest ...`, the same
+command without those two options the small index's.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ import asyncio
 import json
 import os
 import random
+import signal
 import statistics
 import subprocess
 import sys
@@ -624,8 +631,12 @@ def main(argv: list[str] | None = None) -> None:
         "--queries", type=int, default=300, help="SQuAD dev questions (French: half)"
     )
     parser.add_argument("--again", type=int, action="append", default=[], help="measure SIZE again")
+    parser.add_argument("--serve", action="store_true", help="keep its Solr up until Ctrl-C")
     args = parser.parse_args(argv)
     folder = args.data
+    if args.serve:
+        serve(folder, args.port, args.heap)
+        return
     folder.mkdir(parents=True, exist_ok=True)
     if not (folder / "sentences.jsonl").is_file():
         build_sentences(folder / "sentences.jsonl")
@@ -661,6 +672,23 @@ def main(argv: list[str] | None = None) -> None:
     print(table(results))
     (folder / "scale.md").write_text(table(results) + "\n")
     plot(results, folder / "scale.svg")
+
+
+def serve(folder: Path, port: int, heap: str) -> None:
+    """The Solr of `folder` up, as the last run left it, until Ctrl-C or SIGTERM."""
+    if not (folder / "solr").is_dir():
+        raise SystemExit(f"scale: no index in {folder / 'solr'}: run python -m bench.scale first")
+    solr = LocalSolr(port, folder / "solr", java_opts=f"-Xms{heap} -Xmx{heap}")
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    solr.start()
+    try:
+        print(f"scale: Solr of {folder} at {solr.url} (Ctrl-C stops it)", flush=True)
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        solr.stop()
 
 
 def _needle_ids(solr_url: str, needles: np.lib.npyio.NpzFile) -> dict[int, str]:

@@ -11,6 +11,11 @@ again.
 
     python -m bench.scale_vectors [--size 1000000] [--variants float,dense,quantized]
                                   [--depths 100,400] [--version 9.10.1] [--again]
+                                  [--merge 1]
+
+--merge N force-merges each variant's collection to N segments first (what an index a
+crawler filled for months, or an operator's optimize, ends as; a fresh build holds ~100
+segments, each searched on its own) and measures it as `<variant>-merged<N>`.
 """
 
 from __future__ import annotations
@@ -151,6 +156,20 @@ def build(solr_url: str, name: str, size: int, folder: Path, progress: dict, sav
         save()
 
 
+def merge(solr_url: str, name: str, segments: int, progress: dict, save) -> None:
+    """Force-merge `name` to `segments` segments (Lucene rebuilds the merged graph), timed."""
+    print(f"scale_vectors: merging {name} to {segments} segment(s)", file=sys.stderr, flush=True)
+    began = time.perf_counter()
+    with httpx.Client(timeout=None) as http:
+        http.get(
+            f"{solr_url}/{name}/update",
+            params={"optimize": "true", "maxSegments": segments, "waitSearcher": "true"},
+        ).raise_for_status()
+    progress[name]["merged"] = segments
+    progress[name]["merge_seconds"] = round(time.perf_counter() - began, 1)
+    save()
+
+
 def vector_files(solr_folder: Path, name: str) -> dict:
     """MB of the vector files of `name`'s cores: floats (.vec), quantized (.veq), graph
     (.vex), and the whole index."""
@@ -211,6 +230,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--again", action="store_true", help="measure a measured variant again (other depths)"
     )
+    parser.add_argument("--merge", type=int, default=0, help="force-merge to N segments first")
     args = parser.parse_args(argv)
     folder, size = args.data, args.size
     variants = args.variants.split(",")
@@ -250,14 +270,19 @@ def main(argv: list[str] | None = None) -> None:
             if not progress[name].get("built"):
                 print(f"scale_vectors: building {name}", file=sys.stderr, flush=True)
                 build(solr.url, name, size, folder, progress, save)
-        for variant in variants:
-            name = f"Scale_{RESCORED.get(variant, variant)}"
-            rescore = variant in RESCORED
+            if args.merge and progress[name].get("merged") != args.merge:
+                merge(solr.url, name, args.merge, progress, save)
+        for built_variant in variants:
+            name = f"Scale_{RESCORED.get(built_variant, built_variant)}"
+            rescore = built_variant in RESCORED
+            variant = f"{built_variant}-merged{args.merge}" if args.merge else built_variant
             if variant in results and not args.again:
                 continue
             result = {"variant": variant, **vector_files(here / "solr", name)}
             done = progress[name]
             result["passages_per_s"] = round(done["passages"] / max(done["seconds"], 1e-9))
+            if args.merge:
+                result["merge_seconds"] = done["merge_seconds"]
 
             async def measured(
                 name: str = name, rescore: bool = rescore
