@@ -27,8 +27,17 @@ from contextlib import contextmanager
 
 import aiohttp
 import httpx
+import yarl
+from httpx._utils import get_environment_proxies
 
+from service.upstream import UpstreamClient
+
+HEAD_LIMIT = 64 * 1024
+# a body past this is sent a chunk at a time, each given the write timeout; a smaller one goes
+# into the socket's buffer at once
+PACED_BODY = 64 * 1024
 DEFAULT_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20)  # httpx's
+POOL_LIMITS = httpx.Limits(max_connections=200, max_keepalive_connections=50)  # the service's
 
 # aiohttp's failure -> the httpx exception httpx's transport raises for the same event; the
 # first that matches wins (subclasses before their bases)
@@ -55,8 +64,21 @@ def _as_httpx(request: httpx.Request) -> Iterator[None]:
     except (TimeoutError, aiohttp.ClientError) as error:
         for failure, raised in _FAILURES:
             if isinstance(error, failure):
-                raise raised(_said(error), request=request) from error
+                raise raised(_said(error), request=request) from _root(error)
         raise  # pragma: no cover - the last pair matches every ClientError
+
+
+def _root(error: BaseException) -> BaseException | None:
+    """The OS or TLS error beneath aiohttp's, kept as the cause (a TLS failure still reads as
+    one); aiohttp's own is left out: it holds the request, its URL and headers."""
+    seen: BaseException | None = error
+    for _ in range(8):
+        if seen is None:
+            break
+        if isinstance(seen, OSError) and not isinstance(seen, aiohttp.ClientError):
+            return seen
+        seen = seen.__cause__
+    return None
 
 
 def _said(error: BaseException) -> str:
@@ -122,9 +144,9 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
     def _open(self) -> tuple[aiohttp.ClientSession, asyncio.Semaphore]:
         loop = asyncio.get_running_loop()
         if self._session is None or self._loop is not loop or self._session.closed:
-            connector = aiohttp.TCPConnector(
+            connector = _Connector(
                 limit=0,  # the slots below count connections, with httpx's pool timeout
-                keepalive_timeout=self._limits.keepalive_expiry or 0,
+                keepalive_timeout=self._limits.keepalive_expiry,  # None: kept, as httpx's
                 ssl=self._ssl,
                 resolver=aiohttp.ThreadedResolver(),  # getaddrinfo, as httpx: /etc/hosts too
             )
@@ -132,7 +154,11 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                 connector=connector,
                 cookie_jar=aiohttp.DummyCookieJar(),  # httpx's client keeps the cookies
                 auto_decompress=False,  # httpx's response decodes what the server encoded
-                skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding"),  # httpx's own
+                # httpx's request has its own; aiohttp would add a Content-Type to a POST
+                skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding", "Content-Type"),
+                # a response head as long as h11's limit allows (aiohttp's default: 8 KB)
+                max_line_size=HEAD_LIMIT,
+                max_field_size=HEAD_LIMIT,
             )
             self._loop = loop
             limit = self._limits.max_connections
@@ -156,25 +182,36 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                 body = request.stream  # type: ignore[assignment]
                 headers = request.headers.copy()
                 headers.pop("Transfer-Encoding", None)
-            with _as_httpx(request):
-                response = await session.request(
-                    request.method,
-                    _address(request.url),
-                    headers=[(k.decode("latin-1"), v.decode("latin-1")) for k, v in headers.raw],
-                    data=body,
-                    allow_redirects=False,  # httpx follows them, when asked
-                    compress=False,
-                    timeout=aiohttp.ClientTimeout(
-                        total=None,
-                        sock_connect=timeout.get("connect"),
-                        sock_read=timeout.get("read"),
-                    ),
-                    server_hostname=_sni(request),
-                )
+            sending = asyncio.timeout(None)  # the body's write timeout (see _paced)
+            try:
+                with _as_httpx(request):
+                    async with sending:
+                        response = await session.request(
+                            request.method,
+                            yarl.URL(_address(request.url), encoded=True),  # as httpx wrote it
+                            headers=[
+                                (k.decode("latin-1"), v.decode("latin-1")) for k, v in headers.raw
+                            ],
+                            data=_paced(body, sending, timeout.get("write")),
+                            allow_redirects=False,  # httpx follows them, when asked
+                            compress=False,
+                            timeout=aiohttp.ClientTimeout(
+                                total=None,
+                                connect=timeout.get("connect"),  # the name's lookup too
+                                sock_connect=timeout.get("connect"),
+                                sock_read=timeout.get("read"),
+                            ),
+                            server_hostname=_sni(request),
+                        )
+            except httpx.ReadTimeout:
+                if sending.expired():
+                    raise httpx.WriteTimeout("WriteTimeout", request=request) from None
+                raise
         except BaseException:
             slots.release()
             raise
-        extensions = {"http_version": b"HTTP/1.1"}
+        version = response.version
+        extensions = {"http_version": f"HTTP/{version.major}.{version.minor}".encode()}
         if response.reason:
             extensions["reason_phrase"] = response.reason.encode("latin-1", "replace")
         return httpx.Response(
@@ -202,3 +239,87 @@ def _sni(request: httpx.Request) -> str | None:
     if isinstance(sni, bytes):
         return sni.decode("ascii")
     return sni
+
+
+def _paced(
+    body: bytes | httpx.AsyncByteStream | None, sending: asyncio.Timeout, write: float | None
+) -> bytes | AsyncIterator[bytes] | None:
+    """The body as aiohttp sends it: a long or streamed one a chunk at a time, each given
+    `write` seconds to leave (httpx's write timeout: an upstream that stops reading a batch
+    of documents ends the request rather than holding its connection)."""
+    if body is None or write is None or (isinstance(body, bytes) and len(body) <= PACED_BODY):
+        return body
+    loop = asyncio.get_running_loop()
+
+    async def chunks() -> AsyncIterator[bytes]:
+        if isinstance(body, bytes):
+            parts: AsyncIterator[bytes] | None = None
+            pieces = [body[at : at + PACED_BODY] for at in range(0, len(body), PACED_BODY)]
+        else:
+            parts, pieces = aiter(body), []
+        for piece in pieces:
+            sending.reschedule(loop.time() + write)
+            yield piece
+        if parts is not None:
+            while True:
+                sending.reschedule(loop.time() + write)
+                try:
+                    piece = await anext(parts)
+                except StopAsyncIteration:
+                    break
+                yield piece
+        sending.reschedule(None)  # sent: the read timeout takes over
+
+    return chunks()
+
+
+class _Connector(aiohttp.TCPConnector):
+    """aiohttp's connector, but a pooled connection that received bytes while idle (a 408
+    sent before closing, a body longer than it said) is closed rather than given to the next
+    request, which would read them as its answer: httpcore's check before reusing one."""
+
+    async def _get(self, key, *args, **kwargs):  # type: ignore[no-untyped-def]
+        idle = getattr(self, "_conns", {}).get(key)
+        if idle:
+            for entry in [entry for entry in idle if _has_unread_bytes(entry[0])]:
+                idle.remove(entry)
+                entry[0].close()
+            if not idle:
+                del self._conns[key]
+        return await super()._get(key, *args, **kwargs)
+
+
+def _has_unread_bytes(protocol: object) -> bool:
+    return bool(getattr(protocol, "should_close", False))
+
+
+def upstream_pool(
+    *,
+    verify: ssl.SSLContext | bool = True,
+    limits: httpx.Limits = POOL_LIMITS,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> UpstreamClient:
+    """One upstream's connection pool (Runtime.pool): this module's wire, or `transport` (the
+    tests' in-process apps); the environment's proxies through httpx's own."""
+    return UpstreamClient(
+        limits=limits,
+        follow_redirects=False,
+        transport=transport or AiohttpTransport(verify=verify, limits=limits),
+        # httpx reads the environment's proxies only when it is given no transport
+        mounts=None if transport else environment_proxies(verify, limits),
+        verify=verify,
+    )
+
+
+def environment_proxies(
+    verify: ssl.SSLContext | bool, limits: httpx.Limits
+) -> dict[str, httpx.AsyncBaseTransport | None]:
+    """httpx's mounts for the proxies the environment names (HTTP_PROXY, HTTPS_PROXY,
+    ALL_PROXY; NO_PROXY's hosts left to the default transport), as httpx makes them when it is
+    given no transport: a proxied request keeps httpx's own transport."""
+    return {
+        pattern: httpx.AsyncHTTPTransport(verify=verify, limits=limits, proxy=proxy)
+        if proxy
+        else None
+        for pattern, proxy in get_environment_proxies().items()
+    }

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from service.errors import Overloaded, UpstreamRefused, UpstreamTimeout, UpstreamUnavailable
-from service.transport import AiohttpTransport
+from service.transport import AiohttpTransport, upstream_pool
 from service.upstream import UntrustedCertificate, UpstreamClient, upstream_call
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
@@ -153,10 +153,23 @@ async def test_timeouts_and_failures_are_httpx_s() -> None:
                     upstream_call("Solr", timed_out="late", unreachable="gone"),
                 ):
                     await http.get(f"{base}/x", timeout=5)
-                # what the failure says never carries the address's login
+                # what the failure says, and what it was caused by, never carries a secret
+                # of the request: the address's login, a key in the query, a header's token
                 with pytest.raises(httpx.TransportError) as failed:
-                    await http.get(base.replace("//", "//solr:s3cret@") + "/x", timeout=5)
-                assert "s3cret" not in str(failed.value), failed.value
+                    await http.get(
+                        base.replace("//", "//solr:s3cret@") + "/x?key=s3cret",
+                        headers={"X-Api-Key": "s3cret"},
+                        timeout=5,
+                    )
+                # (the chain a traceback prints; httpx's own exception holds the request, as
+                # it always did, and is left out)
+                chain, seen = [str(failed.value)], failed.value.__cause__
+                while seen is not None:
+                    chain.append(f"{seen!s} {seen!r} {vars(seen)!r}")
+                    seen = seen.__cause__ or (
+                        None if seen.__suppress_context__ else seen.__context__
+                    )
+                assert "s3cret" not in " ".join(chain), chain
         async with server(keep_answering) as base:
             closed = base  # the port freed once the server is gone
         with pytest.raises(httpx.ConnectError):
@@ -227,3 +240,70 @@ async def test_tls_is_checked_with_the_context_given(tmp_path: Path) -> None:
         trusting = ssl.create_default_context(cafile=str(cert))
         async with client(verify=trusting) as http:
             assert (await http.post(f"{base}/x", content=b"tls", timeout=5)).json()["echo"] == "tls"
+
+
+async def test_an_upstream_that_stops_reading_a_long_body_is_a_write_timeout() -> None:
+    async def deaf(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")  # the head, then nothing more is read
+        await asyncio.sleep(30)
+
+    async with server(deaf) as base, client() as http:
+        with pytest.raises(httpx.WriteTimeout):  # not a wait for ever (20 s: this test fails)
+            sent = http.post(f"{base}/update", content=b"x" * 32_000_000, timeout=1)
+            await asyncio.wait_for(sent, 20)
+
+
+async def test_bytes_sent_on_an_idle_connection_are_not_the_next_answer() -> None:
+    async def impatient(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(reply(b"ok"))
+        await writer.drain()
+        await asyncio.sleep(0.1)  # idle: a 408, then the connection closed a moment later
+        writer.write(b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n\r\n")
+        await writer.drain()
+        await asyncio.sleep(1)
+        writer.close()
+
+    async with server(impatient) as base, client() as http:
+        assert (await http.get(f"{base}/a", timeout=5)).text == "ok"
+        await asyncio.sleep(0.3)
+        second = await http.get(f"{base}/b", timeout=5)  # on a new connection
+        assert (second.status_code, second.text) == (200, "ok")
+
+
+async def test_what_goes_on_the_wire_is_what_httpx_wrote(monkeypatch: pytest.MonkeyPatch) -> None:
+    heads: list[bytes] = []
+
+    async def recorder(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        heads.append((await read_request(reader))[0])
+        writer.write(reply(b"seen", "Connection: close"))
+        await writer.drain()
+        writer.close()
+
+    async with server(recorder) as base, client() as http:
+        await http.post(f"{base}/select?q=a%2Fb%3Fc&fq=x%3A1", content=b"body", timeout=5)
+    line, *fields = heads[0].decode().split("\r\n")
+    assert line == "POST /select?q=a%2Fb%3Fc&fq=x%3A1 HTTP/1.1"
+    assert not any(f.lower().startswith("content-type") for f in fields), fields
+
+
+async def test_the_environment_s_proxy_carries_the_pool_s_requests(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: list[bytes] = []
+
+    async def proxy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        seen.append((await read_request(reader))[0].split(b"\r\n")[0])
+        writer.write(reply(b"via the proxy", "Connection: close"))
+        await writer.drain()
+        writer.close()
+
+    async with server(proxy) as base, server(keep_answering) as direct:
+        monkeypatch.setenv("HTTP_PROXY", base)
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")  # the local one asked directly
+        async with upstream_pool() as http:
+            proxied = await http.get("http://llm.internal.example/v1/models", timeout=5)
+            assert proxied.text == "via the proxy"
+            assert seen == [b"GET http://llm.internal.example/v1/models HTTP/1.1"]
+            assert (await http.post(f"{direct}/x", content=b"d", timeout=5)).json()["echo"] == "d"
+        assert len(seen) == 1
