@@ -3,19 +3,22 @@
 httpx's own transport (httpcore and h11, pure Python, a cancel scope around each read and
 write) costs about a millisecond of CPU a request on this box, and a question makes five to
 seven upstream requests (issue 84: most of the service's own CPU a question). aiohttp's
-connections and its C HTTP parser do the same work for a fifth of that. Everything above the
-wire stays httpx's: requests, responses, streams, cookies, redirects, proxies (httpx mounts
-its own transports for the proxies the environment names), and the exceptions the service
-maps (service.upstream): each aiohttp failure is raised as the httpx exception httpx's own
-transport raises for it, the aiohttp error as its cause (so a TLS failure still reads as one).
+connections and its C HTTP parser do the same work for a fifth of that (about half with
+httpx's client above, bench/results/2026-12-07-issues-82-83-84.md). Everything above the wire
+stays httpx's: requests, responses, streams, cookies, redirects, proxies (the proxies the
+environment names go through httpx's own transport: `upstream_pool`), and the exceptions the
+service maps (service.upstream): each aiohttp failure is raised as the httpx exception httpx's
+own transport raises for it, caused by the OS or TLS error beneath (so a TLS failure still
+reads as one; aiohttp's own exception, which holds the URL and the headers, is left out).
 
-    >>> httpx.AsyncClient(transport=AiohttpTransport(verify=context, limits=limits))
+    >>> upstream_pool(verify=context)   # an httpx.AsyncClient on this wire
 
 Limits as httpx's: `max_connections` at once (a request waits for one at most the request's
-`pool` timeout, then PoolTimeout), idle connections kept `keepalive_expiry` seconds. Timeouts
-as httpx's: `connect` (the TCP and TLS handshakes), `read` (each wait for bytes, the response's
-head included); `write` has no counterpart (aiohttp writes without a limit; a request body
-here is at most a batch of documents).
+`pool` timeout, then PoolTimeout), idle connections kept `keepalive_expiry` seconds, and one
+that received bytes while idle never reused. Timeouts as httpx's: `connect` (the name's lookup,
+the TCP and TLS handshakes), `read` (each wait for bytes, the response's head included),
+`write` (each 64 KB of a long body: an upstream that stops reading ends the request).
+tests/service/test_transport.py holds it to each of these on real sockets.
 """
 
 from __future__ import annotations
