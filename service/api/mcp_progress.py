@@ -47,11 +47,19 @@ async def reporting(
     stages: asyncio.Queue[str] = asyncio.Queue()
     stages.put_nowait("started")
 
+    done = asyncio.Event()
+
     async def send() -> None:
         count, said = 0, "working"
-        while True:
+        while not done.is_set():
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for loses a cancellation that
+            # comes as the stage it waits for arrives, and this loop then outlived the answer,
+            # keeping the host's stream open with a notification every `every` seconds
             with suppress(TimeoutError):  # nothing began: still working on the last
-                said = await asyncio.wait_for(stages.get(), every)
+                async with asyncio.timeout(every):
+                    said = await stages.get()
+            if done.is_set():
+                return
             count += 1
             try:
                 await ctx.report_progress(count, None, said)
@@ -63,6 +71,7 @@ async def reporting(
     try:
         yield stages.put_nowait
     finally:
+        done.set()
         sender.cancel()
         with suppress(asyncio.CancelledError):
             await sender
