@@ -59,7 +59,12 @@ VARIANTS: dict[str, tuple[str, dict[str, str], dict[str, str | int]]] = {
     "quantized": ("VectorMainQuantized", {}, {}),
     # the same float graph cut in 8 shards on the one node: 8 smaller searches, merged
     "sharded": ("VectorMain", {}, {"numShards": 8, "router.field": "parent_id"}),
+    # the dense graph in segments Lucene stops merging at ~150k vectors (SEGMENT_MB)
+    "dense-capped": ("VectorMain", {"hnswMaxConnections": "32", "hnswBeamWidth": "200"}, {}),
 }
+# variant: the largest segment Lucene's merges may write, MB (TieredMergePolicy's
+# maxMergedSegmentMB; a vectors-only passage takes ~1.65 KB)
+SEGMENT_MB = {"dense-capped": 256}
 # measured on another variant's collection, its neighbours rescored (knn.rescore)
 RESCORED = {"quantized-rescored": "quantized", "float-rescored": "float"}
 BATCH = 1000
@@ -77,6 +82,16 @@ def configset_of(variant: str, into: Path) -> str:
     assert tag in text, f"{schema}: no {tag}"
     extra = "".join(f'{key}="{value}" ' for key, value in attributes.items())
     schema.write_text(text.replace(tag, tag + extra))
+    if variant in SEGMENT_MB:
+        solrconfig = conf / "solrconfig.xml"
+        policy = (
+            '<mergePolicyFactory class="org.apache.solr.index.TieredMergePolicyFactory">'
+            f'<double name="maxMergedSegmentMB">{SEGMENT_MB[variant]}</double>'
+            "</mergePolicyFactory>\n  </indexConfig>"
+        )
+        text = solrconfig.read_text()
+        assert text.count("</indexConfig>") == 1, f"{solrconfig}: no single </indexConfig>"
+        solrconfig.write_text(text.replace("</indexConfig>", policy))
     return f"scale-{variant}"
 
 

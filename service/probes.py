@@ -67,7 +67,8 @@ async def probe_upstreams(
 
 async def _probed(call: Awaitable[object]) -> dict[str, str]:
     try:
-        await asyncio.wait_for(call, PROBE_TIMEOUT_SECONDS)
+        async with asyncio.timeout(PROBE_TIMEOUT_SECONDS):
+            await call
     except ServiceError as error:
         return {"status": "down", "reason": error.reason}
     except TimeoutError:

@@ -289,7 +289,8 @@ async def _answered(websocket: WebSocket, text: str, refused: Refusals, request_
 
 async def _send(websocket: WebSocket, line: str) -> None:
     try:
-        await asyncio.wait_for(websocket.send_text(line.rstrip("\n")), SEND_SECONDS)
+        async with asyncio.timeout(SEND_SECONDS):
+            await websocket.send_text(line.rstrip("\n"))
     except TimeoutError:
         raise Closing(1008, f"the client read nothing for {SEND_SECONDS:g} s") from None
 

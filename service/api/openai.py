@@ -93,9 +93,8 @@ async def _served(runtime: Runtime) -> list[str]:
     names = [*RAG_MODELS, settings.llm.model or "default"]
     if settings.openai.passthrough:
         try:
-            listed = await asyncio.wait_for(
-                runtime.llm(settings).list_models(), MODEL_LIST_TIMEOUT_SECONDS
-            )
+            async with asyncio.timeout(MODEL_LIST_TIMEOUT_SECONDS):
+                listed = await runtime.llm(settings).list_models()
         except (ServiceError, TimeoutError) as error:
             log.info("the LLM's models are not listed: %s", error)
             listed = []

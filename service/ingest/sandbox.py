@@ -61,7 +61,8 @@ class Extractor:
         pool = await self._started_pool()
         future = pool.submit(function, name, *args, **kwargs)
         try:
-            return await asyncio.wait_for(asyncio.wrap_future(future), self.timeout)
+            async with asyncio.timeout(self.timeout):
+                return await asyncio.wrap_future(future)
         except MemoryError:
             raise PayloadTooLarge(
                 f"{name}: extracting its text needs more than {self._memory_limit >> 20} MB"
@@ -96,7 +97,8 @@ class Extractor:
         pool = self._pool
         try:  # every caller waits for the same start; one called off calls off none
             started = asyncio.shield(asyncio.wrap_future(self._started))
-            await asyncio.wait_for(started, START_SECONDS)
+            async with asyncio.timeout(START_SECONDS):
+                await started
         except (TimeoutError, BrokenProcessPool):
             if self._pool is pool:
                 self._restart("its worker did not start")

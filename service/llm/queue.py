@@ -199,8 +199,9 @@ class LlmLoad:
             return
         if self._task is None or self._task.done():
             self._task = asyncio.ensure_future(self._read(http, token))
-        with contextlib.suppress(TimeoutError, asyncio.TimeoutError):
-            await asyncio.wait_for(asyncio.shield(self._task), wait)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(wait):  # wait_for may lose a cancellation on 3.11
+                await asyncio.shield(self._task)
 
     async def _read(self, pool: Callable[[], httpx.AsyncClient], token: str) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}

@@ -5,6 +5,7 @@ sender outlived the answer and the host's request never ended)."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from types import SimpleNamespace
 
 from service.api.mcp_progress import reporting
@@ -49,3 +50,17 @@ async def test_a_stage_is_told_and_a_silence_repeats_it() -> None:
         and set(messages[2:]) == {"retrieve"}
     ), messages
     assert [done for done, _ in host.sent] == list(range(1, len(host.sent) + 1))
+
+
+def test_no_service_code_waits_with_wait_for() -> None:
+    """The same loss can strike any `asyncio.wait_for` on 3.11 (a task called off that goes on,
+    and whoever awaits it waits for its natural end): service/ bounds its waits with
+    `asyncio.timeout`, which keeps the cancellation."""
+    service = Path(__file__).resolve().parents[2] / "service"
+    calls = [
+        f"{path.relative_to(service.parent)}:{number}"
+        for path in sorted(service.rglob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if "wait_for(" in line and not line.lstrip().startswith("#")
+    ]
+    assert calls == [], f"use `async with asyncio.timeout(...)` instead: {calls}"

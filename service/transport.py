@@ -1,0 +1,328 @@
+"""The wire under every upstream pool: httpx's API above, aiohttp's connections below.
+
+httpx's own transport (httpcore and h11, pure Python, a cancel scope around each read and
+write) costs about a millisecond of CPU a request on this box, and a question makes five to
+seven upstream requests (issue 84: most of the service's own CPU a question). aiohttp's
+connections and its C HTTP parser do the same work for a fifth of that (about half with
+httpx's client above, bench/results/2026-12-07-issues-82-83-84.md). Everything above the wire
+stays httpx's: requests, responses, streams, cookies, redirects, proxies (the proxies the
+environment names go through httpx's own transport: `upstream_pool`), and the exceptions the
+service maps (service.upstream): each aiohttp failure is raised as the httpx exception httpx's
+own transport raises for it, caused by the OS or TLS error beneath (so a TLS failure still
+reads as one; aiohttp's own exception, which holds the URL and the headers, is left out).
+
+    >>> upstream_pool(verify=context)   # an httpx.AsyncClient on this wire
+
+Limits as httpx's: `max_connections` at once (a request waits for one at most the request's
+`pool` timeout, then PoolTimeout), idle connections kept `keepalive_expiry` seconds, and one
+that received bytes while idle never reused. Timeouts as httpx's: `connect` (the name's lookup,
+the TCP and TLS handshakes), `read` (each wait for bytes, the response's head included),
+`write` (each 64 KB of a long body: an upstream that stops reading ends the request).
+tests/service/test_transport.py holds it to each of these on real sockets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+
+import aiohttp
+import httpx
+import yarl
+from httpx._utils import get_environment_proxies
+
+from service.upstream import UpstreamClient
+
+HEAD_LIMIT = 64 * 1024
+# a body past this is sent a chunk at a time, each given the write timeout; a smaller one goes
+# into the socket's buffer at once
+PACED_BODY = 64 * 1024
+DEFAULT_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20)  # httpx's
+POOL_LIMITS = httpx.Limits(max_connections=200, max_keepalive_connections=50)  # the service's
+
+# aiohttp's failure -> the httpx exception httpx's transport raises for the same event; the
+# first that matches wins (subclasses before their bases)
+_FAILURES: tuple[tuple[type[BaseException], type[httpx.TransportError]], ...] = (
+    (aiohttp.ConnectionTimeoutError, httpx.ConnectTimeout),
+    (aiohttp.SocketTimeoutError, httpx.ReadTimeout),
+    (aiohttp.ServerTimeoutError, httpx.ReadTimeout),
+    (TimeoutError, httpx.ReadTimeout),
+    (aiohttp.ClientConnectorError, httpx.ConnectError),  # refused, DNS, TLS handshake
+    (aiohttp.ServerDisconnectedError, httpx.RemoteProtocolError),
+    (aiohttp.ClientPayloadError, httpx.ReadError),  # a body cut short or malformed
+    (aiohttp.ClientResponseError, httpx.RemoteProtocolError),  # a head that is not HTTP
+    (aiohttp.ClientOSError, httpx.ReadError),
+    (aiohttp.ClientError, httpx.RemoteProtocolError),
+)
+
+
+@contextmanager
+def _as_httpx(request: httpx.Request) -> Iterator[None]:
+    try:
+        yield
+    except httpx.TransportError:
+        raise
+    except (TimeoutError, aiohttp.ClientError) as error:
+        for failure, raised in _FAILURES:
+            if isinstance(error, failure):
+                raise raised(_said(error), request=request) from _root(error)
+        raise  # pragma: no cover - the last pair matches every ClientError
+
+
+def _root(error: BaseException) -> BaseException | None:
+    """The OS or TLS error beneath aiohttp's, kept as the cause (a TLS failure still reads as
+    one); aiohttp's own is left out: it holds the request, its URL and headers."""
+    seen: BaseException | None = error
+    for _ in range(8):
+        if seen is None:
+            break
+        if isinstance(seen, OSError) and not isinstance(seen, aiohttp.ClientError):
+            return seen
+        seen = seen.__cause__
+    return None
+
+
+def _said(error: BaseException) -> str:
+    """What went wrong, without the address aiohttp writes into its messages (an endpoint's
+    URL may carry a login)."""
+    if isinstance(error, aiohttp.ClientConnectorError):
+        return f"{type(error).__name__}: {error.os_error}"  # refused, unknown host, TLS's reason
+    if isinstance(error, aiohttp.ClientResponseError):
+        return f"{type(error).__name__}: {error.message}"
+    return type(error).__name__
+
+
+def _ssl_context(verify: ssl.SSLContext | bool) -> ssl.SSLContext | bool:
+    """What aiohttp checks a server with: the context given, httpx's default one (certifi's
+    CAs, SSL_CERT_FILE) for True, no check for False."""
+    if isinstance(verify, ssl.SSLContext):
+        return verify
+    return httpx.create_ssl_context() if verify else False
+
+
+class _Body(httpx.AsyncByteStream):
+    """A response's body as aiohttp reads it; closing it gives its connection back (kept
+    alive once the body was read whole, closed otherwise) and its place in the pool."""
+
+    def __init__(
+        self, response: aiohttp.ClientResponse, request: httpx.Request, slot: asyncio.Semaphore
+    ) -> None:
+        self._response = response
+        self._request = request
+        self._slot: asyncio.Semaphore | None = slot
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        with _as_httpx(self._request):
+            async for chunk in self._response.content.iter_any():
+                yield chunk
+
+    async def aclose(self) -> None:
+        if self._slot is None:
+            return
+        slot, self._slot = self._slot, None
+        try:
+            self._response.release() if self._response.content.at_eof() else self._response.close()
+        finally:
+            slot.release()
+
+
+class AiohttpTransport(httpx.AsyncBaseTransport):
+    """httpx's transport interface over an aiohttp session of its own (opened on the first
+    request, in that request's event loop; a new loop gets a new session)."""
+
+    def __init__(
+        self,
+        *,
+        verify: ssl.SSLContext | bool = True,
+        limits: httpx.Limits = DEFAULT_LIMITS,
+    ) -> None:
+        self._ssl = _ssl_context(verify)
+        self._limits = limits
+        self._session: aiohttp.ClientSession | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._slots: asyncio.Semaphore | None = None
+
+    def _open(self) -> tuple[aiohttp.ClientSession, asyncio.Semaphore]:
+        loop = asyncio.get_running_loop()
+        if self._session is None or self._loop is not loop or self._session.closed:
+            connector = _Connector(
+                limit=0,  # the slots below count connections, with httpx's pool timeout
+                keepalive_timeout=self._limits.keepalive_expiry,  # None: kept, as httpx's
+                ssl=self._ssl,
+                resolver=aiohttp.ThreadedResolver(),  # getaddrinfo, as httpx: /etc/hosts too
+            )
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                cookie_jar=aiohttp.DummyCookieJar(),  # httpx's client keeps the cookies
+                auto_decompress=False,  # httpx's response decodes what the server encoded
+                # httpx's request has its own; aiohttp would add a Content-Type to a POST
+                skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding", "Content-Type"),
+                # a response head as long as h11's limit allows (aiohttp's default: 8 KB)
+                max_line_size=HEAD_LIMIT,
+                max_field_size=HEAD_LIMIT,
+            )
+            self._loop = loop
+            limit = self._limits.max_connections
+            self._slots = asyncio.Semaphore(limit if limit else 1 << 30)
+        assert self._slots is not None
+        return self._session, self._slots
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        session, slots = self._open()
+        timeout = request.extensions.get("timeout", {})
+        try:
+            async with asyncio.timeout(timeout.get("pool")):
+                await slots.acquire()
+        except TimeoutError:
+            raise httpx.PoolTimeout("no connection free in time", request=request) from None
+        try:
+            try:
+                body: bytes | httpx.AsyncByteStream | None = request.content or None
+                headers = request.headers
+            except httpx.RequestNotRead:  # a streamed body: aiohttp sends it chunked
+                body = request.stream  # type: ignore[assignment]
+                headers = request.headers.copy()
+                headers.pop("Transfer-Encoding", None)
+            sending = asyncio.timeout(None)  # the body's write timeout (see _paced)
+            try:
+                with _as_httpx(request):
+                    async with sending:
+                        response = await session.request(
+                            request.method,
+                            yarl.URL(_address(request.url), encoded=True),  # as httpx wrote it
+                            headers=[
+                                (k.decode("latin-1"), v.decode("latin-1")) for k, v in headers.raw
+                            ],
+                            data=_paced(body, sending, timeout.get("write")),
+                            allow_redirects=False,  # httpx follows them, when asked
+                            compress=False,
+                            timeout=aiohttp.ClientTimeout(
+                                total=None,
+                                connect=timeout.get("connect"),  # the name's lookup too
+                                sock_connect=timeout.get("connect"),
+                                sock_read=timeout.get("read"),
+                            ),
+                            server_hostname=_sni(request),
+                        )
+            except httpx.ReadTimeout:
+                if sending.expired():
+                    raise httpx.WriteTimeout("WriteTimeout", request=request) from None
+                raise
+        except BaseException:
+            slots.release()
+            raise
+        version = response.version
+        extensions = {"http_version": f"HTTP/{version.major}.{version.minor}".encode()}
+        if response.reason:
+            extensions["reason_phrase"] = response.reason.encode("latin-1", "replace")
+        return httpx.Response(
+            status_code=response.status,
+            headers=list(response.raw_headers),
+            stream=_Body(response, request, slots),
+            request=request,
+            extensions=extensions,
+        )
+
+    async def aclose(self) -> None:
+        session, self._session = self._session, None
+        if session is not None and not session.closed:
+            await session.close()
+
+
+def _address(url: httpx.URL) -> str:
+    """The URL aiohttp connects to: a login written in it is already httpx's Authorization
+    header (aiohttp refuses both at once)."""
+    return str(url.copy_with(userinfo=b"") if url.userinfo else url)
+
+
+def _sni(request: httpx.Request) -> str | None:
+    sni = request.extensions.get("sni_hostname")
+    if isinstance(sni, bytes):
+        return sni.decode("ascii")
+    return sni
+
+
+def _paced(
+    body: bytes | httpx.AsyncByteStream | None, sending: asyncio.Timeout, write: float | None
+) -> bytes | AsyncIterator[bytes] | None:
+    """The body as aiohttp sends it: a long or streamed one a chunk at a time, each given
+    `write` seconds to leave (httpx's write timeout: an upstream that stops reading a batch
+    of documents ends the request rather than holding its connection)."""
+    if body is None or write is None or (isinstance(body, bytes) and len(body) <= PACED_BODY):
+        return body
+    loop = asyncio.get_running_loop()
+
+    async def chunks() -> AsyncIterator[bytes]:
+        if isinstance(body, bytes):
+            parts: AsyncIterator[bytes] | None = None
+            pieces = [body[at : at + PACED_BODY] for at in range(0, len(body), PACED_BODY)]
+        else:
+            parts, pieces = aiter(body), []
+        for piece in pieces:
+            sending.reschedule(loop.time() + write)
+            yield piece
+        if parts is not None:
+            while True:
+                sending.reschedule(loop.time() + write)
+                try:
+                    piece = await anext(parts)
+                except StopAsyncIteration:
+                    break
+                yield piece
+        sending.reschedule(None)  # sent: the read timeout takes over
+
+    return chunks()
+
+
+class _Connector(aiohttp.TCPConnector):
+    """aiohttp's connector, but a pooled connection that received bytes while idle (a 408
+    sent before closing, a body longer than it said) is closed rather than given to the next
+    request, which would read them as its answer: httpcore's check before reusing one."""
+
+    async def _get(self, key, *args, **kwargs):  # type: ignore[no-untyped-def]
+        idle = getattr(self, "_conns", {}).get(key)
+        if idle:
+            for entry in [entry for entry in idle if _has_unread_bytes(entry[0])]:
+                idle.remove(entry)
+                entry[0].close()
+            if not idle:
+                del self._conns[key]
+        return await super()._get(key, *args, **kwargs)
+
+
+def _has_unread_bytes(protocol: object) -> bool:
+    return bool(getattr(protocol, "should_close", False))
+
+
+def upstream_pool(
+    *,
+    verify: ssl.SSLContext | bool = True,
+    limits: httpx.Limits = POOL_LIMITS,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> UpstreamClient:
+    """One upstream's connection pool (Runtime.pool): this module's wire, or `transport` (the
+    tests' in-process apps); the environment's proxies through httpx's own."""
+    return UpstreamClient(
+        limits=limits,
+        follow_redirects=False,
+        transport=transport or AiohttpTransport(verify=verify, limits=limits),
+        # httpx reads the environment's proxies only when it is given no transport
+        mounts=None if transport else environment_proxies(verify, limits),
+        verify=verify,
+    )
+
+
+def environment_proxies(
+    verify: ssl.SSLContext | bool, limits: httpx.Limits
+) -> dict[str, httpx.AsyncBaseTransport | None]:
+    """httpx's mounts for the proxies the environment names (HTTP_PROXY, HTTPS_PROXY,
+    ALL_PROXY; NO_PROXY's hosts left to the default transport), as httpx makes them when it is
+    given no transport: a proxied request keeps httpx's own transport."""
+    return {
+        pattern: httpx.AsyncHTTPTransport(verify=verify, limits=limits, proxy=proxy)
+        if proxy
+        else None
+        for pattern, proxy in get_environment_proxies().items()
+    }
