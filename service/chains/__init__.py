@@ -5,7 +5,13 @@ query rewriting and summarization; templates come from prompts/.
 """
 
 from service.chains.mapreduce import MapReduceChain
-from service.chains.prompts import PromptBuilder, PromptLibrary, PromptStore, Question
+from service.chains.prompts import (
+    PromptBuilder,
+    PromptLibrary,
+    PromptStore,
+    Question,
+    loaded_library,
+)
 from service.chains.refine import RefineChain
 from service.chains.result import ChainResult, Chunk, NumberedChunk, Source, number_chunks
 from service.chains.rewrite import QueryRewriter, Rewrite
@@ -27,5 +33,6 @@ __all__ = [
     "Source",
     "StuffChain",
     "Summarizer",
+    "loaded_library",
     "number_chunks",
 ]

@@ -9,6 +9,7 @@ import logging
 import os
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from jinja2 import StrictUndefined, TemplateError, meta
@@ -120,6 +121,18 @@ class PromptLibrary:
         return template
 
 
+def loaded_library(folder: Path) -> PromptLibrary:
+    """The PromptLibrary of `folder` as its templates are now: loaded once per version of its
+    files (a library is never changed once loaded; an admin edit's check and every app of a
+    process share it)."""
+    return _library(folder, _folder_stamp(folder))
+
+
+@lru_cache(maxsize=8)
+def _library(folder: Path, stamp: tuple[tuple[str, int, int], ...]) -> PromptLibrary:
+    return PromptLibrary(folder)
+
+
 class PromptStore:
     """The PromptLibrary of a folder, loaded again when a template file changes.
 
@@ -130,14 +143,14 @@ class PromptStore:
     def __init__(self, folder: Path) -> None:
         self._folder = folder
         self._stamp = _folder_stamp(folder)
-        self._library = PromptLibrary(folder)
+        self._library = loaded_library(folder)
 
     def current(self, folder: Path | None = None) -> PromptLibrary:
         folder = folder or self._folder
         stamp = _folder_stamp(folder)
         if folder != self._folder or stamp != self._stamp:
             try:
-                library = PromptLibrary(folder)
+                library = loaded_library(folder)
             except PromptTemplateError as error:
                 logging.getLogger(__name__).error("prompt templates not reloaded: %s", error)
             else:
@@ -146,13 +159,17 @@ class PromptStore:
         return self._library
 
 
-def _folder_stamp(folder: Path) -> tuple[tuple[str, int], ...]:
-    """Each template's name and modification time, read on every request: by os.scandir,
-    a quarter cheaper than pathlib's glob (issue 70)."""
+def _folder_stamp(folder: Path) -> tuple[tuple[str, int, int], ...]:
+    """Each template's name, modification time and size, read on every request: by
+    os.scandir, a quarter cheaper than pathlib's glob (issue 70)."""
     try:
         with os.scandir(folder) as entries:
             return tuple(
-                sorted((e.name, e.stat().st_mtime_ns) for e in entries if e.name.endswith(".j2"))
+                sorted(
+                    (e.name, (stat := e.stat()).st_mtime_ns, stat.st_size)
+                    for e in entries
+                    if e.name.endswith(".j2")
+                )
             )
     except OSError:
         return ()

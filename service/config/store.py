@@ -26,6 +26,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
+from functools import cache
 from pathlib import Path
 
 from pydantic import SecretStr, ValidationError
@@ -171,8 +172,10 @@ def env_source(key: str, env: Mapping[str, str]) -> tuple[str, bool] | None:
     return (variable, False) if variable in env else None
 
 
+@cache
 def secret_keys() -> frozenset[str]:
-    """Keys whose values are never shown (tokens)."""
+    """Keys whose values are never shown (tokens): the Settings class's, read once (a
+    settings' reading asks it of each of its 168 keys)."""
     return frozenset(key for key in known_keys() if key_field(key).annotation is SecretStr)
 
 
