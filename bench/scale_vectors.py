@@ -16,6 +16,10 @@ again.
 --merge N force-merges each variant's collection to N segments first (what an index a
 crawler filled for months, or an operator's optimize, ends as; a fresh build holds ~100
 segments, each searched on its own) and measures it as `<variant>-merged<N>`.
+
+Variants: float (VectorMain as shipped), dense (M 32, beam 200), quantized (7-bit integers),
+sharded (the float graph in 8 shards), dense-capped (the dense graph, Lucene's merges capped
+at 256 MB a segment: `--variants dense-capped --merge 8` gives 8 graphs of ~125k).
 """
 
 from __future__ import annotations

@@ -806,9 +806,11 @@ class RetrievalSettings(Part):
         "Neighbours Solr's HNSW search looks for (its topK) before the nearest are kept: the "
         "graph is approximate and finds more of the true nearest when it looks further "
         "(recall@10 against exact search at 10,000 passages: 0.86 looking for 10, 0.99 for "
-        "100; bench.scale). Costs a few milliseconds.",
+        "100; bench.scale). Costs a few milliseconds there; a million passages need more "
+        "(in 8 segments of a denser graph: 0.80 for 100, 0.965 for 2400, Solr's kNN p95 65 ms "
+        "with no filter; bench.scale_vectors, docs/operations.md Sizing).",
         ge=1,
-        le=1000,
+        le=5000,
     )
     knn_rescore: bool = _key(
         "knn.rescore",
