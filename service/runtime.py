@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from service.chains import PromptLibrary, PromptStore, loaded_library
+from service.chains import PromptLibrary, PromptStore
 from service.config import ConfigStore, Settings
 from service.config.settings import key_field
 from service.conversations import Memories
@@ -203,7 +203,7 @@ class Runtime:
         templates do not load; Solr, when a key that locates it changed, lacks a collection
         or field), so an admin edit can never stop the next start."""
         try:
-            loaded_library(self._prompts_folder(settings))
+            PromptLibrary(self._prompts_folder(settings))  # read anew: a check, not a cache
         except PromptTemplateError as error:
             raise ConfigError(f"prompt.templates.dir: {error}") from None
         if settings.solr.startup_check and changed & SOLR_LAYOUT_KEYS:

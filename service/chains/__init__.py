@@ -5,13 +5,7 @@ query rewriting and summarization; templates come from prompts/.
 """
 
 from service.chains.mapreduce import MapReduceChain
-from service.chains.prompts import (
-    PromptBuilder,
-    PromptLibrary,
-    PromptStore,
-    Question,
-    loaded_library,
-)
+from service.chains.prompts import PromptBuilder, PromptLibrary, PromptStore, Question
 from service.chains.refine import RefineChain
 from service.chains.result import ChainResult, Chunk, NumberedChunk, Source, number_chunks
 from service.chains.rewrite import QueryRewriter, Rewrite
@@ -33,6 +27,5 @@ __all__ = [
     "Source",
     "StuffChain",
     "Summarizer",
-    "loaded_library",
     "number_chunks",
 ]

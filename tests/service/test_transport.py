@@ -5,6 +5,7 @@ failures service.upstream maps, streamed bodies, encodings, cookies, TLS)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gzip
 import ssl
 import subprocess
@@ -307,3 +308,55 @@ async def test_the_environment_s_proxy_carries_the_pool_s_requests(
             assert seen == [b"GET http://llm.internal.example/v1/models HTTP/1.1"]
             assert (await http.post(f"{direct}/x", content=b"d", timeout=5)).json()["echo"] == "d"
         assert len(seen) == 1
+
+
+async def test_an_answer_begun_before_a_long_body_is_sent_is_read_whole() -> None:
+    """A server that answers while it still reads a long body: the rest of the body leaves
+    (the write timeout, ended by the answer's head, is not paced any more) and the answer is
+    read whole, as httpx's own transport reads it."""
+
+    async def answers_while_reading(reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        for _ in range(20):
+            writer.write(b"3\r\nabc\r\n")
+            await writer.drain()
+            await reader.read(1 << 20)
+            await asyncio.sleep(0.05)
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+        with contextlib.suppress(ConnectionError):
+            while await reader.read(1 << 20):
+                pass
+        writer.close()
+
+    async with server(answers_while_reading) as base:
+        for transport in (AiohttpTransport(), httpx.AsyncHTTPTransport()):
+            async with httpx.AsyncClient(transport=transport) as http:
+                body = b"x" * (32 << 20)
+                async with http.stream("POST", f"{base}/x", content=body, timeout=5) as got:
+                    assert await got.aread() == b"abc" * 20, transport
+
+
+async def test_a_request_the_server_hung_up_on_is_sent_once() -> None:
+    """aiohttp sends a GET again when the server hangs up; httpx does not, and neither does
+    the wire (a struggling upstream would see twice the load, its breaker half the
+    failures)."""
+    seen = 0
+
+    async def hangs_up_first(reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+        nonlocal seen
+        seen += 1
+        await reader.readuntil(b"\r\n\r\n")
+        if seen > 1:
+            writer.write(reply(b"ok", "Connection: close"))
+            await writer.drain()
+        writer.close()
+
+    async with (
+        server(hangs_up_first) as base,
+        httpx.AsyncClient(transport=AiohttpTransport()) as http,
+    ):
+        with pytest.raises(httpx.TransportError):
+            await http.get(f"{base}/x", timeout=5)
+    assert seen == 1

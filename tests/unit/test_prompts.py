@@ -75,3 +75,21 @@ def test_an_edited_template_is_used_and_a_broken_edit_is_ignored(prompts: Path) 
     (prompts / "stuff.j2").write_text("{{ broken")
     again = store.current().render("stuff", sources="S", question="Q", language="", history=[])
     assert again == "NEW S Q"
+
+
+def test_an_edit_is_seen_beside_a_file_that_cannot_be_read(prompts: Path) -> None:
+    """An editor's lock (Emacs' `.#stuff.j2`, a dangling link) in the folder: each edit is
+    still seen, never a library loaded for an earlier version of the folder (the templates
+    are loaded once per version and shared)."""
+    store = PromptStore(prompts)
+    lock = prompts / ".#stuff.j2"
+    for edit in ("FIRST", "SECOND", "FIRST"):
+        lock.symlink_to("user@host.1234:1700000000")
+        (prompts / "stuff.j2").write_text(f"{edit} {{{{ sources }}}} {{{{ question }}}}")
+        shown = store.current().render("stuff", sources="S", question="Q", language="", history=[])
+        assert shown == f"{edit} S Q"
+        lock.unlink()
+        store.current()
+        (prompts / "stuff.j2").write_text(f"{edit}, {{{{ sources }}}} {{{{ question }}}}")
+        shown = store.current().render("stuff", sources="S", question="Q", language="", history=[])
+        assert shown == f"{edit}, S Q"
