@@ -68,8 +68,7 @@ def main(argv: list[str] | None = None) -> None:
             print("| filter | method | p50 ms | p95 ms |\n|---|---|---|---|")
             for group in SCOPES:
                 rows = [("exact", EXACT)] + [
-                    (f"kNN depth {d}", knn(d))
-                    for d in (int(d) for d in args.depths.split(","))
+                    (f"kNN depth {d}", knn(d)) for d in (int(d) for d in args.depths.split(","))
                 ]
                 for method, query in rows:
                     got = timed(http, url, query, group, literals)
