@@ -69,6 +69,7 @@ from service.models.encoder import load_encoder
 from service.retrieval import SolrClient
 from service.retrieval.factory import build_retriever
 from service.retrieval.scope import EVERYTHING, Scope
+from service.retrieval.vector import vector_literal
 from service.text import sanitize_query
 from testing.solr import LocalSolr
 
@@ -457,7 +458,7 @@ async def recall(
     found: dict[str, dict[int, list[float]]] = {n: {d: [] for d in depths} for n in SCOPES}
     for query in queries:
         scores = every @ query
-        literal = "[" + ",".join(f"{x:.7g}" for x in query) + "]"
+        literal = vector_literal(query)
         for name, groups in SCOPES.items():
             rows = np.flatnonzero(seen[name])
             if not len(rows):

@@ -32,6 +32,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -51,6 +52,7 @@ from bench.scale import (
 from bench.support import percentile
 from service.models.encoder import load_encoder
 from service.retrieval.scope import EVERYTHING, Scope
+from service.retrieval.vector import vector_literal
 from testing.solr import LocalSolr, create_collection, upload_configset
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -211,20 +213,31 @@ async def latency(
     solr_url: str, name: str, vectors: np.ndarray, depth: int, rescore: bool = False
 ) -> dict[str, dict[str, float]]:
     """Solr's kNN wall time (query vector given), p50/p95 ms, under each filter."""
+
+    def knn(literal: str) -> dict[str, str]:
+        query = {"q": f"{{!knn f=vector_384 topK={depth}}}{literal}"}
+        return query | (rescored(depth, literal) if rescore else {})
+
+    return await timed(solr_url, name, vectors, knn)
+
+
+async def timed(
+    solr_url: str, name: str, vectors: np.ndarray, query: Callable[[str], dict[str, str]]
+) -> dict[str, dict[str, float]]:
+    """The wall time of `query(vector literal)` for each vector, p50/p95 ms, under each
+    filter (Solr's time alone: the query vector given)."""
     out = {}
     async with httpx.AsyncClient(timeout=120) as http:
         for scope_name, groups in SCOPES.items():
             scope = EVERYTHING if groups is None else Scope(groups=groups, security="groups")
             ms = []
             for vector in vectors:
-                literal = "[" + ",".join(f"{x:.7g}" for x in vector) + "]"
                 params = {
-                    "q": f"{{!knn f=vector_384 topK={depth}}}{literal}",
+                    **query(vector_literal(vector)),
                     "defType": "lucene",
                     "rows": 10,
                     "fl": "id",
                     **scope.params(),
-                    **(rescored(depth, literal) if rescore else {}),
                 }
                 began = time.perf_counter()
                 (await http.post(f"{solr_url}/{name}/select", data=params)).raise_for_status()
@@ -236,16 +249,28 @@ async def latency(
     return out
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def solr_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where the vector collections live (--data, --size, --version) and their Solr."""
     parser.add_argument("--size", type=int, default=1_000_000)
-    parser.add_argument("--variants", default="float,dense,quantized")
-    parser.add_argument("--depths", default="100,400")
-    parser.add_argument("--questions", type=int, default=100)
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--port", type=int, default=8994)
     parser.add_argument("--heap", default="3g")
     parser.add_argument("--version", default="9.10.1")
+
+
+def solr_of(args: argparse.Namespace) -> tuple[Path, LocalSolr]:
+    """The folder of `solr_arguments`' collections, and its Solr (not started)."""
+    here = args.data / f"vectors-{args.version}-{args.size}"
+    heap = f"-Xms{args.heap} -Xmx{args.heap}"
+    return here, LocalSolr(args.port, here / "solr", java_opts=heap, version=args.version)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    solr_arguments(parser)
+    parser.add_argument("--variants", default="float,dense,quantized")
+    parser.add_argument("--depths", default="100,400")
+    parser.add_argument("--questions", type=int, default=100)
     parser.add_argument(
         "--again", action="store_true", help="measure a measured variant again (other depths)"
     )
@@ -254,7 +279,7 @@ def main(argv: list[str] | None = None) -> None:
     folder, size = args.data, args.size
     variants = args.variants.split(",")
     depths = tuple(int(d) for d in args.depths.split(","))
-    here = folder / f"vectors-{args.version}-{size}"
+    here, solr = solr_of(args)
     here.mkdir(exist_ok=True)
     progress_file = here / "progress.json"
     progress = json.loads(progress_file.read_text()) if progress_file.is_file() else {}
@@ -262,12 +287,6 @@ def main(argv: list[str] | None = None) -> None:
     def save() -> None:
         progress_file.write_text(json.dumps(progress, indent=1))
 
-    solr = LocalSolr(
-        args.port,
-        here / "solr",
-        java_opts=f"-Xms{args.heap} -Xmx{args.heap}",
-        version=args.version,
-    )
     (here / "solr").mkdir(exist_ok=True)
     solr.start()
     needles = np.load(folder / "needles.npz")

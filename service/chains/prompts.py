@@ -122,12 +122,15 @@ class PromptLibrary:
         return template
 
 
-def loaded_library(folder: Path) -> PromptLibrary:
-    """The PromptLibrary of `folder` as its templates are now, loaded once per version of its
-    files (and of the shipped templates it falls back to) and shared by every app of a
-    process: a library is never changed once loaded. A folder that cannot be read is loaded
-    anew (its error said), never from the cache."""
-    stamp = _folder_stamp(folder)
+# a template folder's version: each template's name, modification time (ns) and size
+Stamp = tuple[tuple[str, int, int], ...]
+
+
+def _loaded_library(folder: Path, stamp: Stamp | None) -> PromptLibrary:
+    """The PromptLibrary of `folder` at `stamp` (its _folder_stamp, just read), loaded once
+    per version of its files (and of the shipped templates it falls back to) and shared by
+    every app of a process: a library is never changed once loaded. A folder that cannot be
+    read is loaded anew (its error said), never from the cache."""
     if stamp is None:
         return PromptLibrary(folder)
     present = {name for name, *_ in stamp}
@@ -150,14 +153,14 @@ class PromptStore:
     def __init__(self, folder: Path) -> None:
         self._folder = folder
         self._stamp = _folder_stamp(folder)
-        self._library = loaded_library(folder)
+        self._library = _loaded_library(folder, self._stamp)
 
     def current(self, folder: Path | None = None) -> PromptLibrary:
         folder = folder or self._folder
         stamp = _folder_stamp(folder)
         if folder != self._folder or stamp != self._stamp:
             try:
-                library = loaded_library(folder)
+                library = _loaded_library(folder, stamp)
             except PromptTemplateError as error:
                 logging.getLogger(__name__).error("prompt templates not reloaded: %s", error)
             else:
@@ -166,9 +169,7 @@ class PromptStore:
         return self._library
 
 
-def _folder_stamp(
-    folder: Path, names: set[str] | None = None
-) -> tuple[tuple[str, int, int], ...] | None:
+def _folder_stamp(folder: Path, names: set[str] | None = None) -> Stamp | None:
     """Each template's name, modification time and size (of `names` only, when given), read
     on every request: by os.scandir, a quarter cheaper than pathlib's glob (issue 70). A file
     that cannot be read (an editor's lock, a broken link) is left out, its change seen when it

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from service.config.field_map import FieldMap, parse_fields
 from service.errors import UpstreamBadResponse
 from service.llm.embeddings import EmbeddingsClient
@@ -79,7 +81,7 @@ class VectorRetriever:
         (vector,) = await self._embeddings.embed([query], kind="query")
         if not vector:
             raise UpstreamBadResponse("the embeddings API returned an empty vector")
-        literal = "[" + ",".join(f"{x:.7g}" for x in vector) + "]"
+        literal = vector_literal(vector)
         knn = {"q": f"{{!knn f={self._field} topK={self._depth}}}{literal}"}
         if self._rescore:  # the neighbours scored again by their float vectors (knn.rescore)
             knn["rq"] = (
@@ -88,3 +90,8 @@ class VectorRetriever:
             )
             knn["rescore_q"] = f"{{!func}}vectorSimilarity({self._field},{literal})"
         return knn
+
+
+def vector_literal(vector: Iterable[float]) -> str:
+    """A vector as Solr's knn and vectorSimilarity read it: `[0.1234567,...]`, 7 digits."""
+    return "[" + ",".join(f"{x:.7g}" for x in vector) + "]"
