@@ -26,6 +26,7 @@ the repository), a stopped run goes on where it stopped, a size measured is not 
     python -m bench.scale [--sizes 0,10000,100000,1000000] [--data DIR] [--port 8990]
                           [--heap 4g] [--queries 300]
     python -m bench.scale --serve [--data DIR] [--port 8990]   # its Solr, as it stands
+    python -m bench.scale --sizes 1000000 --again 1000000 --set knn.exact.max=0  # A/B
 
 `--serve` starts the Solr of --data and keeps it up until Ctrl-C (or SIGTERM), for what asks
 questions of the index as it stands: the answers among a million are
@@ -340,7 +341,13 @@ def _embeddings(http: httpx.AsyncClient, url: str, settings: Settings) -> Embedd
 
 
 async def measure(
-    size: int, solr_url: str, embeddings_url: str, folder: Path, asked: list[dict], stage: dict
+    size: int,
+    solr_url: str,
+    embeddings_url: str,
+    folder: Path,
+    asked: list[dict],
+    stage: dict,
+    overrides: dict[str, str] | None = None,
 ) -> dict:
     result: dict = {"passages": size, "documents": size // PASSAGES_PER_DOCUMENT}
     if stage.get("passages"):
@@ -359,7 +366,9 @@ async def measure(
             result["latency"][method] = {}
             for scope_name, groups in SCOPES.items():
                 scope = EVERYTHING if groups is None else Scope(groups=groups, security="groups")
-                settings = _settings(solr_url, embeddings_url, {"retrieval.method": name})
+                settings = _settings(
+                    solr_url, embeddings_url, {**(overrides or {}), "retrieval.method": name}
+                )
                 embeddings = _embeddings(http, embeddings_url, settings)
                 retriever = build_retriever(
                     settings.retrieval,
@@ -633,7 +642,17 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--again", type=int, action="append", default=[], help="measure SIZE again")
     parser.add_argument("--serve", action="store_true", help="keep its Solr up until Ctrl-C")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a rag.properties key for the retrieval measured (results-SIZE-KEY=VALUE.json)",
+    )
     args = parser.parse_args(argv)
+    if any("=" not in item for item in args.set):
+        parser.error("--set takes KEY=VALUE, a rag.properties key and its value")
+    overrides = dict(item.split("=", 1) for item in args.set)
     folder = args.data
     if args.serve:
         serve(folder, args.port, args.heap)
@@ -657,15 +676,18 @@ def main(argv: list[str] | None = None) -> None:
             _NEEDLE_IDS.update(_needle_ids(solr.url, needles))
             build = Build(folder, solr.url, pool)
             for size in sizes:
-                out = folder / f"results-{size}.json"
+                named = "".join(f"-{key}={value}" for key, value in sorted(overrides.items()))
+                out = folder / f"results-{size}{named}.json"
                 build.grow(size)
                 if out.is_file() and size not in args.again:
                     results.append(json.loads(out.read_text()))
                     continue
                 stage = build.progress["stages"].get(str(size), {})
                 print(f"scale: measuring at {size:,} passages", file=sys.stderr, flush=True)
-                result = asyncio.run(measure(size, solr.url, embeddings_url, folder, asked, stage))
-                result["machine"] = _machine()
+                result = asyncio.run(
+                    measure(size, solr.url, embeddings_url, folder, asked, stage, overrides)
+                )
+                result["machine"], result["settings"] = _machine(), overrides
                 out.write_text(json.dumps(result, indent=1))
                 results.append(result)
     finally:

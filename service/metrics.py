@@ -76,6 +76,13 @@ UPSTREAM_ERRORS = Counter(
     registry=REGISTRY,
 )
 
+VECTOR_SEARCHES = Counter(
+    "solr_rag_vector_searches",
+    "Vector searches of VectorMain Solr answered, by how: `graph` (HNSW's, knn.depth) or "
+    "`exact` (every passage of a scope of at most knn.exact.max passages scored).",
+    ["how"],
+    registry=REGISTRY,
+)
 SOLR_FAILOVERS = Counter(
     "solr_rag_solr_failovers",
     "Solr calls sent to another node after one could not be reached or answered 503.",

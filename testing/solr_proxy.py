@@ -3,8 +3,8 @@
 Every request is forwarded unchanged to Solr and its answer returned unchanged; the proxy only
 notes when each search started and ended (and its `q`), and can hold searches for `delay`
 seconds, so tests can see whether searches overlap in time, or answer them with an error
-status of Solr's own shape (`fail_with`), as a node in trouble does, or hold updates
-(`stall_updates`) as a Solr that stalls under load.
+status of Solr's own shape (`fail_with`; a count alone: `count_status`, `count_delay`), as a
+node in trouble does, or hold updates (`stall_updates`) as a Solr that stalls under load.
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ class Search:
 class ProxyLog:
     delay: float = 0.0
     fail_with: int = 0  # an HTTP status every search gets instead of Solr's answer
+    count_status: int = 0  # the same for a count (`q=*:*`, `rows=0`) alone
+    count_delay: float = 0.0  # a count held this long
     stall_updates: int = 0  # the next this many updates are held `stall_seconds`, then sent
     stall_seconds: float = 0.0
     update_seconds: float = 0.0  # every update is held this long (a Solr busy embedding)
@@ -67,6 +69,12 @@ def create_solr_proxy(solr_url: str, log: ProxyLog) -> FastAPI:
             )
             log.searches.append(search)
             await asyncio.sleep(log.delay)
+            counting = params.get("q") == "*:*" and str(params.get("rows")) == "0"
+            if counting:
+                await asyncio.sleep(log.count_delay)
+            if counting and log.count_status:
+                error = {"error": {"msg": "injected by the test proxy", "code": log.count_status}}
+                return JSONResponse(error, status_code=log.count_status)
             if log.fail_with:
                 error = {"error": {"msg": "injected by the test proxy", "code": log.fail_with}}
                 return JSONResponse(error, status_code=log.fail_with)

@@ -26,6 +26,7 @@ def vector_retriever(
     mode: EmbeddingMode | None = None,
     depth: int = 0,
     rescore: bool = False,
+    exact_max: int = 0,
     texts: bool = True,
 ) -> VectorRetriever:
     """kNN over VectorMain's passages, whatever `retrieval.method` says (/search/vector);
@@ -42,6 +43,7 @@ def vector_retriever(
         field_map=layout.passages_map,
         depth=depth,
         rescore=rescore,
+        exact_max=exact_max,
         texts=texts,
     )
 
@@ -85,6 +87,7 @@ def build_retriever(
             mode=mode,
             depth=method.knn_depth,
             rescore=method.knn_rescore,
+            exact_max=method.knn_exact_max,
         )
     depth = max(rows, method.candidates)
     lexical = Bm25Retriever(
@@ -108,6 +111,7 @@ def build_retriever(
         mode=mode,
         depth=method.knn_depth,
         rescore=method.knn_rescore,
+        exact_max=method.knn_exact_max,
         texts=False,
     )
     return HybridRetriever(

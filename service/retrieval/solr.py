@@ -48,6 +48,7 @@ from service.errors import (
 from service.metrics import SOLR_FAILOVERS, upstream_error
 from service.observability import request_headers, request_id_var
 from service.retrieval.access import Pools, SolrAccess
+from service.retrieval.counts import Counts
 from service.retrieval.nodes import SolrNodes
 from service.retrieval.zookeeper import ZooKeeperUnavailable, live_nodes
 from service.upstream import POOL_WAIT_SECONDS, UntrustedCertificate, upstream_call
@@ -95,11 +96,13 @@ WRITE_RETRY_ON: tuple[type[TechnicalError], ...] = (*RETRY_ON, UpstreamTimeout)
 class SchemaCache(dict[str, tuple[float, "SchemaFields"]]):
     """Each collection's fields as Solr last listed them, and when (SchemaFields): shared by
     the clients of one Solr, so a request does not ask Solr for them again; and the readings
-    under way (`reading`), so requests that come together wait for one reading, not one each."""
+    under way (`reading`), so requests that come together wait for one reading, not one each;
+    and how many documents each collection's filters kept lately, and when (`counts`)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.reading: dict[str, asyncio.Task[SchemaFields]] = {}
+        self.counts = Counts()
 
 
 class SolrClient:
@@ -155,6 +158,7 @@ class SolrClient:
         self.nodes = SolrNodes.parse(nodes) if isinstance(nodes, str) else nodes
         self._timeout = httpx.Timeout(read_timeout, connect=connect_timeout, pool=POOL_WAIT_SECONDS)
         self._schemas = SchemaCache() if schemas is None else schemas
+        self.counts = self._schemas.counts  # service.retrieval.counts
 
     async def select(self, collection: str, params: Params) -> dict[str, Any]:
         """Run a search; `params` go in a POST body (Solr's JSON request API: its `params`

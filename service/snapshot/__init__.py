@@ -205,6 +205,7 @@ class Snapshot:
             mode=self.embedding_mode if own_model else None,
             depth=settings.retrieval.knn_depth,
             rescore=settings.retrieval.knn_rescore,
+            exact_max=settings.retrieval.knn_exact_max,
         )
 
     @cached_property

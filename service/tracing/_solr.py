@@ -8,8 +8,9 @@ from typing import Any
 
 from service.tracing._spans import CLIENT, KIND, NOTHING, Current, _Nothing, child_tracer
 
-# the kNN query parsers: Solr's own and our text-to-vector plugin's
-_KNN = ("{!knn", "{!text_to_vector_knn")
+# the nearest neighbours' searches: Solr's kNN parser, our text-to-vector plugin's, and the
+# exact search of a small scope (service.retrieval.vector)
+_KNN = ("{!knn", "{!text_to_vector_knn", "{!func}vectorSimilarity(")
 
 
 def solr_call(method: str, path: str, body: object = None) -> Current | _Nothing:
