@@ -436,7 +436,7 @@ async def recall(
     collection: str = PASSAGES,
     rescore: bool = False,
 ) -> tuple[dict, dict]:
-    """Solr's kNN top 10 (asked for topK 10, and topK 100: knn.depth's default) against
+    """Solr's kNN top 10 (asked for topK 10, and topK 100: knn.depth's old default) against
     numpy's exact top 10 over every vector the caller may see; `rescore`: the neighbours
     scored again by their float vectors, as knn.rescore asks."""
     needles = np.load(folder / "needles.npz")
