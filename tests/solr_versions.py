@@ -25,6 +25,8 @@ SUBSET = (
     "tests/service/test_retrieval.py::test_bm25_ranks_the_matching_document_first",
     "tests/service/test_retrieval.py::test_knn_finds_passages_by_meaning",
     "tests/service/test_retrieval.py::test_hybrid_fuses_both_rankings",
+    # exact search of a small scope over quantized vectors: the floats' scores, every version
+    "tests/service/test_knn_recall.py::test_a_scope_of_few_passages_is_scored_whole",
     "tests/service/test_vector.py::test_hybrid_rag_answers",
     "tests/service/test_french.py::test_each_document_gets_its_language_and_its_analysis",
     "tests/service/test_own_solr.py::test_bm25_answers_from_a_collection_with_its_own_field_names",
