@@ -27,6 +27,12 @@ the repository), a stopped run goes on where it stopped, a size measured is not 
                           [--heap 4g] [--queries 300]
     python -m bench.scale --serve [--data DIR] [--port 8990]   # its Solr, as it stands
     python -m bench.scale --sizes 1000000 --again 1000000 --set knn.exact.max=0  # A/B
+    python -m bench.scale --data ~/.cache/solr-rag/scale-dense --layout dense-capped \
+                          --merge 8 --sizes 1000000 --set knn.depth=2400
+
+`--layout dense-capped` builds VectorMain with a denser graph in segments capped near 125k
+passages (bench/scale_layout.py), in a --data of its own; `--merge N` force-merges it to N
+segments before measuring (what an operator's optimize, or months of a crawler, ends as).
 
 `--serve` starts the Solr of --data and keeps it up until Ctrl-C (or SIGTERM), for what asks
 questions of the index as it stands: the answers among a million are
@@ -45,6 +51,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -60,6 +67,7 @@ from bench.scale_corpus import (
     build_sentences,
     embed_pool,
 )
+from bench.scale_layout import LAYOUTS
 from bench.support import model_server, percentile
 from service.config import Settings, settings_from_mapping
 from service.ingest import SourceDocument
@@ -72,7 +80,7 @@ from service.retrieval.factory import build_retriever
 from service.retrieval.scope import EVERYTHING, Scope
 from service.retrieval.vector import vector_literal
 from service.text import sanitize_query
-from testing.solr import LocalSolr
+from testing.solr import LocalSolr, upload_configset
 
 DATA = Path.home() / ".cache" / "solr-rag" / "scale"
 SQUAD = Path(__file__).resolve().parent / "data" / "squad2"
@@ -404,8 +412,14 @@ async def measure(
                 )
             if method in result["gold"]:
                 print(f"  {size} {method} gold: {result['gold'][method]}", file=sys.stderr)
+        depth = int((overrides or {}).get("knn.depth", 0))  # the graph at the depth asked too
         result["recall"], result["selectivity"] = await recall(
-            http, solr_url, folder, size, asked[:RECALL_QUERIES]
+            http,
+            solr_url,
+            folder,
+            size,
+            asked[:RECALL_QUERIES],
+            (10, 100, depth)[: 3 if depth > 100 else 2],
         )
     return result
 
@@ -642,6 +656,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--again", type=int, action="append", default=[], help="measure SIZE again")
     parser.add_argument("--serve", action="store_true", help="keep its Solr up until Ctrl-C")
+    parser.add_argument("--layout", choices=sorted(LAYOUTS), default="shipped")
+    parser.add_argument("--merge", type=int, default=0, help="force-merge VectorMain to N segments")
     parser.add_argument(
         "--set",
         action="append",
@@ -670,6 +686,7 @@ def main(argv: list[str] | None = None) -> None:
     asked = questions(args.queries)
     results = []
     try:
+        apply_layout(solr.url, folder, args.layout)
         with model_server() as embeddings_url:
             asyncio.run(ingest_needles(solr.url, embeddings_url, folder))
             needles = np.load(folder / "needles.npz")
@@ -679,6 +696,8 @@ def main(argv: list[str] | None = None) -> None:
                 named = "".join(f"-{key}={value}" for key, value in sorted(overrides.items()))
                 out = folder / f"results-{size}{named}.json"
                 build.grow(size)
+                if args.merge:
+                    merge(solr.url, args.merge)
                 if out.is_file() and size not in args.again:
                     results.append(json.loads(out.read_text()))
                     continue
@@ -695,6 +714,48 @@ def main(argv: list[str] | None = None) -> None:
     print(table(results))
     (folder / "scale.md").write_text(table(results) + "\n")
     plot(results, folder / "scale.svg")
+
+
+def apply_layout(solr_url: str, folder: Path, name: str) -> None:
+    """VectorMain made of layout `name`'s configset (`scale-<name>`, VectorMain's edited) and
+    reloaded; a folder keeps the layout it was first built with (its `layout` file)."""
+    kept = folder / "layout"
+    built = kept.read_text().strip() if kept.is_file() else ""
+    if not built:
+        built = "shipped" if (folder / "needles.npz").is_file() else name
+        kept.write_text(built + "\n")
+    if built != name:
+        raise SystemExit(
+            f"scale: {folder} holds the {built} layout, not {name}: use another --data"
+        )
+    if name == "shipped":
+        return
+    configset = f"scale-{name}"
+    known = httpx.get(f"{solr_url}/admin/configs", params={"action": "LIST"}, timeout=60)
+    if configset not in known.json()["configSets"]:
+        with tempfile.TemporaryDirectory() as made:
+            upload_configset(solr_url, configset, LAYOUTS[name].write(Path(made)).parent)
+    for action in (
+        {"action": "MODIFYCOLLECTION", "collection": PASSAGES, "collection.configName": configset},
+        {"action": "RELOAD", "name": PASSAGES},
+    ):
+        httpx.get(f"{solr_url}/admin/collections", params=action, timeout=300).raise_for_status()
+    print(f"scale: VectorMain laid out as {name}", file=sys.stderr, flush=True)
+
+
+def merge(solr_url: str, segments: int) -> None:
+    """VectorMain force-merged to at most `segments` segments (Lucene rebuilds their graphs)."""
+    cores = httpx.get(f"{solr_url}/{PASSAGES}/admin/segments", timeout=60).json()
+    if len(cores.get("segments", {})) <= segments:
+        return
+    print(f"scale: merging VectorMain to {segments} segments", file=sys.stderr, flush=True)
+    began = time.perf_counter()
+    httpx.get(
+        f"{solr_url}/{PASSAGES}/update",
+        params={"optimize": "true", "maxSegments": segments, "waitSearcher": "true"},
+        timeout=None,
+    ).raise_for_status()
+    print(f"scale: merged in {time.perf_counter() - began:.0f} s", file=sys.stderr, flush=True)
 
 
 def serve(folder: Path, port: int, heap: str) -> None:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import shutil
 import statistics
 import sys
 import tempfile
@@ -49,24 +48,23 @@ from bench.scale import (
     recall,
     rescored,
 )
+from bench.scale_layout import DENSE, Layout
 from bench.support import percentile
 from service.models.encoder import load_encoder
 from service.retrieval.scope import EVERYTHING, Scope
 from service.retrieval.vector import vector_literal
 from testing.solr import LocalSolr, create_collection, upload_configset
 
-ROOT = Path(__file__).resolve().parents[1]
-CONFIGSETS = ROOT / "solr" / "configsets"
 # variant: (configset, what changes in it: the 384-dimension field type's attributes, the
 # collection's CREATE parameters)
 VARIANTS: dict[str, tuple[str, dict[str, str], dict[str, str | int]]] = {
     "float": ("VectorMain", {}, {}),
-    "dense": ("VectorMain", {"hnswMaxConnections": "32", "hnswBeamWidth": "200"}, {}),
+    "dense": ("VectorMain", DENSE, {}),
     "quantized": ("VectorMainQuantized", {}, {}),
     # the same float graph cut in 8 shards on the one node: 8 smaller searches, merged
     "sharded": ("VectorMain", {}, {"numShards": 8, "router.field": "parent_id"}),
     # the dense graph in segments Lucene stops merging at ~150k vectors (SEGMENT_MB)
-    "dense-capped": ("VectorMain", {"hnswMaxConnections": "32", "hnswBeamWidth": "200"}, {}),
+    "dense-capped": ("VectorMain", DENSE, {}),
 }
 # variant: the largest segment Lucene's merges may write, MB (TieredMergePolicy's
 # maxMergedSegmentMB; a vectors-only passage takes ~1.65 KB)
@@ -78,26 +76,10 @@ SENDERS = 2
 
 
 def configset_of(variant: str, into: Path) -> str:
-    """The variant's configset (uploaded under `scale-<variant>`); its name."""
+    """The variant's configset written in `into`/<variant> (to upload as `scale-<variant>`);
+    its name."""
     source, attributes, _ = VARIANTS[variant]
-    conf = into / variant / "conf"
-    shutil.copytree(CONFIGSETS / source / "conf", conf)
-    schema = conf / "schema.xml"
-    text = schema.read_text()
-    tag = '<fieldType name="knn_vector_384" '
-    assert tag in text, f"{schema}: no {tag}"
-    extra = "".join(f'{key}="{value}" ' for key, value in attributes.items())
-    schema.write_text(text.replace(tag, tag + extra))
-    if variant in SEGMENT_MB:
-        solrconfig = conf / "solrconfig.xml"
-        policy = (
-            '<mergePolicyFactory class="org.apache.solr.index.TieredMergePolicyFactory">'
-            f'<double name="maxMergedSegmentMB">{SEGMENT_MB[variant]}</double>'
-            "</mergePolicyFactory>\n  </indexConfig>"
-        )
-        text = solrconfig.read_text()
-        assert text.count("</indexConfig>") == 1, f"{solrconfig}: no single </indexConfig>"
-        solrconfig.write_text(text.replace("</indexConfig>", policy))
+    Layout(source, attributes, SEGMENT_MB.get(variant, 0)).write(into / variant)
     return f"scale-{variant}"
 
 

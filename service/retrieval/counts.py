@@ -7,7 +7,6 @@ and searches that need the same count at once wait for one request, not one each
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import time
 from collections.abc import Mapping, Sequence
@@ -16,6 +15,7 @@ from typing import Any, Protocol
 import orjson
 
 from service.errors import UpstreamBadResponse
+from service.flights import Flights
 
 COUNT_SECONDS = 60.0  # how long a filter's count is taken as known
 MAX_COUNTS = 4096  # filters whose counts are remembered
@@ -31,7 +31,7 @@ class Counts:
 
     def __init__(self) -> None:
         self._held: dict[CountKey, tuple[float, int]] = {}
-        self.asking: dict[CountKey, asyncio.Task[int]] = {}
+        self.asking: Flights[CountKey, int] = Flights()
 
     def get(self, key: CountKey) -> int | None:
         held = self._held.get(key)
@@ -47,12 +47,6 @@ class Counts:
                 del self._held[next(iter(self._held))]
         self._held.pop(key, None)  # to the end: the newest
         self._held[key] = (now, count)
-
-    def asked(self, key: CountKey, task: asyncio.Task[int]) -> None:
-        if self.asking.get(key) is task:
-            del self.asking[key]
-        if not task.cancelled():
-            task.exception()  # its callers were told; none left: not "never retrieved"
 
 
 class Counting(Protocol):
@@ -70,13 +64,7 @@ async def count(solr: Counting, collection: str, filters: Filters) -> int:
     known = solr.counts.get(key)
     if known is not None:
         return known
-    asking = solr.counts.asking.get(key)
-    if asking is None or asking.done() or asking.get_loop() is not asyncio.get_running_loop():
-        asking = asyncio.ensure_future(_ask(solr, collection, filters, key))
-        solr.counts.asking[key] = asking
-        asking.add_done_callback(lambda task: solr.counts.asked(key, task))
-    # a caller that gives up (its deadline) leaves the count to the others
-    return await asyncio.shield(asking)
+    return await solr.counts.asking.join(key, lambda: _ask(solr, collection, filters, key))
 
 
 async def _ask(solr: Counting, collection: str, filters: Filters, key: CountKey) -> int:

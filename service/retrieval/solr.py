@@ -45,6 +45,7 @@ from service.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
+from service.flights import Flights
 from service.metrics import SOLR_FAILOVERS, upstream_error
 from service.observability import request_headers, request_id_var
 from service.retrieval.access import Pools, SolrAccess
@@ -101,7 +102,7 @@ class SchemaCache(dict[str, tuple[float, "SchemaFields"]]):
 
     def __init__(self) -> None:
         super().__init__()
-        self.reading: dict[str, asyncio.Task[SchemaFields]] = {}
+        self.reading: Flights[str, SchemaFields] = Flights()
         self.counts = Counts()
 
 
@@ -242,20 +243,7 @@ class SolrClient:
         held = self._schemas.get(collection)
         if held is not None and time.monotonic() - held[0] < SCHEMA_SECONDS:
             return held[1]
-        reading = self._schemas.reading.get(collection)
-        loop = asyncio.get_running_loop()
-        if reading is None or reading.done() or reading.get_loop() is not loop:
-            reading = asyncio.ensure_future(self._read_schema(collection))
-            self._schemas.reading[collection] = reading
-            reading.add_done_callback(lambda task: self._read(collection, task))
-        # a caller that gives up (its deadline) leaves the reading to the others
-        return await asyncio.shield(reading)
-
-    def _read(self, collection: str, task: asyncio.Task[SchemaFields]) -> None:
-        if self._schemas.reading.get(collection) is task:
-            del self._schemas.reading[collection]
-        if not task.cancelled():
-            task.exception()  # its callers were told; none left: not "never retrieved"
+        return await self._schemas.reading.join(collection, lambda: self._read_schema(collection))
 
     async def _read_schema(self, collection: str) -> SchemaFields:
         now = time.monotonic()

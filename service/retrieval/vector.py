@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
+from typing import Literal
 
 from service.config.field_map import FieldMap, parse_fields
 from service.errors import TechnicalError, UpstreamBadResponse
+from service.flights import left_behind
 from service.llm.embeddings import EmbeddingsClient
 from service.metrics import VECTOR_SEARCHES
 from service.retrieval.base import RetrievedDocument
@@ -81,34 +83,36 @@ class VectorRetriever:
     async def run(self, query: str) -> list[RetrievedDocument]:
         schema = await self._solr.schema_fields(self._collection)
         scope = self._scope.params(self._map, schema)
+        how, search = await self._search(query, scope)
         params: dict[str, str | int | list[str]] = {
             "defType": "lucene",
             "rows": self._top_k,
             **(read_params(self._map, schema) if self._texts else id_params(self._map)),
-            **await self._search(query, scope),
+            **search,
             **scope,
         }
         body = await self._solr.select(self._collection, params)
-        exact = str(params["q"]).startswith(EXACT)
-        VECTOR_SEARCHES.labels(how="exact" if exact else "graph").inc()
+        VECTOR_SEARCHES.labels(how=how).inc()
         found = documents_from_response(body, self._map, self._scope.lang)
         # exact search scores a passage without a vector 0: never a neighbour
         return [p for p in found if p.score >= self._min_score and p.score > 0]
 
-    async def _search(self, query: str, scope: dict[str, str | list[str]]) -> dict[str, str]:
-        """The search: the question's text for Solr to embed and search the graph with (by
-        reference, so no character of it is read as query syntax), or its vector, with which
-        the scope's passages are all scored when they are few enough, the graph searched
-        otherwise."""
+    async def _search(
+        self, query: str, scope: dict[str, str | list[str]]
+    ) -> tuple[Literal["exact", "graph"], dict[str, str]]:
+        """How the scope is searched, and the search: the question's text for Solr to embed
+        and search the graph with (by reference, so no character of it is read as query
+        syntax), or its vector, with which the scope's passages are all scored when they are
+        few enough, the graph searched otherwise."""
         if self._mode is not None and await self._mode.solr_embeds(self._solr):
             local = f"f={self._field} topK={self._depth} v=$question_text"
             # e5's "query: " too (the plugin embeds passages as they are: a passage to e5)
             text = self._embeddings.prefixes["query"] + query
-            return {"q": f"{{!{PARSER_NAME} {local}}}", "question_text": text}
+            return "graph", {"q": f"{{!{PARSER_NAME} {local}}}", "question_text": text}
         counted = None
         if self._exact_max > 0:  # the scope counted while the question is embedded
             counted = asyncio.ensure_future(count(self._solr, self._collection, scope))
-            counted.add_done_callback(_retrieved)
+            counted.add_done_callback(left_behind)
         try:
             (vector,) = await self._embeddings.embed([query], kind="query")
         except BaseException:
@@ -120,7 +124,7 @@ class VectorRetriever:
             raise UpstreamBadResponse("the embeddings API returned an empty vector")
         literal = vector_literal(vector)
         if exact:  # scored as the graph scores a hit: (1 + cosine) / 2 for a cosine field
-            return {"q": f"{EXACT}{self._field},{literal})"}
+            return "exact", {"q": f"{EXACT}{self._field},{literal})"}
         knn = {"q": f"{{!knn f={self._field} topK={self._depth}}}{literal}"}
         if self._rescore:  # the neighbours scored again by their float vectors (knn.rescore)
             knn["rq"] = (
@@ -128,7 +132,7 @@ class VectorRetriever:
                 "reRankOperator=replace}"
             )
             knn["rescore_q"] = f"{{!func}}vectorSimilarity({self._field},{literal})"
-        return knn
+        return "graph", knn
 
     async def _small(self, counted: asyncio.Future[int]) -> bool:
         """Whether the scope's passages are few enough to score each (knn.exact.max); a
@@ -139,12 +143,6 @@ class VectorRetriever:
                 return await asyncio.shield(counted) <= self._exact_max
         except (TechnicalError, TimeoutError):
             return False
-
-
-def _retrieved(task: asyncio.Future[object]) -> None:
-    """A task left behind has its failure taken (no "never retrieved" in the log)."""
-    if not task.cancelled():
-        task.exception()
 
 
 def vector_literal(vector: Iterable[float]) -> str:

@@ -23,6 +23,7 @@ import time
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 
+from service.flights import left_behind
 from service.llm.types import TokenChoice, Usage
 from service.rag.honesty import unsupported
 from service.rag.reply import Timings
@@ -56,7 +57,7 @@ class Verifying:
                 timings.since("verify", started)
 
         sent = asyncio.create_task(timed())
-        sent.add_done_callback(_retrieved)
+        sent.add_done_callback(left_behind)
         return cls(sent, min_supported)
 
     def holds(self, kept: str, tokens: Sequence[TokenChoice]) -> bool:
@@ -81,10 +82,3 @@ class Verifying:
         if self.sent.done() and not self.sent.cancelled() and self.sent.exception() is None:
             return (self.sent.result()[1],)
         return ()
-
-
-def _retrieved(sent: asyncio.Task[Said]) -> None:
-    """A failure nobody asked for (the answer failed first, its reader left) is not logged as
-    one never retrieved: the answer's own error, or none, is what is reported."""
-    if not sent.cancelled():
-        sent.exception()
