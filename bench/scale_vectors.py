@@ -48,7 +48,7 @@ from bench.scale import (
     recall,
     rescored,
 )
-from bench.scale_layout import DENSE, Layout
+from bench.scale_layout import DENSE, SPARSE, Layout
 from bench.support import percentile
 from service.models.encoder import load_encoder
 from service.retrieval.scope import EVERYTHING, Scope
@@ -58,11 +58,11 @@ from testing.solr import LocalSolr, create_collection, upload_configset
 # variant: (configset, what changes in it: the 384-dimension field type's attributes, the
 # collection's CREATE parameters)
 VARIANTS: dict[str, tuple[str, dict[str, str], dict[str, str | int]]] = {
-    "float": ("VectorMain", {}, {}),
+    "float": ("VectorMain", SPARSE, {}),
     "dense": ("VectorMain", DENSE, {}),
     "quantized": ("VectorMainQuantized", {}, {}),
     # the same float graph cut in 8 shards on the one node: 8 smaller searches, merged
-    "sharded": ("VectorMain", {}, {"numShards": 8, "router.field": "parent_id"}),
+    "sharded": ("VectorMain", SPARSE, {"numShards": 8, "router.field": "parent_id"}),
     # the dense graph in segments Lucene stops merging at ~150k vectors (SEGMENT_MB)
     "dense-capped": ("VectorMain", DENSE, {}),
 }
