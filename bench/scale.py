@@ -722,7 +722,8 @@ def apply_layout(solr_url: str, folder: Path, name: str) -> None:
     kept = folder / "layout"
     built = kept.read_text().strip() if kept.is_file() else ""
     if not built:
-        built = "shipped" if (folder / "needles.npz").is_file() else name
+        # a folder built before layouts had names holds the layout before (sparse)
+        built = "sparse" if (folder / "needles.npz").is_file() else name
         kept.write_text(built + "\n")
     if built != name:
         raise SystemExit(

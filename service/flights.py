@@ -28,9 +28,13 @@ class Flights(Generic[K, T]):
 
     async def join(self, key: K, work: Callable[[], Awaitable[T]]) -> T:
         """`work()`'s result: the task under way for `key` (on this event loop), else a new
-        one."""
+        one. A `work()` that joins its own key waits for itself: it must not."""
         task = self._under_way.get(key)
         if task is None or task.done() or task.get_loop() is not asyncio.get_running_loop():
+            # a task of a loop closed before it ended never lands: forgotten here
+            self._under_way = {
+                k: t for k, t in self._under_way.items() if not t.get_loop().is_closed()
+            }
             task = asyncio.ensure_future(work())
             self._under_way[key] = task
             task.add_done_callback(partial(self._landed, key))

@@ -75,3 +75,30 @@ def test_a_failure_nobody_awaits_is_not_logged_as_never_retrieved() -> None:
         return seen
 
     assert asyncio.run(scenario()) == []
+
+
+def test_a_task_whose_loop_closed_before_it_ended_is_forgotten() -> None:
+    flights: Flights[str, int] = Flights()
+
+    async def never() -> int:
+        await asyncio.Event().wait()
+        return 0
+
+    async def leave() -> asyncio.Future[int]:
+        caller = asyncio.ensure_future(flights.join("old", never))
+        await asyncio.sleep(0)
+        return caller
+
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(leave())
+    loop.close()  # its task never ended
+    assert len(flights) == 1
+
+    async def again() -> int:
+        async def one() -> int:
+            return 1
+
+        return await flights.join("new", one)
+
+    assert asyncio.run(again()) == 1
+    assert len(flights) == 0
