@@ -67,7 +67,7 @@ from bench.scale_corpus import (
     build_sentences,
     embed_pool,
 )
-from bench.scale_layout import LAYOUTS
+from bench.scale_layout import LAYOUTS, force_merge
 from bench.support import model_server, percentile
 from service.config import Settings, settings_from_mapping
 from service.ingest import SourceDocument
@@ -419,7 +419,7 @@ async def measure(
             folder,
             size,
             asked[:RECALL_QUERIES],
-            (10, 100, depth)[: 3 if depth > 100 else 2],
+            (10, 100) + ((depth,) if depth > 100 else ()),
         )
     return result
 
@@ -750,13 +750,8 @@ def merge(solr_url: str, segments: int) -> None:
     if len(cores.get("segments", {})) <= segments:
         return
     print(f"scale: merging VectorMain to {segments} segments", file=sys.stderr, flush=True)
-    began = time.perf_counter()
-    httpx.get(
-        f"{solr_url}/{PASSAGES}/update",
-        params={"optimize": "true", "maxSegments": segments, "waitSearcher": "true"},
-        timeout=None,
-    ).raise_for_status()
-    print(f"scale: merged in {time.perf_counter() - began:.0f} s", file=sys.stderr, flush=True)
+    took = force_merge(solr_url, PASSAGES, segments)
+    print(f"scale: merged in {took:.0f} s", file=sys.stderr, flush=True)
 
 
 def serve(folder: Path, port: int, heap: str) -> None:

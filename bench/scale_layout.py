@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import re
 import shutil
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import httpx
 
 CONFIGSETS = Path(__file__).resolve().parents[1] / "solr" / "configsets"
 VECTOR_TYPE = re.compile(r'<fieldType name="knn_vector_384" [^>]*/>', re.S)
@@ -52,6 +55,18 @@ class Layout:
                 text = text.replace("</indexConfig>", policy)
             solrconfig.write_text(text)
         return conf
+
+
+def force_merge(solr_url: str, collection: str, segments: int) -> float:
+    """`collection` force-merged to `segments` segments (Lucene rebuilds the merged graphs);
+    the seconds it took."""
+    began = time.perf_counter()
+    httpx.get(
+        f"{solr_url}/{collection}/update",
+        params={"optimize": "true", "maxSegments": segments, "waitSearcher": "true"},
+        timeout=None,
+    ).raise_for_status()
+    return time.perf_counter() - began
 
 
 DENSE = {"hnswMaxConnections": "32", "hnswBeamWidth": "200"}

@@ -48,27 +48,28 @@ from bench.scale import (
     recall,
     rescored,
 )
-from bench.scale_layout import DENSE, SPARSE, Layout
+from bench.scale_layout import DENSE, SPARSE, Layout, force_merge
 from bench.support import percentile
 from service.models.encoder import load_encoder
 from service.retrieval.scope import EVERYTHING, Scope
 from service.retrieval.vector import vector_literal
 from testing.solr import LocalSolr, create_collection, upload_configset
 
-# variant: (configset, what changes in it: the 384-dimension field type's attributes, the
-# collection's CREATE parameters)
-VARIANTS: dict[str, tuple[str, dict[str, str], dict[str, str | int]]] = {
-    "float": ("VectorMain", SPARSE, {}),
-    "dense": ("VectorMain", DENSE, {}),
-    "quantized": ("VectorMainQuantized", {}, {}),
+# variant: its layout (the configset and its edits: the graph; the largest segment Lucene's
+# merges may write, 0 for Lucene's 5 GB, a vectors-only passage taking ~1.65 KB), and the
+# collection's CREATE parameters
+VARIANTS: dict[str, tuple[Layout, dict[str, str | int]]] = {
+    "float": (Layout(graph=SPARSE, segment_mb=0), {}),
+    "dense": (Layout(graph=DENSE, segment_mb=0), {}),
+    "quantized": (Layout("VectorMainQuantized", segment_mb=0), {}),
     # the same float graph cut in 8 shards on the one node: 8 smaller searches, merged
-    "sharded": ("VectorMain", SPARSE, {"numShards": 8, "router.field": "parent_id"}),
-    # the dense graph in segments Lucene stops merging at ~150k vectors (SEGMENT_MB)
-    "dense-capped": ("VectorMain", DENSE, {}),
+    "sharded": (
+        Layout(graph=SPARSE, segment_mb=0),
+        {"numShards": 8, "router.field": "parent_id"},
+    ),
+    # the dense graph in segments Lucene stops merging at ~150k vectors
+    "dense-capped": (Layout(graph=DENSE, segment_mb=256), {}),
 }
-# variant: the largest segment Lucene's merges may write, MB (TieredMergePolicy's
-# maxMergedSegmentMB; a vectors-only passage takes ~1.65 KB)
-SEGMENT_MB = {"dense-capped": 256}
 # measured on another variant's collection, its neighbours rescored (knn.rescore)
 RESCORED = {"quantized-rescored": "quantized", "float-rescored": "float"}
 BATCH = 1000
@@ -78,8 +79,7 @@ SENDERS = 2
 def configset_of(variant: str, into: Path) -> str:
     """The variant's configset written in `into`/<variant> (to upload as `scale-<variant>`);
     its name."""
-    source, attributes, _ = VARIANTS[variant]
-    Layout(source, attributes, SEGMENT_MB.get(variant, 0)).write(into / variant)
+    VARIANTS[variant][0].write(into / variant)
     return f"scale-{variant}"
 
 
@@ -160,16 +160,10 @@ def build(solr_url: str, name: str, size: int, folder: Path, progress: dict, sav
 
 
 def merge(solr_url: str, name: str, segments: int, progress: dict, save) -> None:
-    """Force-merge `name` to `segments` segments (Lucene rebuilds the merged graph), timed."""
+    """Force-merge `name` to `segments` segments, timed in `progress`."""
     print(f"scale_vectors: merging {name} to {segments} segment(s)", file=sys.stderr, flush=True)
-    began = time.perf_counter()
-    with httpx.Client(timeout=None) as http:
-        http.get(
-            f"{solr_url}/{name}/update",
-            params={"optimize": "true", "maxSegments": segments, "waitSearcher": "true"},
-        ).raise_for_status()
+    progress[name]["merge_seconds"] = round(force_merge(solr_url, name, segments), 1)
     progress[name]["merged"] = segments
-    progress[name]["merge_seconds"] = round(time.perf_counter() - began, 1)
     save()
 
 
@@ -284,7 +278,7 @@ def main(argv: list[str] | None = None) -> None:
                 with tempfile.TemporaryDirectory() as made:
                     configset = configset_of(built, Path(made))
                     upload_configset(solr.url, configset, Path(made) / built)
-                create_collection(solr.url, name, configset, **VARIANTS[built][2])
+                create_collection(solr.url, name, configset, **VARIANTS[built][1])
                 progress.setdefault(name, {"passages": 0, "seconds": 0.0})["created"] = True
                 save()
             if not progress[name].get("built"):
