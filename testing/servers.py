@@ -109,3 +109,9 @@ def serve_in_thread(
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+        if thread.is_alive():  # a connection still open: uvicorn waits for it, without end
+            server.force_exit = True
+            thread.join(timeout=60)
+        if thread.is_alive():
+            # left running, it would serve (and poll Solr) under the later tests' patches
+            raise RuntimeError(f"test server on port {port} did not stop in 70 s")

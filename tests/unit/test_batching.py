@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -32,16 +33,21 @@ class Recorder:
 async def test_one_request_alone_is_a_batch_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
     """No collection window: a lone request is encoded as it comes, in one run; the batcher
     never sleeps to gather others (asserted by what it calls, not by seconds: a time bound
-    here failed on busy machines)."""
-    real_sleep, waits = asyncio.sleep, []
+    here failed on busy machines).
 
-    async def no_window(delay: float, result: object = None) -> object:
-        if delay > 0:
-            waits.append(delay)  # noted, not waited
-            return result
-        return await real_sleep(delay, result)
+    A wait is a timer on the test's own event loop (`asyncio.sleep` and `wait_for` set one
+    with `loop.call_later`): the timers are noted on that loop object alone. Patching the
+    module-wide `asyncio.sleep` instead reached every thread of the run: the suite's servers,
+    whose loops then spun without ever yielding, grew the process to 22 GB on a slow CI box
+    until the kernel killed it."""
+    loop = asyncio.get_running_loop()
+    real_call_later, waits = loop.call_later, []
 
-    monkeypatch.setattr(asyncio, "sleep", no_window)
+    def noting(delay: float, callback: Callable[..., object], *args: object, **kwargs: object):
+        waits.append(delay)
+        return real_call_later(delay, callback, *args, **kwargs)
+
+    monkeypatch.setattr(loop, "call_later", noting)
     encoder = Recorder(seconds=0)
     batcher = MicroBatcher(encoder)
     vectors, tokens = await batcher.encode(["a lone question"])
