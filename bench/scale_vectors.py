@@ -19,7 +19,9 @@ segments, each searched on its own) and measures it as `<variant>-merged<N>`.
 
 Variants: float (VectorMain as shipped), dense (M 32, beam 200), quantized (7-bit integers),
 sharded (the float graph in 8 shards), dense-capped (the dense graph, Lucene's merges capped
-at 256 MB a segment: `--variants dense-capped --merge 8` gives 8 graphs of ~125k).
+at 256 MB a segment: `--variants dense-capped --merge 8` gives 8 graphs of ~125k),
+quantized-capped (the same in the quantized field), and `-rescored` beside a quantized variant
+(its collection searched again with `knn.rescore`: the floats rescore the integers' neighbours).
 """
 
 from __future__ import annotations
@@ -69,9 +71,15 @@ VARIANTS: dict[str, tuple[Layout, dict[str, str | int]]] = {
     ),
     # the dense graph in segments Lucene stops merging at ~150k vectors
     "dense-capped": (Layout(graph=DENSE, segment_mb=256), {}),
+    # the same layout in the quantized field (VectorMainQuantized as shipped has 16 / 100)
+    "quantized-capped": (Layout("VectorMainQuantized", graph=DENSE, segment_mb=256), {}),
 }
 # measured on another variant's collection, its neighbours rescored (knn.rescore)
-RESCORED = {"quantized-rescored": "quantized", "float-rescored": "float"}
+RESCORED = {
+    "quantized-rescored": "quantized",
+    "float-rescored": "float",
+    "quantized-capped-rescored": "quantized-capped",
+}
 BATCH = 1000
 SENDERS = 2
 
