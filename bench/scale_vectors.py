@@ -317,7 +317,7 @@ def main(argv: list[str] | None = None) -> None:
                 return (
                     recalls,
                     selectivity,
-                    {str(d): await latency(solr.url, name, vectors, d) for d in depths},
+                    {str(d): await latency(solr.url, name, vectors, d, rescore) for d in depths},
                 )
 
             result["recall"], result["selectivity"], result["latency"] = asyncio.run(measured())

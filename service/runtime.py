@@ -104,6 +104,7 @@ class Runtime:
                     embeddings=self._plain_embeddings(settings),
                     cache=settings.cache.enabled,
                     security=settings.security.model if settings.security.enabled else None,
+                    rescore=settings.retrieval.knn_rescore,
                 )
                 await self.embedding_mode(settings).verify(self.solr(settings))
             except SolrLayoutError:
@@ -215,6 +216,7 @@ class Runtime:
                     embeddings=self._plain_embeddings(settings),
                     cache=settings.cache.enabled,
                     security=settings.security.model if settings.security.enabled else None,
+                    rescore=settings.retrieval.knn_rescore,
                 )
                 await EmbeddingMode.of(settings).verify(self.solr(settings))
             except SolrLayoutError as error:

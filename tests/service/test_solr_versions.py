@@ -23,6 +23,7 @@ import testing
 from service.ingest.indexer import indexer_for
 from service.llm import EmbeddingsClient, LLMOptions
 from service.retrieval import SolrClient
+from service.retrieval.layout import verify_layout
 from service.retrieval.vector import VectorRetriever
 from testing.corpus import load_corpus
 from testing.service import test_settings
@@ -187,6 +188,41 @@ def test_quantized_vectors_take_the_services_vectors_and_rank_as_the_floats_do(
         assert abs(score - floats_score[passage]) < tolerance, (question, by_floats, by_integers)
         near = {d for _, d, _ in by_floats}
         assert {d for _, d, _ in by_integers[:3]} <= near, (question, by_floats, by_integers)
+
+
+def test_quantized_vectors_read_without_rescoring_are_said_at_startup(
+    solr_url: str, model_server_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The layout check tells the operator whose VectorMain is quantized to set knn.rescore
+    (at a million passages the integers' own order loses 0.03 of recall@10); it says nothing
+    once it is set, nor of float vectors."""
+
+    def warned(passages: str, rescore: bool) -> list[str]:
+        settings = test_settings(
+            solr_url,
+            model_server_url,
+            **{"solr.collection.documents": documents, "solr.collection.passages": passages},
+        )
+
+        async def check() -> None:
+            async with httpx.AsyncClient() as http:
+                await verify_layout(SolrClient(http, solr_url), settings.solr, rescore=rescore)
+
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="service.retrieval.layout"):
+            asyncio.run(check())
+        return [r.getMessage() for r in caplog.records if "knn.rescore" in r.getMessage()]
+
+    with (
+        collection(solr_url, "FileShare") as documents,
+        collection(solr_url, "VectorMainQuantized") as quantized,
+        collection(solr_url, "VectorMain") as plain,
+    ):
+        (said,) = warned(quantized, rescore=False)
+        assert f"{quantized}'s vector_384 holds quantized vectors" in said
+        assert said.endswith("set knn.rescore=true")
+        assert warned(quantized, rescore=True) == []
+        assert warned(plain, rescore=False) == []
 
 
 def test_a_quantization_solr_cannot_make_is_refused_with_its_reason(solr_url: str) -> None:
