@@ -6,6 +6,7 @@ import random
 import socket
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -110,6 +111,11 @@ def serve_in_thread(
         server.should_exit = True
         thread.join(timeout=10)
         if thread.is_alive():  # a connection still open: uvicorn waits for it, without end
+            warnings.warn(
+                f"test server on port {port} still had connections open 10 s after it was "
+                "asked to stop: forced to exit (its app's shutdown does not run)",
+                stacklevel=3,
+            )
             server.force_exit = True
             thread.join(timeout=60)
         if thread.is_alive():

@@ -69,8 +69,9 @@ async def count(solr: Counting, collection: str, filters: Filters) -> int:
 
 async def _ask(solr: Counting, collection: str, filters: Filters, key: CountKey) -> int:
     body = await solr.select(collection, {**filters, "defType": "lucene", "q": "*:*", "rows": 0})
-    found = body.get("response", {}).get("numFound") if isinstance(body, dict) else None
-    if not isinstance(found, int):
+    response = body.get("response") if isinstance(body, dict) else None
+    found = response.get("numFound") if isinstance(response, dict) else None
+    if not isinstance(found, int) or isinstance(found, bool) or found < 0:
         raise UpstreamBadResponse("Solr's count of a search's documents was not a number")
     solr.counts.put(key, found)
     return found

@@ -21,10 +21,13 @@ _NETWORK = (socket.AF_INET, socket.AF_INET6)
 @pytest.fixture(autouse=True)
 def no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     connect = socket.socket.connect
-    others = {thread.ident for thread in threading.enumerate()} - {threading.get_ident()}
+    # the threads themselves, not their idents: an ended thread's ident is given again
+    others = {thread.ident: thread for thread in threading.enumerate()}
+    others.pop(threading.get_ident(), None)
 
     def refused(self: socket.socket, address: object) -> None:
-        if self.family in _NETWORK and threading.get_ident() not in others:
+        mine = others.get(threading.get_ident()) is not threading.current_thread()
+        if self.family in _NETWORK and mine:
             raise AssertionError(
                 f"a unit test opened a network connection to {address!r}: unit tests run "
                 "without sockets; answer in process (httpx.ASGITransport) or move the test "

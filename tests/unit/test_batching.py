@@ -35,19 +35,19 @@ async def test_one_request_alone_is_a_batch_of_its_own(monkeypatch: pytest.Monke
     never sleeps to gather others (asserted by what it calls, not by seconds: a time bound
     here failed on busy machines).
 
-    A wait is a timer on the test's own event loop (`asyncio.sleep` and `wait_for` set one
-    with `loop.call_later`): the timers are noted on that loop object alone. Patching the
-    module-wide `asyncio.sleep` instead reached every thread of the run: the suite's servers,
-    whose loops then spun without ever yielding, grew the process to 22 GB on a slow CI box
-    until the kernel killed it."""
+    A wait is a timer on the test's own event loop: `asyncio.sleep`, `wait_for` and
+    `asyncio.timeout` each set one with `loop.call_at` (`call_later` goes through it), so the
+    timers are noted on that loop object alone. Patching the module-wide `asyncio.sleep`
+    instead reached every thread of the run: the suite's servers, whose loops then spun without
+    ever yielding, grew the process to 22 GB on a slow CI box until the kernel killed it."""
     loop = asyncio.get_running_loop()
-    real_call_later, waits = loop.call_later, []
+    real_call_at, waits = loop.call_at, []
 
-    def noting(delay: float, callback: Callable[..., object], *args: object, **kwargs: object):
-        waits.append(delay)
-        return real_call_later(delay, callback, *args, **kwargs)
+    def noting(when: float, callback: Callable[..., object], *args: object, **kwargs: object):
+        waits.append(when - loop.time())
+        return real_call_at(when, callback, *args, **kwargs)
 
-    monkeypatch.setattr(loop, "call_later", noting)
+    monkeypatch.setattr(loop, "call_at", noting)
     encoder = Recorder(seconds=0)
     batcher = MicroBatcher(encoder)
     vectors, tokens = await batcher.encode(["a lone question"])

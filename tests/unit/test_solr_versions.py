@@ -87,11 +87,16 @@ def test_vectormain_quantized_is_vectormain_but_for_its_vectors() -> None:
         (before,) = [t for t in plain_schema.iter("fieldType") if t.get("name") == name]
         (after,) = [t for t in schema.iter("fieldType") if t.get("name") == name]
         assert after.get("class") == QUANTIZED_CLASS
-        # the same graph (VectorMain's dense one: at 1M, in its capped segments, rescored by
-        # the floats, its recall@10 is the float graph's within 0.01; bench/RESULTS.md "Scale")
-        for attribute in ("vectorDimension", "similarityFunction", "knnAlgorithm",
-                          "hnswMaxConnections", "hnswBeamWidth"):  # fmt: skip
+        # every attribute of VectorMain's type but its class, the same: dimension, similarity,
+        # the graph (VectorMain's dense one: at 1M, in its capped segments, rescored by the
+        # floats, recall@10 is the float graph's within 0.01; bench/RESULTS.md "Scale")
+        assert {"hnswMaxConnections", "hnswBeamWidth", "vectorDimension"} <= set(before.attrib)
+        for attribute in set(before.attrib) - {"class"}:
             assert after.get(attribute) == before.get(attribute), (name, attribute)
+        # and nothing else but the quantization's parameters
+        assert set(after.attrib) - set(before.attrib) == {
+            "bits", "compress", "confidenceInterval", "dynamicConfidenceInterval"
+        }, name  # fmt: skip
         # each parameter a collection property, unset by default
         assert after.get("bits") == "${vectors.bits:}"
         assert after.get("compress") == "${vectors.compress:}"
