@@ -17,9 +17,10 @@ again.
 crawler filled for months, or an operator's optimize, ends as; a fresh build holds ~100
 segments, each searched on its own) and measures it as `<variant>-merged<N>`.
 
-Variants: float (VectorMain as shipped), dense (M 32, beam 200), quantized (7-bit integers),
-sharded (the float graph in 8 shards), dense-capped (the dense graph, Lucene's merges capped
-at 256 MB a segment: `--variants dense-capped --merge 8` gives 8 graphs of ~125k),
+Variants: float (Lucene's graph, 16 / 100), dense (M 32, beam 200), quantized (7-bit integers,
+Lucene's graph), sharded (the float graph in 8 shards), dense-capped (the dense graph,
+Lucene's merges capped at 256 MB a segment: `--variants dense-capped --merge 8` gives 8 graphs
+of ~125k),
 quantized-capped (the same in the quantized field), and `-rescored` beside a quantized variant
 (its collection searched again with `knn.rescore`: the floats rescore the integers' neighbours).
 """
@@ -63,7 +64,8 @@ from testing.solr import LocalSolr, create_collection, upload_configset
 VARIANTS: dict[str, tuple[Layout, dict[str, str | int]]] = {
     "float": (Layout(graph=SPARSE, segment_mb=0), {}),
     "dense": (Layout(graph=DENSE, segment_mb=0), {}),
-    "quantized": (Layout("VectorMainQuantized", segment_mb=0), {}),
+    # the 7-bit field in Lucene's graph (16 / 100), as its 1M rows were measured
+    "quantized": (Layout("VectorMainQuantized", graph=SPARSE, segment_mb=0), {}),
     # the same float graph cut in 8 shards on the one node: 8 smaller searches, merged
     "sharded": (
         Layout(graph=SPARSE, segment_mb=0),
@@ -71,7 +73,7 @@ VARIANTS: dict[str, tuple[Layout, dict[str, str | int]]] = {
     ),
     # the dense graph in segments Lucene stops merging at ~150k vectors
     "dense-capped": (Layout(graph=DENSE, segment_mb=256), {}),
-    # the same layout in the quantized field (VectorMainQuantized as shipped has 16 / 100)
+    # the same layout in the quantized field (VectorMainQuantized's graph since 2026-12-07)
     "quantized-capped": (Layout("VectorMainQuantized", graph=DENSE, segment_mb=256), {}),
 }
 # measured on another variant's collection, its neighbours rescored (knn.rescore)
