@@ -71,6 +71,7 @@ def test_a_citation_points_at_a_source_that_holds_the_answer(written: str, kept:
         ("Pourquoi le phare a-t-il été électrifié ?", False),
         ("When did the lamp stop burning paraffin, and what did the orchard grow?", False),
         ("Tell me about the lighthouse.", False),  # no question word: as written
+        ("What did the keepers' union do for the lighthouse?", False),  # an act, a sentence
     ],
 )
 def test_a_phrase_answers_who_what_when_not_why_how_or_whether(question: str, asks: bool) -> None:
@@ -105,6 +106,11 @@ def test_a_phrase_answers_who_what_when_not_why_how_or_whether(question: str, as
         ("What is the lamp of the lighthouse?", "The lamp of the lighthouse. [1]",
          "The lamp of the lighthouse. [1]"),
         ("Who lit the lamp?", NOT_FOUND, NOT_FOUND),
+        # written as a phrase (a few words, no sentence's end): whole, though the question
+        # says its last word (the dev half, issue 83)
+        ("Who often repairs harbour lighthouses?", "Local harbour lighthouses [1]",
+         "Local harbour lighthouses [1]"),
+        ("Besides 2 and 4, which lamps stayed lit?", "2, 4, 7 [1]", "2, 4, 7 [1]"),
     ],
 )  # fmt: skip
 def test_the_phrase_is_the_answer_s_words_the_question_does_not_say(
@@ -140,6 +146,16 @@ def test_the_phrase_is_the_answer_s_words_the_question_does_not_say(
         ("What stipend is geared to students enrolled in priority courses?",
          "The Tuition Fee Supplement is geared to students enrolled in priority courses in "
          "post-secondary and non-degree programmes. [1]", "Tuition Fee Supplement [1]"),
+        # what (kind of) X: the first run the answer names X after, before the longest
+        ("What kind of lens boundary marks the lamp's beam?",
+         "A Fresnel boundary, made of the old Chance Brothers lens rings, marks the beam. [1]",
+         "Fresnel boundary [1]"),
+        # the degree word before the run and the Roman numeral after it are the phrase's
+        ("What kind of keeper training does the service offer?",
+         "The service offers the most demanding, thorough keeper training. [1]",
+         "most demanding, thorough keeper training [1]"),
+        ("What type of lens is in the lamp?", "An order I lens is in the lamp. [1]",
+         "order I [1]"),
         # no run of the form: the run with most new words, as for a question of no form
         ("When did the painters leave the village?",
          "The painters left the village after the quarrel with the mayor's office. [1]",
