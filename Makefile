@@ -69,12 +69,14 @@ answerer: setup
 phoenix: setup
 	$(BIN)/python -c "from testing.phoenix import installed; print(installed())"
 
-# TEST_WORKERS=2: the suite on two processes (pytest-xdist), each with its own Solr, a file's
-# tests (tests/cluster/'s together) on one of them, the slowest files first (tests/conftest.py)
+# the suite in two pytest processes side by side (testing/suite.py): the tests that start their
+# own servers (the compose stack, the cluster, a restarted Solr) apart from the rest, whose waits
+# the other fills. TEST_WORKERS=2: the rest on two processes (pytest-xdist), each with its own
+# Solr, a file's tests on one of them, the slowest files first (tests/conftest.py)
 TEST_WORKERS ?= 1
 test: setup browser phoenix
 	$(BIN)/ruff check service tests bench testing models
-	$(BIN)/pytest -q $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
+	$(BIN)/python -m testing.suite $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
 
 # the Solr tests (tests/solr_versions.py) again on the second Solr version tested beside the
 # default 9.8.1: its jars fetched once into solr/local/lib-9.10.1 (CI runs it after `make test`)

@@ -19,6 +19,24 @@ ClientFactory = Callable[..., TestClient]
 ServiceFactory = Callable[..., str]
 
 
+def service_properties(
+    solr_url: str, llm_base_url: str, model_server_url: str
+) -> dict[str, object]:
+    """The tests' rag.properties: the recording LLM, the local model server, that Solr, the
+    stuff chain, no retries."""
+    return {
+        "ai.enable.rag": True,
+        "ai.api.endpoint": f"{llm_base_url}/v1/",
+        "ai.embeddings.endpoint": f"{model_server_url}/v1/",
+        "admin.token": ADMIN_TOKEN,
+        "llm.model": "test-model",
+        "llm.retries": 0,
+        "solr.url": solr_url,
+        "prompt.templates.dir": ROOT / "prompts",
+        "prompt.chunking.strategy": "stuff",
+    }
+
+
 def write_properties(path: Path, values: Mapping[str, object]) -> Path:
     lines = ["# written by the test suite"]
     lines += [f"{key}={_property_text(value)}" for key, value in values.items()]

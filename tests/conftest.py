@@ -11,6 +11,7 @@ import asyncio
 import logging
 import os
 import signal
+import subprocess
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -29,14 +30,15 @@ from testing.corpus import load_corpus
 from testing.llm_server import LLMScript, create_llm_app
 from testing.servers import serve_in_thread
 from testing.service import (
-    ADMIN_TOKEN,
-    ROOT,
     ClientFactory,
     ServiceFactory,
+    service_properties,
     test_settings,
     write_properties,
 )
-from testing.solr import SolrStartError, local_solr
+from testing.solr import SCRIPT as SOLR_SCRIPT
+from testing.solr import SolrStartError, local_solr, solr_version
+from testing.suite import APART_ENV
 from tests.solr_versions import in_subset
 
 
@@ -73,7 +75,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     module fixtures start once), and tests/cluster/'s share the worker that starts their
     three-node cluster; the slowest files go first."""
     for item in items:
-        if "solr_url" in getattr(item, "fixturenames", ()):
+        if {"solr_url", "solr_jars"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.solr)
         if in_subset(item.nodeid):
             item.add_marker(pytest.mark.solr_versions)
@@ -123,6 +125,11 @@ def _logging_as_it_was() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def solr_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    if os.environ.get(APART_ENV):
+        pytest.fail(
+            "a test run apart (testing/suite.py's APART) asked for the run's shared Solr: give it"
+            " a Solr of its own (solr_jars), or take it out of APART"
+        )
     existing = os.environ.get("SOLR_RAG_TEST_SOLR_URL")
     if existing:
         yield existing.rstrip("/")
@@ -132,6 +139,19 @@ def solr_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             yield solr.url
     except SolrStartError as error:
         pytest.fail(f"the local Solr did not start: {error}")
+
+
+@pytest.fixture(scope="session")
+def solr_jars() -> None:
+    """The jars of the run's Solr version fetched (and our plugins built) before a test that
+    starts Solrs of its own without the run's shared one (testing.suite runs such tests apart):
+    its start is then only a start. Once a version, and quick when they are there."""
+    fetched = subprocess.run(
+        ["bash", str(SOLR_SCRIPT), "fetch", "--version", solr_version()],
+        capture_output=True, text=True, timeout=1800,
+    )  # fmt: skip
+    if fetched.returncode != 0:
+        pytest.fail(f"solr.sh fetch failed:\n{fetched.stdout[-2000:]}\n{fetched.stderr[-2000:]}")
 
 
 @pytest.fixture(scope="session")
@@ -183,17 +203,7 @@ def llm(llm_script: LLMScript, llm_base_url: str) -> Iterator[LLMScript]:
 
 @pytest.fixture
 def base_properties(solr_url: str, llm_base_url: str, model_server_url: str) -> dict[str, object]:
-    return {
-        "ai.enable.rag": True,
-        "ai.api.endpoint": f"{llm_base_url}/v1/",
-        "ai.embeddings.endpoint": f"{model_server_url}/v1/",
-        "admin.token": ADMIN_TOKEN,
-        "llm.model": "test-model",
-        "llm.retries": 0,
-        "solr.url": solr_url,
-        "prompt.templates.dir": ROOT / "prompts",
-        "prompt.chunking.strategy": "stuff",
-    }
+    return service_properties(solr_url, llm_base_url, model_server_url)
 
 
 @pytest.fixture

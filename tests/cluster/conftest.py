@@ -19,7 +19,7 @@ from service.ingest.indexer import indexer_for
 from service.llm import EmbeddingsClient, LLMOptions
 from service.retrieval import SolrClient
 from testing.corpus import load_corpus
-from testing.service import ROOT, test_settings
+from testing.service import ROOT, service_properties, test_settings
 from testing.solr import LocalSolr, create_collection, local_solr
 
 NODES, SHARDS, REPLICAS = 3, 2, 2
@@ -29,14 +29,28 @@ CRANFIELD_DOCUMENTS = 150
 
 
 @pytest.fixture(scope="session")
-def cluster(tmp_path_factory: pytest.TempPathFactory, solr_url: str) -> Iterator[LocalSolr]:
-    """(solr_url: the one-node Solr has fetched the jars by then.)"""
+def cluster(tmp_path_factory: pytest.TempPathFactory, solr_jars: None) -> Iterator[LocalSolr]:
     with local_solr(
         tmp_path_factory.mktemp("cloud"), nodes=NODES, shards=SHARDS, replicas=REPLICAS
     ) as solr:
         for collection, copy in ONE_SHARD.items():
             create_collection(solr.url, copy, collection, **_creation_properties(collection))
         yield solr
+
+
+@pytest.fixture
+def base_properties(
+    cluster: LocalSolr, llm_base_url: str, model_server_url: str
+) -> dict[str, object]:
+    """The service's properties on the cluster (tests/conftest.py's on the run's one-node Solr,
+    which the cluster's tests never start: testing.suite runs them apart)."""
+    return service_properties(cluster.url, llm_base_url, model_server_url)
+
+
+@pytest.fixture(scope="session")
+def corpus(cluster_corpus: list[SourceDocument]) -> list[SourceDocument]:
+    """What the service fixtures wait for: the cluster's corpus."""
+    return cluster_corpus
 
 
 def _creation_properties(collection: str) -> dict[str, str]:

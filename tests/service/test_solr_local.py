@@ -46,7 +46,7 @@ def test_both_collections_exist_with_their_fields(solr_url: str) -> None:
     assert vector["fieldType"]["similarityFunction"] == "cosine"
 
 
-@pytest.mark.usefixtures("solr_url")  # the jars are fetched by then
+@pytest.mark.usefixtures("solr_jars")  # needs no shared Solr: testing.suite runs it apart
 def test_restart_keeps_the_index_and_what_vectormain_was_made_of(tmp_path: Path) -> None:
     """Started again on its folder, Solr has the documents it had; VectorMain, made of the
     VectorMainQuantized configset when asked (--vectors quantized; no collection of that name),

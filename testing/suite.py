@@ -1,0 +1,89 @@
+"""The whole suite as `make test` runs it: two pytest processes side by side.
+
+Measured on a quiet 2-core box (2026-12-07, one process, `vmstat` every 10 s): the two cores
+were 44% idle on average over the run's 29 minutes. Much of the suite waits: on a container's
+health, on a Solr node's start or its ZooKeeper session, on an answer held a minute. The tests
+that bring their own servers and need none of the run's shared ones (APART: the compose
+stack, the three-node cluster, a Solr restarted on its own folder; about a third of the
+suite's time) run in a second pytest process beside the rest, so that one's waits are the
+other's work. Nothing is left out: each test runs once, in one of the two.
+
+    python -m testing.suite [pytest options for the main run, e.g. -x, -n 2]
+
+The second run's output is kept in test-artifacts/suite-apart.log and printed after the main
+run's. The exit status is the main run's when it failed, else the second's. SIGTERM (a CI
+timeout) is passed to both runs, which then stop their servers (tests/conftest.py).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+# test files and folders, or tests (pytest node ids), that start their own servers and use none
+# of the run's (no shared Solr, LLM stand-in or answerer): the slowest waits of the suite
+APART = (
+    "tests/service/test_compose_stack.py",
+    "tests/cluster",
+    "tests/service/test_solr_local.py::test_restart_keeps_the_index_and_what_vectormain_was_made_of",
+)
+LOG = ROOT / "test-artifacts" / "suite-apart.log"
+# set in the run apart: the shared Solr's fixture then fails the test that asks for it
+APART_ENV = "SOLR_RAG_TESTS_APART"
+NO_TESTS = 5  # pytest's exit status when nothing was selected
+
+
+def main_arguments(extra: list[str]) -> list[str]:
+    """The main run's pytest arguments: everything but APART."""
+    left_out = [f"--deselect={entry}" if "::" in entry else f"--ignore={entry}" for entry in APART]
+    return ["-q", *extra, *left_out]
+
+
+def run(extra: list[str]) -> int:
+    LOG.parent.mkdir(exist_ok=True)
+    pytest = [sys.executable, "-m", "pytest"]
+    with LOG.open("w") as log:
+        apart = subprocess.Popen(
+            [*pytest, "-q", *APART],
+            cwd=ROOT, stdout=log, stderr=log, env={**os.environ, APART_ENV: "1"},
+        )  # fmt: skip
+        print(f"testing.suite: {', '.join(APART)} run apart (pid {apart.pid}), output in {LOG}")
+        sys.stdout.flush()
+        main = subprocess.Popen([*pytest, *main_arguments(extra)], cwd=ROOT)
+
+        def stop(signum: int, frame: object) -> None:
+            for child in (main, apart):
+                if child.poll() is None:
+                    child.send_signal(signal.SIGTERM)
+
+        signal.signal(signal.SIGTERM, stop)
+        try:
+            main_status = main.wait()
+            started = time.monotonic()
+            if apart.poll() is None:
+                print("testing.suite: the main run ended; waiting for the run apart", flush=True)
+            apart_status = apart.wait()
+        except KeyboardInterrupt:  # Ctrl-C reached both runs too (one process group)
+            main_status = main.wait()
+            apart_status = apart.wait()
+            started = time.monotonic()
+    waited = time.monotonic() - started
+    print(f"\n---- the run apart ({', '.join(APART)}): waited {waited:.0f} s after the main run")
+    print(LOG.read_text(errors="replace"), end="", flush=True)
+    if main_status != 0:
+        return main_status
+    return 0 if apart_status == NO_TESTS else apart_status
+
+
+def main() -> None:
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    raise SystemExit(run(sys.argv[1:]))
+
+
+if __name__ == "__main__":
+    main()
