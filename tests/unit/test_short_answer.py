@@ -72,6 +72,9 @@ def test_a_citation_points_at_a_source_that_holds_the_answer(written: str, kept:
         ("When did the lamp stop burning paraffin, and what did the orchard grow?", False),
         ("Tell me about the lighthouse.", False),  # no question word: as written
         ("What did the keepers' union do for the lighthouse?", False),  # an act, a sentence
+        ("When did the keepers do their last watch?", True),  # a date, though "do" is said
+        ("What does the DO-178C standard cover?", True),
+        ("When does the keeper write the to-do list?", True),
     ],
 )
 def test_a_phrase_answers_who_what_when_not_why_how_or_whether(question: str, asks: bool) -> None:
@@ -110,7 +113,10 @@ def test_a_phrase_answers_who_what_when_not_why_how_or_whether(question: str, as
         # says its last word (the dev half, issue 83)
         ("Who often repairs harbour lighthouses?", "Local harbour lighthouses [1]",
          "Local harbour lighthouses [1]"),
-        ("Besides 2 and 4, which lamps stayed lit?", "2, 4, 7 [1]", "2, 4, 7 [1]"),
+        ("Besides 2 and 4, which lamps stayed lit?", "1, 7 [1]", "1, 7 [1]"),
+        # ... but a short sentence without its full stop, the question's words first, is cut
+        ("What did the lamp burn?", "The lamp burned paraffin [1]", "paraffin [1]"),
+        ("Besides 2 and 4, which lamps stayed lit?", "2, 4, 7 [1]", "7 [1]"),
     ],
 )  # fmt: skip
 def test_the_phrase_is_the_answer_s_words_the_question_does_not_say(
@@ -155,7 +161,16 @@ def test_the_phrase_is_the_answer_s_words_the_question_does_not_say(
          "The service offers the most demanding, thorough keeper training. [1]",
          "most demanding, thorough keeper training [1]"),
         ("What type of lens is in the lamp?", "An order I lens is in the lamp. [1]",
-         "order I [1]"),
+         "order I lens [1]"),
+        ("What lens turns in the lamp?", "The lamp turns a lens of class I. [1]",
+         "class I [1]"),  # the numeral that ends the sentence
+        ("When did you visit the lighthouse?", "In 1952 I visited the lighthouse. [1]",
+         "1952 [1]"),  # "I" the pronoun
+        # the form before the thing when the question asks for no kind: a date, a name
+        ("What year did the lighthouse open?",
+         "In its centenary year the museum noted the lighthouse opened in 1870. [1]", "1870 [1]"),
+        ("Which city did the keeper move to?",
+         "The keeper left his home city for Brest in 1920. [1]", "Brest in 1920 [1]"),
         # no run of the form: the run with most new words, as for a question of no form
         ("When did the painters leave the village?",
          "The painters left the village after the quarrel with the mayor's office. [1]",
