@@ -35,6 +35,18 @@ APART = (
 LOG = ROOT / "test-artifacts" / "suite-apart.log"
 # set in the run apart: the shared Solr's fixture then fails the test that asks for it
 APART_ENV = "SOLR_RAG_TESTS_APART"
+# set in the main run: the test files that keep llama.cpp busy run last (tests/conftest.py), once
+# the compose stack, first of the run apart, has stopped its own llama.cpp; two of them on two
+# cores spin on each other's threads (measured: the main run at a fifth of its pace)
+MAIN_ENV = "SOLR_RAG_TESTS_MAIN"
+LLAMA_LAST = (
+    "tests/service/test_answerer.py",
+    "tests/service/test_llama_cpp.py",
+    "tests/service/test_grounding_llm.py",
+    "tests/service/test_first_minutes.py",
+    "tests/service/test_deployment.py",
+    "tests/service/test_trust.py",
+)
 NO_TESTS = 5  # pytest's exit status when nothing was selected
 
 
@@ -47,21 +59,28 @@ def main_arguments(extra: list[str]) -> list[str]:
 def run(extra: list[str]) -> int:
     LOG.parent.mkdir(exist_ok=True)
     pytest = [sys.executable, "-m", "pytest"]
+    children: list[subprocess.Popen[bytes]] = []
+
+    def stop(signum: int, frame: object) -> None:
+        """SIGTERM passed on once to each run (a second one would cut its teardown short)."""
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        for child in children:
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, stop)  # before the runs start: none is left behind
     with LOG.open("w") as log:
         apart = subprocess.Popen(
             [*pytest, "-q", *APART],
             cwd=ROOT, stdout=log, stderr=log, env={**os.environ, APART_ENV: "1"},
         )  # fmt: skip
+        children.append(apart)
         print(f"testing.suite: {', '.join(APART)} run apart (pid {apart.pid}), output in {LOG}")
         sys.stdout.flush()
-        main = subprocess.Popen([*pytest, *main_arguments(extra)], cwd=ROOT)
-
-        def stop(signum: int, frame: object) -> None:
-            for child in (main, apart):
-                if child.poll() is None:
-                    child.send_signal(signal.SIGTERM)
-
-        signal.signal(signal.SIGTERM, stop)
+        main = subprocess.Popen(
+            [*pytest, *main_arguments(extra)], cwd=ROOT, env={**os.environ, MAIN_ENV: "1"}
+        )
+        children.append(main)
         try:
             main_status = main.wait()
             started = time.monotonic()

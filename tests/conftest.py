@@ -38,15 +38,17 @@ from testing.service import (
 )
 from testing.solr import SCRIPT as SOLR_SCRIPT
 from testing.solr import SolrStartError, local_solr, solr_version
-from testing.suite import APART_ENV
+from testing.suite import APART_ENV, LLAMA_LAST, MAIN_ENV
 from tests.solr_versions import in_subset
 
 
 def pytest_configure(config: pytest.Config) -> None:
     """SIGTERM (a CI timeout, `kill`) ends the run like Ctrl-C: fixtures are torn down, so
-    the servers they started stop too."""
+    the servers they started stop too. Once: a second SIGTERM (a timeout signals the whole
+    process group, and testing.suite passes it on too) would interrupt the teardown itself."""
 
     def interrupt(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         raise KeyboardInterrupt(f"signal {signum}")
 
     signal.signal(signal.SIGTERM, interrupt)
@@ -82,6 +84,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         item.add_marker(pytest.mark.xdist_group(_worker_group(item.nodeid)))
     if os.environ.get("PYTEST_XDIST_WORKER"):  # one process: the order as written
         items.sort(key=_start_rank)
+    elif os.environ.get(MAIN_ENV):  # testing.suite's main run: llama.cpp's heavy files last
+        items.sort(key=lambda item: item.nodeid.split("::", 1)[0] in LLAMA_LAST)
 
 
 def _worker_group(nodeid: str) -> str:

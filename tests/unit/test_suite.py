@@ -5,13 +5,13 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from testing.suite import APART, main_arguments
+from testing.suite import APART, LLAMA_LAST, main_arguments
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_every_test_run_apart_exists() -> None:
-    for entry in APART:
+def test_every_test_run_apart_or_last_exists() -> None:
+    for entry in (*APART, *LLAMA_LAST):
         path, _, name = entry.partition("::")
         assert (ROOT / path).exists(), entry
         if name:
