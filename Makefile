@@ -79,7 +79,7 @@ test: setup browser phoenix
 	$(BIN)/python -m testing.suite $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
 
 # the Solr tests (tests/solr_versions.py) again on the second Solr version tested beside the
-# default 9.8.1: its jars fetched once into solr/local/lib-9.10.1 (CI runs it after `make test`)
+# default 9.8.1: its jars fetched once into solr/local/lib-9.10.1 (CI runs it beside `make test`)
 OTHER_SOLR ?= 9.10.1
 test-solr-versions: setup
 	bash solr/local/solr.sh fetch --version $(OTHER_SOLR)

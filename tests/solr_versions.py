@@ -1,5 +1,5 @@
 """The Solr tests CI runs on every Solr version it tests: marked `solr_versions`
-(tests/conftest.py), run by .ci/run on Solr 9.10.1 after the whole suite ran on the default, 9.8.1
+(tests/conftest.py), run by .ci/run on Solr 9.10.1 beside the whole suite on the default, 9.8.1
 (`SOLR_VERSION=9.10.1 pytest -m solr_versions`; README, "Development").
 
 What it covers: Solr's start and restart on its data (the launcher, every node of the version's
