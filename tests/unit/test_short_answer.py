@@ -3,6 +3,9 @@ citation is moved to the source that holds the answer's words. No sockets."""
 
 from __future__ import annotations
 
+import random
+import re
+
 import pytest
 
 from service.chains.result import Source
@@ -187,3 +190,26 @@ def test_the_answer_s_first_word_is_no_name_for_a_where() -> None:
     """Capitalized as any first word is: "Historians" is not the place a where asks for."""
     answer = "Historians believe the treaty was signed in Versailles [1]"
     assert phrase(answer, "Where was the treaty signed?") == "Versailles [1]"
+
+
+def test_a_hostile_answer_is_cut_without_raising_losing_its_citation_or_adding_a_word() -> None:
+    """The model's text is anyone's (a crawled document it echoes): whatever it writes, the cut
+    raises nothing, keeps the citation, and says only words the answer said."""
+    pieces = ["I", "II", "most", "the", "lamp", "Lamp", "1952", "class", "type", "of", ".",
+              ",", "!", "?", "-", "\u200b", "\u00e9t\u00e9", "\u706f", "\uff21", "(", ")",
+              "  ", "\t", "\n", "[2]", "do", "to-do", "keeper", "Brannoch", "X."]  # fmt: skip
+    questions = ["What type of lamp did the keeper light?", "When was the lamp lit?",
+                 "Who lit the lamp?", "How many lamps are there?", "What did the keeper do?",
+                 "Which class of lamp is it?", ""]  # fmt: skip
+    chance = random.Random(83)
+    for _ in range(3000):
+        text = " ".join(chance.choice(pieces) for _ in range(chance.randint(0, 12)))
+        written = f"{text} [1]" if chance.random() < 0.7 else text
+        question = chance.choice(questions)
+        kept = phrase(written, question)
+        cited = re.search(r"\s*\[\d+\]\s*$", written)
+        if cited:  # the citation kept as written, at the end
+            assert kept.endswith(f" {cited.group().strip()}") or kept == written, (written, kept)
+        said = kept[: re.search(r"\s*\[\d+\]\s*$", kept).start()] if cited else kept
+        # the answer's own words, in their order: a stretch of it
+        assert " ".join(said.split()) in " ".join(written.split()), (written, question, kept)
