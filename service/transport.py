@@ -18,6 +18,9 @@ Limits as httpx's: `max_connections` at once (a request waits for one at most th
 that received bytes while idle never reused. Timeouts as httpx's: `connect` (the name's lookup,
 the TCP and TLS handshakes), `read` (each wait for bytes, the response's head included),
 `write` (each 64 KB of a long body: an upstream that stops reading ends the request).
+Better than httpx's: a request whose pooled connection the server closed as it was taken
+(its keep-alive timeout racing ours: uvicorn's, llama.cpp's and Node's are 5 s, as ours) is
+sent once more on a new connection, instead of failing as "the server hung up".
 tests/service/test_transport.py holds it to each of these on real sockets.
 """
 
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import ssl
 from collections.abc import AsyncIterator, Iterator
 
@@ -41,6 +45,7 @@ HEAD_LIMIT = 64 * 1024
 PACED_BODY = 64 * 1024
 DEFAULT_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20)  # httpx's
 POOL_LIMITS = httpx.Limits(max_connections=200, max_keepalive_connections=50)  # the service's
+
 
 # aiohttp's failure -> the httpx exception httpx's transport raises for the same event; the
 # first that matches wins (subclasses before their bases)
@@ -164,9 +169,10 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                 max_line_size=HEAD_LIMIT,
                 max_field_size=HEAD_LIMIT,
             )
-            # aiohttp sends a GET, PUT or DELETE again when the server hung up; httpx sends
-            # once (a struggling Solr or LLM would see twice the load, its breaker half the
-            # failures). No public option in aiohttp 3.14: tests/service/test_transport.py.
+            # aiohttp sends a GET, PUT or DELETE again whenever the server hung up, even on
+            # a new connection (a struggling Solr or LLM would see twice the load, its breaker
+            # half the failures); the wire does so only for a pooled connection
+            # (handle_async_request). No public option in aiohttp 3.14.
             self._session._retry_connection = False
             self._loop = loop
             limit = self._limits.max_connections
@@ -190,31 +196,23 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                 body = request.stream  # type: ignore[assignment]
                 headers = request.headers.copy()
                 headers.pop("Transfer-Encoding", None)
-            sending = asyncio.timeout(None)  # the body's write timeout (see _paced)
-            try:
-                with _as_httpx(request):
-                    async with sending:
-                        response = await session.request(
-                            request.method,
-                            yarl.URL(_address(request.url), encoded=True),  # as httpx wrote it
-                            headers=[
-                                (k.decode("latin-1"), v.decode("latin-1")) for k, v in headers.raw
-                            ],
-                            data=_paced(body, sending, timeout.get("write")),
-                            allow_redirects=False,  # httpx follows them, when asked
-                            compress=False,
-                            timeout=aiohttp.ClientTimeout(
-                                total=None,
-                                connect=timeout.get("connect"),  # the name's lookup too
-                                sock_connect=timeout.get("connect"),
-                                sock_read=timeout.get("read"),
-                            ),
-                            server_hostname=_sni(request),
-                        )
-            except httpx.ReadTimeout:
-                if sending.expired():
-                    raise httpx.WriteTimeout("WriteTimeout", request=request) from None
-                raise
+            # a pooled connection the server closed as it was taken (its keep-alive
+            # timeout, often 5 s, racing ours) is no answer: the request goes once more, on a
+            # new connection, when its body can be sent again (a browser's rule, and Go's: only a
+            # connection taken from the pool, so a server that hangs up on every request is
+            # asked once, as by httpx)
+            replayable = not isinstance(body, httpx.AsyncByteStream)
+            for last in (not replayable, True):
+                reuse = _Reuse()
+                token = _REUSE.set(reuse)
+                try:
+                    response = await self._send(session, request, body, headers, timeout)
+                    break
+                except httpx.TransportError as error:
+                    if last or not reuse.taken_from_pool or not _hung_up(error):
+                        raise
+                finally:
+                    _REUSE.reset(token)
         except BaseException:
             slots.release()
             raise
@@ -230,10 +228,64 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             extensions=extensions,
         )
 
+    async def _send(
+        self,
+        session: aiohttp.ClientSession,
+        request: httpx.Request,
+        body: bytes | httpx.AsyncByteStream | None,
+        headers: httpx.Headers,
+        timeout: dict[str, float | None],
+    ) -> aiohttp.ClientResponse:
+        """One sending of the request, up to its answer's head."""
+        sending = asyncio.timeout(None)  # the body's write timeout (see _paced)
+        try:
+            with _as_httpx(request):
+                async with sending:
+                    return await session.request(
+                        request.method,
+                        yarl.URL(_address(request.url), encoded=True),  # as httpx wrote it
+                        headers=[
+                            (k.decode("latin-1"), v.decode("latin-1")) for k, v in headers.raw
+                        ],
+                        data=_paced(body, sending, timeout.get("write")),
+                        allow_redirects=False,  # httpx follows them, when asked
+                        compress=False,
+                        timeout=aiohttp.ClientTimeout(
+                            total=None,
+                            connect=timeout.get("connect"),  # the name's lookup too
+                            sock_connect=timeout.get("connect"),
+                            sock_read=timeout.get("read"),
+                        ),
+                        server_hostname=_sni(request),
+                    )
+        except httpx.ReadTimeout:
+            if sending.expired():
+                raise httpx.WriteTimeout("WriteTimeout", request=request) from None
+            raise
+
     async def aclose(self) -> None:
         session, self._session = self._session, None
         if session is not None and not session.closed:
             await session.close()
+
+
+class _Reuse:
+    """Whether the request's connection came from the pool (set by _Connector._get)."""
+
+    taken_from_pool = False
+
+
+_REUSE: contextvars.ContextVar[_Reuse | None] = contextvars.ContextVar("reuse", default=None)
+
+
+def _hung_up(error: httpx.TransportError) -> bool:
+    """The server closed the connection, or reset it, before answering (aiohttp's failure is
+    the context _as_httpx raised `error` in; the OS error its cause)."""
+    hang_ups = (aiohttp.ServerDisconnectedError, aiohttp.ClientConnectionResetError)
+    return isinstance(error.__context__, hang_ups) or (
+        isinstance(error.__context__, aiohttp.ClientOSError)
+        and isinstance(error.__cause__, (ConnectionResetError, BrokenPipeError))
+    )
 
 
 def _address(url: httpx.URL) -> str:
@@ -300,7 +352,11 @@ class _Connector(aiohttp.TCPConnector):
                 entry[0].close()
             if not idle:
                 del self._conns[key]
-        return await super()._get(key, *args, **kwargs)
+        connection = await super()._get(key, *args, **kwargs)
+        reuse = _REUSE.get()
+        if connection is not None and reuse is not None:
+            reuse.taken_from_pool = True
+        return connection
 
 
 def _has_unread_bytes(protocol: object) -> bool:

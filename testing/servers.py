@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import socket
 import threading
@@ -21,6 +22,9 @@ from service.api.connections import SERVER_OPTIONS
 _HANDED: set[int] = set()
 _HANDING = threading.Lock()
 ZOOKEEPER_OFFSET = 1000  # a SolrCloud node's embedded ZooKeeper listens 1000 above it
+# the slice of the ports a process hands out, "K/N": set by testing.suite for its two runs and
+# by `make test-solr-versions` (which CI runs beside them)
+PORTS_ENV = "SOLR_RAG_TEST_PORTS"
 
 
 def free_port() -> int:
@@ -31,19 +35,37 @@ def free_port() -> int:
 def free_ports(count: int) -> int:
     """The first of `count` consecutive ports free on 127.0.0.1, chosen below the kernel's
     ephemeral range (so no outgoing connection takes one before its server listens), with
-    room for a Solr node's ZooKeeper above each, and never one handed out before in this
-    process."""
-    low = _ephemeral_low()
-    first_allowed, last_allowed = 12_000, low - ZOOKEEPER_OFFSET - count - 1
+    each one's ZooKeeper port (a SolrCloud node's, ZOOKEEPER_OFFSET above) free too, never one
+    handed out before in this process, and inside this process's slice of the range
+    (PORTS_ENV: the suite's processes side by side never hand out the same port)."""
+    first_allowed, last_allowed = port_slice()
+    last_allowed -= ZOOKEEPER_OFFSET + count
     with _HANDING:
         for _ in range(500):
             first = random.randint(first_allowed, last_allowed)
-            ports = range(first, first + count)
+            ports = [*range(first, first + count)]
+            ports += [port + ZOOKEEPER_OFFSET for port in ports]
             if any(port in _HANDED for port in ports) or not all(map(_bindable, ports)):
                 continue
             _HANDED.update(ports)
             return first
     raise RuntimeError(f"found no {count} consecutive free ports")
+
+
+def port_slice() -> tuple[int, int]:
+    """The ports this process hands out, first and last: the slice PORTS_ENV names ("K/N",
+    the K-th of N, from 0), or all of them."""
+    first, last = 12_000, _ephemeral_low() - 1
+    share = os.environ.get(PORTS_ENV, "0/1")
+    try:
+        index, count = (int(part) for part in share.split("/"))
+        if not 0 <= index < count:
+            raise ValueError
+    except ValueError:
+        message = f"{PORTS_ENV}={share!r}: write K/N, the K-th slice of N (0 <= K < N)"
+        raise RuntimeError(message) from None
+    width = (last - first + 1) // count
+    return first + index * width, first + (index + 1) * width - 1
 
 
 def _ephemeral_low() -> int:

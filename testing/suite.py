@@ -6,7 +6,10 @@ health, on a Solr node's start or its ZooKeeper session, on an answer held a min
 that bring their own servers and need none of the run's shared ones (APART: the compose
 stack, the three-node cluster, a Solr restarted on its own folder; about a third of the
 suite's time) run in a second pytest process beside the rest, so that one's waits are the
-other's work. Nothing is left out: each test runs once, in one of the two.
+other's work. Nothing is left out: each test runs once, in one of the two. Each hands out
+ports from its own third of the range (testing.servers.PORTS_ENV; the last third is `make
+test-solr-versions`', which CI runs beside): a port one run holds free for a server about to
+start, or as a dead address, is never the other's.
 
     python -m testing.suite [pytest options for the main run, e.g. -x, -n 2]
 
@@ -23,6 +26,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from testing.servers import PORTS_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 # test files and folders, or tests (pytest node ids), that start their own servers and use none
@@ -72,13 +77,15 @@ def run(extra: list[str]) -> int:
     with LOG.open("w") as log:
         apart = subprocess.Popen(
             [*pytest, "-q", *APART],
-            cwd=ROOT, stdout=log, stderr=log, env={**os.environ, APART_ENV: "1"},
+            cwd=ROOT, stdout=log, stderr=log, env={**os.environ, APART_ENV: "1", PORTS_ENV: "1/3"},
         )  # fmt: skip
         children.append(apart)
         print(f"testing.suite: {', '.join(APART)} run apart (pid {apart.pid}), output in {LOG}")
         sys.stdout.flush()
         main = subprocess.Popen(
-            [*pytest, *main_arguments(extra)], cwd=ROOT, env={**os.environ, MAIN_ENV: "1"}
+            [*pytest, *main_arguments(extra)],
+            cwd=ROOT,
+            env={**os.environ, MAIN_ENV: "1", PORTS_ENV: "0/3"},
         )
         children.append(main)
         try:

@@ -7,7 +7,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gzip
+import socket
 import ssl
+import struct
 import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -360,3 +362,77 @@ async def test_a_request_the_server_hung_up_on_is_sent_once() -> None:
         with pytest.raises(httpx.TransportError):
             await http.get(f"{base}/x", timeout=5)
     assert seen == 1
+
+
+@pytest.mark.parametrize("how", ["closed", "reset"])
+async def test_a_pooled_connection_closed_as_it_was_taken_is_asked_again_on_a_new_one(
+    how: str,
+) -> None:
+    """The keep-alive race: the server's idle timeout closes a connection while the pool hands
+    it to a request. The request (its body too) goes once more on a new connection; a new
+    connection the server hangs up on is not asked a third time."""
+    bodies: list[tuple[int, bytes]] = []
+    connections = 0
+
+    async def closes_its_idle_connection(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        nonlocal connections
+        connections += 1
+        number = connections
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+            while True:
+                head, body = await read_request(reader)
+                bodies.append((number, body))
+                if b"/again" in head and (number == 1 or b"hang-up" in body):
+                    if how == "reset":  # RST, not FIN: the socket closed with linger 0
+                        sock = writer.get_extra_info("socket")
+                        sock.setsockopt(
+                            socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+                        )
+                    writer.transport.abort() if how == "reset" else writer.close()
+                    return
+                writer.write(reply(body or b"first"))
+                await writer.drain()
+        writer.close()
+
+    async with server(closes_its_idle_connection) as base, client() as http:
+        assert (await http.get(f"{base}/first", timeout=5)).text == "first"
+        again = await http.post(f"{base}/again", content=b'{"q": 1}', timeout=5)
+        assert (again.status_code, again.text) == (200, '{"q": 1}')
+        assert bodies == [(1, b""), (1, b'{"q": 1}'), (2, b'{"q": 1}')]
+
+        bodies.clear()  # the new connection (2) is pooled now; both of its tries hang up
+        with pytest.raises(httpx.TransportError):
+            await http.post(f"{base}/again", content=b"hang-up", timeout=5)
+        assert bodies == [(2, b"hang-up"), (3, b"hang-up")]
+
+
+async def test_a_streamed_body_is_not_sent_again() -> None:
+    """A body read from a stream cannot be sent twice: its request fails as httpx's would."""
+    heads: list[bytes] = []
+    connections = 0
+
+    async def hangs_up_on_the_second(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        nonlocal connections
+        connections += 1
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+            while True:
+                heads.append(await reader.readuntil(b"\r\n\r\n"))
+                if len(heads) > 1:
+                    break
+                writer.write(reply(b"ok"))
+                await writer.drain()
+        writer.close()
+
+    async def parts() -> AsyncIterator[bytes]:
+        yield b"a"
+        yield b"b"
+
+    async with server(hangs_up_on_the_second) as base, client() as http:
+        assert (await http.get(f"{base}/first", timeout=5)).text == "ok"
+        with pytest.raises(httpx.TransportError):
+            await http.post(f"{base}/stream", content=parts(), timeout=5)
+    assert (len(heads), connections) == (2, 1)

@@ -5,6 +5,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
+from testing.servers import PORTS_ENV, ZOOKEEPER_OFFSET, free_ports, port_slice
 from testing.suite import APART, LLAMA_LAST, main_arguments
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,3 +31,31 @@ def test_the_main_run_leaves_out_what_runs_apart_and_keeps_its_options() -> None
     restart = "tests/service/test_solr_local.py::test_restart_keeps_the_index_and_what_vectormain_"
     assert f"--deselect={restart}was_made_of" in arguments
     assert len(arguments) == 4 + len(APART)
+
+
+def test_the_runs_side_by_side_hand_out_ports_from_slices_of_their_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    slices = []
+    for share in ("0/3", "1/3", "2/3"):
+        monkeypatch.setenv(PORTS_ENV, share)
+        first, last = port_slice()
+        slices.append(range(first, last + 1))
+        for count in (1, 3):  # a Solr node, a three-node cluster: each ZooKeeper port too
+            port = free_ports(count)
+            assert all(p in slices[-1] and p + ZOOKEEPER_OFFSET in slices[-1]
+                       for p in range(port, port + count)), (share, port)  # fmt: skip
+    assert not set(slices[0]) & set(slices[1]) and not set(slices[1]) & set(slices[2])
+    assert all(len(ports) > 5 * ZOOKEEPER_OFFSET for ports in slices)
+    monkeypatch.delenv(PORTS_ENV)
+    assert port_slice() == (slices[0][0], port_slice()[1]) and port_slice()[1] >= slices[2][-1]
+    for wrong in ("3/3", "1", "a/b", "-1/2"):
+        monkeypatch.setenv(PORTS_ENV, wrong)
+        with pytest.raises(RuntimeError, match="write K/N"):
+            port_slice()
+
+
+def test_each_run_is_given_its_slice() -> None:
+    source = (ROOT / "testing" / "suite.py").read_text()
+    assert 'PORTS_ENV: "0/3"' in source and 'PORTS_ENV: "1/3"' in source
+    assert "SOLR_RAG_TEST_PORTS=2/3 " in (ROOT / "Makefile").read_text()
