@@ -20,7 +20,9 @@ the TCP and TLS handshakes), `read` (each wait for bytes, the response's head in
 `write` (each 64 KB of a long body: an upstream that stops reading ends the request).
 Better than httpx's: a request whose pooled connection the server closed as it was taken
 (its keep-alive timeout racing ours: uvicorn's, llama.cpp's and Node's are 5 s, as ours) is
-sent once more on a new connection, instead of failing as "the server hung up".
+sent once more on a new connection, instead of failing as "the server hung up": only when
+not a byte of an answer came back, within RACE_SECONDS of taking it (a server that worked on
+the request and then died, or began to answer, is not asked twice).
 tests/service/test_transport.py holds it to each of these on real sockets.
 """
 
@@ -29,12 +31,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import ssl
+import time
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import aiohttp
 import httpx
 import yarl
+from aiohttp.client_proto import ResponseHandler
 from httpx._utils import get_environment_proxies
 
 from service.upstream import UpstreamClient
@@ -171,7 +178,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             )
             # aiohttp sends a GET, PUT or DELETE again whenever the server hung up, even on
             # a new connection (a struggling Solr or LLM would see twice the load, its breaker
-            # half the failures); the wire does so only for a pooled connection
+            # half the failures); the wire does so only when it lost the keep-alive race
             # (handle_async_request). No public option in aiohttp 3.14.
             self._session._retry_connection = False
             self._loop = loop
@@ -196,23 +203,21 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                 body = request.stream  # type: ignore[assignment]
                 headers = request.headers.copy()
                 headers.pop("Transfer-Encoding", None)
-            # a pooled connection the server closed as it was taken (its keep-alive
-            # timeout, often 5 s, racing ours) is no answer: the request goes once more, on a
-            # new connection, when its body can be sent again (a browser's rule, and Go's: only a
-            # connection taken from the pool, so a server that hangs up on every request is
-            # asked once, as by httpx)
+            # a pooled connection the server closed as it was taken (its keep-alive timeout
+            # racing ours) is no answer: the request goes once more, on a new connection, when
+            # its body can be sent again (see _Taken.lost_the_race)
             replayable = not isinstance(body, httpx.AsyncByteStream)
-            for last in (not replayable, True):
-                reuse = _Reuse()
-                token = _REUSE.set(reuse)
+            for again in (False, True) if replayable else (True,):
+                taken = _Taken(new_connection=again and replayable)
+                token = _TAKEN.set(taken)
                 try:
                     response = await self._send(session, request, body, headers, timeout)
                     break
                 except httpx.TransportError as error:
-                    if last or not reuse.taken_from_pool or not _hung_up(error):
+                    if again or not (taken.lost_the_race() and _hung_up(error)):
                         raise
                 finally:
-                    _REUSE.reset(token)
+                    _TAKEN.reset(token)
         except BaseException:
             slots.release()
             raise
@@ -269,13 +274,44 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             await session.close()
 
 
-class _Reuse:
-    """Whether the request's connection came from the pool (set by _Connector._get)."""
+# a hang-up this soon after a pooled connection was taken, with not a byte heard on it, is the
+# keep-alive race: the server's timer closed it as our request left (the FIN arrives within a
+# round trip; a busy event loop reads it late)
+RACE_SECONDS = 2.0
 
-    taken_from_pool = False
+
+@dataclass
+class _Taken:
+    """The connection a request was given (set by _Connector._get): a pooled one, and when;
+    `new_connection` makes _get open a new one (the second try)."""
+
+    new_connection: bool = False
+    pooled: _Heard | None = None
+    at: float = 0.0
+
+    def lost_the_race(self) -> bool:
+        """The server closed a pooled connection as it was taken: nothing of an answer was
+        heard (not a byte of a head, not a 100 Continue), and soon. A server that worked on
+        the request and then died, or answered in part, is not asked again."""
+        return (
+            self.pooled is not None
+            and not self.pooled.heard
+            and time.monotonic() - self.at < RACE_SECONDS
+        )
 
 
-_REUSE: contextvars.ContextVar[_Reuse | None] = contextvars.ContextVar("reuse", default=None)
+_TAKEN: contextvars.ContextVar[_Taken | None] = contextvars.ContextVar("taken", default=None)
+
+
+class _Heard(ResponseHandler):
+    """aiohttp's connection protocol, noting whether any byte came since it was taken."""
+
+    heard = False
+
+    def data_received(self, data: bytes) -> None:
+        if data:
+            self.heard = True
+        super().data_received(data)
 
 
 def _hung_up(error: httpx.TransportError) -> bool:
@@ -342,9 +378,18 @@ def _paced(
 class _Connector(aiohttp.TCPConnector):
     """aiohttp's connector, but a pooled connection that received bytes while idle (a 408
     sent before closing, a body longer than it said) is closed rather than given to the next
-    request, which would read them as its answer: httpcore's check before reusing one."""
+    request, which would read them as its answer: httpcore's check before reusing one. Its
+    connections note the bytes they hear (_Heard), and the request they serve is told which
+    one it was given (_Taken)."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self._factory = functools.partial(_Heard, loop=self._loop)
 
     async def _get(self, key, *args, **kwargs):  # type: ignore[no-untyped-def]
+        taken = _TAKEN.get()
+        if taken is not None and taken.new_connection:
+            return None  # the second try: a new connection, not another pooled one
         idle = getattr(self, "_conns", {}).get(key)
         if idle:
             for entry in [entry for entry in idle if _has_unread_bytes(entry[0])]:
@@ -353,9 +398,9 @@ class _Connector(aiohttp.TCPConnector):
             if not idle:
                 del self._conns[key]
         connection = await super()._get(key, *args, **kwargs)
-        reuse = _REUSE.get()
-        if connection is not None and reuse is not None:
-            reuse.taken_from_pool = True
+        if connection is not None and taken is not None and isinstance(connection.protocol, _Heard):
+            connection.protocol.heard = False
+            taken.pooled, taken.at = connection.protocol, time.monotonic()
         return connection
 
 

@@ -21,7 +21,9 @@ from service.api.connections import SERVER_OPTIONS
 # be listening yet when the next one is chosen)
 _HANDED: set[int] = set()
 _HANDING = threading.Lock()
-ZOOKEEPER_OFFSET = 1000  # a SolrCloud node's embedded ZooKeeper listens 1000 above it
+# a Solr node's embedded ZooKeeper listens 1000 above it by Solr's default (the compose stack's
+# Solr does; the launcher of solr/local lets the kernel choose)
+ZOOKEEPER_OFFSET = 1000
 # the slice of the ports a process hands out, "K/N": set by testing.suite for its two runs and
 # by `make test-solr-versions` (which CI runs beside them)
 PORTS_ENV = "SOLR_RAG_TEST_PORTS"
@@ -34,12 +36,16 @@ def free_port() -> int:
 
 def free_ports(count: int) -> int:
     """The first of `count` consecutive ports free on 127.0.0.1, chosen below the kernel's
-    ephemeral range (so no outgoing connection takes one before its server listens), with
-    each one's ZooKeeper port (a SolrCloud node's, ZOOKEEPER_OFFSET above) free too, never one
-    handed out before in this process, and inside this process's slice of the range
-    (PORTS_ENV: the suite's processes side by side never hand out the same port)."""
+    ephemeral range (so no outgoing connection takes one before its server listens), each
+    with its ZooKeeper port free too (ZOOKEEPER_OFFSET above), never one handed out before in
+    this process, and inside this process's slice of the range (port_slice)."""
     first_allowed, last_allowed = port_slice()
     last_allowed -= ZOOKEEPER_OFFSET + count
+    if last_allowed < first_allowed:
+        raise RuntimeError(
+            f"the ports {port_slice()} ({PORTS_ENV}, the pytest-xdist workers) are too few for "
+            f"{count} with their ZooKeeper ports: use fewer slices or workers"
+        )
     with _HANDING:
         for _ in range(500):
             first = random.randint(first_allowed, last_allowed)
@@ -54,18 +60,31 @@ def free_ports(count: int) -> int:
 
 def port_slice() -> tuple[int, int]:
     """The ports this process hands out, first and last: the slice PORTS_ENV names ("K/N",
-    the K-th of N, from 0), or all of them."""
+    the K-th of N, from 0), or all of them; a pytest-xdist worker's share of that. Processes
+    side by side (testing.suite's runs, CI's Solr 9.10.1 run, xdist's workers) each keep a
+    list of the ports they handed out, but not of the others'."""
     first, last = 12_000, _ephemeral_low() - 1
-    share = os.environ.get(PORTS_ENV, "0/1")
+    for share in _shares():
+        width = (last - first + 1) // share[1]
+        first, last = first + share[0] * width, first + (share[0] + 1) * width - 1
+    return first, last
+
+
+def _shares() -> list[tuple[int, int]]:
+    text = os.environ.get(PORTS_ENV, "0/1")
     try:
-        index, count = (int(part) for part in share.split("/"))
+        index, count = (int(part) for part in text.split("/"))
         if not 0 <= index < count:
             raise ValueError
     except ValueError:
-        message = f"{PORTS_ENV}={share!r}: write K/N, the K-th slice of N (0 <= K < N)"
+        message = f"{PORTS_ENV}={text!r}: write K/N, the K-th slice of N (0 <= K < N)"
         raise RuntimeError(message) from None
-    width = (last - first + 1) // count
-    return first + index * width, first + (index + 1) * width - 1
+    shares = [(index, count)]
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")  # gw0, gw1...
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if worker.startswith("gw") and worker[2:].isdigit() and workers.isdigit():
+        shares.append((int(worker[2:]), int(workers)))
+    return shares
 
 
 def _ephemeral_low() -> int:

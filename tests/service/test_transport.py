@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from service.errors import Overloaded, UpstreamRefused, UpstreamTimeout, UpstreamUnavailable
-from service.transport import AiohttpTransport, upstream_pool
+from service.transport import RACE_SECONDS, AiohttpTransport, upstream_pool
 from service.upstream import UntrustedCertificate, UpstreamClient, upstream_call
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
@@ -436,3 +436,93 @@ async def test_a_streamed_body_is_not_sent_again() -> None:
         with pytest.raises(httpx.TransportError):
             await http.post(f"{base}/stream", content=parts(), timeout=5)
     assert (len(heads), connections) == (2, 1)
+
+
+@pytest.mark.parametrize(
+    ("said", "sent"),
+    [
+        (b"", 2),  # nothing heard: the keep-alive race, asked again
+        (b"HTTP/1.1 200 OK\r\nContent-Le", 1),  # an answer begun: the request was taken
+        (b"HTTP/1.1 100 Continue\r\n\r\n", 1),
+    ],
+    ids=["nothing", "half a head", "100 Continue"],
+)
+async def test_a_server_that_began_to_answer_is_not_asked_again(said: bytes, sent: int) -> None:
+    posts = 0
+
+    async def answers_then_closes(reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+        nonlocal posts
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+            while True:
+                head, _ = await read_request(reader)
+                if head.startswith(b"POST") and posts == 0:
+                    posts += 1
+                    writer.write(said)
+                    await writer.drain()
+                    break
+                posts += head.startswith(b"POST")
+                writer.write(reply(b"ok"))
+                await writer.drain()
+        writer.close()
+
+    async with server(answers_then_closes) as base, client() as http:
+        assert (await http.get(f"{base}/warm", timeout=5)).text == "ok"  # a pooled connection
+        if sent == 2:
+            assert (await http.post(f"{base}/p", content=b"x", timeout=5)).text == "ok"
+        else:
+            with pytest.raises(httpx.TransportError):
+                await http.post(f"{base}/p", content=b"x", timeout=5)
+    assert posts == sent
+
+
+async def test_a_server_that_worked_then_hung_up_is_not_asked_again() -> None:
+    """Past RACE_SECONDS, a hang-up on a pooled connection is the server's failure (a worker
+    killed at its own timeout), not the keep-alive race."""
+    posts = 0
+
+    async def works_then_dies(reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+        nonlocal posts
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+            while True:
+                head, _ = await read_request(reader)
+                if head.startswith(b"POST"):
+                    posts += 1
+                    await asyncio.sleep(RACE_SECONDS + 0.5)
+                    break
+                writer.write(reply(b"ok"))
+                await writer.drain()
+        writer.close()
+
+    async with server(works_then_dies) as base, client() as http:
+        assert (await http.get(f"{base}/warm", timeout=5)).text == "ok"
+        with pytest.raises(httpx.TransportError):
+            await http.post(f"{base}/p", content=b"x", timeout=10)
+    assert posts == 1
+
+
+async def test_the_second_try_is_on_a_new_connection() -> None:
+    """Two pooled connections the server closes together: the second try does not take the
+    other stale one."""
+    connections = 0
+    sent_on: list[int] = []
+
+    async def one_answer_each(reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+        nonlocal connections
+        connections += 1
+        number = connections
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+            for served in range(2):
+                await read_request(reader)
+                sent_on.append(number)
+                if served:  # its second request: closed, unanswered
+                    break
+                await asyncio.sleep(0.1)  # the two warming requests overlap: two connections
+                writer.write(reply(b"ok"))
+                await writer.drain()
+        writer.close()
+
+    async with server(one_answer_each) as base, client() as http:
+        await asyncio.gather(*(http.get(f"{base}/{n}", timeout=5) for n in "ab"))
+        sent_on.clear()
+        assert (await http.post(f"{base}/p", content=b"x", timeout=5)).text == "ok"
+    assert len(sent_on) == 2 and sent_on[1] == 3, sent_on

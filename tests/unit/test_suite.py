@@ -36,6 +36,7 @@ def test_the_main_run_leaves_out_what_runs_apart_and_keeps_its_options() -> None
 def test_the_runs_side_by_side_hand_out_ports_from_slices_of_their_own(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)  # this run's own, if any
     slices = []
     for share in ("0/3", "1/3", "2/3"):
         monkeypatch.setenv(PORTS_ENV, share)
@@ -46,9 +47,18 @@ def test_the_runs_side_by_side_hand_out_ports_from_slices_of_their_own(
             assert all(p in slices[-1] and p + ZOOKEEPER_OFFSET in slices[-1]
                        for p in range(port, port + count)), (share, port)  # fmt: skip
     assert not set(slices[0]) & set(slices[1]) and not set(slices[1]) & set(slices[2])
-    assert all(len(ports) > 5 * ZOOKEEPER_OFFSET for ports in slices)
     monkeypatch.delenv(PORTS_ENV)
     assert port_slice() == (slices[0][0], port_slice()[1]) and port_slice()[1] >= slices[2][-1]
+    # an xdist worker takes its share of its process's slice
+    monkeypatch.setenv(PORTS_ENV, "1/3")
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
+    worker = port_slice()
+    assert worker[0] > slices[1][0] and worker[1] <= slices[1][-1]
+    monkeypatch.setenv(PORTS_ENV, "0/9")
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "9")
+    with pytest.raises(RuntimeError, match="too few"):
+        free_ports(3)
     for wrong in ("3/3", "1", "a/b", "-1/2"):
         monkeypatch.setenv(PORTS_ENV, wrong)
         with pytest.raises(RuntimeError, match="write K/N"):
