@@ -3,20 +3,19 @@
 Measured on a quiet 2-core box (2026-12-07, one process, `vmstat` every 10 s): the two cores
 were 44% idle on average over the run's 29 minutes. Much of the suite waits: on a container's
 health, on a Solr node's start or its ZooKeeper session, on an answer held a minute. The tests
-that bring their own servers and need none of the run's shared ones (APART: the compose
-stack, the three-node cluster, a Solr restarted on its own folder; about a third of the
-suite's time) run in a second pytest process beside the rest, so that one's waits are the
-other's work. Nothing is left out: each test runs once, in one of the two. Each hands out
-ports from its own third of the range (testing.servers.PORTS_ENV; the last third is `make
-test-solr-versions`', which CI runs beside): a port one run holds free for a server about to
-start, or as a dead address, is never the other's.
+that bring their own servers (the compose stack, the three-node cluster, a Solr restarted on
+its own folder), then the files that keep llama.cpp busy (APART), run in a second pytest
+process beside the rest, so that one's waits are the other's work. Nothing is left out: each
+test runs once, in one of the two. Each hands out ports from its own third of the range
+(testing.servers.PORTS_ENV; the last third is `make test-solr-versions`', which CI runs
+beside): a port one run holds free for a server about to start, or as a dead address, is
+never the other's.
 
     python -m testing.suite [pytest options for the main run, e.g. -x, -n 2]
 
 The second run's output is kept in test-artifacts/suite-apart.log and printed after the main
 run's. The exit status is the main run's when it failed, else the second's. SIGTERM (a CI
-timeout) is passed to both runs, which then stop their servers (tests/conftest.py).
-"""
+timeout) is passed to both runs, which then stop their servers (tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -30,21 +29,17 @@ from pathlib import Path
 from testing.servers import PORTS_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
-# test files and folders, or tests (pytest node ids), that start their own servers and use none
-# of the run's (no shared Solr, LLM stand-in or answerer): the slowest waits of the suite
-APART = (
+# the run apart, in this order: the tests that start servers of their own and use none of the
+# run's (no shared Solr, LLM stand-in or answerer; the slowest waits of the suite), then the
+# files that keep llama.cpp busy. Those run after the compose stack, which runs its own
+# llama.cpp: two of them on two cores spin on each other's threads (measured: a run beside
+# them at a fifth of its pace). The run apart starts its own shared Solr for them.
+OWN_SERVERS = (
     "tests/service/test_compose_stack.py",
     "tests/cluster",
     "tests/service/test_solr_local.py::test_restart_keeps_the_index_and_what_vectormain_was_made_of",
 )
-LOG = ROOT / "test-artifacts" / "suite-apart.log"
-# set in the run apart: the shared Solr's fixture then fails the test that asks for it
-APART_ENV = "SOLR_RAG_TESTS_APART"
-# set in the main run: the test files that keep llama.cpp busy run last (tests/conftest.py), once
-# the compose stack, first of the run apart, has stopped its own llama.cpp; two of them on two
-# cores spin on each other's threads (measured: the main run at a fifth of its pace)
-MAIN_ENV = "SOLR_RAG_TESTS_MAIN"
-LLAMA_LAST = (
+LLAMA_HEAVY = (
     "tests/service/test_answerer.py",
     "tests/service/test_llama_cpp.py",
     "tests/service/test_grounding_llm.py",
@@ -52,6 +47,11 @@ LLAMA_LAST = (
     "tests/service/test_deployment.py",
     "tests/service/test_trust.py",
 )
+APART = (*OWN_SERVERS, *LLAMA_HEAVY)
+LOG = ROOT / "test-artifacts" / "suite-apart.log"
+# a Solr of the developer's own (tests/conftest.py): the main run's alone, the run apart starts
+# its own (both would fill its collections)
+EXISTING_SOLR_ENV = "SOLR_RAG_TEST_SOLR_URL"
 NO_TESTS = 5  # pytest's exit status when nothing was selected
 
 
@@ -59,6 +59,12 @@ def main_arguments(extra: list[str]) -> list[str]:
     """The main run's pytest arguments: everything but APART."""
     left_out = [f"--deselect={entry}" if "::" in entry else f"--ignore={entry}" for entry in APART]
     return ["-q", *extra, *left_out]
+
+
+def apart_environment() -> dict[str, str]:
+    environment = {**os.environ, PORTS_ENV: "1/3"}
+    environment.pop(EXISTING_SOLR_ENV, None)
+    return environment
 
 
 def run(extra: list[str]) -> int:
@@ -77,7 +83,7 @@ def run(extra: list[str]) -> int:
     with LOG.open("w") as log:
         apart = subprocess.Popen(
             [*pytest, "-q", *APART],
-            cwd=ROOT, stdout=log, stderr=log, env={**os.environ, APART_ENV: "1", PORTS_ENV: "1/3"},
+            cwd=ROOT, stdout=log, stderr=log, env=apart_environment(),
         )  # fmt: skip
         children.append(apart)
         print(f"testing.suite: {', '.join(APART)} run apart (pid {apart.pid}), output in {LOG}")
@@ -85,7 +91,7 @@ def run(extra: list[str]) -> int:
         main = subprocess.Popen(
             [*pytest, *main_arguments(extra)],
             cwd=ROOT,
-            env={**os.environ, MAIN_ENV: "1", PORTS_ENV: "0/3"},
+            env={**os.environ, PORTS_ENV: "0/3"},
         )
         children.append(main)
         try:

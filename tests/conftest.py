@@ -38,7 +38,7 @@ from testing.service import (
 )
 from testing.solr import SCRIPT as SOLR_SCRIPT
 from testing.solr import SolrStartError, local_solr, solr_version
-from testing.suite import APART_ENV, LLAMA_LAST, MAIN_ENV
+from testing.suite import EXISTING_SOLR_ENV
 from tests.solr_versions import in_subset
 
 
@@ -84,8 +84,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         item.add_marker(pytest.mark.xdist_group(_worker_group(item.nodeid)))
     if os.environ.get("PYTEST_XDIST_WORKER"):  # one process: the order as written
         items.sort(key=_start_rank)
-    elif os.environ.get(MAIN_ENV):  # testing.suite's main run: llama.cpp's heavy files last
-        items.sort(key=lambda item: item.nodeid.split("::", 1)[0] in LLAMA_LAST)
 
 
 def _worker_group(nodeid: str) -> str:
@@ -129,12 +127,7 @@ def _logging_as_it_was() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def solr_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    if os.environ.get(APART_ENV):
-        pytest.fail(
-            "a test run apart (testing/suite.py's APART) asked for the run's shared Solr: give it"
-            " a Solr of its own (solr_jars), or take it out of APART"
-        )
-    existing = os.environ.get("SOLR_RAG_TEST_SOLR_URL")
+    existing = os.environ.get(EXISTING_SOLR_ENV)
     if existing:
         yield existing.rstrip("/")
         return

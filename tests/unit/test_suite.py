@@ -8,13 +8,22 @@ from pathlib import Path
 import pytest
 
 from testing.servers import PORTS_ENV, ZOOKEEPER_OFFSET, free_ports, port_slice
-from testing.suite import APART, LLAMA_LAST, main_arguments
+from testing.suite import (
+    APART,
+    EXISTING_SOLR_ENV,
+    LLAMA_HEAVY,
+    OWN_SERVERS,
+    apart_environment,
+    main_arguments,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_every_test_run_apart_or_last_exists() -> None:
-    for entry in (*APART, *LLAMA_LAST):
+def test_every_test_run_apart_exists() -> None:
+    # the compose stack's llama.cpp is down before the llama.cpp-heavy files start
+    assert APART.index(OWN_SERVERS[0]) < min(APART.index(entry) for entry in LLAMA_HEAVY)
+    for entry in APART:
         path, _, name = entry.partition("::")
         assert (ROOT / path).exists(), entry
         if name:
@@ -65,7 +74,10 @@ def test_the_runs_side_by_side_hand_out_ports_from_slices_of_their_own(
             port_slice()
 
 
-def test_each_run_is_given_its_slice() -> None:
-    source = (ROOT / "testing" / "suite.py").read_text()
-    assert 'PORTS_ENV: "0/3"' in source and 'PORTS_ENV: "1/3"' in source
+def test_each_run_is_given_its_slice_and_its_own_solr(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(EXISTING_SOLR_ENV, "http://127.0.0.1:8983/solr")
+    environment = apart_environment()
+    # the run apart starts a Solr of its own: both runs would fill the developer's collections
+    assert environment[PORTS_ENV] == "1/3" and EXISTING_SOLR_ENV not in environment
+    assert 'PORTS_ENV: "0/3"' in (ROOT / "testing" / "suite.py").read_text()
     assert "SOLR_RAG_TEST_PORTS=2/3 " in (ROOT / "Makefile").read_text()
