@@ -70,8 +70,8 @@ phoenix: setup
 	$(BIN)/python -c "from testing.phoenix import installed; print(installed())"
 
 # the suite in two pytest processes side by side (testing/suite.py): the tests that start their
-# own servers (the compose stack, the cluster, a restarted Solr) apart from the rest, whose waits
-# the other fills. TEST_WORKERS=2: the rest on two processes (pytest-xdist), each with its own
+# own servers (the compose stack, the cluster, a restarted Solr), then llama.cpp's heavy files,
+# apart from the rest, whose waits the other fills. TEST_WORKERS=2: the rest on two processes (pytest-xdist), each with its own
 # Solr, a file's tests on one of them, the slowest files first (tests/conftest.py)
 TEST_WORKERS ?= 1
 test: setup browser phoenix

@@ -28,7 +28,7 @@ ONE_SHARD = {"FileShare": "FileShare1", "VectorMain": "VectorMain1"}
 CRANFIELD_DOCUMENTS = 150
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def cluster(tmp_path_factory: pytest.TempPathFactory, solr_jars: None) -> Iterator[LocalSolr]:
     with local_solr(
         tmp_path_factory.mktemp("cloud"), nodes=NODES, shards=SHARDS, replicas=REPLICAS
@@ -47,7 +47,7 @@ def base_properties(
     return service_properties(cluster.url, llm_base_url, model_server_url)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def corpus(cluster_corpus: list[SourceDocument]) -> list[SourceDocument]:
     """What the service fixtures wait for: the cluster's corpus."""
     return cluster_corpus
@@ -104,7 +104,7 @@ async def ingest(settings: Settings, documents: list[SourceDocument]) -> None:
         await indexer_for(settings, solr, embeddings).run(documents)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def cluster_corpus(cluster: LocalSolr, model_server_url: str) -> list[SourceDocument]:
     """The documents, in the sharded collections and in their one-shard copies."""
     documents = cluster_documents()
