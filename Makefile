@@ -83,7 +83,7 @@ test: setup browser phoenix
 OTHER_SOLR ?= 9.10.1
 test-solr-versions: setup
 	bash solr/local/solr.sh fetch --version $(OTHER_SOLR)
-	SOLR_VERSION=$(OTHER_SOLR) SOLR_RAG_TEST_PORTS=2/3 $(BIN)/pytest -q -m solr_versions
+	SOLR_VERSION=$(OTHER_SOLR) SOLR_RAG_TEST_PORTS=2/3 $(BIN)/pytest -q -o cache_dir=.pytest_cache/solr-versions -m solr_versions
 
 # the fast suite: no Solr, no model, no socket (tests/unit/conftest.py refuses the network)
 test-unit: setup

