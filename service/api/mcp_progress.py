@@ -46,11 +46,20 @@ async def reporting(
         return
     stages: asyncio.Queue[str] = asyncio.Queue()
     stages.put_nowait("started")
-
     done = asyncio.Event()
+    told = [0]  # the notifications sent: numbered 1, 2, 3... whoever sends them
 
-    async def send() -> None:
-        count, said = 0, "working"
+    async def tell(said: str) -> bool:
+        told[0] += 1
+        try:
+            await ctx.report_progress(told[0], None, said)
+        except Exception:  # the host left, or its stream closed: the answer goes on
+            log.debug("MCP progress notification not sent", exc_info=True)
+            return False
+        return True
+
+    async def send() -> bool:
+        said = "working"
         while not done.is_set():
             # asyncio.timeout, not wait_for: Python 3.11's wait_for loses a cancellation that
             # comes as the stage it waits for arrives, and this loop then outlived the answer,
@@ -59,13 +68,10 @@ async def reporting(
                 async with asyncio.timeout(every):
                     said = await stages.get()
             if done.is_set():
-                return
-            count += 1
-            try:
-                await ctx.report_progress(count, None, said)
-            except Exception:  # the host left, or its stream closed: the answer goes on
-                log.debug("MCP progress notification not sent", exc_info=True)
-                return
+                break
+            if not await tell(said):
+                return False
+        return True
 
     sender = asyncio.create_task(send())
     try:
@@ -73,8 +79,13 @@ async def reporting(
     finally:
         done.set()
         sender.cancel()
+        host_listens = True
         with suppress(asyncio.CancelledError):
-            await sender
+            host_listens = await sender
+        # the stages that began while the sender waited its turn (a quick answer on a busy
+        # machine) are told before the result, which follows this block: one for each
+        while host_listens and not stages.empty():
+            host_listens = await tell(stages.get_nowait())
 
 
 def wants_stream(value: object, accept: str) -> bool:
