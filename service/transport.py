@@ -52,8 +52,6 @@ HEAD_LIMIT = 64 * 1024
 PACED_BODY = 64 * 1024
 DEFAULT_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20)  # httpx's
 POOL_LIMITS = httpx.Limits(max_connections=200, max_keepalive_connections=50)  # the service's
-
-
 # aiohttp's failure -> the httpx exception httpx's transport raises for the same event; the
 # first that matches wins (subclasses before their bases)
 _FAILURES: tuple[tuple[type[BaseException], type[httpx.TransportError]], ...] = (
@@ -207,14 +205,16 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             # racing ours) is no answer: the request goes once more, on a new connection, when
             # its body can be sent again (see _Taken.lost_the_race)
             replayable = not isinstance(body, httpx.AsyncByteStream)
-            for again in (False, True) if replayable else (True,):
-                taken = _Taken(new_connection=again and replayable)
+            for second_try in (False, True):
+                taken = _Taken(new_connection=second_try)
                 token = _TAKEN.set(taken)
                 try:
                     response = await self._send(session, request, body, headers, timeout)
                     break
                 except httpx.TransportError as error:
-                    if again or not (taken.lost_the_race() and _hung_up(error)):
+                    if second_try or not replayable or not _hung_up(error):
+                        raise
+                    if not taken.lost_the_race():
                         raise
                 finally:
                     _TAKEN.reset(token)

@@ -39,11 +39,11 @@ def free_ports(count: int) -> int:
     ephemeral range (so no outgoing connection takes one before its server listens), each
     with its ZooKeeper port free too (ZOOKEEPER_OFFSET above), never one handed out before in
     this process, and inside this process's slice of the range (port_slice)."""
-    first_allowed, last_allowed = port_slice()
-    last_allowed -= ZOOKEEPER_OFFSET + count
+    first_allowed, last = port_slice()
+    last_allowed = last - ZOOKEEPER_OFFSET - count
     if last_allowed < first_allowed:
         raise RuntimeError(
-            f"the ports {port_slice()} ({PORTS_ENV}, the pytest-xdist workers) are too few for "
+            f"the ports {first_allowed}-{last} ({PORTS_ENV}, the xdist workers) are too few for "
             f"{count} with their ZooKeeper ports: use fewer slices or workers"
         )
     with _HANDING:
